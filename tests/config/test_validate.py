@@ -1,0 +1,93 @@
+"""Config composition through Hydra and start-up validation messages."""
+
+import os
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.errors import ConfigCompositionException
+
+from verl_lite.config import register_schema, to_config
+from verl_lite.config.validate import ConfigError, normalize, validate
+
+CONF_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "conf")
+register_schema()
+
+
+def load(*overrides):
+    with initialize_config_dir(config_dir=os.path.abspath(CONF_DIR), version_base=None):
+        return to_config(compose(config_name="ppo_trainer", overrides=list(overrides)))
+
+
+def problems(cfg, tmp_path=None):
+    with pytest.raises(ConfigError) as info:
+        validate(cfg, num_gpus=0)
+    return "\n".join(info.value.problems)
+
+
+def test_defaults_compose_into_the_typed_schema():
+    cfg = load()
+    assert cfg.algorithm.adv_estimator == "grpo"
+    assert cfg.actor_rollout_ref.actor.fsdp_config.param_offload is False
+    assert cfg.trainer.default_local_dir == "checkpoints/verl_lite/tiny_arith_grpo"  # interpolation resolved
+    assert cfg.trainer.logger == ["console", "file"]
+
+
+def test_overrides_are_type_checked_and_unknown_keys_rejected():
+    cfg = load("actor_rollout_ref.actor.optim.lr=3e-5", "trainer.logger=[console]")
+    assert cfg.actor_rollout_ref.actor.optim.lr == 3e-5 and cfg.trainer.logger == ["console"]
+    with pytest.raises(ConfigCompositionException, match="no_such_key"):
+        load("actor_rollout_ref.actor.no_such_key=1")
+    with pytest.raises(ConfigCompositionException, match="ppo_epochs"):
+        load("actor_rollout_ref.actor.ppo_epochs=many")
+
+
+def test_normalize_fills_verls_derived_values():
+    cfg = load(
+        "actor_rollout_ref.actor.clip_ratio=0.3",
+        "actor_rollout_ref.actor.clip_ratio_high=0.4",
+        "actor_rollout_ref.actor.ppo_micro_batch_size=8",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=null",
+    )
+    assert normalize(cfg) == []
+    a = cfg.actor_rollout_ref.actor
+    assert (a.clip_ratio_low, a.clip_ratio_high) == (0.3, 0.4)
+    assert a.ppo_micro_batch_size_per_gpu == 4  # global 8 over 2 workers
+    assert cfg.actor_rollout_ref.rollout.response_length == cfg.data.max_response_length
+
+
+def test_batch_geometry_messages_name_keys_and_numbers():
+    msg = problems(
+        load(
+            "actor_rollout_ref.rollout.n=3",
+            "actor_rollout_ref.actor.ppo_mini_batch_size=16",
+            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=5",
+        )
+    )
+    assert "ppo_micro_batch_size_per_gpu=5 does not divide the per-worker mini-batch of 24" in msg
+    msg = problems(load("trainer.n_gpus_per_node=3", "actor_rollout_ref.rollout.n=5"))
+    assert "data.train_batch_size=32 prompts cannot be split over 3 workers" in msg
+    assert "16 x 5 = 80 responses cannot be split over 3 workers" in msg
+    msg = problems(load("data.train_batch_size=24"))
+    assert (
+        "data.train_batch_size=24 is not a multiple of actor_rollout_ref.actor.ppo_mini_batch_size=16" in msg
+    )
+
+
+def test_value_and_choice_problems_are_collected_together(tmp_path):
+    msg = problems(
+        load(
+            "actor_rollout_ref.rollout.n=1",
+            "actor_rollout_ref.actor.loss_agg_mode=token-sum",
+            f"data.train_files={tmp_path}/missing.parquet",
+            "actor_rollout_ref.model.path=/nonexistent",
+        )
+    )
+    assert "algorithm.adv_estimator=grpo needs actor_rollout_ref.rollout.n >= 2" in msg
+    assert "loss_agg_mode='token-sum' is not one of" in msg
+    assert f"data.train_files: '{tmp_path}/missing.parquet' does not exist" in msg
+    assert "actor_rollout_ref.model.path='/nonexistent': no such folder" in msg
+
+
+def test_deprecated_and_new_micro_size_together_is_an_error():
+    msg = problems(load("actor_rollout_ref.actor.ppo_micro_batch_size=8"))
+    assert "ppo_micro_batch_size and actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu are both set" in msg

@@ -1,0 +1,29 @@
+"""Shared fixtures: one local Ray for the tests that need it, torch on one thread."""
+
+import os
+
+import pytest
+import torch
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session")
+def ray_local():
+    import ray
+
+    ray.init(
+        num_cpus=2, include_dashboard=False, runtime_env={"env_vars": {"TOKENIZERS_PARALLELISM": "false"}}
+    )
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory):
+    """A random tiny Qwen2 folder (fast to build) for engine and rollout tests."""
+    from tests.helpers.models import make_tiny_model_dir
+
+    return make_tiny_model_dir(str(tmp_path_factory.mktemp("tiny_model")))

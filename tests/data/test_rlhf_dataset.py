@@ -1,0 +1,96 @@
+"""The parquet RLHF dataset: chat template, left padding, truncation modes, filtering, bad rows."""
+
+import pandas as pd
+import pytest
+import torch
+
+from verl_lite.data.rlhf_dataset import EpochSampler, PromptSpec, RLHFDataset
+from verl_lite.data.tiny_tokenizer import build_tokenizer
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return build_tokenizer()
+
+
+def write(tmp_path, contents, name="d.parquet", **extra_cols):
+    rows = [
+        {
+            "data_source": "verl_lite/arith",
+            "prompt": [{"role": "user", "content": c}],
+            "ability": "math",
+            "reward_model": {"ground_truth": "1"},
+            "extra_info": {"index": i},
+            **extra_cols,
+        }
+        for i, c in enumerate(contents)
+    ]
+    path = tmp_path / name
+    pd.DataFrame(rows).to_parquet(path)
+    return str(path)
+
+
+def chat_len(tok, content):
+    text = tok.apply_chat_template(
+        [{"role": "user", "content": content}], add_generation_prompt=True, tokenize=False
+    )
+    return len(tok(text)["input_ids"])
+
+
+def test_left_padded_batch_ends_with_the_generation_prompt(tmp_path, tok):
+    ds = RLHFDataset(write(tmp_path, ["1+2=", "11+22="]), tok, PromptSpec(max_prompt_length=20))
+    batch = ds.collate([0, 1])
+    ids, mask = batch.batch["input_ids"], batch.batch["attention_mask"]
+    assert ids.shape == (2, 20)
+    assert mask[0].sum() == chat_len(tok, "1+2=") and mask[0, -1] == 1 and mask[0, 0] == 0
+    assert tok.decode(ids[1][mask[1].bool()]).endswith("<|im_start|>assistant\n")
+    assert batch.batch["position_ids"][0, -1] == mask[0].sum() - 1
+    assert list(batch.non_tensor_batch["data_source"]) == ["verl_lite/arith"] * 2
+    assert batch.non_tensor_batch["reward_model"][1]["ground_truth"] == "1"
+
+
+def test_truncation_modes(tmp_path, tok):
+    path = write(tmp_path, ["1+" * 20 + "1="])
+    n = chat_len(tok, "1+" * 20 + "1=")
+    with pytest.raises(ValueError, match=f"prompt is {n} tokens, over data.max_prompt_length=16"):
+        RLHFDataset(path, tok, PromptSpec(max_prompt_length=16, truncation="error"))
+    left = RLHFDataset(path, tok, PromptSpec(max_prompt_length=16, truncation="left"))
+    right = RLHFDataset(path, tok, PromptSpec(max_prompt_length=16, truncation="right"))
+    assert tok.decode(left.prompts[0]).endswith("assistant\n") and len(left.prompts[0]) == 16
+    assert tok.decode(right.prompts[0]).startswith("<|im_start|>user") and len(right.prompts[0]) == 16
+
+
+def test_filter_overlong_prompts_drops_and_counts(tmp_path, tok):
+    ds = RLHFDataset(
+        write(tmp_path, ["1+2=", "1+" * 20 + "1=", "3+4="]),
+        tok,
+        PromptSpec(max_prompt_length=16, filter_overlong_prompts=True),
+    )
+    assert len(ds) == 2 and ds.num_filtered == 1
+
+
+def test_bad_rows_and_columns_are_named(tmp_path, tok):
+    with pytest.raises(ValueError, match="row 1: column 'prompt' holds an empty prompt"):
+        RLHFDataset(write(tmp_path, ["1+2=", "  "]), tok, PromptSpec())
+    with pytest.raises(ValueError, match="no column 'question'"):
+        RLHFDataset(write(tmp_path, ["1+2="]), tok, PromptSpec(prompt_key="question"))
+    with pytest.raises(ValueError, match="cannot read parquet file"):
+        RLHFDataset(str(tmp_path / "missing.parquet"), tok, PromptSpec())
+
+
+def test_sampler_is_seeded_reshuffles_per_epoch_and_resumes():
+    s = EpochSampler(10, 3, shuffle=True, seed=7)
+    epoch0 = list(s.epoch_batches())
+    epoch1 = list(s.epoch_batches())
+    assert len(epoch0) == 3 and all(len(b) == 3 for b in epoch0)  # drop_last
+    assert epoch0 != epoch1
+    again = EpochSampler(10, 3, shuffle=True, seed=7)
+    assert list(again.epoch_batches()) == epoch0
+    resumed = EpochSampler(10, 3, shuffle=True, seed=7)
+    it = resumed.epoch_batches()
+    first = next(it)
+    state = resumed.state_dict()
+    fresh = EpochSampler(10, 3, shuffle=True, seed=7)
+    fresh.load_state_dict(state)
+    assert [first, *fresh.epoch_batches()] == epoch0
+    assert torch.equal(torch.tensor(sorted(sum(epoch0, []))), torch.tensor(sorted(sum(epoch0, []))))

@@ -1,0 +1,60 @@
+"""Tiny models and batches built locally for tests (no hub)."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+from transformers import Qwen2Config, Qwen2ForCausalLM
+
+from verl_lite.data.tiny_tokenizer import build_tokenizer
+
+
+def make_tiny_model_dir(path: str, seed: int = 0, num_layers: int = 2, hidden: int = 64) -> str:
+    """A random Qwen2 (head_dim 32) with the tiny tokenizer, saved as a HF folder."""
+    if os.path.exists(os.path.join(path, "config.json")):
+        return path
+    tokenizer = build_tokenizer()
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=num_layers,
+        num_attention_heads=hidden // 32,
+        num_key_value_heads=1,
+        max_position_embeddings=64,
+        tie_word_embeddings=True,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(seed)
+    Qwen2ForCausalLM(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def make_ppo_batch(
+    vocab: int, bs: int = 8, prompt_len: int = 6, response_len: int = 5, seed: int = 0
+) -> dict:
+    """A PPO batch in verl's layout with ragged prompt and response lengths."""
+    g = torch.Generator().manual_seed(seed)
+    prompts = torch.randint(3, vocab, (bs, prompt_len), generator=g)
+    responses = torch.randint(3, vocab, (bs, response_len), generator=g)
+    p_len = torch.randint(2, prompt_len + 1, (bs,), generator=g)
+    r_len = torch.randint(1, response_len + 1, (bs,), generator=g)
+    p_mask = (torch.arange(prompt_len).unsqueeze(0) >= prompt_len - p_len.unsqueeze(1)).long()
+    r_mask = (torch.arange(response_len).unsqueeze(0) < r_len.unsqueeze(1)).long()
+    prompts = prompts * p_mask
+    responses = responses * r_mask
+    attention_mask = torch.cat([p_mask, r_mask], -1)
+    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    return {
+        "input_ids": torch.cat([prompts, responses], -1),
+        "attention_mask": attention_mask,
+        "position_ids": position_ids,
+        "responses": responses,
+        "response_mask": r_mask,
+        "advantages": torch.randn(bs, response_len, generator=g) * r_mask,
+        "old_log_probs": -torch.rand(bs, response_len, generator=g) * 3,
+        "ref_log_prob": -torch.rand(bs, response_len, generator=g) * 3,
+    }

@@ -1,0 +1,64 @@
+"""Rule scoring and the naive reward manager: reward on the last token, loud failures."""
+
+import pytest
+import torch
+
+from verl_lite.data.tiny_tokenizer import build_tokenizer
+from verl_lite.protocol import DataProto
+from verl_lite.reward.naive import NaiveRewardManager
+from verl_lite.reward.scorers import default_compute_score, load_custom_scorer, score_arith
+
+
+def test_arith_scorer_is_strict():
+    assert score_arith("", "46", "46") == 1.0
+    assert score_arith("", " 46 ", "46") == 1.0
+    assert score_arith("", "46.", "46") == 0.0
+    assert score_arith("", "4 6", "46") == 0.0
+    assert score_arith("", "", "46") == 0.0
+
+
+def _batch(tok, texts, source="verl_lite/arith"):
+    width = 6
+    responses = torch.full((len(texts), width), tok.pad_token_id)
+    mask = torch.zeros_like(responses)
+    for i, t in enumerate(texts):
+        ids = tok(t)["input_ids"] + [tok.eos_token_id]
+        responses[i, : len(ids)] = torch.tensor(ids)
+        mask[i, : len(ids)] = 1
+    return DataProto.from_dict(
+        {"responses": responses, "response_mask": mask},
+        {"data_source": [source] * len(texts), "reward_model": [{"ground_truth": "46"}] * len(texts)},
+    )
+
+
+def test_reward_sits_on_the_last_valid_token():
+    tok = build_tokenizer()
+    rewards, _ = NaiveRewardManager(tok, default_compute_score)(_batch(tok, ["46", "7", "46"]))
+    assert rewards.sum(-1).tolist() == [1.0, 0.0, 1.0]
+    assert rewards[0, 2] == 1.0 and rewards[0, :2].sum() == 0  # "4", "6", EOS: on the EOS
+
+
+def test_unknown_source_and_bad_scorers_fail_loudly(tmp_path):
+    tok = build_tokenizer()
+    with pytest.raises(RuntimeError, match="no reward scorer for data_source='other'"):
+        NaiveRewardManager(tok, default_compute_score)(_batch(tok, ["1"], source="other"))
+    with pytest.raises(TypeError, match="must return a finite number"):
+        NaiveRewardManager(tok, lambda *a: "yes")(_batch(tok, ["1"]))
+    with pytest.raises(TypeError, match="must return a finite number"):
+        NaiveRewardManager(tok, lambda *a: float("nan"))(_batch(tok, ["1"]))
+
+
+def test_custom_scorer_from_file_and_extra_info(tmp_path):
+    path = tmp_path / "my_reward.py"
+    path.write_text(
+        "def my_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+        "    return {'score': float(len(solution_str)), 'chars': len(solution_str)}\n"
+    )
+    fn = load_custom_scorer(str(path), "my_score")
+    tok = build_tokenizer()
+    rewards, extra = NaiveRewardManager(tok, fn)(_batch(tok, ["123", "4"]))
+    assert rewards.sum(-1).tolist() == [3.0, 1.0] and extra == {"chars": [3, 1]}
+    with pytest.raises(AttributeError, match="custom_reward_function.name='nope'"):
+        load_custom_scorer(str(path), "nope")
+    with pytest.raises(FileNotFoundError, match="custom_reward_function.path"):
+        load_custom_scorer(str(tmp_path / "missing.py"), "x")

@@ -1,0 +1,71 @@
+"""A worker group of 2 Ray actors splits a DataProto by rank and gathers results in order."""
+
+import os
+
+import pytest
+import torch
+
+from verl_lite.protocol import DataProto
+from verl_lite.single_controller import (
+    Dispatch,
+    RayResourcePool,
+    RayWorkerGroup,
+    Worker,
+    WorkerError,
+    register,
+)
+
+
+class EchoWorker(Worker):
+    def __init__(self, offset: float):
+        super().__init__()
+        self.offset = offset
+
+    @register(Dispatch.DP_COMPUTE_PROTO)
+    def transform(self, data: DataProto) -> DataProto:
+        x = data.batch["x"]
+        rank = torch.full_like(x, self.rank)
+        return DataProto.from_dict({"y": x + self.offset, "rank": rank}, {"tag": [f"r{self.rank}"] * len(x)})
+
+    @register(Dispatch.ONE_TO_ALL)
+    def whoami(self) -> tuple[int, int, str]:
+        return self.rank, self.world_size, os.environ.get("MASTER_PORT", "")
+
+    @register(Dispatch.ONE_TO_ALL)
+    def fail_on(self, rank: int) -> int:
+        if self.rank == rank:
+            raise ValueError("boom")
+        return self.rank
+
+
+@pytest.fixture(scope="module")
+def group(ray_local):
+    pool = RayResourcePool(nnodes=1, n_workers_per_node=2, use_gpu=False)
+    wg = RayWorkerGroup(pool, EchoWorker, 100.0, name="echo")
+    yield wg
+    wg.shutdown()
+    pool.release()
+
+
+def test_dp_dispatch_splits_by_rank_and_gathers_in_order(group):
+    data = DataProto.from_dict({"x": torch.arange(6).float()})
+    out = group.transform(data)
+    assert out.batch["y"].tolist() == [100, 101, 102, 103, 104, 105]
+    assert out.batch["rank"].tolist() == [0, 0, 0, 1, 1, 1]
+    assert list(out.non_tensor_batch["tag"]) == ["r0"] * 3 + ["r1"] * 3
+
+
+def test_one_to_all_reaches_every_rank_with_a_shared_rendezvous(group):
+    results = group.whoami()
+    assert [r[:2] for r in results] == [(0, 2), (1, 2)]
+    assert results[0][2] and results[0][2] == results[1][2]
+
+
+def test_worker_error_names_rank_and_method(group):
+    with pytest.raises(WorkerError, match="echo rank 1 raised in fail_on"):
+        group.fail_on(1)
+
+
+def test_uneven_batch_is_refused_before_dispatch(group):
+    with pytest.raises(ValueError, match="pad_to_divisor"):
+        group.transform(DataProto.from_dict({"x": torch.arange(5).float()}))

@@ -1,0 +1,161 @@
+"""The CLI end to end on the tiny default: a real Ray, FSDP2 on gloo, parquet files, Hydra.
+
+One 2-step run is shared by the checks on metrics.jsonl; a second identical run checks that the
+same config gives the same metrics (timing and throughput aside). Bad input must fail before Ray
+starts, with a message naming the cause.
+"""
+
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+pytestmark = pytest.mark.slow
+
+SMALL = [
+    "data.train_batch_size=8",
+    "actor_rollout_ref.rollout.n=4",
+    "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
+    "trainer.n_gpus_per_node=2",
+    "trainer.total_training_steps=2",
+    "trainer.test_freq=2",
+    "data.val_batch_size=128",
+]
+# figures that measure the machine, not the computation
+NONDETERMINISTIC = (
+    "timing_s/",
+    "perf/throughput",
+    "perf/time_per_step",
+    "perf/rollout_tokens_per_s",
+    "perf/cpu_memory",
+)
+REQUIRED = [
+    "actor/pg_loss",
+    "actor/pg_clipfrac",
+    "actor/ppo_kl",
+    "actor/entropy",
+    "actor/grad_norm",
+    "actor/lr",
+    "critic/score/mean",
+    "critic/rewards/mean",
+    "critic/advantages/mean",
+    "response_length/mean",
+    "response_length/clip_ratio",
+    "prompt_length/mean",
+    "timing_s/gen",
+    "timing_s/update_actor",
+    "timing_s/step",
+    "perf/throughput",
+    "perf/total_num_tokens",
+    "val-core/verl_lite/arith/reward/mean@1",
+]
+
+
+def run_cli(tmp_path, *overrides, timeout=600) -> subprocess.CompletedProcess:
+    out = tmp_path / "run"
+    cmd = [
+        sys.executable,
+        "-m",
+        "verl_lite.main_ppo",
+        f"hydra.run.dir={out}",
+        f"trainer.default_local_dir={out}",
+        *overrides,
+    ]
+    env = dict(os.environ, RAY_DEDUP_LOGS="0")
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def read_metrics(tmp_path) -> list[dict]:
+    with open(tmp_path / "run" / "metrics.jsonl") as f:
+        return [json.loads(line) for line in f]
+
+
+@pytest.fixture(scope="module")
+def two_step_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("cli")
+    proc = run_cli(tmp, *SMALL)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return tmp, proc
+
+
+def test_two_step_run_writes_every_metric_finite(two_step_run):
+    tmp, proc = two_step_run
+    rows = read_metrics(tmp)
+    assert [r["step"] for r in rows] == [0, 1, 2]
+    assert "val-core/verl_lite/arith/reward/mean@1" in rows[0]  # val_before_train
+    for row in rows[1:]:
+        missing = [
+            k for k in REQUIRED if k not in row and not (k.startswith("val-core") and row["step"] == 1)
+        ]
+        assert not missing, f"step {row['step']} lacks {missing}"
+        bad = {k: v for k, v in row.items() if isinstance(v, float) and not math.isfinite(v)}
+        assert not bad, bad
+    assert rows[1]["perf/total_num_tokens"] > 0 and 0 <= rows[2]["critic/score/mean"] <= 1
+    assert "step 2 |" in proc.stdout + proc.stderr, "console logger prints one line per step"
+
+
+def test_same_config_gives_identical_metrics(two_step_run, tmp_path):
+    first_tmp, _ = two_step_run
+    proc = run_cli(tmp_path, *SMALL)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+
+    def stable(rows):
+        return [{k: v for k, v in r.items() if not k.startswith(NONDETERMINISTIC)} for r in rows]
+
+    first, second = stable(read_metrics(first_tmp)), stable(read_metrics(tmp_path))
+    assert first == second
+    assert first[1]["actor/grad_norm"] > 0, "a trivially empty update would also be 'deterministic'"
+
+
+def _fails_fast(tmp_path, *overrides, match: str):
+    start = time.time()
+    proc = run_cli(tmp_path, *overrides, timeout=120)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert match in proc.stderr, proc.stderr[-3000:]
+    assert "Started a local Ray" not in proc.stderr + proc.stdout, "bad input must fail before Ray starts"
+    return time.time() - start
+
+
+def test_impossible_batch_geometry_fails_fast(tmp_path):
+    _fails_fast(
+        tmp_path,
+        "data.train_batch_size=8",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+        "actor_rollout_ref.rollout.n=3",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
+        "trainer.n_gpus_per_node=2",
+        match="ppo_micro_batch_size_per_gpu=4 does not divide the per-worker mini-batch of 6",
+    )
+
+
+def test_missing_data_file_fails_fast(tmp_path):
+    _fails_fast(tmp_path, f"data.train_files={tmp_path}/nope.parquet", match="data.train_files")
+
+
+def test_overlong_prompt_with_truncation_error_fails_fast(tmp_path):
+    long_prompt = [{"role": "user", "content": "1+" * 40 + "1="}]
+    rows = [
+        {
+            "data_source": "verl_lite/arith",
+            "prompt": long_prompt,
+            "ability": "math",
+            "reward_model": {"ground_truth": "41"},
+            "extra_info": {"index": 0},
+        }
+    ] * 8
+    path = tmp_path / "long.parquet"
+    pd.DataFrame(rows).to_parquet(path)
+    _fails_fast(
+        tmp_path, f"data.train_files={path}", "data.truncation=error", match="over data.max_prompt_length=16"
+    )
+
+
+def test_unknown_key_is_hydras_error(tmp_path):
+    proc = run_cli(tmp_path, "trainer.no_such_key=1", timeout=120)
+    assert proc.returncode != 0 and "no_such_key" in proc.stderr

@@ -1,0 +1,214 @@
+"""The typed config schema: every key, its default and its meaning, in one place.
+
+Keys and meanings follow verl's ppo_trainer.yaml, so a verl command line works unchanged for the
+features verl_lite has. Defaults are the embedded tiny run's: `python -m verl_lite.main_ppo` with no
+overrides trains GRPO on a small arithmetic task on CPU. Hydra composes conf/ppo_trainer.yaml on top
+of this schema (registered in config/__init__.py), so an unknown key is Hydra's own error.
+
+A `verl_lite://` path names an embedded asset that is built on first use (data/assets.py).
+The comment after each field is its documentation (docs/config.md is generated from it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+TINY_MODEL = "verl_lite://tiny-qwen2-arith"
+TINY_TRAIN = "verl_lite://arith/train.parquet"
+TINY_VAL = "verl_lite://arith/test.parquet"
+
+
+@dataclass
+class DataConfig:
+    tokenizer: str | None = None  # tokenizer folder; null: the actor model's
+    train_files: Any = TINY_TRAIN  # parquet file or list of files, verl's RLHF layout
+    val_files: Any = TINY_VAL  # parquet file or list of files for validation
+    prompt_key: str = "prompt"  # column holding the chat messages
+    reward_fn_key: str = "data_source"  # column that picks the reward scorer
+    max_prompt_length: int = 16  # prompt tokens after the chat template (left-padded to this)
+    max_response_length: int = 8  # generated tokens per response
+    train_batch_size: int = 32  # prompts per training step (global)
+    val_batch_size: int | None = None  # prompts per validation batch; null: the whole validation set
+    return_raw_chat: bool = False  # keep the raw messages in the batch
+    shuffle: bool = True  # shuffle the training set every epoch
+    seed: int = 1  # seed of the shuffling
+    truncation: str = "error"  # prompt over max_prompt_length: error | left | right
+    filter_overlong_prompts: bool = False  # drop prompts over max_prompt_length at load (counted, logged)
+    trust_remote_code: bool = False  # passed to the tokenizer loader
+
+
+@dataclass
+class ModelConfig:
+    path: str = TINY_MODEL  # local HF causal-LM folder (config, weights, tokenizer)
+    override_config: dict[str, Any] = field(default_factory=dict)  # HF config fields to override
+    enable_gradient_checkpointing: bool = False  # recompute activations in backward
+    trust_remote_code: bool = False  # passed to the model loader
+    external_lib: str | None = None  # module imported before loading (registers custom models)
+
+
+@dataclass
+class WrapPolicyConfig:
+    min_num_params: int = 0  # 0: one fully_shard per decoder layer; >0: per submodule this large
+
+
+@dataclass
+class FSDPConfig:
+    param_offload: bool = False  # sharded params on the host between phases
+    optimizer_offload: bool = False  # optimizer state on the host between updates
+    offload_policy: bool = False  # FSDP2 CPUOffloadPolicy: params, grads, optimizer on the host
+    reshard_after_forward: bool = True  # free gathered params after forward (ZeRO-3)
+    fsdp_size: int = -1  # shard group size; -1: all workers
+    wrap_policy: WrapPolicyConfig = field(default_factory=WrapPolicyConfig)
+    model_dtype: str = "fp32"  # dtype the sharded params are kept in
+
+
+@dataclass
+class OptimConfig:
+    lr: float = 1e-4  # AdamW learning rate (verl: 1e-6, for billion-parameter models)
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])  # AdamW betas
+    weight_decay: float = 0.01  # AdamW decoupled weight decay
+    lr_warmup_steps: int = -1  # warm-up optimizer steps; -1: use lr_warmup_steps_ratio
+    lr_warmup_steps_ratio: float = 0.0  # warm-up as a fraction of all optimizer steps
+    warmup_style: str = "constant"  # schedule after warm-up: constant | cosine
+    min_lr_ratio: float = 0.0  # cosine floor as a fraction of lr
+    num_cycles: float = 0.5  # cosine cycles over the run
+    total_training_steps: int = -1  # filled in by the trainer: optimizer steps of the whole run
+
+
+@dataclass
+class PolicyLossConfig:
+    loss_mode: str = "vanilla"  # registered policy loss (algos/policy_loss.py)
+
+
+@dataclass
+class ActorConfig:
+    strategy: str = "fsdp2"  # the only strategy: FSDP2 (fully_shard)
+    ppo_mini_batch_size: int = 16  # prompts per optimizer step (global; x rollout.n responses)
+    ppo_micro_batch_size: int | None = None  # deprecated global micro size; use the per-GPU key
+    ppo_micro_batch_size_per_gpu: int | None = 32  # responses per forward/backward on one worker
+    use_dynamic_bsz: bool = False  # token-budgeted micro-batches (ppo_max_token_len_per_gpu)
+    ppo_max_token_len_per_gpu: int = 16384  # token budget per micro-batch with use_dynamic_bsz
+    ppo_epochs: int = 1  # passes over each training batch
+    shuffle: bool = False  # shuffle responses before splitting into mini-batches
+    clip_ratio: float = 0.2  # PPO clip range (both sides unless low/high are set)
+    clip_ratio_low: float | None = None  # lower clip range; null: clip_ratio
+    clip_ratio_high: float | None = None  # upper clip range; null: clip_ratio
+    clip_ratio_c: float = 3.0  # dual-clip cap for negative advantages
+    loss_agg_mode: str = (
+        "token-mean"  # token-mean | seq-mean-token-sum | seq-mean-token-mean | seq-mean-token-sum-norm
+    )
+    entropy_coeff: float = 0.0  # entropy bonus weight
+    use_kl_loss: bool = False  # add KL(actor || ref) to the loss (GRPO style)
+    kl_loss_coef: float = 0.001  # weight of the KL loss
+    kl_loss_type: str = "low_var_kl"  # kl | abs | mse | low_var_kl (optionally with '+')
+    grad_clip: float = 1.0  # max global grad norm
+    policy_loss: PolicyLossConfig = field(default_factory=PolicyLossConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    fsdp_config: FSDPConfig = field(default_factory=FSDPConfig)
+
+
+@dataclass
+class RefConfig:
+    log_prob_micro_batch_size: int | None = None  # deprecated global size; use the per-GPU key
+    log_prob_micro_batch_size_per_gpu: int | None = 64  # responses per ref forward on one worker
+    log_prob_use_dynamic_bsz: bool = False  # token-budgeted ref forwards
+    log_prob_max_token_len_per_gpu: int = 16384  # token budget per ref forward
+    fsdp_config: FSDPConfig = field(default_factory=FSDPConfig)
+
+
+@dataclass
+class SamplingKwargs:
+    temperature: float = 0.0  # 0: greedy
+    top_k: int = -1  # -1: no top-k
+    top_p: float = 1.0
+    n: int = 1  # samples per prompt
+    do_sample: bool = False
+
+
+@dataclass
+class RolloutConfig:
+    name: str = "hf"  # rollout backend: hf (transformers generate)
+    mode: str = "sync"  # sync: the hybrid engine, generation and training take turns
+    temperature: float = 1.0
+    top_k: int = -1  # -1: no top-k
+    top_p: float = 1.0
+    do_sample: bool = True  # False: greedy decoding for training rollouts
+    n: int = 8  # responses per prompt
+    prompt_length: int | None = None  # null: data.max_prompt_length
+    response_length: int | None = None  # null: data.max_response_length
+    ignore_eos: bool = False  # keep generating past EOS up to response_length
+    seed: int = 0  # seed of the rollout's own sampling generator (per rank and call)
+    dtype: str = "fp32"  # dtype of the rollout copy of the weights
+    log_prob_micro_batch_size: int | None = None  # deprecated global size; use the per-GPU key
+    log_prob_micro_batch_size_per_gpu: int | None = 64  # responses per old-log-prob forward
+    log_prob_use_dynamic_bsz: bool = False  # token-budgeted old-log-prob forwards
+    log_prob_max_token_len_per_gpu: int = 16384  # token budget per old-log-prob forward
+    val_kwargs: SamplingKwargs = field(default_factory=SamplingKwargs)
+
+
+@dataclass
+class ActorRolloutRefConfig:
+    hybrid_engine: bool = True  # actor and rollout share each worker (the only mode)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    actor: ActorConfig = field(default_factory=ActorConfig)
+    ref: RefConfig = field(default_factory=RefConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+
+
+@dataclass
+class RewardModelConfig:
+    reward_manager: str = "naive"  # reward manager: naive (rule scorers by data_source)
+
+
+@dataclass
+class CustomRewardFunctionConfig:
+    path: str | None = None  # python file defining the scorer; null: built-in scorers
+    name: str = (
+        "compute_score"  # function in that file: (data_source, solution_str, ground_truth, extra_info)
+    )
+
+
+@dataclass
+class AlgorithmConfig:
+    adv_estimator: str = "grpo"  # registered advantage estimator (algos/advantages.py)
+    norm_adv_by_std_in_grpo: bool = True  # GRPO: divide by the group's std (False: Dr.GRPO)
+
+
+@dataclass
+class TrainerConfig:
+    project_name: str = "verl_lite"
+    experiment_name: str = "tiny_arith_grpo"
+    logger: list[str] = field(default_factory=lambda: ["console", "file"])  # console | file
+    nnodes: int = 1  # nodes of workers
+    n_gpus_per_node: int = 2  # workers per node (GPUs, or CPU processes without GPUs)
+    total_epochs: int = 30  # passes over the training set
+    total_training_steps: int | None = 120  # cap on training steps; null: total_epochs' worth
+    val_before_train: bool = True  # validate once before the first step
+    test_freq: int = 20  # validate every this many steps (and at the end); -1: never
+    default_local_dir: str = "checkpoints/${trainer.project_name}/${trainer.experiment_name}"  # outputs
+    device: str = "auto"  # auto | cpu | cuda
+    dist_timeout_s: int = 600  # torch.distributed timeout: a hang becomes an error after this
+
+
+@dataclass
+class RayInitConfig:
+    num_cpus: int | None = None  # CPUs for a local Ray; null: all
+    address: str | None = None  # join this cluster (also RAY_ADDRESS); null: start a local Ray
+    include_dashboard: bool = False
+
+
+@dataclass
+class RayKwargsConfig:
+    ray_init: RayInitConfig = field(default_factory=RayInitConfig)
+
+
+@dataclass
+class PPOTrainerConfig:
+    data: DataConfig = field(default_factory=DataConfig)
+    actor_rollout_ref: ActorRolloutRefConfig = field(default_factory=ActorRolloutRefConfig)
+    reward_model: RewardModelConfig = field(default_factory=RewardModelConfig)
+    custom_reward_function: CustomRewardFunctionConfig = field(default_factory=CustomRewardFunctionConfig)
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    ray_kwargs: RayKwargsConfig = field(default_factory=RayKwargsConfig)

@@ -1,0 +1,222 @@
+"""Start-up normalisation and validation: every problem named by its key, its value and the fix.
+
+`normalize` fills derived values the way verl does (rollout lengths from data.*, clip bounds from
+clip_ratio, per-GPU micro sizes from deprecated global ones). `validate` collects every problem it
+finds and raises them together, before Ray or any worker starts.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from verl_lite.algos import ADV_ESTIMATORS, POLICY_LOSSES
+from verl_lite.algos.kl import KL_TYPES
+from verl_lite.algos.loss_agg import LOSS_AGG_MODES
+from verl_lite.config.schema import PPOTrainerConfig
+from verl_lite.data.rlhf_dataset import TRUNCATIONS
+from verl_lite.engine.optim import WARMUP_STYLES
+from verl_lite.engine.parallelize import DTYPES
+from verl_lite.trainer.tracking import BACKENDS
+
+log = logging.getLogger(__name__)
+ARR = "actor_rollout_ref"
+
+
+class ConfigError(ValueError):
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("invalid config:\n  - " + "\n  - ".join(problems))
+
+
+def world_size(cfg: PPOTrainerConfig) -> int:
+    return cfg.trainer.nnodes * cfg.trainer.n_gpus_per_node
+
+
+def _per_gpu(global_size, per_gpu, world: int, key: str, problems: list[str]):
+    """verl's rule: a deprecated global micro size becomes a per-GPU one; not both."""
+    if global_size is None:
+        return per_gpu
+    if per_gpu is not None:
+        problems.append(f"{key} and {key}_per_gpu are both set; keep only {key}_per_gpu")
+        return per_gpu
+    if global_size % world:
+        problems.append(
+            f"{key}={global_size} is not divisible by the {world} workers; set {key}_per_gpu instead"
+        )
+        return per_gpu
+    return global_size // world
+
+
+def normalize(cfg: PPOTrainerConfig) -> list[str]:
+    problems: list[str] = []
+    arr, world = cfg.actor_rollout_ref, world_size(cfg)
+    arr.rollout.prompt_length = arr.rollout.prompt_length or cfg.data.max_prompt_length
+    arr.rollout.response_length = arr.rollout.response_length or cfg.data.max_response_length
+    a = arr.actor
+    a.clip_ratio_low = a.clip_ratio if a.clip_ratio_low is None else a.clip_ratio_low
+    a.clip_ratio_high = a.clip_ratio if a.clip_ratio_high is None else a.clip_ratio_high
+    a.ppo_micro_batch_size_per_gpu = _per_gpu(
+        a.ppo_micro_batch_size,
+        a.ppo_micro_batch_size_per_gpu,
+        world,
+        f"{ARR}.actor.ppo_micro_batch_size",
+        problems,
+    )
+    for section in ("rollout", "ref"):
+        sub = getattr(arr, section)
+        sub.log_prob_micro_batch_size_per_gpu = _per_gpu(
+            sub.log_prob_micro_batch_size,
+            sub.log_prob_micro_batch_size_per_gpu,
+            world,
+            f"{ARR}.{section}.log_prob_micro_batch_size",
+            problems,
+        )
+    if a.strategy == "fsdp":
+        log.info("%s.actor.strategy=fsdp runs as FSDP2 (fully_shard) in verl_lite", ARR)
+        a.strategy = "fsdp2"
+    return problems
+
+
+def _check_batch_geometry(cfg: PPOTrainerConfig, problems: list[str]) -> None:
+    arr, world = cfg.actor_rollout_ref, world_size(cfg)
+    a, n = arr.actor, arr.rollout.n
+    tbs, mini = cfg.data.train_batch_size, a.ppo_mini_batch_size
+    if tbs % world:
+        problems.append(
+            f"data.train_batch_size={tbs} prompts cannot be split over {world} workers "
+            f"(trainer.nnodes x trainer.n_gpus_per_node); make it a multiple of {world}"
+        )
+    if mini > tbs or tbs % mini:
+        problems.append(
+            f"data.train_batch_size={tbs} is not a multiple of {ARR}.actor.ppo_mini_batch_size={mini}; "
+            "each step must split into whole mini-batches"
+        )
+    if (mini * n) % world:
+        problems.append(
+            f"{ARR}.actor.ppo_mini_batch_size x rollout.n = {mini} x {n} = {mini * n} responses cannot be split "
+            f"over {world} workers; make it a multiple of {world}"
+        )
+        return
+    local_mini = mini * n // world
+    micro = a.ppo_micro_batch_size_per_gpu
+    if micro is None:
+        problems.append(
+            f"{ARR}.actor.ppo_micro_batch_size_per_gpu is not set; set it (e.g. {min(local_mini, 4)})"
+        )
+    elif micro <= 0 or local_mini % micro:
+        problems.append(
+            f"{ARR}.actor.ppo_micro_batch_size_per_gpu={micro} does not divide the per-worker mini-batch of "
+            f"{local_mini} responses (ppo_mini_batch_size {mini} x rollout.n {n} / {world} workers); "
+            f"use a divisor of {local_mini}"
+        )
+    for section in ("rollout", "ref"):
+        size = getattr(arr, section).log_prob_micro_batch_size_per_gpu
+        if size is None or size <= 0:
+            problems.append(
+                f"{ARR}.{section}.log_prob_micro_batch_size_per_gpu must be a positive integer, got {size}"
+            )
+
+
+def _check_choices(cfg: PPOTrainerConfig, problems: list[str]) -> None:
+    arr = cfg.actor_rollout_ref
+    a = arr.actor
+    choices = [
+        (f"{ARR}.actor.strategy", a.strategy, ("fsdp2",)),
+        (f"{ARR}.actor.loss_agg_mode", a.loss_agg_mode, LOSS_AGG_MODES),
+        (f"{ARR}.actor.optim.warmup_style", a.optim.warmup_style, WARMUP_STYLES),
+        (f"{ARR}.actor.policy_loss.loss_mode", a.policy_loss.loss_mode, POLICY_LOSSES.names()),
+        ("algorithm.adv_estimator", cfg.algorithm.adv_estimator, ADV_ESTIMATORS.names()),
+        ("data.truncation", cfg.data.truncation, TRUNCATIONS),
+        (f"{ARR}.rollout.name", arr.rollout.name, ("hf",)),
+        (f"{ARR}.rollout.mode", arr.rollout.mode, ("sync",)),
+        (f"{ARR}.rollout.dtype", arr.rollout.dtype, tuple(DTYPES)),
+        (f"{ARR}.actor.fsdp_config.model_dtype", a.fsdp_config.model_dtype, tuple(DTYPES)),
+        (f"{ARR}.ref.fsdp_config.model_dtype", arr.ref.fsdp_config.model_dtype, tuple(DTYPES)),
+        ("trainer.device", cfg.trainer.device, ("auto", "cpu", "cuda")),
+    ]
+    for key, value, allowed in choices:
+        if value not in allowed:
+            problems.append(f"{key}={value!r} is not one of {list(allowed)}")
+    if a.kl_loss_type.rstrip("+") not in KL_TYPES:
+        problems.append(
+            f"{ARR}.actor.kl_loss_type={a.kl_loss_type!r} is not one of {list(KL_TYPES)} (optionally with '+')"
+        )
+    for backend in cfg.trainer.logger:
+        if backend not in BACKENDS:
+            problems.append(f"trainer.logger: {backend!r} is not one of {list(BACKENDS)}")
+    if not arr.hybrid_engine:
+        problems.append(f"{ARR}.hybrid_engine=False: only the hybrid engine exists; set it to True")
+
+
+def _check_values(cfg: PPOTrainerConfig, problems: list[str]) -> None:
+    arr = cfg.actor_rollout_ref
+    r = arr.rollout
+    positive = [
+        ("data.train_batch_size", cfg.data.train_batch_size),
+        ("data.max_prompt_length", cfg.data.max_prompt_length),
+        ("data.max_response_length", cfg.data.max_response_length),
+        (f"{ARR}.actor.ppo_mini_batch_size", arr.actor.ppo_mini_batch_size),
+        (f"{ARR}.actor.ppo_epochs", arr.actor.ppo_epochs),
+        (f"{ARR}.rollout.n", r.n),
+        (f"{ARR}.rollout.val_kwargs.n", r.val_kwargs.n),
+        ("trainer.nnodes", cfg.trainer.nnodes),
+        ("trainer.n_gpus_per_node", cfg.trainer.n_gpus_per_node),
+        ("trainer.total_epochs", cfg.trainer.total_epochs),
+    ]
+    for key, value in positive:
+        if value is None or value <= 0:
+            problems.append(f"{key}={value} must be a positive integer")
+    if cfg.trainer.total_training_steps is not None and cfg.trainer.total_training_steps <= 0:
+        problems.append(
+            f"trainer.total_training_steps={cfg.trainer.total_training_steps} must be positive or null"
+        )
+    if r.do_sample and r.temperature <= 0:
+        problems.append(
+            f"{ARR}.rollout.temperature={r.temperature} must be > 0 when do_sample=True (or set do_sample=False)"
+        )
+    if cfg.algorithm.adv_estimator == "grpo" and r.n < 2:
+        problems.append(
+            f"algorithm.adv_estimator=grpo needs {ARR}.rollout.n >= 2 (a group per prompt), got {r.n}"
+        )
+    if r.prompt_length != cfg.data.max_prompt_length:
+        problems.append(
+            f"{ARR}.rollout.prompt_length={r.prompt_length} differs from data.max_prompt_length="
+            f"{cfg.data.max_prompt_length}; prompts are padded to data.max_prompt_length, so set them equal"
+        )
+
+
+def _check_paths(cfg: PPOTrainerConfig, problems: list[str]) -> None:
+    model = cfg.actor_rollout_ref.model.path
+    if not os.path.isdir(model):
+        problems.append(f"{ARR}.model.path={model!r}: no such folder; point it at a local HF model folder")
+    elif not os.path.exists(os.path.join(model, "config.json")):
+        problems.append(f"{ARR}.model.path={model!r}: no config.json there; is it a HF model folder?")
+    for key in ("train_files", "val_files"):
+        files = getattr(cfg.data, key)
+        if key == "val_files" and not files:
+            continue
+        for f in [files] if isinstance(files, str) else list(files or []):
+            if not os.path.isfile(f):
+                problems.append(
+                    f"data.{key}: {f!r} does not exist; generate it or point data.{key} at a parquet file"
+                )
+    if cfg.data.tokenizer and not os.path.isdir(cfg.data.tokenizer):
+        problems.append(f"data.tokenizer={cfg.data.tokenizer!r}: no such folder")
+    path = cfg.custom_reward_function.path
+    if path and not os.path.isfile(path):
+        problems.append(f"custom_reward_function.path={path!r} does not exist")
+
+
+def validate(cfg: PPOTrainerConfig, num_gpus: int) -> None:
+    """Raise ConfigError listing every problem; `num_gpus` is what the cluster offers (0: CPU)."""
+    problems = normalize(cfg)
+    _check_choices(cfg, problems)
+    _check_values(cfg, problems)
+    if not problems:
+        _check_batch_geometry(cfg, problems)
+    _check_paths(cfg, problems)
+    if cfg.trainer.device == "cuda" and num_gpus == 0:
+        problems.append("trainer.device=cuda but no GPU is visible; use trainer.device=auto or cpu")
+    if problems:
+        raise ConfigError(problems)

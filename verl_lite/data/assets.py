@@ -1,0 +1,93 @@
+"""Embedded assets behind `verl_lite://` paths: the tiny model folder and the task's parquet files.
+
+They are built deterministically on first use into a cache folder (VERL_LITE_CACHE, default
+~/.cache/verl_lite) keyed by a recipe version, under a file lock and with an atomic rename, so
+concurrent first uses (parallel tests, several Ray workers) neither race nor see half-built files.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from verl_lite.data import arith
+
+log = logging.getLogger(__name__)
+
+SCHEME = "verl_lite://"
+RECIPE_VERSION = "v1"  # bump when the model, tokenizer, warm start or task changes
+ASSETS = {"tiny-qwen2-arith": "model", "arith": "data"}
+
+
+def cache_root() -> Path:
+    root = os.environ.get("VERL_LITE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "verl_lite")
+    return Path(root) / RECIPE_VERSION
+
+
+def is_asset(path: str | None) -> bool:
+    return isinstance(path, str) and path.startswith(SCHEME)
+
+
+def resolve(path: str) -> str:
+    """A local path for `path`; `verl_lite://name/rest` is built (once) and mapped into the cache."""
+    if not is_asset(path):
+        return os.path.expanduser(path)
+    name, _, rest = path[len(SCHEME) :].partition("/")
+    if name not in ASSETS:
+        raise ValueError(f"unknown embedded asset {path!r}; known: {[SCHEME + n for n in ASSETS]}")
+    folder = _ensure_built(name)
+    return str(folder / rest) if rest else str(folder)
+
+
+def _ensure_built(name: str) -> Path:
+    target = cache_root() / name
+    if (target / "DONE").exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f".{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (target / "DONE").exists():
+            tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{name}-"))
+            start = time.time()
+            info = _BUILDERS[ASSETS[name]](tmp)
+            (tmp / "DONE").write_text(json.dumps(info | {"seconds": round(time.time() - start, 1)}))
+            shutil.rmtree(target, ignore_errors=True)
+            os.replace(tmp, target)
+            log.info("built embedded asset %s in %.1fs -> %s", name, time.time() - start, target)
+    return target
+
+
+def _build_model(folder: Path) -> dict:
+    from verl_lite.data.tiny_tokenizer import build_tokenizer
+    from verl_lite.data.warm_start import build_tiny_model, warm_start
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # one thread: the same weights bit for bit on every run
+    try:
+        tokenizer = build_tokenizer()
+        model = build_tiny_model(tokenizer)
+        losses = warm_start(model, tokenizer)
+    finally:
+        torch.set_num_threads(threads)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return {"sft_final_loss": round(sum(losses[-20:]) / 20, 4), "num_params": model.num_parameters()}
+
+
+def _build_data(folder: Path) -> dict:
+    splits = arith.split_pairs()
+    for split in ("train", "test"):
+        pd.DataFrame(arith.to_rows(splits[split], split)).to_parquet(folder / f"{split}.parquet")
+    return {split: len(splits[split]) for split in ("train", "test")}
+
+
+_BUILDERS = {"model": _build_model, "data": _build_data}

@@ -1,0 +1,175 @@
+"""The RLHF prompt dataset in verl's parquet layout.
+
+Columns: data_source, prompt (chat messages), ability, reward_model {ground_truth, ...}, extra_info.
+Prompts go through the tokenizer's chat template with the generation prompt appended, are checked
+against max_prompt_length (error, truncate left or right, or filtered at load and counted), and are
+left-padded so every batch is a rectangle whose last column is the last prompt token.
+Everything is tokenized at load, so a bad row fails before any worker starts.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from verl_lite.protocol import DataProto
+
+log = logging.getLogger(__name__)
+
+TRUNCATIONS = ("error", "left", "right")
+
+
+@dataclass(frozen=True)
+class PromptSpec:
+    """What the dataset needs from the data config."""
+
+    prompt_key: str = "prompt"
+    reward_fn_key: str = "data_source"
+    max_prompt_length: int = 512
+    truncation: str = "error"
+    filter_overlong_prompts: bool = False
+    return_raw_chat: bool = False
+
+
+def _read(files) -> pd.DataFrame:
+    files = [files] if isinstance(files, str) else list(files)
+    frames = []
+    for f in files:
+        try:
+            frame = pd.read_parquet(f)
+        except Exception as e:  # pyarrow raises several types for a corrupt or missing file
+            raise ValueError(f"cannot read parquet file {f!r}: {e}") from e
+        frame["__file__"] = f
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True)
+
+
+def _messages(value, where: str, key: str) -> list[dict]:
+    if isinstance(value, str):
+        value = [{"role": "user", "content": value}]
+    messages = [dict(m) for m in (list(value) if value is not None else [])]
+    if not messages or not all("role" in m and "content" in m for m in messages):
+        raise ValueError(
+            f"{where}: column '{key}' must hold chat messages [{{role, content}}, ...], got {value!r}"
+        )
+    if not any(str(m["content"]).strip() for m in messages):
+        raise ValueError(f"{where}: column '{key}' holds an empty prompt")
+    return messages
+
+
+class RLHFDataset:
+    def __init__(self, files, tokenizer, spec: PromptSpec):
+        if spec.truncation not in TRUNCATIONS:
+            raise ValueError(f"data.truncation={spec.truncation!r} must be one of {TRUNCATIONS}")
+        self.tokenizer, self.spec = tokenizer, spec
+        frame = _read(files)
+        for column in (spec.prompt_key, spec.reward_fn_key):
+            if column not in frame.columns:
+                raise ValueError(
+                    f"{list(dict.fromkeys(frame['__file__']))}: no column '{column}' "
+                    f"(columns: {[c for c in frame.columns if c != '__file__']}); "
+                    "set data.prompt_key / data.reward_fn_key or fix the files"
+                )
+        self.rows: list[dict] = []
+        self.prompts: list[list[int]] = []
+        self.num_filtered = 0
+        for i, row in enumerate(frame.to_dict("records")):
+            where = f"{row['__file__']} row {i}"
+            messages = _messages(row[spec.prompt_key], where, spec.prompt_key)
+            text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+            ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+            ids = self._fit(ids, where)
+            if ids is None:
+                self.num_filtered += 1
+                continue
+            row["__messages__"] = messages
+            self.rows.append(row)
+            self.prompts.append(ids)
+        if self.num_filtered:
+            log.warning("filter_overlong_prompts dropped %d of %d prompts", self.num_filtered, len(frame))
+        if not self.rows:
+            raise ValueError(f"{files}: no usable prompts (after filtering {self.num_filtered})")
+
+    def _fit(self, ids: list[int], where: str) -> list[int] | None:
+        limit = self.spec.max_prompt_length
+        if len(ids) <= limit:
+            return ids
+        if self.spec.filter_overlong_prompts:
+            return None
+        if self.spec.truncation == "left":
+            return ids[-limit:]
+        if self.spec.truncation == "right":
+            return ids[:limit]
+        raise ValueError(
+            f"{where}: prompt is {len(ids)} tokens, over data.max_prompt_length={limit}. "
+            "Raise data.max_prompt_length, set data.truncation=left|right, or data.filter_overlong_prompts=True"
+        )
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def collate(self, indices) -> DataProto:
+        """Left-padded prompt tensors plus the rows' non-tensor fields, as one DataProto."""
+        width, pad = self.spec.max_prompt_length, self.tokenizer.pad_token_id
+        input_ids = torch.full((len(indices), width), pad, dtype=torch.long)
+        attention_mask = torch.zeros((len(indices), width), dtype=torch.long)
+        for r, i in enumerate(indices):
+            ids = self.prompts[i]
+            input_ids[r, width - len(ids) :] = torch.tensor(ids)
+            attention_mask[r, width - len(ids) :] = 1
+        position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+        rows = [self.rows[i] for i in indices]
+        non_tensors = {
+            "data_source": [r[self.spec.reward_fn_key] for r in rows],
+            "reward_model": [dict(r.get("reward_model") or {}) for r in rows],
+            "extra_info": [dict(r.get("extra_info") or {}) for r in rows],
+            "index": list(indices),
+        }
+        if self.spec.return_raw_chat:
+            non_tensors["raw_prompt"] = [r["__messages__"] for r in rows]
+        tensors = {"input_ids": input_ids, "attention_mask": attention_mask, "position_ids": position_ids}
+        return DataProto.from_dict(tensors, non_tensors)
+
+
+class EpochSampler:
+    """Batches of indices, reshuffled every epoch from (seed, epoch); its state is two integers."""
+
+    def __init__(self, size: int, batch_size: int, shuffle: bool, seed: int, drop_last: bool = True):
+        if batch_size > size and drop_last:
+            raise ValueError(f"batch size {batch_size} is larger than the dataset ({size} prompts)")
+        self.size, self.batch_size, self.shuffle, self.seed, self.drop_last = (
+            size,
+            batch_size,
+            shuffle,
+            seed,
+            drop_last,
+        )
+        self.epoch, self.offset = 0, 0
+
+    def __len__(self) -> int:
+        return self.size // self.batch_size if self.drop_last else -(-self.size // self.batch_size)
+
+    def _order(self) -> np.ndarray:
+        if not self.shuffle:
+            return np.arange(self.size)
+        return np.random.default_rng([self.seed, self.epoch]).permutation(self.size)
+
+    def epoch_batches(self):
+        """The remaining batches of the current epoch; advances the state as it goes."""
+        order = self._order()
+        end = len(self) * self.batch_size if self.drop_last else self.size
+        while self.offset < end:
+            batch = order[self.offset : self.offset + self.batch_size].tolist()
+            self.offset += self.batch_size
+            yield batch
+        self.epoch, self.offset = self.epoch + 1, 0
+
+    def state_dict(self) -> dict:
+        return {"epoch": self.epoch, "offset": self.offset}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.epoch, self.offset = int(state["epoch"]), int(state["offset"])

@@ -1,0 +1,84 @@
+"""The embedded default model: a small Qwen2, warm-started by a short supervised phase.
+
+RL needs a policy that already solves part of the task, or every group of samples scores zero and
+GRPO has no signal. A short SFT run on the task's `sft` split (disjoint from RL train and validation)
+brings the model to a partial solve rate; RL then has room to raise it. Everything is seeded and run
+on one thread, so the same torch build gives the same weights bit for bit.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+
+from verl_lite.data import arith
+
+# head_dim = hidden_size / num_attention_heads = 32: a size vLLM's CPU attention kernels accept.
+TINY_MODEL_SHAPE = dict(
+    hidden_size=128,
+    intermediate_size=384,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=64,
+)
+SFT_STEPS, SFT_BATCH, SFT_LR, SFT_SEED = 430, 64, 1e-3, 0
+
+
+def build_tiny_model(tokenizer: PreTrainedTokenizerFast, seed: int = SFT_SEED) -> Qwen2ForCausalLM:
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        tie_word_embeddings=True,
+        rope_theta=10000.0,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=None,
+        **TINY_MODEL_SHAPE,
+    )
+    torch.manual_seed(seed)
+    return Qwen2ForCausalLM(config)
+
+
+def _sft_examples(tokenizer: PreTrainedTokenizerFast) -> list[tuple[list[int], list[int]]]:
+    examples = []
+    for a, b in arith.split_pairs()["sft"]:
+        messages = [{"role": "user", "content": arith.question(a, b)}]
+        prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        target = tokenizer(arith.answer(a, b))["input_ids"] + [tokenizer.eos_token_id]
+        examples.append((tokenizer(prompt)["input_ids"], target))
+    return examples
+
+
+def _collate(examples, pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Right-padded prompt+target, loss only on the target tokens."""
+    width = max(len(p) + len(t) for p, t in examples)
+    ids = torch.full((len(examples), width), pad_id)
+    labels = torch.full((len(examples), width), -100)
+    mask = torch.zeros((len(examples), width), dtype=torch.long)
+    for row, (p, t) in enumerate(examples):
+        seq = p + t
+        ids[row, : len(seq)] = torch.tensor(seq)
+        mask[row, : len(seq)] = 1
+        labels[row, len(p) : len(seq)] = torch.tensor(t)
+    return ids, mask, labels
+
+
+def warm_start(
+    model: Qwen2ForCausalLM, tokenizer: PreTrainedTokenizerFast, steps: int = SFT_STEPS
+) -> list[float]:
+    """Supervised steps on the sft split; returns the loss curve."""
+    examples = _sft_examples(tokenizer)
+    optim = torch.optim.AdamW(model.parameters(), lr=SFT_LR, weight_decay=0.0)
+    gen = torch.Generator().manual_seed(SFT_SEED)
+    losses = []
+    model.train()
+    for _ in range(steps):
+        rows = torch.randint(0, len(examples), (SFT_BATCH,), generator=gen).tolist()
+        ids, mask, labels = _collate([examples[r] for r in rows], tokenizer.pad_token_id)
+        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        loss.backward()
+        optim.step()
+        optim.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+    model.eval()
+    return losses

@@ -1,0 +1,43 @@
+"""AdamW and its learning-rate schedule (linear warm-up, then constant or cosine), as in verl."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+WARMUP_STYLES = ("constant", "cosine")
+
+
+def build_optimizer(params, lr: float, betas, weight_decay: float) -> torch.optim.Optimizer:
+    return torch.optim.AdamW(params, lr=lr, betas=tuple(betas), weight_decay=weight_decay)
+
+
+def num_warmup_steps(lr_warmup_steps: int, lr_warmup_steps_ratio: float, total_steps: int) -> int:
+    return lr_warmup_steps if lr_warmup_steps > 0 else int(lr_warmup_steps_ratio * total_steps)
+
+
+def build_lr_scheduler(
+    optimizer: torch.optim.Optimizer,
+    *,
+    warmup_steps: int,
+    total_steps: int,
+    style: str = "constant",
+    min_lr_ratio: float = 0.0,
+    num_cycles: float = 0.5,
+) -> torch.optim.lr_scheduler.LambdaLR:
+    if style not in WARMUP_STYLES:
+        raise ValueError(
+            f"actor_rollout_ref.actor.optim.warmup_style={style!r} must be one of {WARMUP_STYLES}"
+        )
+
+    def factor(step: int) -> float:
+        if step < warmup_steps:
+            return (step + 1) / max(1, warmup_steps)
+        if style == "constant":
+            return 1.0
+        progress = (step - warmup_steps) / max(1, total_steps - warmup_steps)
+        cosine = 0.5 * (1.0 + math.cos(math.pi * 2.0 * num_cycles * min(progress, 1.0)))
+        return min_lr_ratio + (1.0 - min_lr_ratio) * cosine
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)

@@ -1,0 +1,113 @@
+"""Entry point: `python -m verl_lite.main_ppo key=value ...`.
+
+Compose the config with Hydra, resolve embedded assets, validate everything that can be checked
+without workers (config, files, the datasets themselves), then start or join Ray, launch the worker
+group and train. Ray is shut down afterwards when this process started it, so Hydra multirun jobs
+each get a fresh one.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+import hydra
+import ray
+from omegaconf import DictConfig
+
+from verl_lite.config import register_schema, to_config
+from verl_lite.config.schema import PPOTrainerConfig
+from verl_lite.config.validate import validate
+from verl_lite.data import assets
+from verl_lite.data.rlhf_dataset import PromptSpec, RLHFDataset
+from verl_lite.reward.naive import NaiveRewardManager
+from verl_lite.reward.scorers import load_custom_scorer
+from verl_lite.trainer.ppo_trainer import RayPPOTrainer, start_ray
+from verl_lite.utils import device as dev
+from verl_lite.utils.hf_model import load_tokenizer
+
+log = logging.getLogger("verl_lite")
+register_schema()
+
+
+def resolve_assets(cfg: PPOTrainerConfig) -> None:
+    """Replace verl_lite:// paths by local ones, building the embedded assets on first use."""
+    cfg.actor_rollout_ref.model.path = assets.resolve(cfg.actor_rollout_ref.model.path)
+    for key in ("train_files", "val_files"):
+        files = getattr(cfg.data, key)
+        if files:
+            resolved = [assets.resolve(f) for f in ([files] if isinstance(files, str) else files)]
+            setattr(cfg.data, key, resolved)
+    if cfg.data.tokenizer:
+        cfg.data.tokenizer = assets.resolve(cfg.data.tokenizer)
+
+
+def build_datasets(cfg: PPOTrainerConfig, tokenizer):
+    d = cfg.data
+    spec = PromptSpec(
+        d.prompt_key,
+        d.reward_fn_key,
+        d.max_prompt_length,
+        d.truncation,
+        d.filter_overlong_prompts,
+        d.return_raw_chat,
+    )
+    train = RLHFDataset(d.train_files, tokenizer, spec)
+    val = RLHFDataset(d.val_files, tokenizer, spec) if d.val_files else None
+    return train, val
+
+
+def set_total_training_steps(cfg: PPOTrainerConfig, trainer: RayPPOTrainer) -> None:
+    cfg.actor_rollout_ref.actor.optim.total_training_steps = trainer.total_training_steps
+
+
+class SetupError(Exception):
+    """Bad input found before any worker starts: reported as one message, exit status 2."""
+
+
+def build_trainer(cfg: PPOTrainerConfig) -> RayPPOTrainer:
+    """Everything that can fail on bad input, checked before Ray starts."""
+    try:
+        resolve_assets(cfg)
+        validate(cfg, num_gpus=dev.num_visible_gpus())
+        tokenizer = load_tokenizer(
+            cfg.data.tokenizer or cfg.actor_rollout_ref.model.path, cfg.data.trust_remote_code
+        )
+        train, val = build_datasets(cfg, tokenizer)
+        score = load_custom_scorer(cfg.custom_reward_function.path, cfg.custom_reward_function.name)
+    except (ValueError, FileNotFoundError, AttributeError) as e:
+        raise SetupError(str(e)) from e
+    use_gpu = cfg.trainer.device == "cuda" or (cfg.trainer.device == "auto" and dev.num_visible_gpus() > 0)
+    reward_fn = NaiveRewardManager(tokenizer, score, cfg.data.reward_fn_key, num_examine=0)
+    val_reward_fn = NaiveRewardManager(tokenizer, score, cfg.data.reward_fn_key, num_examine=1)
+    trainer = RayPPOTrainer(cfg, train, val, reward_fn, val_reward_fn, use_gpu)
+    set_total_training_steps(cfg, trainer)
+    return trainer
+
+
+def run_ppo(cfg: PPOTrainerConfig) -> dict[str, float]:
+    trainer = build_trainer(cfg)
+    started_ray = not ray.is_initialized()
+    start_ray(cfg)
+    try:
+        trainer.init_workers()
+        return trainer.fit()
+    finally:
+        trainer.shutdown()
+        if started_ray:
+            ray.shutdown()
+
+
+@hydra.main(config_path="../conf", config_name="ppo_trainer", version_base=None)
+def main(config: DictConfig) -> None:
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    try:
+        run_ppo(to_config(config))
+    except SetupError as e:
+        print(f"verl_lite: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

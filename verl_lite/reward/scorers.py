@@ -1,0 +1,55 @@
+"""Rule-based scorers, looked up by a row's data_source.
+
+A scorer has verl's signature, `compute_score(data_source, solution_str, ground_truth, extra_info)`,
+and returns a number or a dict with a "score" key (other keys are logged as extra reward info).
+A custom scorer is loaded from `custom_reward_function.path` / `.name`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+from collections.abc import Callable
+
+_SCORERS: dict[str, Callable] = {}
+
+
+def register_scorer(*data_sources: str) -> Callable[[Callable], Callable]:
+    def deco(fn: Callable) -> Callable:
+        for ds in data_sources:
+            _SCORERS[ds] = fn
+        return fn
+
+    return deco
+
+
+@register_scorer("verl_lite/arith")
+def score_arith(data_source, solution_str: str, ground_truth: str, extra_info=None) -> float:
+    """1.0 when the response is exactly the integer answer (surrounding whitespace allowed)."""
+    return (
+        1.0 if re.fullmatch(r"\s*-?\d+\s*", solution_str) and int(solution_str) == int(ground_truth) else 0.0
+    )
+
+
+def default_compute_score(data_source, solution_str, ground_truth, extra_info=None):
+    if data_source not in _SCORERS:
+        raise ValueError(
+            f"no reward scorer for data_source={data_source!r} (known: {sorted(_SCORERS)}); "
+            "set custom_reward_function.path and custom_reward_function.name"
+        )
+    return _SCORERS[data_source](data_source, solution_str, ground_truth, extra_info)
+
+
+def load_custom_scorer(path: str | None, name: str) -> Callable:
+    """The scorer named by custom_reward_function, or the built-in registry when path is null."""
+    if not path:
+        return default_compute_score
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"custom_reward_function.path={path!r} does not exist")
+    spec = importlib.util.spec_from_file_location("custom_reward_module", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if not callable(getattr(module, name, None)):
+        raise AttributeError(f"custom_reward_function.name={name!r}: no such function in {path}")
+    return getattr(module, name)

@@ -1,0 +1,74 @@
+"""What every rollout backend shares: sampling settings and the layout of a generated batch.
+
+A backend implements `update_weights(named_tensors)` (the hybrid engine's weight sync: the actor's
+full weights, one tensor at a time) and `generate_tokens(prompt_ids, prompt_mask, params)` returning
+raw response tokens (prompts * n, <= response_length), each prompt's n samples adjacent.
+`assemble` turns those into verl's batch layout:
+  prompts (bs, P) left-padded | responses (bs, R) right-padded with pad after the first EOS
+  input_ids = [prompts | responses], attention_mask, position_ids continuing the prompt's,
+  response_mask (bs, R): 1 up to and including the first EOS.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    n: int = 1
+    temperature: float = 1.0
+    top_k: int = -1
+    top_p: float = 1.0
+    do_sample: bool = True
+    response_length: int = 16
+    ignore_eos: bool = False
+
+    @property
+    def greedy(self) -> bool:
+        return not self.do_sample or self.temperature == 0
+
+
+def response_mask_from_tokens(responses: torch.Tensor, eos_id: int) -> torch.Tensor:
+    """1 for tokens up to and including the first EOS, 0 after it."""
+    is_eos = (responses == eos_id).long()
+    seen_before = is_eos.cumsum(-1) - is_eos  # EOS strictly before this position
+    return (seen_before == 0).long()
+
+
+def assemble(
+    prompt_ids: torch.Tensor,  # (B, P) left-padded
+    prompt_mask: torch.Tensor,  # (B, P)
+    prompt_pos: torch.Tensor,  # (B, P)
+    raw_responses: torch.Tensor,  # (B * n, <=R)
+    n: int,
+    response_length: int,
+    eos_id: int,
+    pad_id: int,
+    stop_at_eos: bool = True,
+) -> dict[str, torch.Tensor]:
+    bs = raw_responses.shape[0]
+    responses = torch.full((bs, response_length), pad_id, dtype=torch.long)
+    width = min(raw_responses.shape[1], response_length)
+    responses[:, :width] = raw_responses[:, :width]
+    if stop_at_eos:
+        mask = response_mask_from_tokens(responses, eos_id)
+        mask[:, width:] = 0
+    else:
+        mask = torch.zeros_like(responses)
+        mask[:, :width] = 1
+    responses = torch.where(mask.bool(), responses, torch.full_like(responses, pad_id))
+    prompts = prompt_ids.repeat_interleave(n, dim=0)
+    p_mask = prompt_mask.repeat_interleave(n, dim=0)
+    p_pos = prompt_pos.repeat_interleave(n, dim=0)
+    r_pos = p_pos[:, -1:] + torch.arange(1, response_length + 1).unsqueeze(0)
+    return {
+        "prompts": prompts,
+        "responses": responses,
+        "response_mask": mask,
+        "input_ids": torch.cat([prompts, responses], dim=-1),
+        "attention_mask": torch.cat([p_mask, mask], dim=-1),
+        "position_ids": torch.cat([p_pos, r_pos], dim=-1),
+    }

@@ -1,0 +1,68 @@
+"""The reference rollout backend: transformers' `generate` on an unsharded copy of the policy.
+
+Each rank keeps a full copy of the weights for generation, refreshed from the FSDP2 actor before
+every rollout (`update_weights`). Generating on the copy needs no collectives, so ranks may finish
+at different lengths; the price is one extra copy of the weights per rank (vLLM, once available,
+is the memory-frugal backend). Sampling draws from a generator seeded by (seed, rank, call), forked
+from the training RNG, so rollouts are reproducible and never perturb training's random state.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+from transformers import GenerationConfig
+
+from verl_lite.engine.parallelize import parse_dtype
+from verl_lite.rollout.base import SamplingParams
+from verl_lite.utils import device as dev
+from verl_lite.utils.hf_model import load_causal_lm
+
+
+class HFRollout:
+    def __init__(self, model_cfg, rollout_cfg, tokenizer, rank: int):
+        dtype = parse_dtype(rollout_cfg.dtype, "actor_rollout_ref.rollout.dtype")
+        self.model = load_causal_lm(model_cfg, dtype).to(dev.local_device()).eval()
+        self.params = dict(self.model.named_parameters())
+        self.eos_id, self.pad_id = tokenizer.eos_token_id, tokenizer.pad_token_id
+        self.seed, self.rank, self.num_calls = rollout_cfg.seed, rank, 0
+
+    @torch.no_grad()
+    def update_weights(self, named_tensors) -> dict[str, float]:
+        start, num_bytes = time.perf_counter(), 0
+        for name, tensor in named_tensors:
+            if name not in self.params:
+                raise KeyError(f"weight sync: the rollout model has no parameter {name!r}")
+            self.params[name].copy_(tensor)
+            num_bytes += tensor.numel() * tensor.element_size()
+        return {"update_weights_s": time.perf_counter() - start, "update_weights_gb": num_bytes / 1024**3}
+
+    @torch.no_grad()
+    def generate_tokens(
+        self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, params: SamplingParams
+    ) -> torch.Tensor:
+        self.num_calls += 1
+        config = GenerationConfig(
+            max_new_tokens=params.response_length,
+            do_sample=not params.greedy,
+            temperature=None if params.greedy else params.temperature,
+            top_k=None if params.greedy or params.top_k <= 0 else params.top_k,
+            top_p=None if params.greedy else params.top_p,
+            eos_token_id=None if params.ignore_eos else self.eos_id,
+            pad_token_id=self.pad_id,
+        )
+        device = dev.local_device()
+        # each prompt n times, adjacent (HF refuses num_return_sequences > 1 for greedy decoding)
+        prompt_ids, prompt_mask = (
+            prompt_ids.repeat_interleave(params.n, 0),
+            prompt_mask.repeat_interleave(params.n, 0),
+        )
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            torch.manual_seed(hash((self.seed, self.rank, self.num_calls)) % (2**63))
+            out = self.model.generate(
+                input_ids=prompt_ids.to(device),
+                attention_mask=prompt_mask.to(device),
+                generation_config=config,
+            )
+        return out[:, prompt_ids.shape[1] :].cpu()

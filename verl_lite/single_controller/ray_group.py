@@ -1,0 +1,141 @@
+"""Resource pools (placement groups) and worker groups of Ray actors.
+
+A RayResourcePool reserves one placement group per node, `n_workers_per_node` bundles each
+(STRICT_PACK: a node's workers on one node), so a group of nnodes x n_gpus_per_node workers lands
+the way a torchrun launch would. Without GPUs each bundle holds a share of the node's CPUs.
+
+A RayWorkerGroup starts one actor per bundle: rank 0 first, which picks the rendezvous address,
+then the others with it in their environment. Every method the worker class marks with
+`@register` is bound onto the group, so `group.update_actor(batch)` dispatches, runs on all ranks
+in parallel, and gathers. A failure names the worker, the rank and the method.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+
+import ray
+from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
+from ray.util.placement_group import placement_group, remove_placement_group
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+from verl_lite.single_controller.decorator import DISPATCH_ATTR, collect_results, dispatch_args
+from verl_lite.utils import device as dev
+
+
+class WorkerError(RuntimeError):
+    """A worker failed (raised or died) while running a group method."""
+
+
+class RayResourcePool:
+    def __init__(self, nnodes: int, n_workers_per_node: int, use_gpu: bool, ready_timeout_s: float = 120.0):
+        self.nnodes, self.n_workers_per_node, self.use_gpu = nnodes, n_workers_per_node, use_gpu
+        cpus = self._cpus_per_node()
+        self.bundle = dev.ray_worker_resources(n_workers_per_node, cpus, use_gpu)
+        self.placement_groups = [
+            placement_group([dict(self.bundle)] * n_workers_per_node, strategy="STRICT_PACK")
+            for _ in range(nnodes)
+        ]
+        try:
+            ray.get([pg.ready() for pg in self.placement_groups], timeout=ready_timeout_s)
+        except GetTimeoutError as e:
+            self.release()
+            raise RuntimeError(
+                f"Ray could not place trainer.nnodes={nnodes} x trainer.n_gpus_per_node={n_workers_per_node} "
+                f"workers of {self.bundle} each within {ready_timeout_s:.0f}s; cluster has "
+                f"{ray.cluster_resources()}. Lower trainer.nnodes / trainer.n_gpus_per_node or add nodes."
+            ) from e
+
+    @staticmethod
+    def _cpus_per_node() -> float:
+        alive = [n for n in ray.nodes() if n.get("Alive")]
+        return min(n["Resources"].get("CPU", 0.0) for n in alive)
+
+    @property
+    def world_size(self) -> int:
+        return self.nnodes * self.n_workers_per_node
+
+    def slots(self):
+        """(placement group, bundle index) for each rank, node by node."""
+        for pg in self.placement_groups:
+            for i in range(self.n_workers_per_node):
+                yield pg, i
+
+    def release(self) -> None:
+        for pg in self.placement_groups:
+            remove_placement_group(pg)
+        self.placement_groups = []
+
+
+class RayWorkerGroup:
+    def __init__(self, pool: RayResourcePool, worker_cls: type, *args, name: str = "worker", **kwargs):
+        self.pool, self.name = pool, name
+        remote_cls = ray.remote(worker_cls)
+        slots = list(pool.slots())
+        self.workers = []
+        master = None
+        for rank, (pg, bundle_index) in enumerate(slots):
+            env = {
+                "RANK": str(rank),
+                "WORLD_SIZE": str(len(slots)),
+                "LOCAL_RANK": str(bundle_index),
+                "VERL_LITE_NUM_THREADS": str(max(1, int(pool.bundle.get("CPU", 1)))),
+                "OMP_NUM_THREADS": str(max(1, int(pool.bundle.get("CPU", 1)))),
+                "TOKENIZERS_PARALLELISM": "false",
+            }
+            if master is not None:
+                env["MASTER_ADDR"], env["MASTER_PORT"] = master[0], str(master[1])
+            actor = remote_cls.options(
+                num_cpus=pool.bundle.get("CPU", 0),
+                num_gpus=pool.bundle.get("GPU", 0),
+                scheduling_strategy=PlacementGroupSchedulingStrategy(
+                    pg, placement_group_bundle_index=bundle_index
+                ),
+                runtime_env={"env_vars": env},
+                name=None,
+            ).remote(*args, **kwargs)
+            if rank == 0:
+                # rank 0 hosts the rendezvous: it picks the address, and the others get it at start
+                master = self._get_all("get_master_addr_port", [actor.get_master_addr_port.remote()])[0]
+                self._get_all("set_master_addr_port", [actor.set_master_addr_port.remote(*master)])
+            self.workers.append(actor)
+        self._bind_methods(worker_cls)
+
+    @property
+    def world_size(self) -> int:
+        return len(self.workers)
+
+    def _bind_methods(self, worker_cls: type) -> None:
+        for method_name, fn in inspect.getmembers(worker_cls, predicate=inspect.isfunction):
+            mode = getattr(fn, DISPATCH_ATTR, None)
+            if mode is None:
+                continue
+
+            def group_method(*args, _name=method_name, _mode=mode, **kwargs):
+                per_rank = dispatch_args(_mode, self.world_size, args, kwargs)
+                futures = [getattr(w, _name).remote(*a, **kw) for w, (a, kw) in zip(self.workers, per_rank)]
+                return collect_results(_mode, self._get_all(_name, futures))
+
+            setattr(self, method_name, functools.wraps(fn)(group_method))
+
+    def _get_all(self, method: str, futures: list) -> list:
+        """Results in rank order; the first failure to arrive is raised at once, naming its rank
+        (waiting in rank order could block on a healthy rank stuck in a collective with a dead one)."""
+        rank_of = {f: r for r, f in enumerate(futures)}
+        pending = list(futures)
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            rank = rank_of[done[0]]
+            try:
+                ray.get(done[0])
+            except RayTaskError as e:
+                raise WorkerError(f"{self.name} rank {rank} raised in {method}: {e.cause!r}\n{e}") from e
+            except RayActorError as e:
+                raise WorkerError(f"{self.name} rank {rank} died during {method}: {e}") from e
+        return ray.get(futures)
+
+    def shutdown(self) -> None:
+        for w in self.workers:
+            ray.kill(w)
+        self.workers = []

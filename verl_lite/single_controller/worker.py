@@ -1,0 +1,48 @@
+"""Worker: the base of every Ray worker actor, one per data-parallel rank.
+
+The group passes RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT as environment variables; the
+worker sets its thread count and initialises torch.distributed with the device's backend and a
+bounded timeout (a collective that hangs becomes an error instead of a silent stall).
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import socket
+
+import ray
+import torch
+import torch.distributed as dist
+
+from verl_lite.utils import device as dev
+
+
+class Worker:
+    def __init__(self):
+        self.rank = int(os.environ["RANK"])
+        self.world_size = int(os.environ["WORLD_SIZE"])
+        torch.set_num_threads(int(os.environ.get("VERL_LITE_NUM_THREADS", "1")))
+
+    def init_distributed(self, timeout_s: int) -> None:
+        if dist.is_initialized():
+            return
+        dev.set_local_device()
+        dist.init_process_group(
+            backend=dev.dist_backend(),
+            rank=self.rank,
+            world_size=self.world_size,
+            timeout=datetime.timedelta(seconds=timeout_s),
+        )
+
+    @staticmethod
+    def set_master_addr_port(addr: str, port: int) -> None:
+        os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = addr, str(port)
+
+    @staticmethod
+    def get_master_addr_port() -> tuple[str, int]:
+        """This node's IP and a free port, for rank 0 to host the rendezvous."""
+        with socket.socket() as s:
+            s.bind(("", 0))
+            port = s.getsockname()[1]
+        return ray.util.get_node_ip_address(), port

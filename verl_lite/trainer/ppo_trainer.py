@@ -1,0 +1,249 @@
+"""RayPPOTrainer: the driver's training loop, one step as a list of named phases.
+
+    generate      sync weights -> n responses per prompt          timing_s/gen
+    reward        rule scores on the last response token          timing_s/reward
+    old_log_prob  the actor's log-probs of the sampled tokens     timing_s/old_log_prob
+    ref           the reference's log-probs (only with a KL term) timing_s/ref
+    adv           advantages on the driver, pure tensors          timing_s/adv
+    update_actor  PPO epochs over mini-batches                    timing_s/update_actor
+
+Which phases run is decided once, when the trainer is built; the step loop just walks the list.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import numpy as np
+import psutil
+import ray
+
+from verl_lite.algos import ADV_ESTIMATORS
+from verl_lite.config.schema import PPOTrainerConfig
+from verl_lite.data.rlhf_dataset import EpochSampler, RLHFDataset
+from verl_lite.protocol import DataProto
+from verl_lite.single_controller import RayResourcePool, RayWorkerGroup
+from verl_lite.trainer.batching import dp_minibatch_order
+from verl_lite.trainer.metrics import (
+    compute_data_metrics,
+    compute_throughput_metrics,
+    compute_val_metrics,
+    timer,
+)
+from verl_lite.trainer.tracking import Tracking
+from verl_lite.workers.actor_rollout_ref import ActorRolloutRefWorker
+
+log = logging.getLogger(__name__)
+
+
+class RayPPOTrainer:
+    def __init__(
+        self,
+        config: PPOTrainerConfig,
+        train_dataset: RLHFDataset,
+        val_dataset: RLHFDataset | None,
+        reward_fn,
+        val_reward_fn,
+        use_gpu: bool,
+    ):
+        self.config, self.use_gpu = config, use_gpu
+        self.train_dataset, self.val_dataset = train_dataset, val_dataset
+        self.reward_fn, self.val_reward_fn = reward_fn, val_reward_fn
+        t = config.trainer
+        self.world_size = t.nnodes * t.n_gpus_per_node
+        self.sampler = EpochSampler(
+            len(train_dataset), config.data.train_batch_size, config.data.shuffle, config.data.seed
+        )
+        self.total_training_steps = self.sampler_steps()
+        actor = config.actor_rollout_ref.actor
+        self.use_ref = actor.use_kl_loss
+        self.adv_fn = ADV_ESTIMATORS.get(config.algorithm.adv_estimator)
+        self.phases = [
+            ("gen", self._generate),
+            ("reward", self._reward),
+            ("old_log_prob", self._old_log_prob),
+            *([("ref", self._ref_log_prob)] if self.use_ref else []),
+            ("adv", self._advantage),
+            ("update_actor", self._update_actor),
+        ]
+        self.global_steps = 0
+
+    def sampler_steps(self) -> int:
+        t = self.config.trainer
+        steps = len(self.sampler) * t.total_epochs
+        return min(steps, t.total_training_steps) if t.total_training_steps is not None else steps
+
+    # --- set-up -------------------------------------------------------------------------------------
+    def init_workers(self) -> None:
+        t = self.config.trainer
+        self.pool = RayResourcePool(t.nnodes, t.n_gpus_per_node, self.use_gpu)
+        role = "actor_rollout_ref" if self.use_ref else "actor_rollout"
+        self.actor_rollout_wg = RayWorkerGroup(
+            self.pool,
+            ActorRolloutRefWorker,
+            self.config.actor_rollout_ref,
+            role,
+            t.dist_timeout_s,
+            name="actor_rollout_ref",
+        )
+        info = self.actor_rollout_wg.init_model()
+        log.info("workers ready: %d x %s, %s params", self.world_size, role, info[0]["num_params"])
+
+    def shutdown(self) -> None:
+        if hasattr(self, "actor_rollout_wg"):
+            self.actor_rollout_wg.shutdown()
+            self.pool.release()
+
+    # --- the loop -----------------------------------------------------------------------------------
+    def fit(self) -> dict[str, float]:
+        t = self.config.trainer
+        tracker = Tracking(t.logger, t.default_local_dir, self.total_training_steps)
+        last_val: dict[str, float] = {}
+        if t.val_before_train and self.val_dataset is not None:
+            last_val = self._validate_timed()
+            tracker.log(last_val, step=0)
+        while self.global_steps < self.total_training_steps:
+            for indices in self.sampler.epoch_batches():
+                self.global_steps += 1
+                metrics = self.train_step(self.train_dataset.collate(indices))
+                is_last = self.global_steps >= self.total_training_steps
+                if (
+                    self.val_dataset is not None
+                    and t.test_freq > 0
+                    and (is_last or self.global_steps % t.test_freq == 0)
+                ):
+                    last_val = self._validate_timed()
+                    metrics.update(last_val)
+                tracker.log(metrics, step=self.global_steps)
+                if is_last:
+                    break
+        tracker.finish()
+        return last_val
+
+    def train_step(self, batch: DataProto) -> dict[str, float]:
+        metrics: dict[str, float] = {}
+        timings: dict[str, float] = {}
+        batch.non_tensor_batch["uid"] = np.array(
+            [f"{self.global_steps}-{i}" for i in range(len(batch))], dtype=object
+        )
+        with timer("step", timings):
+            for name, phase in self.phases:
+                with timer(name, timings):
+                    batch = phase(batch, metrics)
+        metrics.update(compute_data_metrics(batch, self.config.data.max_prompt_length, self.response_length))
+        metrics.update({f"timing_s/{k}": v for k, v in timings.items()})
+        metrics.update(compute_throughput_metrics(batch, timings["step"], self.world_size))
+        metrics["perf/cpu_memory_used_gb"] = psutil.virtual_memory().used / 1024**3
+        metrics["training/global_step"] = self.global_steps
+        metrics["training/epoch"] = self.sampler.epoch
+        return metrics
+
+    @property
+    def response_length(self) -> int:
+        return self.config.actor_rollout_ref.rollout.response_length
+
+    # --- phases -------------------------------------------------------------------------------------
+    def _generate(self, batch: DataProto, metrics: dict) -> DataProto:
+        prompts = batch.select(["input_ids", "attention_mask", "position_ids"])
+        gen = self.actor_rollout_wg.generate_sequences(prompts)
+        metrics.update(gen.meta_info.pop("metrics", {}))
+        n = self.config.actor_rollout_ref.rollout.n
+        expanded = batch.repeat(n, interleave=True)
+        for key in ("input_ids", "attention_mask", "position_ids"):
+            expanded.batch.pop(key)
+        return expanded.union(gen)
+
+    def _reward(self, batch: DataProto, metrics: dict) -> DataProto:
+        scores, extra = self.reward_fn(batch)
+        batch.batch["token_level_scores"] = scores
+        batch.batch["token_level_rewards"] = scores
+        for key, values in extra.items():
+            if values and isinstance(values[0], (int, float)):
+                metrics[f"reward_extra/{key}/mean"] = float(np.mean(values))
+        return batch
+
+    def _old_log_prob(self, batch: DataProto, metrics: dict) -> DataProto:
+        return batch.union(self.actor_rollout_wg.compute_log_prob(self._model_inputs(batch)))
+
+    def _ref_log_prob(self, batch: DataProto, metrics: dict) -> DataProto:
+        return batch.union(self.actor_rollout_wg.compute_ref_log_prob(self._model_inputs(batch)))
+
+    def _advantage(self, batch: DataProto, metrics: dict) -> DataProto:
+        algo = self.config.algorithm
+        advantages, returns = self.adv_fn(
+            token_level_rewards=batch.batch["token_level_rewards"],
+            response_mask=batch.batch["response_mask"],
+            index=batch.non_tensor_batch["uid"],
+            norm_adv_by_std_in_grpo=algo.norm_adv_by_std_in_grpo,
+        )
+        batch.batch["advantages"], batch.batch["returns"] = advantages, returns
+        return batch
+
+    def _update_actor(self, batch: DataProto, metrics: dict) -> DataProto:
+        cfg = self.config.actor_rollout_ref
+        keys = [
+            "input_ids",
+            "attention_mask",
+            "position_ids",
+            "responses",
+            "response_mask",
+            "old_log_probs",
+            "advantages",
+        ]
+        if self.use_ref:
+            keys.append("ref_log_prob")
+        data = batch.select(keys)
+        order = dp_minibatch_order(len(data), cfg.actor.ppo_mini_batch_size * cfg.rollout.n, self.world_size)
+        out = self.actor_rollout_wg.update_actor(data[order])
+        metrics.update(out.meta_info["metrics"])
+        return batch
+
+    @staticmethod
+    def _model_inputs(batch: DataProto) -> DataProto:
+        return batch.select(["input_ids", "attention_mask", "position_ids", "responses"])
+
+    # --- validation ---------------------------------------------------------------------------------
+    def _validate_timed(self) -> dict[str, float]:
+        timings: dict[str, float] = {}
+        with timer("testing", timings):
+            metrics = self.validate()
+        return metrics | {"timing_s/testing": timings["testing"]}
+
+    def validate(self) -> dict[str, float]:
+        """Greedy (val_kwargs) generation over the whole validation set; mean reward per data_source."""
+        val_kwargs = self.config.actor_rollout_ref.rollout.val_kwargs
+        size = len(self.val_dataset)
+        batch_size = self.config.data.val_batch_size or size
+        scores, sources = [], []
+        for start in range(0, size, batch_size):
+            batch = self.val_dataset.collate(list(range(start, min(start + batch_size, size))))
+            prompts = batch.select(["input_ids", "attention_mask", "position_ids"], meta_keys=[])
+            prompts.meta_info["validate"] = True
+            padded, pad = prompts.pad_to_divisor(self.world_size)
+            gen = self.actor_rollout_wg.generate_sequences(padded).unpad(pad * val_kwargs.n)
+            expanded = batch.repeat(val_kwargs.n, interleave=True)
+            expanded.batch = {}
+            expanded.union(gen)
+            rewards, _ = self.val_reward_fn(expanded)
+            scores += rewards.sum(-1).tolist()
+            sources += list(expanded.non_tensor_batch[self.config.data.reward_fn_key])
+        return compute_val_metrics(scores, sources, val_kwargs.n)
+
+
+def ray_init_kwargs(config: PPOTrainerConfig) -> dict:
+    """Join the cluster in ray_kwargs.ray_init.address or RAY_ADDRESS, else start a local Ray."""
+    r = config.ray_kwargs.ray_init
+    address = r.address or os.environ.get("RAY_ADDRESS")
+    if address:
+        return {"address": address}
+    return {
+        "num_cpus": r.num_cpus,
+        "include_dashboard": r.include_dashboard,
+        "runtime_env": {"env_vars": {"TOKENIZERS_PARALLELISM": "false"}},
+    }
+
+
+def start_ray(config: PPOTrainerConfig) -> None:
+    if not ray.is_initialized():
+        ray.init(**ray_init_kwargs(config))

@@ -1,0 +1,86 @@
+"""Experiment tracking: `trainer.logger` is a list of backends, each getting every step's metrics.
+
+console  one readable line per step with the main metrics, under a progress bar over steps
+file     one JSON object per step appended to <trainer.default_local_dir>/metrics.jsonl
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+from tqdm import tqdm
+
+CONSOLE_KEYS = (
+    ("critic/score/mean", "score"),
+    ("actor/pg_loss", "pg_loss"),
+    ("actor/grad_norm", "grad_norm"),
+    ("actor/ppo_kl", "ppo_kl"),
+    ("actor/entropy", "entropy"),
+    ("actor/kl_loss", "kl_loss"),
+    ("response_length/mean", "resp_len"),
+    ("timing_s/step", "step_s"),
+)
+
+
+def _fmt(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}" if math.isfinite(value) else str(value)
+    return str(value)
+
+
+class ConsoleLogger:
+    def __init__(self, total_steps: int):
+        # disable=None: a live bar on a terminal, none in a log file (where it would print every redraw)
+        self.bar = tqdm(total=total_steps, desc="training", unit="step", dynamic_ncols=True, disable=None)
+
+    def log(self, metrics: dict, step: int) -> None:
+        parts = [f"{short} {_fmt(metrics[key])}" for key, short in CONSOLE_KEYS if key in metrics]
+        parts += [
+            f"{k.removeprefix('val-core/')} {_fmt(v)}"
+            for k, v in metrics.items()
+            if k.startswith("val-core/")
+        ]
+        tqdm.write(f"step {step} | " + " | ".join(parts))
+        if step > self.bar.n:
+            self.bar.update(step - self.bar.n)
+
+    def finish(self) -> None:
+        self.bar.close()
+
+
+class FileLogger:
+    def __init__(self, local_dir: str):
+        os.makedirs(local_dir, exist_ok=True)
+        self.path = os.path.join(local_dir, "metrics.jsonl")
+
+    def log(self, metrics: dict, step: int) -> None:
+        with open(self.path, "a") as f:
+            f.write(json.dumps({"step": step, **metrics}, allow_nan=True) + "\n")
+
+    def finish(self) -> None:
+        pass
+
+
+BACKENDS = ("console", "file")
+
+
+class Tracking:
+    def __init__(self, backends: list[str], local_dir: str, total_steps: int):
+        unknown = [b for b in backends if b not in BACKENDS]
+        if unknown:
+            raise ValueError(f"trainer.logger: unknown backend(s) {unknown}; available: {list(BACKENDS)}")
+        self.loggers = []
+        if "console" in backends:
+            self.loggers.append(ConsoleLogger(total_steps))
+        if "file" in backends:
+            self.loggers.append(FileLogger(local_dir))
+
+    def log(self, metrics: dict, step: int) -> None:
+        for logger in self.loggers:
+            logger.log(metrics, step)
+
+    def finish(self) -> None:
+        for logger in self.loggers:
+            logger.finish()

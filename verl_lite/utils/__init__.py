@@ -1,0 +1,1 @@
+"""Small shared helpers: device selection, seeding, logging."""

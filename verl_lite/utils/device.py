@@ -1,0 +1,84 @@
+"""The one module that names CUDA, NCCL, gloo and pinned memory.
+
+Everything else asks this module which device, backend and memory features exist, so the same code
+runs on a CPU-only machine (gloo, fp32) and on GPUs (nccl, bf16) without `if cuda` spread around.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+
+def is_cuda_available() -> bool:
+    return torch.cuda.is_available()
+
+
+def device_type() -> str:
+    """'cuda' when a GPU is visible to this process, else 'cpu'."""
+    return "cuda" if is_cuda_available() else "cpu"
+
+
+def dist_backend() -> str:
+    return "nccl" if is_cuda_available() else "gloo"
+
+
+def local_device() -> torch.device:
+    """The device this rank computes on (Ray gives each GPU worker exactly one visible GPU)."""
+    if is_cuda_available():
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def set_local_device() -> None:
+    if is_cuda_available():
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)) % torch.cuda.device_count())
+
+
+def can_pin_memory() -> bool:
+    """Pinned host memory needs a CUDA driver; on a CPU-only machine pin_memory() raises."""
+    return is_cuda_available()
+
+
+def num_visible_gpus() -> int:
+    return torch.cuda.device_count() if is_cuda_available() else 0
+
+
+def synchronize() -> None:
+    if is_cuda_available():
+        torch.cuda.synchronize()
+
+
+def empty_cache() -> None:
+    if is_cuda_available():
+        torch.cuda.empty_cache()
+
+
+def memory_stats_gb() -> dict[str, float]:
+    """Peak device memory since the last reset; empty on CPU, where host memory is reported instead."""
+    if not is_cuda_available():
+        return {}
+    gb = 1024**3
+    return {
+        "max_memory_allocated_gb": torch.cuda.max_memory_allocated() / gb,
+        "max_memory_reserved_gb": torch.cuda.max_memory_reserved() / gb,
+    }
+
+
+def reset_peak_memory() -> None:
+    if is_cuda_available():
+        torch.cuda.reset_peak_memory_stats()
+
+
+def ray_worker_resources(num_workers_per_node: int, cpus_per_node: float, use_gpu: bool) -> dict[str, float]:
+    """Resources of one worker's placement-group bundle.
+
+    With GPUs every worker holds one; without, the node's CPUs are shared out as Ray fractions
+    (Ray accepts fractions below 1 only, so a share above 1 is rounded down to a whole CPU).
+    """
+    if use_gpu:
+        return {"GPU": 1, "CPU": 1}
+    share = cpus_per_node / num_workers_per_node
+    share = float(int(share)) if share >= 1 else round(share, 4)
+    return {"CPU": max(share, 0.0001)}

@@ -1,0 +1,131 @@
+"""The PPO actor on top of an engine: log-probs of responses and the clipped policy update.
+
+Batch layout (verl's): input_ids = [prompt | response], responses (bs, R), response_mask (bs, R).
+The logits that score response token t sit at position P + t - 1, so the response's logits are the
+last R+1 positions but one. Logits are divided by the rollout temperature, so log-probs are those of
+the distribution the rollout sampled from.
+
+The update keeps accumulation exact: for each mini-batch it counts tokens and sequences over all
+ranks first (one all-reduce), and every micro-batch's loss is that micro-batch's share of the
+mini-batch loss under those counts (algos/loss_agg.py).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import torch
+
+from verl_lite.algos import POLICY_LOSSES
+from verl_lite.algos.kl import kl_penalty
+from verl_lite.algos.logprob import entropy_from_logits, logprobs_from_logits
+from verl_lite.algos.loss_agg import LossScale, agg_loss
+from verl_lite.config.schema import ActorConfig
+from verl_lite.engine.fsdp_engine import FSDPEngine
+
+MODEL_INPUTS = ("input_ids", "attention_mask", "position_ids", "responses")
+
+
+def split_micro(tensors: dict[str, torch.Tensor], micro_size: int) -> list[dict[str, torch.Tensor]]:
+    n = next(iter(tensors.values())).shape[0]
+    return [{k: v[i : i + micro_size] for k, v in tensors.items()} for i in range(0, n, micro_size)]
+
+
+def response_logits(output, micro, temperature: float) -> torch.Tensor:
+    width = micro["responses"].shape[1]
+    return output.logits[:, -width - 1 : -1].float() / temperature  # (bs, R, vocab)
+
+
+def compute_log_prob(
+    engine: FSDPEngine,
+    tensors: dict[str, torch.Tensor],
+    micro_size: int,
+    temperature: float,
+    with_entropy: bool,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(log_probs, entropy) of the responses, (bs, R) each."""
+
+    def fn(output, micro):
+        logits = response_logits(output, micro, temperature)
+        logp = logprobs_from_logits(logits, micro["responses"].to(logits.device)).cpu()
+        return logp, entropy_from_logits(logits).cpu() if with_entropy else None
+
+    inputs = {k: tensors[k] for k in MODEL_INPUTS}
+    outs = engine.forward(split_micro(inputs, micro_size), fn)
+    logp = torch.cat([o[0] for o in outs])
+    entropy = torch.cat([o[1] for o in outs]) if with_entropy else None
+    return logp, entropy
+
+
+class PPOActor:
+    def __init__(self, engine: FSDPEngine, cfg: ActorConfig, response_length: int, temperature: float):
+        self.engine, self.cfg = engine, cfg
+        self.response_length, self.temperature = response_length, temperature
+        self.policy_loss = POLICY_LOSSES.get(cfg.policy_loss.loss_mode)
+
+    def loss_scale(self, mask: torch.Tensor) -> LossScale:
+        """Token and sequence counts of this rank's part of the mini-batch, summed over ranks."""
+        local = torch.tensor([mask.sum(), (mask.sum(-1) > 0).sum()], dtype=torch.float64)
+        num_tokens, num_seqs = self.engine.dp_all_reduce_sum(local).tolist()
+        return LossScale(num_tokens=num_tokens, num_seqs=num_seqs, response_length=self.response_length)
+
+    def make_loss_fn(self, scale: LossScale):
+        cfg = self.cfg
+
+        def loss_fn(output, micro):
+            device = output.logits.device
+            mask = micro["response_mask"].to(device).float()
+            logits = response_logits(output, micro, self.temperature)
+            logp = logprobs_from_logits(logits, micro["responses"].to(device))
+            terms = self.policy_loss(
+                old_log_prob=micro["old_log_probs"].to(device),
+                log_prob=logp,
+                advantages=micro["advantages"].to(device),
+                clip_ratio_low=cfg.clip_ratio_low,
+                clip_ratio_high=cfg.clip_ratio_high,
+                clip_ratio_c=cfg.clip_ratio_c,
+            )
+            pg_loss = agg_loss(terms["pg_loss"], mask, cfg.loss_agg_mode, scale)
+            entropy = agg_loss(entropy_from_logits(logits), mask, cfg.loss_agg_mode, scale)
+            loss = pg_loss - cfg.entropy_coeff * entropy
+            shares = {
+                "pg_loss": pg_loss,
+                "entropy": entropy,
+                "pg_clipfrac": agg_loss(terms["clipped"], mask, "token-mean", scale),
+                "pg_clipfrac_lower": agg_loss(terms["clipped_lower"], mask, "token-mean", scale),
+                "ppo_kl": agg_loss(terms["approx_kl"], mask, "token-mean", scale),
+            }
+            if cfg.use_kl_loss:
+                kl = kl_penalty(logp, micro["ref_log_prob"].to(device), cfg.kl_loss_type)
+                shares["kl_loss"] = agg_loss(kl, mask, cfg.loss_agg_mode, scale)
+                loss = loss + cfg.kl_loss_coef * shares["kl_loss"]
+            return loss, shares
+
+        return loss_fn
+
+    def update(self, tensors: dict[str, torch.Tensor], mini_size: int, micro_size: int) -> dict[str, float]:
+        """ppo_epochs passes over this rank's rows, one optimizer step per mini-batch.
+
+        `mini_size` is this rank's share of a mini-batch (ppo_mini_batch_size * n / dp_size); the
+        driver orders rows so that local mini-batch j of every rank together form global mini-batch j.
+        """
+        keys = [*MODEL_INPUTS, "response_mask", "old_log_probs", "advantages"]
+        if self.cfg.use_kl_loss:
+            keys.append("ref_log_prob")
+        data = {k: tensors[k] for k in keys}
+        num_rows = data["responses"].shape[0]
+        history: dict[str, list[float]] = defaultdict(list)
+        for _ in range(self.cfg.ppo_epochs):
+            for start in range(0, num_rows, mini_size):
+                mini = {k: v[start : start + mini_size] for k, v in data.items()}
+                scale = self.loss_scale(mini["response_mask"])
+                metrics = self.engine.train_mini_batch(
+                    split_micro(mini, micro_size), self.make_loss_fn(scale)
+                )
+                for k, v in metrics.items():
+                    history[k].append(v)
+        self.engine.end_training_step()
+        out = {f"actor/{k}": sum(v) / len(v) for k, v in history.items()}
+        if self.cfg.use_kl_loss:
+            out["actor/kl_coef"] = self.cfg.kl_loss_coef
+        return out
