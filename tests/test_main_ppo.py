@@ -159,3 +159,26 @@ def test_overlong_prompt_with_truncation_error_fails_fast(tmp_path):
 def test_unknown_key_is_hydras_error(tmp_path):
     proc = run_cli(tmp_path, "trainer.no_such_key=1", timeout=120)
     assert proc.returncode != 0 and "no_such_key" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "mode",
+    [
+        ["actor_rollout_ref.actor.fsdp_config.offload_policy=True"],
+        [
+            "actor_rollout_ref.actor.fsdp_config.param_offload=True",
+            "actor_rollout_ref.actor.fsdp_config.optimizer_offload=True",
+        ],
+    ],
+    ids=["offload_policy", "param_and_optimizer_offload"],
+)
+def test_offload_modes_give_the_same_training(two_step_run, tmp_path, mode):
+    base_tmp, _ = two_step_run
+    proc = run_cli(tmp_path, *SMALL, *mode)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    base, offloaded = read_metrics(base_tmp), read_metrics(tmp_path)
+    for b, o in zip(base[1:], offloaded[1:]):
+        for key in ("actor/pg_loss", "actor/grad_norm", "critic/score/mean"):
+            assert abs(b[key] - o[key]) < 1e-5, (key, b[key], o[key])
+    moved = offloaded[1].get("perf/offload/h2d_gb", 0) + offloaded[1].get("perf/offload/policy_h2d_gb", 0)
+    assert moved > 0 and base[1]["perf/offload/h2d_gb"] == 0, "the offloaded run must report its traffic"

@@ -16,7 +16,7 @@ import hydra
 import ray
 from omegaconf import DictConfig
 
-from verl_lite.config import register_schema, to_config
+from verl_lite.config.compose import register_schema, to_config
 from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.config.validate import validate
 from verl_lite.data import assets

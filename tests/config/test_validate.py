@@ -6,7 +6,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 
-from verl_lite.config import register_schema, to_config
+from verl_lite.config.compose import register_schema, to_config
 from verl_lite.config.validate import ConfigError, normalize, validate
 
 CONF_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "conf")

@@ -4,6 +4,8 @@ The reference is written independently of the engine: a plain HF model, the whol
 forward, the loss from algos/ with the batch's own counts, one AdamW step after clipping.
 """
 
+import math
+
 import torch
 from torch.distributed.device_mesh import init_device_mesh
 from transformers import AutoModelForCausalLM
@@ -75,3 +77,40 @@ def test_two_rank_update_matches_full_batch_reference(tiny_model_dir):
         for n in params
     )
     assert moved > 1e-4, "the update must actually change the weights for the comparison to mean anything"
+
+
+def _nonfinite_then_finite(rank, world, model_dir, batch):
+    mesh = init_device_mesh("cpu", (world,))
+    cfg = _actor_cfg(4)
+    engine = FSDPEngine(
+        ModelConfig(path=model_dir),
+        FSDPConfig(optimizer_offload=True),
+        mesh,
+        role="actor",
+        optim_cfg=cfg.optim,
+        grad_clip=CLIP,
+    )
+    actor = PPOActor(engine, cfg, response_length=batch["responses"].shape[1], temperature=1.0)
+    before = {n: t.clone() for n, t in engine.iter_full_params()}
+    poisoned = dict(batch, advantages=batch["advantages"].clone())
+    poisoned["advantages"][0, 0] = float("nan")
+    bad = actor.update(poisoned, mini_size=8, micro_size=4)
+    after_bad = {n: t.clone() for n, t in engine.iter_full_params()}
+    skips = engine.pop_metrics()[0]["actor/nonfinite_grad_skips"]
+    good = actor.update(batch, mini_size=8, micro_size=4)
+    after_good = {n: t.clone() for n, t in engine.iter_full_params()}
+    return bad, skips, len(engine.optimizer.state), before, after_bad, after_good, good
+
+
+def test_nonfinite_grad_norm_skips_the_step_and_is_counted(tiny_model_dir):
+    batch = make_ppo_batch(vocab=110, bs=8, seed=4)
+    bad, skips, opt_state, before, after_bad, after_good, good = run_ranks(
+        _nonfinite_then_finite, 1, tiny_model_dir, batch
+    )[0]
+    assert not math.isfinite(bad["actor/grad_norm"]) and skips == 1
+    assert all(torch.equal(before[n], after_bad[n]) for n in before), (
+        "a skipped step must not touch the weights"
+    )
+    assert math.isfinite(good["actor/grad_norm"])
+    assert opt_state > 0  # the later good step ran (and its state round-tripped through the host)
+    assert any(not torch.equal(before[n], after_good[n]) for n in before)

@@ -53,14 +53,34 @@ class WrapPolicyConfig:
 
 
 @dataclass
+class MixedPrecisionConfig:
+    param_dtype: str = "fp32"  # dtype params are gathered in for forward/backward (bf16 on GPUs for speed)
+    reduce_dtype: str = "fp32"  # dtype gradients are reduce-scattered in
+    buffer_dtype: str = "fp32"  # dtype of module buffers (rotary tables stay fp32 unless set)
+
+
+@dataclass
 class FSDPConfig:
-    param_offload: bool = False  # sharded params on the host between phases
-    optimizer_offload: bool = False  # optimizer state on the host between updates
-    offload_policy: bool = False  # FSDP2 CPUOffloadPolicy: params, grads, optimizer on the host
-    reshard_after_forward: bool = True  # free gathered params after forward (ZeRO-3)
-    fsdp_size: int = -1  # shard group size; -1: all workers
+    param_offload: bool = False  # sharded params on the host between phases, back on the device inside them
+    optimizer_offload: bool = False  # optimizer state on the host except during the optimizer step
+    offload_policy: bool = (
+        False  # FSDP2 CPUOffloadPolicy: params, grads, optimizer on the host, step on the host
+    )
+    gradient_offload: bool = False  # grads on the host; FSDP2 offers it only with offload_policy=True
+    reshard_after_forward: bool = (
+        True  # free gathered params after forward, gather again in backward (ZeRO-3)
+    )
+    forward_prefetch: bool = (
+        False  # explicitly prefetch the next layer's all-gather (and the previous in backward)
+    )
+    reduce_scatter_every_micro_batch: bool = (
+        True  # False: keep unsharded grads until the last micro-batch, reduce once
+    )
     wrap_policy: WrapPolicyConfig = field(default_factory=WrapPolicyConfig)
-    model_dtype: str = "fp32"  # dtype the sharded params are kept in
+    mixed_precision: MixedPrecisionConfig = field(default_factory=MixedPrecisionConfig)
+    model_dtype: str = "fp32"  # dtype the sharded (master) params are kept in
+    use_orig_params: bool | None = None  # FSDP1 key: accepted; FSDP2 always keeps the original parameters
+    limit_all_gathers: bool | None = None  # FSDP1 key: accepted; FSDP2 bounds in-flight all-gathers itself
 
 
 @dataclass
@@ -68,12 +88,12 @@ class OptimConfig:
     lr: float = 1e-4  # AdamW learning rate (verl: 1e-6, for billion-parameter models)
     betas: list[float] = field(default_factory=lambda: [0.9, 0.999])  # AdamW betas
     weight_decay: float = 0.01  # AdamW decoupled weight decay
-    lr_warmup_steps: int = -1  # warm-up optimizer steps; -1: use lr_warmup_steps_ratio
-    lr_warmup_steps_ratio: float = 0.0  # warm-up as a fraction of all optimizer steps
+    lr_warmup_steps: int = -1  # warm-up training steps; -1: use lr_warmup_steps_ratio
+    lr_warmup_steps_ratio: float = 0.0  # warm-up as a fraction of all training steps
     warmup_style: str = "constant"  # schedule after warm-up: constant | cosine
     min_lr_ratio: float = 0.0  # cosine floor as a fraction of lr
     num_cycles: float = 0.5  # cosine cycles over the run
-    total_training_steps: int = -1  # filled in by the trainer: optimizer steps of the whole run
+    total_training_steps: int = -1  # filled in by the trainer: training steps of the whole run
 
 
 @dataclass

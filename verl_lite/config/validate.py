@@ -75,7 +75,42 @@ def normalize(cfg: PPOTrainerConfig) -> list[str]:
     if a.strategy == "fsdp":
         log.info("%s.actor.strategy=fsdp runs as FSDP2 (fully_shard) in verl_lite", ARR)
         a.strategy = "fsdp2"
+    for section, fsdp in _fsdp_configs(cfg):
+        _fsdp_notices(f"{ARR}.{section}.fsdp_config", fsdp, problems)
     return problems
+
+
+def _fsdp_configs(cfg: PPOTrainerConfig):
+    arr = cfg.actor_rollout_ref
+    return [("actor", arr.actor.fsdp_config), ("ref", arr.ref.fsdp_config)]
+
+
+def _fsdp_notices(key: str, fsdp, problems: list[str]) -> None:
+    """FSDP1-era keys and redundant offload combinations: accepted, said once, here on the driver."""
+    if fsdp.use_orig_params is not None:
+        log.info(
+            "%s.use_orig_params=%s: FSDP2 always trains the original parameters; nothing to set",
+            key,
+            fsdp.use_orig_params,
+        )
+    if fsdp.limit_all_gathers is not None:
+        log.info(
+            "%s.limit_all_gathers=%s: FSDP2 bounds in-flight all-gathers itself; "
+            "use reshard_after_forward / forward_prefetch to trade memory for overlap",
+            key,
+            fsdp.limit_all_gathers,
+        )
+    if fsdp.gradient_offload and not fsdp.offload_policy:
+        problems.append(
+            f"{key}.gradient_offload=True: in FSDP2 gradients live on the host only with "
+            f"{key}.offload_policy=True; set offload_policy=True or gradient_offload=False"
+        )
+    if fsdp.offload_policy and (fsdp.param_offload or fsdp.optimizer_offload):
+        log.info(
+            "%s.offload_policy=True already keeps params, grads and optimizer state on the host; "
+            "param_offload / optimizer_offload have nothing left to move and are ignored",
+            key,
+        )
 
 
 def _check_batch_geometry(cfg: PPOTrainerConfig, problems: list[str]) -> None:
@@ -100,21 +135,48 @@ def _check_batch_geometry(cfg: PPOTrainerConfig, problems: list[str]) -> None:
         return
     local_mini = mini * n // world
     micro = a.ppo_micro_batch_size_per_gpu
-    if micro is None:
+    _check_token_budgets(cfg, problems)
+    fixed = not a.use_dynamic_bsz  # with dynamic batching, micro-batches come from the token budget
+    if fixed and micro is None:
         problems.append(
             f"{ARR}.actor.ppo_micro_batch_size_per_gpu is not set; set it (e.g. {min(local_mini, 4)})"
         )
-    elif micro <= 0 or local_mini % micro:
+    elif fixed and (micro <= 0 or local_mini % micro):
         problems.append(
             f"{ARR}.actor.ppo_micro_batch_size_per_gpu={micro} does not divide the per-worker mini-batch of "
             f"{local_mini} responses (ppo_mini_batch_size {mini} x rollout.n {n} / {world} workers); "
             f"use a divisor of {local_mini}"
         )
     for section in ("rollout", "ref"):
-        size = getattr(arr, section).log_prob_micro_batch_size_per_gpu
-        if size is None or size <= 0:
+        sub = getattr(arr, section)
+        size = sub.log_prob_micro_batch_size_per_gpu
+        if not sub.log_prob_use_dynamic_bsz and (size is None or size <= 0):
             problems.append(
                 f"{ARR}.{section}.log_prob_micro_batch_size_per_gpu must be a positive integer, got {size}"
+            )
+
+
+def _check_token_budgets(cfg: PPOTrainerConfig, problems: list[str]) -> None:
+    """With dynamic batching every budget must hold at least one whole sequence."""
+    arr = cfg.actor_rollout_ref
+    seq_len = cfg.data.max_prompt_length + arr.rollout.response_length
+    budgets = [
+        ("actor.ppo_max_token_len_per_gpu", arr.actor.use_dynamic_bsz, arr.actor.ppo_max_token_len_per_gpu)
+    ]
+    for section in ("rollout", "ref"):
+        sub = getattr(arr, section)
+        budgets.append(
+            (
+                f"{section}.log_prob_max_token_len_per_gpu",
+                sub.log_prob_use_dynamic_bsz,
+                sub.log_prob_max_token_len_per_gpu,
+            )
+        )
+    for key, enabled, budget in budgets:
+        if enabled and budget < seq_len:
+            problems.append(
+                f"{ARR}.{key}={budget} is below one sequence (data.max_prompt_length + response_length = "
+                f"{seq_len}); raise it to at least {seq_len}"
             )
 
 
@@ -131,8 +193,16 @@ def _check_choices(cfg: PPOTrainerConfig, problems: list[str]) -> None:
         (f"{ARR}.rollout.name", arr.rollout.name, ("hf",)),
         (f"{ARR}.rollout.mode", arr.rollout.mode, ("sync",)),
         (f"{ARR}.rollout.dtype", arr.rollout.dtype, tuple(DTYPES)),
-        (f"{ARR}.actor.fsdp_config.model_dtype", a.fsdp_config.model_dtype, tuple(DTYPES)),
-        (f"{ARR}.ref.fsdp_config.model_dtype", arr.ref.fsdp_config.model_dtype, tuple(DTYPES)),
+        *[
+            (f"{ARR}.{section}.fsdp_config.{name}", value, tuple(DTYPES))
+            for section, fsdp in _fsdp_configs(cfg)
+            for name, value in [
+                ("model_dtype", fsdp.model_dtype),
+                ("mixed_precision.param_dtype", fsdp.mixed_precision.param_dtype),
+                ("mixed_precision.reduce_dtype", fsdp.mixed_precision.reduce_dtype),
+                ("mixed_precision.buffer_dtype", fsdp.mixed_precision.buffer_dtype),
+            ]
+        ],
         ("trainer.device", cfg.trainer.device, ("auto", "cpu", "cuda")),
     ]
     for key, value, allowed in choices:

@@ -16,7 +16,6 @@ import logging
 import os
 
 import numpy as np
-import psutil
 import ray
 
 from verl_lite.algos import ADV_ESTIMATORS
@@ -134,7 +133,6 @@ class RayPPOTrainer:
         metrics.update(compute_data_metrics(batch, self.config.data.max_prompt_length, self.response_length))
         metrics.update({f"timing_s/{k}": v for k, v in timings.items()})
         metrics.update(compute_throughput_metrics(batch, timings["step"], self.world_size))
-        metrics["perf/cpu_memory_used_gb"] = psutil.virtual_memory().used / 1024**3
         metrics["training/global_step"] = self.global_steps
         metrics["training/epoch"] = self.sampler.epoch
         return metrics

@@ -21,7 +21,9 @@ def device_type() -> str:
 
 
 def dist_backend() -> str:
-    return "nccl" if is_cuda_available() else "gloo"
+    """nccl for device tensors; with CUDA also gloo for host tensors, which CPU offload needs
+    (FSDP2's CPUOffloadPolicy clips and reduces host-resident grads)."""
+    return "cpu:gloo,cuda:nccl" if is_cuda_available() else "gloo"
 
 
 def local_device() -> torch.device:
@@ -82,3 +84,36 @@ def ray_worker_resources(num_workers_per_node: int, cpus_per_node: float, use_gp
     share = cpus_per_node / num_workers_per_node
     share = float(int(share)) if share >= 1 else round(share, 4)
     return {"CPU": max(share, 0.0001)}
+
+
+def device_memory_total_gb() -> float:
+    """Memory of this process's device: the GPU's, or on a CPU-only machine the host's available."""
+    if is_cuda_available():
+        return torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory / 1024**3
+    import psutil
+
+    return psutil.virtual_memory().available / 1024**3
+
+
+def device_utilization() -> float | None:
+    """GPU busy percent over NVML's last sample period (None without CUDA or NVML)."""
+    if not is_cuda_available():
+        return None
+    try:
+        return float(torch.cuda.utilization())
+    except Exception:  # pynvml missing or NVML unavailable
+        return None
+
+
+def measure_link_gbps(num_bytes: int = 256 * 1024**2) -> float:
+    """Host->device copy bandwidth of one pinned buffer (host memcpy bandwidth without CUDA)."""
+    import time
+
+    host = torch.empty(num_bytes, dtype=torch.uint8, pin_memory=can_pin_memory())
+    target = local_device()
+    host.to(target, copy=True)  # warm-up
+    synchronize()
+    start = time.perf_counter()
+    host.to(target, copy=True)
+    synchronize()
+    return num_bytes / 1024**3 / (time.perf_counter() - start)

@@ -26,9 +26,9 @@ from verl_lite.engine.fsdp_engine import FSDPEngine
 MODEL_INPUTS = ("input_ids", "attention_mask", "position_ids", "responses")
 
 
-def split_micro(tensors: dict[str, torch.Tensor], micro_size: int) -> list[dict[str, torch.Tensor]]:
-    n = next(iter(tensors.values())).shape[0]
-    return [{k: v[i : i + micro_size] for k, v in tensors.items()} for i in range(0, n, micro_size)]
+def take(tensors: dict[str, torch.Tensor], rows: list[int]) -> dict[str, torch.Tensor]:
+    index = torch.tensor(rows)
+    return {k: v[index] for k, v in tensors.items()}
 
 
 def response_logits(output, micro, temperature: float) -> torch.Tensor:
@@ -39,22 +39,27 @@ def response_logits(output, micro, temperature: float) -> torch.Tensor:
 def compute_log_prob(
     engine: FSDPEngine,
     tensors: dict[str, torch.Tensor],
+    *,
     micro_size: int,
+    max_token_len: int | None,
     temperature: float,
-    with_entropy: bool,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """(log_probs, entropy) of the responses, (bs, R) each."""
+    phase: str,
+) -> torch.Tensor:
+    """Log-probs of the sampled response tokens, (bs, R), in the rows' original order.
+
+    `max_token_len` (dynamic batching) groups rows by a token budget instead of `micro_size`."""
 
     def fn(output, micro):
         logits = response_logits(output, micro, temperature)
-        logp = logprobs_from_logits(logits, micro["responses"].to(logits.device)).cpu()
-        return logp, entropy_from_logits(logits).cpu() if with_entropy else None
+        return logprobs_from_logits(logits, micro["responses"].to(logits.device)).cpu()
 
     inputs = {k: tensors[k] for k in MODEL_INPUTS}
-    outs = engine.forward(split_micro(inputs, micro_size), fn)
-    logp = torch.cat([o[0] for o in outs])
-    entropy = torch.cat([o[1] for o in outs]) if with_entropy else None
-    return logp, entropy
+    groups = engine.micro_batches(inputs["attention_mask"], micro_size, max_token_len)
+    outs = engine.forward([take(inputs, g) for g in groups], fn, phase=phase)
+    logp = torch.empty(inputs["responses"].shape, dtype=torch.float32)
+    for rows, out in zip(groups, outs):
+        logp[torch.tensor(rows)] = out
+    return logp
 
 
 class PPOActor:
@@ -103,7 +108,9 @@ class PPOActor:
 
         return loss_fn
 
-    def update(self, tensors: dict[str, torch.Tensor], mini_size: int, micro_size: int) -> dict[str, float]:
+    def update(
+        self, tensors: dict[str, torch.Tensor], mini_size: int, micro_size: int | None
+    ) -> dict[str, float]:
         """ppo_epochs passes over this rank's rows, one optimizer step per mini-batch.
 
         `mini_size` is this rank's share of a mini-batch (ppo_mini_batch_size * n / dp_size); the
@@ -114,16 +121,19 @@ class PPOActor:
             keys.append("ref_log_prob")
         data = {k: tensors[k] for k in keys}
         num_rows = data["responses"].shape[0]
+        max_tokens = self.cfg.ppo_max_token_len_per_gpu if self.cfg.use_dynamic_bsz else None
         history: dict[str, list[float]] = defaultdict(list)
-        for _ in range(self.cfg.ppo_epochs):
-            for start in range(0, num_rows, mini_size):
-                mini = {k: v[start : start + mini_size] for k, v in data.items()}
-                scale = self.loss_scale(mini["response_mask"])
-                metrics = self.engine.train_mini_batch(
-                    split_micro(mini, micro_size), self.make_loss_fn(scale)
-                )
-                for k, v in metrics.items():
-                    history[k].append(v)
+        with self.engine.phase("update"):  # one phase: offloaded params come in once for all mini-batches
+            for _ in range(self.cfg.ppo_epochs):
+                for start in range(0, num_rows, mini_size):
+                    mini = {k: v[start : start + mini_size] for k, v in data.items()}
+                    scale = self.loss_scale(mini["response_mask"])
+                    groups = self.engine.micro_batches(mini["attention_mask"], micro_size, max_tokens)
+                    metrics = self.engine.train_mini_batch(
+                        [take(mini, g) for g in groups], self.make_loss_fn(scale)
+                    )
+                    for k, v in metrics.items():
+                        history[k].append(v)
         self.engine.end_training_step()
         out = {f"actor/{k}": sum(v) / len(v) for k, v in history.items()}
         if self.cfg.use_kl_loss:

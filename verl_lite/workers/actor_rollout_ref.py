@@ -5,17 +5,23 @@ Before a rollout that follows an update, the actor's full weights are gathered o
 (every rank takes part) and pushed into the rollout. The reference policy is a second engine
 without an optimizer, built only when a KL term needs it.
 
-Each method adapts DataProto <-> tensors and times itself; metrics go back in meta_info.
+Each method adapts DataProto <-> tensors; metrics go back in meta_info. Engine timings, offload
+traffic and peak memory accumulate over a training step and are reported with `update_actor`,
+the step's last call.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import time
 
+import psutil
 from torch.distributed.device_mesh import init_device_mesh
 
 from verl_lite.config.schema import ActorRolloutRefConfig
 from verl_lite.engine.fsdp_engine import FSDPEngine
+from verl_lite.engine.offload import offload_metrics
 from verl_lite.protocol import DataProto
 from verl_lite.rollout import build_rollout
 from verl_lite.rollout.base import SamplingParams, assemble
@@ -25,6 +31,23 @@ from verl_lite.utils.hf_model import load_tokenizer
 from verl_lite.workers.actor import PPOActor, compute_log_prob
 
 ROLES = ("actor_rollout", "actor_rollout_ref", "ref")
+GB = 1024**3
+
+
+def apply_overrides(config, overrides: dict[str, object]):
+    """A copy of `config` with dotted keys (relative to actor_rollout_ref) replaced."""
+    config = dataclasses.replace(config)
+    for key, value in overrides.items():
+        *path, leaf = key.split(".")
+        node = config
+        for part in path:
+            child = dataclasses.replace(getattr(node, part))
+            setattr(node, part, child)
+            node = child
+        if not hasattr(node, leaf):
+            raise KeyError(f"override actor_rollout_ref.{key}: no such key")
+        setattr(node, leaf, value)
+    return config
 
 
 class ActorRolloutRefWorker(Worker):
@@ -35,30 +58,35 @@ class ActorRolloutRefWorker(Worker):
         self.config, self.role, self.dist_timeout_s = config, role, dist_timeout_s
         self.has_actor = role.startswith("actor")
         self.has_ref = role.endswith("ref")
+        self.engines: dict[str, FSDPEngine] = {}
 
     @register(Dispatch.ONE_TO_ALL)
-    def init_model(self) -> dict:
+    def device_memory_gb(self) -> float:
+        """Memory one device offers this worker (the planner's budget)."""
+        return dev.device_memory_total_gb()
+
+    @register(Dispatch.ONE_TO_ALL)
+    def init_model(self, overrides: dict | None = None) -> dict:
+        """Build the engines; `overrides` (dotted keys under actor_rollout_ref) come from the planner."""
         self.init_distributed(self.dist_timeout_s)
+        if overrides:
+            self.config = apply_overrides(self.config, overrides)
         mesh = init_device_mesh(dev.device_type(), (self.world_size,))
         cfg = self.config
         self.tokenizer = load_tokenizer(cfg.model.path, cfg.model.trust_remote_code)
         self.response_length = cfg.rollout.response_length
         if self.has_actor:
-            actor_cfg = cfg.actor
-            self.actor_engine = FSDPEngine(
-                cfg.model,
-                actor_cfg.fsdp_config,
-                mesh,
-                role="actor",
-                optim_cfg=actor_cfg.optim,
-                grad_clip=actor_cfg.grad_clip,
+            a = cfg.actor
+            self.engines["actor"] = FSDPEngine(
+                cfg.model, a.fsdp_config, mesh, role="actor", optim_cfg=a.optim, grad_clip=a.grad_clip
             )
-            self.actor = PPOActor(self.actor_engine, actor_cfg, self.response_length, cfg.rollout.temperature)
+            self.actor = PPOActor(self.engines["actor"], a, self.response_length, cfg.rollout.temperature)
             self.rollout = build_rollout(cfg.rollout.name, cfg.model, cfg.rollout, self.tokenizer, self.rank)
             self.rollout_is_stale = False  # both were loaded from the same folder
         if self.has_ref:
-            self.ref_engine = FSDPEngine(cfg.model, cfg.ref.fsdp_config, mesh, role="ref")
-        return {"num_params": (self.actor_engine if self.has_actor else self.ref_engine).num_params()}
+            self.engines["ref"] = FSDPEngine(cfg.model, cfg.ref.fsdp_config, mesh, role="ref")
+        dev.reset_peak_memory()
+        return {"num_params": next(iter(self.engines.values())).num_params()}
 
     # --- rollout ------------------------------------------------------------------------------------
     def _sampling(self, validate: bool) -> SamplingParams:
@@ -78,7 +106,7 @@ class ActorRolloutRefWorker(Worker):
         if not self.rollout_is_stale:
             return {}
         start = time.perf_counter()
-        stats = self.rollout.update_weights(self.actor_engine.iter_full_params())
+        stats = self.rollout.update_weights(self.engines["actor"].iter_full_params())
         self.rollout_is_stale = False
         return {
             "timing_s/update_weights": time.perf_counter() - start,
@@ -87,8 +115,11 @@ class ActorRolloutRefWorker(Worker):
 
     @register(Dispatch.DP_COMPUTE_PROTO)
     def generate_sequences(self, prompts: DataProto) -> DataProto:
+        validate = prompts.meta_info.get("validate", False)
+        if not validate:
+            dev.reset_peak_memory()  # a training step starts here; update_actor reports its peak
         metrics = self._sync_rollout_weights()
-        params = self._sampling(prompts.meta_info.get("validate", False))
+        params = self._sampling(validate)
         start = time.perf_counter()
         b = prompts.batch
         raw = self.rollout.generate_tokens(b["input_ids"], b["attention_mask"], params)
@@ -109,28 +140,25 @@ class ActorRolloutRefWorker(Worker):
         return DataProto.from_dict(out, meta_info={"metrics": metrics})
 
     # --- log-probs ----------------------------------------------------------------------------------
+    def _log_prob(self, role: str, data: DataProto, source, phase: str):
+        """`source`: the config section with log_prob_* micro-batch keys (rollout for the actor, ref)."""
+        return compute_log_prob(
+            self.engines[role],
+            data.batch,
+            micro_size=source.log_prob_micro_batch_size_per_gpu,
+            max_token_len=source.log_prob_max_token_len_per_gpu if source.log_prob_use_dynamic_bsz else None,
+            temperature=self.config.rollout.temperature,
+            phase=phase,
+        )
+
     @register(Dispatch.DP_COMPUTE_PROTO)
     def compute_log_prob(self, data: DataProto) -> DataProto:
-        r = self.config.rollout
-        logp, _ = compute_log_prob(
-            self.actor_engine,
-            data.batch,
-            r.log_prob_micro_batch_size_per_gpu,
-            r.temperature,
-            with_entropy=False,
-        )
+        logp = self._log_prob("actor", data, self.config.rollout, "compute_log_prob")
         return DataProto.from_dict({"old_log_probs": logp})
 
     @register(Dispatch.DP_COMPUTE_PROTO)
     def compute_ref_log_prob(self, data: DataProto) -> DataProto:
-        cfg = self.config
-        logp, _ = compute_log_prob(
-            self.ref_engine,
-            data.batch,
-            cfg.ref.log_prob_micro_batch_size_per_gpu,
-            cfg.rollout.temperature,
-            False,
-        )
+        logp = self._log_prob("ref", data, self.config.ref, "compute_ref_log_prob")
         return DataProto.from_dict({"ref_log_prob": logp})
 
     # --- update ---------------------------------------------------------------------------------------
@@ -138,8 +166,26 @@ class ActorRolloutRefWorker(Worker):
     def update_actor(self, data: DataProto) -> DataProto:
         a, n = self.config.actor, self.config.rollout.n
         mini_local = a.ppo_mini_batch_size * n // self.world_size
-        start = time.perf_counter()
         metrics = self.actor.update(data.batch, mini_local, a.ppo_micro_batch_size_per_gpu)
-        metrics["timing_s/update_actor_local"] = time.perf_counter() - start
         self.rollout_is_stale = True
+        metrics.update(self._step_report())
         return DataProto(meta_info={"metrics": metrics})
+
+    def _step_report(self) -> dict[str, float]:
+        """Engine timings, offload traffic, and memory since the previous report."""
+        out: dict[str, float] = {}
+        transfers = {}
+        for role, engine in self.engines.items():
+            engine_metrics, transfers[role] = engine.pop_metrics()
+            out.update(engine_metrics)
+        out.update(offload_metrics(transfers))
+        out.update({f"perf/{k}": v for k, v in dev.memory_stats_gb().items()})
+        out["perf/cpu_memory_used_gb"] = psutil.virtual_memory().used / GB
+        out["perf/cpu_memory_rss_gb"] = psutil.Process(os.getpid()).memory_info().rss / GB
+        total = dev.device_memory_total_gb()
+        if dev.is_cuda_available():
+            out["perf/device_memory_total_gb"] = total
+            util = dev.device_utilization()
+            if util is not None:
+                out["perf/device_utilization"] = util
+        return out
