@@ -91,7 +91,7 @@ class FSDPEngine:
                 min_lr_ratio=optim_cfg.min_lr_ratio,
                 num_cycles=optim_cfg.num_cycles,
             )
-        self.offload.attach(self.module, self.optimizer)
+        self.offload.attach(self.module, self.optimizer, self.wrapped)
         self.timings: dict[str, float] = {}
         self.num_skipped_steps = 0
         self._phase: str | None = None
@@ -205,8 +205,7 @@ class FSDPEngine:
         norm = torch.nn.utils.clip_grad_norm_(params, max_norm=self.grad_clip if self.grad_clip else math.inf)
         norm = float(norm.full_tensor() if isinstance(norm, DTensor) else norm)
         if math.isfinite(norm):
-            with self.offload.optimizer_step(self._phase or "update"):
-                self.optimizer.step()
+            self.offload.step(self._phase or "update")
         else:  # a non-finite norm would poison the weights and Adam's moments: skip, count
             self.num_skipped_steps += 1
         self.optimizer.zero_grad(set_to_none=True)

@@ -2,8 +2,10 @@
 
   none    everything stays on the device.
   manual  `param_offload` / `optimizer_offload`: sharded params are copied to host memory when a
-          phase ends and back when the next begins; optimizer state lives on the host except
-          around the optimizer step. Every copy is timed and its bytes counted, per phase.
+          phase ends and back when the next begins. Optimizer state lives on the host and the step
+          is streamed: one FSDP unit (a decoder layer, then the root's params) at a time brings its
+          moments to the device, steps, and sends them back, so the device never holds more than
+          one unit's optimizer state. Every copy is timed and its bytes counted, per phase.
   policy  `offload_policy`: FSDP2's CPUOffloadPolicy. Sharded params, grads and optimizer state live
           on the host; FSDP2 copies a layer's shard to the device for each unshard, copies each
           reduced grad shard back, and the optimizer steps on the host. These copies happen inside
@@ -22,7 +24,6 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -134,7 +135,8 @@ class NoOffload:
         """Put the freshly sharded module where this mode keeps it."""
         module.to(self.device)
 
-    def attach(self, module: nn.Module, optimizer) -> None:
+    def attach(self, module: nn.Module, optimizer, units: list[nn.Module]) -> None:
+        """`units`: the submodules with their own fully_shard, in forward order."""
         self.module, self.optimizer = module, optimizer
 
     def enter_phase(self, phase: str) -> None:
@@ -143,9 +145,8 @@ class NoOffload:
     def exit_phase(self, phase: str) -> None:
         pass
 
-    @contextmanager
-    def optimizer_step(self, phase: str):
-        yield
+    def step(self, phase: str) -> None:
+        self.optimizer.step()
 
     def on_forward(self, training: bool) -> None:
         pass
@@ -164,10 +165,17 @@ class ManualOffload(NoOffload):
         self.params, self.optim = params, optimizer
         self.pin = dev.can_pin_memory()
 
-    def attach(self, module: nn.Module, optimizer) -> None:
-        super().attach(module, optimizer)
+    def attach(self, module: nn.Module, optimizer, units: list[nn.Module]) -> None:
+        super().attach(module, optimizer, units)
         if self.params:  # params live on the host between phases, starting now
             self._move_params(False, "init")
+        seen: set[int] = set()
+        self.param_chunks = []
+        for unit in [*units, module]:  # the root last: what no layer claimed
+            chunk = [p for p in unit.parameters() if id(p) not in seen]
+            seen.update(id(p) for p in chunk)
+            if chunk:
+                self.param_chunks.append(chunk)
 
     def _timed(self, phase: str, to_device: bool, nbytes: int, fn) -> None:
         dev.synchronize()
@@ -185,9 +193,9 @@ class ManualOffload(NoOffload):
             phase, to_device, nbytes, lambda: self.module._apply(lambda t: _copy(t, target, self.pin))
         )
 
-    def _move_optimizer(self, to_device: bool, phase: str) -> None:
+    def _move_optimizer(self, params: list, to_device: bool, phase: str) -> None:
         target = self.device if to_device else HOST
-        states = [s for s in self.optimizer.state.values()]
+        states = [self.optimizer.state[p] for p in params if p in self.optimizer.state]
         tensors = [(s, k) for s in states for k, v in s.items() if torch.is_tensor(v) and v.dim() > 0]
         nbytes = _shard_bytes(s[k] for s, k in tensors)
 
@@ -205,13 +213,23 @@ class ManualOffload(NoOffload):
         if self.params:
             self._move_params(False, phase)
 
-    @contextmanager
-    def optimizer_step(self, phase: str):
-        if self.optim:
-            self._move_optimizer(True, phase)
-        yield
-        if self.optim:  # AdamW creates its state lazily in the first step, on the params' device
-            self._move_optimizer(False, phase)
+    def step(self, phase: str) -> None:
+        if not self.optim:
+            self.optimizer.step()
+            return
+        # AdamW skips params without a grad, so hiding the other chunks' grads steps one chunk;
+        # each param is stepped exactly once with the same group settings: the same update
+        grads = {p: p.grad for chunk in self.param_chunks for p in chunk}
+        for chunk in self.param_chunks:
+            for p in grads:
+                p.grad = None
+            for p in chunk:
+                p.grad = grads[p]
+            self._move_optimizer(chunk, True, phase)
+            self.optimizer.step()  # the first step creates the state, on the params' device
+            self._move_optimizer(chunk, False, phase)
+        for p, g in grads.items():
+            p.grad = g
 
 
 class PolicyOffload(NoOffload):
@@ -233,8 +251,8 @@ class PolicyOffload(NoOffload):
                 if buf is not None:
                     sub._buffers[name] = buf.to(self.device)
 
-    def attach(self, module: nn.Module, optimizer) -> None:
-        super().attach(module, optimizer)
+    def attach(self, module: nn.Module, optimizer, units: list[nn.Module]) -> None:
+        super().attach(module, optimizer, units)
         self.shard_bytes = _shard_bytes(module.parameters())
         self.phase = "init"
 
