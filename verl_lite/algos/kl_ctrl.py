@@ -1,0 +1,83 @@
+"""KL in the reward: r_t = score_t - beta * KL_t, with beta fixed or adapted toward a target KL.
+
+`apply_kl_penalty` is pure: it returns the penalised token rewards and the metrics verl logs
+(actor/reward_kl_penalty: the batch's KL, mean over responses of each response's token mean;
+actor/reward_kl_penalty_coeff: the beta used). The caller then feeds that KL to the controller:
+`ctrl.update(metrics["actor/reward_kl_penalty"], n_steps=batch_size)`, as verl's trainer does.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from verl_lite.algos.kl import kl_penalty as kl_estimate
+from verl_lite.algos.masked import masked_mean
+
+KL_CTRL_TYPES = ("fixed", "adaptive")
+
+
+class FixedKLController:
+    """A constant beta."""
+
+    def __init__(self, kl_coef: float):
+        self.value = float(kl_coef)
+
+    def update(self, current_kl: float, n_steps: int) -> None:
+        """Nothing to adapt."""
+
+
+class AdaptiveKLController:
+    """Ziegler et al. 2019 (sec. 2.2): beta *= 1 + clip(KL / target - 1, -0.2, 0.2) * n_steps / horizon.
+
+    n_steps counts the samples seen since the last update (verl passes the batch size), so the
+    correction per sample is independent of the batch size.
+    """
+
+    def __init__(self, init_kl_coef: float, target_kl: float, horizon: int):
+        if target_kl <= 0 or horizon <= 0:
+            raise ValueError(
+                f"algorithm.kl_ctrl: adaptive needs target_kl > 0 and horizon > 0, "
+                f"got target_kl={target_kl}, horizon={horizon}"
+            )
+        self.value, self.target, self.horizon = float(init_kl_coef), float(target_kl), horizon
+
+    def update(self, current_kl: float, n_steps: int) -> None:
+        proportional_error = float(np.clip(current_kl / self.target - 1.0, -0.2, 0.2))
+        self.value *= 1.0 + proportional_error * n_steps / self.horizon
+
+
+def build_kl_controller(
+    type: str, kl_coef: float, target_kl: float | None = None, horizon: int | None = None
+) -> FixedKLController | AdaptiveKLController:
+    """The controller named by algorithm.kl_ctrl.type."""
+    if type == "fixed":
+        return FixedKLController(kl_coef)
+    if type == "adaptive":
+        if target_kl is None or horizon is None:
+            raise ValueError(
+                "algorithm.kl_ctrl.type=adaptive needs algorithm.kl_ctrl.target_kl and algorithm.kl_ctrl.horizon"
+            )
+        return AdaptiveKLController(kl_coef, target_kl, horizon)
+    raise ValueError(f"algorithm.kl_ctrl.type={type!r} is not one of {list(KL_CTRL_TYPES)}")
+
+
+@torch.no_grad()
+def apply_kl_penalty(
+    token_level_scores: torch.Tensor,  # (bs, T)
+    old_log_prob: torch.Tensor,  # (bs, T) the rollout policy's log-probs
+    ref_log_prob: torch.Tensor,  # (bs, T)
+    response_mask: torch.Tensor,  # (bs, T)
+    kl_coef: float,
+    kl_penalty: str = "kl",
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """token_level_rewards = scores - kl_coef * KL (KL by algorithm.kl_penalty, zero on padding)."""
+    mask = response_mask.to(token_level_scores.dtype)
+    kld = kl_estimate(old_log_prob, ref_log_prob, kl_penalty) * mask  # (bs, T)
+    rewards = token_level_scores - kl_coef * kld
+    per_response = masked_mean(kld, mask, dim=-1)  # (bs,)
+    metrics = {
+        "actor/reward_kl_penalty": float(per_response.mean()),
+        "actor/reward_kl_penalty_coeff": float(kl_coef),
+    }
+    return rewards, metrics

@@ -1,0 +1,74 @@
+"""Estimators built on discounted returns over the response tokens: gae and reinforce_plus_plus.
+
+Both walk the response backwards over its valid tokens. A masked token inside a response (e.g. a tool
+observation in a multi-turn rollout) is skipped: it neither receives a TD error nor breaks the chain,
+as in verl. Same calling convention as advantages.py.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from verl_lite.algos.masked import masked_whiten
+from verl_lite.algos.registry import ADV_ESTIMATORS
+
+
+@ADV_ESTIMATORS.register("gae")
+@torch.no_grad()
+def compute_gae_advantage_return(
+    token_level_rewards: torch.Tensor,  # (bs, T)
+    response_mask: torch.Tensor,  # (bs, T)
+    values: torch.Tensor | None = None,  # (bs, T) critic values of the response tokens
+    gamma: float = 1.0,
+    lam: float = 1.0,
+    **_unused,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """GAE (Schulman et al. 2016) over the valid tokens t_1 < ... < t_n of each response:
+
+    delta_k = r_k + gamma V_{k+1} - V_k      (V after the last valid token = 0)
+    A_k     = delta_k + gamma lam A_{k+1}
+    returns = A + V  (before whitening), advantages = whiten(A) over all valid tokens of the batch.
+    """
+    if values is None:
+        raise ValueError("algorithm.adv_estimator=gae needs critic values (the critic's compute_values)")
+    mask = response_mask.to(token_level_rewards.dtype)
+    values = values.to(token_level_rewards.dtype)
+    next_value = torch.zeros_like(token_level_rewards[:, 0])  # (bs,) V of the next valid token
+    next_adv = torch.zeros_like(next_value)  # (bs,) A of the next valid token
+    advantages = torch.zeros_like(token_level_rewards)
+    for t in reversed(range(token_level_rewards.shape[-1])):
+        m = mask[:, t]
+        delta = token_level_rewards[:, t] + gamma * next_value - values[:, t]
+        adv = delta + gamma * lam * next_adv
+        # a masked token carries the chain through unchanged
+        next_adv = m * adv + (1 - m) * next_adv
+        next_value = m * values[:, t] + (1 - m) * next_value
+        advantages[:, t] = adv * m
+    returns = (advantages + values) * mask
+    advantages = masked_whiten(advantages, mask) * mask
+    return advantages, returns
+
+
+@ADV_ESTIMATORS.register("reinforce_plus_plus")
+@torch.no_grad()
+def compute_reinforce_plus_plus_outcome_advantage(
+    token_level_rewards: torch.Tensor,  # (bs, T)
+    response_mask: torch.Tensor,  # (bs, T)
+    gamma: float = 1.0,
+    **_unused,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """REINFORCE++ (Hu 2025): G_t = r_t + gamma G_{t+1} over each response, whitened over the batch.
+
+    The running return restarts at every masked token (verl's reset after EOS), so padding after a
+    response never leaks into it; returns are the raw G_t, advantages the whitened ones.
+    """
+    mask = response_mask.to(token_level_rewards.dtype)
+    returns = torch.zeros_like(token_level_rewards)
+    running = torch.zeros_like(token_level_rewards[:, 0])  # (bs,)
+    for t in reversed(range(token_level_rewards.shape[-1])):
+        running = token_level_rewards[:, t] + gamma * running
+        returns[:, t] = running
+        running = running * mask[:, t]
+    returns = returns * mask
+    advantages = masked_whiten(returns, mask) * mask
+    return advantages, returns
