@@ -1,10 +1,20 @@
-"""PPO's clipped surrogate (with dual clip) against hand-computed values."""
+"""Policy losses against hand-computed values: PPO clip / clip-higher / dual clip, and GSPO's
+sequence-level ratio, its gradient and its exactness under micro-batch splits."""
 
 import math
 
+import pytest
 import torch
 
-from verl_lite.algos.policy_loss import compute_policy_loss_vanilla
+from verl_lite.algos import POLICY_LOSSES
+from verl_lite.algos.loss_agg import LOSS_AGG_MODES, LossScale, agg_loss
+from verl_lite.algos.policy_loss import (
+    GSPO_CLIP_RATIO_HIGH,
+    GSPO_CLIP_RATIO_LOW,
+    compute_policy_loss_vanilla,
+)
+
+gspo = POLICY_LOSSES.get("gspo")
 
 
 def test_vanilla_clip_and_dual_clip_cases():
@@ -41,3 +51,131 @@ def test_gradient_is_zero_where_clipped():
     out["pg_loss"].sum().backward()
     # clipped token: no gradient; unclipped: d(-r)/dlogp = -r = -1.1
     torch.testing.assert_close(logp.grad, torch.tensor([[0.0, -1.1]]))
+
+
+def test_dual_clip_cuts_the_gradient_of_capped_negative_advantages():
+    # A = -1: r = 4 is capped at c = 3 (constant: no gradient); r = 1.5 is below the cap:
+    # loss = -A r = r, d/dlogp = r = 1.5. A = +1 with r = 4 is not dual-clipped (only A < 0 is).
+    logp = torch.tensor([[math.log(4.0), math.log(1.5)]], requires_grad=True)
+    out = compute_policy_loss_vanilla(torch.zeros(1, 2), logp, -torch.ones(1, 2), clip_ratio_c=3.0)
+    out["pg_loss"].sum().backward()
+    torch.testing.assert_close(logp.grad, torch.tensor([[0.0, 1.5]]))
+    torch.testing.assert_close(out["clipped_lower"], torch.tensor([[1.0, 0.0]]))
+    positive = compute_policy_loss_vanilla(
+        torch.zeros(1, 1), torch.tensor([[math.log(4.0)]]), torch.ones(1, 1)
+    )
+    assert positive["clipped_lower"].item() == 0.0 and positive["pg_loss"].item() == pytest.approx(-1.2)
+
+
+def test_dual_clip_cap_must_exceed_one():
+    with pytest.raises(ValueError, match="clip_ratio_c=1.0 must be > 1"):
+        compute_policy_loss_vanilla(torch.zeros(1, 1), torch.zeros(1, 1), torch.ones(1, 1), clip_ratio_c=1.0)
+
+
+# --- GSPO ---
+
+
+def test_sequence_ratio_clip_and_gradient_by_hand():
+    # row 0: token log-ratios [0.2, 0.4, (5.0 masked)], A = +1
+    #   s = exp(mean(0.2, 0.4)) = exp(0.3) = 1.34986 > 1 + 0.2 -> loss -1.2 on both tokens, clipped
+    #   (the masked 5.0 must not enter the mean: with it s would be exp(1.87))
+    # row 1: token log-ratios [-0.1, 0.1, 0.0], A = -2 -> s = exp(0) = 1 -> loss 2, not clipped
+    # gradient under seq-mean-token-mean over N = 2 rows: row 0 clipped -> 0;
+    #   row 1 token t: d(-A s_t)/dlogp_t = -A s = 2, times 1/|y| = 1/3, times 1/N = 1/2 -> 1/3
+    old = torch.zeros(2, 3)
+    logp = torch.tensor([[0.2, 0.4, 5.0], [-0.1, 0.1, 0.0]], requires_grad=True)
+    adv = torch.tensor([[1.0, 1.0, 1.0], [-2.0, -2.0, -2.0]])
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
+    out = gspo(
+        old_log_prob=old,
+        log_prob=logp,
+        advantages=adv,
+        response_mask=mask,
+        clip_ratio_low=0.2,
+        clip_ratio_high=0.2,
+        clip_ratio_c=3.0,
+    )
+    torch.testing.assert_close(out["pg_loss"] * mask, torch.tensor([[-1.2, -1.2, 0.0], [2.0, 2.0, 2.0]]))
+    torch.testing.assert_close(out["clipped"] * mask, torch.tensor([[1.0, 1.0, 0.0], [0.0, 0.0, 0.0]]))
+    assert (out["clipped_lower"] == 0).all()
+    agg_loss(out["pg_loss"], mask, "seq-mean-token-mean").backward()
+    third = 1 / 3
+    torch.testing.assert_close(logp.grad, torch.tensor([[0.0, 0.0, 0.0], [third, third, third]]))
+
+
+def test_default_clip_is_the_papers_and_tiny():
+    # 3e-4 / 4e-4: a sequence ratio exp(5e-4) = 1.0005 is already clipped at 1.0004 for A > 0
+    assert (GSPO_CLIP_RATIO_LOW, GSPO_CLIP_RATIO_HIGH) == (3e-4, 4e-4)
+    out = gspo(
+        old_log_prob=torch.zeros(1, 2),
+        log_prob=torch.full((1, 2), 5e-4),
+        advantages=torch.ones(1, 2),
+        response_mask=torch.ones(1, 2),
+    )
+    torch.testing.assert_close(out["pg_loss"], torch.full((1, 2), -1.0004))
+    assert out["clipped"].sum() == 2
+
+
+def test_gradient_is_that_of_the_sequence_objective():
+    # unclipped (wide clip), per-sequence advantage: the token-level straight-through form must give
+    # exactly the gradient of J = mean_i -A_i exp(mean_t(logp - old)) under seq-mean-token-mean
+    g = torch.Generator().manual_seed(1)
+    old = -torch.rand(4, 5, generator=g)
+    logp = (old + 0.1 * torch.randn(4, 5, generator=g)).requires_grad_(True)
+    mask = (torch.arange(5) < torch.tensor([[5], [3], [1], [4]])).float()
+    adv = torch.tensor([[1.5], [-0.5], [2.0], [-1.0]]).expand(4, 5)
+    out = gspo(
+        old_log_prob=old,
+        log_prob=logp,
+        advantages=adv,
+        response_mask=mask,
+        clip_ratio_low=10.0,
+        clip_ratio_high=10.0,
+    )
+    (grad,) = torch.autograd.grad(agg_loss(out["pg_loss"], mask, "seq-mean-token-mean"), logp)
+    logp2 = logp.detach().clone().requires_grad_(True)
+    seq = torch.exp(((logp2 - old) * mask).sum(-1) / mask.sum(-1))
+    (expected,) = torch.autograd.grad((-adv[:, 0] * seq).mean(), logp2)
+    torch.testing.assert_close(grad, expected)
+
+
+@pytest.mark.parametrize("mode", LOSS_AGG_MODES)
+def test_micro_batch_shares_sum_to_the_full_batch(mode):
+    g = torch.Generator().manual_seed(0)
+    rows, width = 7, 6
+    old = -torch.rand(rows, width, generator=g)
+    logp = (old + 0.05 * torch.randn(rows, width, generator=g)).requires_grad_(True)
+    lengths = torch.tensor([6, 1, 4, 2, 6, 3, 5])
+    mask = (torch.arange(width) < lengths.unsqueeze(1)).float()
+    adv = torch.randn(rows, 1, generator=g).expand(rows, width)
+    kw = dict(clip_ratio_low=0.02, clip_ratio_high=0.03)  # some sequences clip, some do not
+
+    def share(sl, scale, cols):
+        out = gspo(
+            old_log_prob=old[sl, :cols],
+            log_prob=logp[sl, :cols],
+            advantages=adv[sl, :cols],
+            response_mask=mask[sl, :cols],
+            **kw,
+        )
+        return agg_loss(out["pg_loss"], mask[sl, :cols], mode, scale)
+
+    whole = share(slice(None), LossScale.of(mask), width)
+    (whole_grad,) = torch.autograd.grad(whole, logp)
+    scale = LossScale.of(mask)  # counts of the whole mini-batch, as the actor all-reduces them
+    for parts in ([3, 4], [1, 2, 4], [1] * 7):
+        start, total = 0, 0.0
+        for size in parts:
+            sl = slice(start, start + size)
+            total = total + share(sl, scale, int(lengths[sl].max()))  # each micro-batch at its own width
+            start += size
+        (grad,) = torch.autograd.grad(total, logp)
+        torch.testing.assert_close(total, whole, rtol=1e-6, atol=1e-7)
+        torch.testing.assert_close(grad, whole_grad, rtol=1e-6, atol=1e-7)
+    clipped = gspo(old_log_prob=old, log_prob=logp, advantages=adv, response_mask=mask, **kw)["clipped"]
+    assert 0 < (clipped * mask).sum() < mask.sum(), "the case must mix clipped and unclipped sequences"
+
+
+def test_needs_the_mask():
+    with pytest.raises(ValueError, match="gspo needs response_mask"):
+        gspo(old_log_prob=torch.zeros(1, 1), log_prob=torch.zeros(1, 1), advantages=torch.ones(1, 1))

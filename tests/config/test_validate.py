@@ -91,3 +91,26 @@ def test_value_and_choice_problems_are_collected_together(tmp_path):
 def test_deprecated_and_new_micro_size_together_is_an_error():
     msg = problems(load("actor_rollout_ref.actor.ppo_micro_batch_size=8"))
     assert "ppo_micro_batch_size and actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu are both set" in msg
+
+
+def test_gspo_clip_bounds_default_to_the_papers_unless_set():
+    cfg = load("actor_rollout_ref.actor.policy_loss.loss_mode=gspo")
+    assert normalize(cfg) == []
+    a = cfg.actor_rollout_ref.actor
+    assert (a.clip_ratio_low, a.clip_ratio_high) == (3e-4, 4e-4)
+    cfg = load(
+        "actor_rollout_ref.actor.policy_loss.loss_mode=gspo", "actor_rollout_ref.actor.clip_ratio_high=0.01"
+    )
+    normalize(cfg)
+    assert (cfg.actor_rollout_ref.actor.clip_ratio_low, cfg.actor_rollout_ref.actor.clip_ratio_high) == (
+        3e-4,
+        0.01,
+    )
+
+
+def test_dual_clip_cap_and_kl_type_are_checked():
+    msg = problems(
+        load("actor_rollout_ref.actor.clip_ratio_c=1.0", "actor_rollout_ref.actor.kl_loss_type=k3++")
+    )
+    assert "actor_rollout_ref.actor.clip_ratio_c=1.0 must be > 1" in msg
+    assert "actor_rollout_ref.actor.kl_loss_type='k3++'" in msg

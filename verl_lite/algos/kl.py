@@ -18,15 +18,20 @@ import torch
 KL_TYPES = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3")
 
 
+def is_kl_type(name: str) -> bool:
+    """A known estimator, optionally with one trailing '+'."""
+    return (name[:-1] if name.endswith("+") else name) in KL_TYPES
+
+
 def _k2(diff: torch.Tensor) -> torch.Tensor:
     return 0.5 * diff.square()
 
 
 def kl_penalty(logprob: torch.Tensor, ref_logprob: torch.Tensor, kl_type: str) -> torch.Tensor:
     """The estimator named by `kl_type`, per token; same shape as the inputs."""
-    base = kl_type[:-1] if kl_type.endswith("+") else kl_type
-    if base not in KL_TYPES:
+    if not is_kl_type(kl_type):
         raise ValueError(f"kl type {kl_type!r} is not one of {KL_TYPES} (optionally with a trailing '+')")
+    base = kl_type.removesuffix("+")
     diff = logprob - ref_logprob
     if base in ("kl", "k1"):
         value = diff

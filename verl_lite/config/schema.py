@@ -98,7 +98,7 @@ class OptimConfig:
 
 @dataclass
 class PolicyLossConfig:
-    loss_mode: str = "vanilla"  # registered policy loss (algos/policy_loss.py)
+    loss_mode: str = "vanilla"  # registered policy loss (algos/policy_loss.py): vanilla | gspo
 
 
 @dataclass
@@ -112,16 +112,16 @@ class ActorConfig:
     ppo_epochs: int = 1  # passes over each training batch
     shuffle: bool = False  # shuffle responses before splitting into mini-batches
     clip_ratio: float = 0.2  # PPO clip range (both sides unless low/high are set)
-    clip_ratio_low: float | None = None  # lower clip range; null: clip_ratio
-    clip_ratio_high: float | None = None  # upper clip range; null: clip_ratio
-    clip_ratio_c: float = 3.0  # dual-clip cap for negative advantages
+    clip_ratio_low: float | None = None  # lower clip range; null: clip_ratio (gspo: 3e-4, the GSPO paper's)
+    clip_ratio_high: float | None = None  # upper clip range; null: clip_ratio (gspo: 4e-4, the GSPO paper's)
+    clip_ratio_c: float = 3.0  # dual-clip cap (> 1) on the ratio for negative advantages
     loss_agg_mode: str = (
         "token-mean"  # token-mean | seq-mean-token-sum | seq-mean-token-mean | seq-mean-token-sum-norm
     )
     entropy_coeff: float = 0.0  # entropy bonus weight
     use_kl_loss: bool = False  # add KL(actor || ref) to the loss (GRPO style)
     kl_loss_coef: float = 0.001  # weight of the KL loss
-    kl_loss_type: str = "low_var_kl"  # kl | abs | mse | low_var_kl (optionally with '+')
+    kl_loss_type: str = "low_var_kl"  # kl | abs | mse | low_var_kl (k1 | k2 | k3); '+': k2's gradient
     grad_clip: float = 1.0  # max global grad norm
     policy_loss: PolicyLossConfig = field(default_factory=PolicyLossConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)

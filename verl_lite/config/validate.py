@@ -11,8 +11,9 @@ import logging
 import os
 
 from verl_lite.algos import ADV_ESTIMATORS, POLICY_LOSSES
-from verl_lite.algos.kl import KL_TYPES
+from verl_lite.algos.kl import KL_TYPES, is_kl_type
 from verl_lite.algos.loss_agg import LOSS_AGG_MODES
+from verl_lite.algos.policy_loss import GSPO_CLIP_RATIO_HIGH, GSPO_CLIP_RATIO_LOW
 from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.data.rlhf_dataset import TRUNCATIONS
 from verl_lite.engine.optim import WARMUP_STYLES
@@ -48,14 +49,27 @@ def _per_gpu(global_size, per_gpu, world: int, key: str, problems: list[str]):
     return global_size // world
 
 
+def _clip_bounds(a) -> tuple[float, float]:
+    """Unset bounds: clip_ratio, or for gspo the GSPO paper's (a sequence ratio barely moves)."""
+    if a.policy_loss.loss_mode == "gspo":
+        low, high = GSPO_CLIP_RATIO_LOW, GSPO_CLIP_RATIO_HIGH
+        if a.clip_ratio_low is None or a.clip_ratio_high is None:
+            log.info("policy_loss.loss_mode=gspo: unset clip_ratio_low/high default to %s/%s", low, high)
+    else:
+        low = high = a.clip_ratio
+    return (
+        low if a.clip_ratio_low is None else a.clip_ratio_low,
+        high if a.clip_ratio_high is None else a.clip_ratio_high,
+    )
+
+
 def normalize(cfg: PPOTrainerConfig) -> list[str]:
     problems: list[str] = []
     arr, world = cfg.actor_rollout_ref, world_size(cfg)
     arr.rollout.prompt_length = arr.rollout.prompt_length or cfg.data.max_prompt_length
     arr.rollout.response_length = arr.rollout.response_length or cfg.data.max_response_length
     a = arr.actor
-    a.clip_ratio_low = a.clip_ratio if a.clip_ratio_low is None else a.clip_ratio_low
-    a.clip_ratio_high = a.clip_ratio if a.clip_ratio_high is None else a.clip_ratio_high
+    a.clip_ratio_low, a.clip_ratio_high = _clip_bounds(a)
     a.ppo_micro_batch_size_per_gpu = _per_gpu(
         a.ppo_micro_batch_size,
         a.ppo_micro_batch_size_per_gpu,
@@ -208,7 +222,7 @@ def _check_choices(cfg: PPOTrainerConfig, problems: list[str]) -> None:
     for key, value, allowed in choices:
         if value not in allowed:
             problems.append(f"{key}={value!r} is not one of {list(allowed)}")
-    if a.kl_loss_type.rstrip("+") not in KL_TYPES:
+    if not is_kl_type(a.kl_loss_type):
         problems.append(
             f"{ARR}.actor.kl_loss_type={a.kl_loss_type!r} is not one of {list(KL_TYPES)} (optionally with '+')"
         )
@@ -245,6 +259,8 @@ def _check_values(cfg: PPOTrainerConfig, problems: list[str]) -> None:
         problems.append(
             f"{ARR}.rollout.temperature={r.temperature} must be > 0 when do_sample=True (or set do_sample=False)"
         )
+    if arr.actor.clip_ratio_c <= 1.0:
+        problems.append(f"{ARR}.actor.clip_ratio_c={arr.actor.clip_ratio_c} must be > 1 (the dual-clip cap)")
     if cfg.algorithm.adv_estimator == "grpo" and r.n < 2:
         problems.append(
             f"algorithm.adv_estimator=grpo needs {ARR}.rollout.n >= 2 (a group per prompt), got {r.n}"

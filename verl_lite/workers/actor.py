@@ -86,6 +86,7 @@ class PPOActor:
                 old_log_prob=micro["old_log_probs"].to(device),
                 log_prob=logp,
                 advantages=micro["advantages"].to(device),
+                response_mask=mask,
                 clip_ratio_low=cfg.clip_ratio_low,
                 clip_ratio_high=cfg.clip_ratio_high,
                 clip_ratio_c=cfg.clip_ratio_c,
