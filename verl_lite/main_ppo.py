@@ -21,7 +21,7 @@ from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.config.validate import validate
 from verl_lite.data import assets
 from verl_lite.data.rlhf_dataset import PromptSpec, RLHFDataset
-from verl_lite.reward.naive import NaiveRewardManager
+from verl_lite.reward.managers import build_reward_manager
 from verl_lite.reward.scorers import load_custom_scorer
 from verl_lite.trainer.ppo_trainer import RayPPOTrainer, start_ray
 from verl_lite.utils import device as dev
@@ -62,6 +62,23 @@ def set_total_training_steps(cfg: PPOTrainerConfig, trainer: RayPPOTrainer) -> N
     cfg.actor_rollout_ref.actor.optim.total_training_steps = trainer.total_training_steps
 
 
+def build_reward_fns(cfg: PPOTrainerConfig, tokenizer, score):
+    """Training and validation reward managers (reward_model.reward_manager); validation shows one sample."""
+    rm = cfg.reward_model
+    return tuple(
+        build_reward_manager(
+            rm.reward_manager,
+            tokenizer,
+            score,
+            cfg.data.reward_fn_key,
+            num_examine,
+            rm.reward_kwargs,
+            cfg.actor_rollout_ref.rollout.response_length,
+        )
+        for num_examine in (0, 1)
+    )
+
+
 class SetupError(Exception):
     """Bad input found before any worker starts: reported as one message, exit status 2."""
 
@@ -76,11 +93,10 @@ def build_trainer(cfg: PPOTrainerConfig) -> RayPPOTrainer:
         )
         train, val = build_datasets(cfg, tokenizer)
         score = load_custom_scorer(cfg.custom_reward_function.path, cfg.custom_reward_function.name)
+        reward_fn, val_reward_fn = build_reward_fns(cfg, tokenizer, score)
     except (ValueError, FileNotFoundError, AttributeError) as e:
         raise SetupError(str(e)) from e
     use_gpu = cfg.trainer.device == "cuda" or (cfg.trainer.device == "auto" and dev.num_visible_gpus() > 0)
-    reward_fn = NaiveRewardManager(tokenizer, score, cfg.data.reward_fn_key, num_examine=0)
-    val_reward_fn = NaiveRewardManager(tokenizer, score, cfg.data.reward_fn_key, num_examine=1)
     trainer = RayPPOTrainer(cfg, train, val, reward_fn, val_reward_fn, use_gpu)
     set_total_training_steps(cfg, trainer)
     return trainer

@@ -178,7 +178,10 @@ class ActorRolloutRefConfig:
 
 @dataclass
 class RewardModelConfig:
-    reward_manager: str = "naive"  # reward manager: naive (rule scorers by data_source)
+    reward_manager: str = "naive"  # naive (rule scorers by data_source) | dapo (naive + overlong penalty)
+    reward_kwargs: dict[str, Any] = field(
+        default_factory=dict  # manager's extra args, added with '+'; dapo: max_resp_len, overlong_buffer_cfg.{enable,len,penalty_factor,log}
+    )
 
 
 @dataclass

@@ -18,6 +18,7 @@ from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.data.rlhf_dataset import TRUNCATIONS
 from verl_lite.engine.optim import WARMUP_STYLES
 from verl_lite.engine.parallelize import DTYPES
+from verl_lite.reward.managers import REWARD_MANAGERS
 from verl_lite.trainer.tracking import BACKENDS
 
 log = logging.getLogger(__name__)
@@ -203,6 +204,7 @@ def _check_choices(cfg: PPOTrainerConfig, problems: list[str]) -> None:
         (f"{ARR}.actor.optim.warmup_style", a.optim.warmup_style, WARMUP_STYLES),
         (f"{ARR}.actor.policy_loss.loss_mode", a.policy_loss.loss_mode, POLICY_LOSSES.names()),
         ("algorithm.adv_estimator", cfg.algorithm.adv_estimator, ADV_ESTIMATORS.names()),
+        ("reward_model.reward_manager", cfg.reward_model.reward_manager, REWARD_MANAGERS.names()),
         ("data.truncation", cfg.data.truncation, TRUNCATIONS),
         (f"{ARR}.rollout.name", arr.rollout.name, ("hf",)),
         (f"{ARR}.rollout.mode", arr.rollout.mode, ("sync",)),

@@ -42,6 +42,7 @@ class NaiveRewardManager:
             truth = data.non_tensor_batch["reward_model"][i].get("ground_truth")
             info = data.non_tensor_batch["extra_info"][i] if "extra_info" in data.non_tensor_batch else None
             score, details = self._score(source, text, truth, info, i)
+            score = self.shape(score, n, details)
             for key, value in details.items():
                 extra[key].append(value)
             if n > 0:
@@ -50,6 +51,10 @@ class NaiveRewardManager:
                 shown[source] += 1
                 log.info("[%s] response=%r ground_truth=%r score=%s", source, text, truth, score)
         return rewards, dict(extra)
+
+    def shape(self, score: float, length: int, details: dict) -> float:
+        """The reward of a response from its score and valid length; subclasses add terms (dapo)."""
+        return score
 
     def _score(self, source, text, truth, info, row: int) -> tuple[float, dict]:
         try:

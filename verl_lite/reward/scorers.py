@@ -12,6 +12,8 @@ import os
 import re
 from collections.abc import Callable
 
+from verl_lite.reward import gsm8k, math_answer
+
 _SCORERS: dict[str, Callable] = {}
 
 
@@ -30,6 +32,23 @@ def score_arith(data_source, solution_str: str, ground_truth: str, extra_info=No
     return (
         1.0 if re.fullmatch(r"\s*-?\d+\s*", solution_str) and int(solution_str) == int(ground_truth) else 0.0
     )
+
+
+# verl's data_source names (verl/utils/reward_score/__init__.py), so its parquet files score unchanged
+GSM8K_SOURCES = ("openai/gsm8k",)
+MATH_SOURCES = ("lighteval/MATH", "DigitalLearningGmbH/MATH-lighteval", "HuggingFaceH4/MATH-500")
+
+
+@register_scorer(*GSM8K_SOURCES)
+def score_gsm8k(data_source, solution_str: str, ground_truth: str, extra_info=None) -> float:
+    """verl's default for GSM8K: strict `#### <answer>`, 1 if right, 0 otherwise (reward/gsm8k.py)."""
+    return gsm8k.compute_score(solution_str, ground_truth, method="strict")
+
+
+@register_scorer(*MATH_SOURCES)
+def score_math(data_source, solution_str: str, ground_truth: str, extra_info=None) -> float:
+    """The last \\boxed{} answer against the ground truth (reward/math_answer.py says what is equal)."""
+    return math_answer.compute_score(solution_str, ground_truth)
 
 
 def default_compute_score(data_source, solution_str, ground_truth, extra_info=None):

@@ -1,0 +1,135 @@
+"""Reward managers by name: DAPO's overlong-buffer penalty by hand, bad reward_kwargs named, and the
+CLI wiring (reward_model.reward_manager=dapo with verl's '+reward_model.reward_kwargs...' overrides)."""
+
+import math
+
+import pytest
+import torch
+
+from tests.test_main_ppo import SMALL, read_metrics, run_cli
+from verl_lite.data.tiny_tokenizer import build_tokenizer
+from verl_lite.protocol import DataProto
+from verl_lite.reward.managers import REWARD_MANAGERS, DAPORewardManager, build_reward_manager
+from verl_lite.reward.naive import NaiveRewardManager
+from verl_lite.reward.scorers import default_compute_score
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return build_tokenizer()
+
+
+def _batch(tok, texts, width=8):
+    """Responses as the rollout gives them: text + EOS, right-padded; ground truth 46."""
+    responses = torch.full((len(texts), width), tok.pad_token_id)
+    mask = torch.zeros_like(responses)
+    for i, t in enumerate(texts):
+        ids = tok(t)["input_ids"] + [tok.eos_token_id]
+        responses[i, : len(ids)] = torch.tensor(ids)
+        mask[i, : len(ids)] = 1
+    return DataProto.from_dict(
+        {"responses": responses, "response_mask": mask},
+        {
+            "data_source": ["verl_lite/arith"] * len(texts),
+            "reward_model": [{"ground_truth": "46"}] * len(texts),
+        },
+    )
+
+
+def test_overlong_penalty_by_hand(tok):
+    # max_resp_len 6, buffer 4 -> responses up to 6 - 4 = 2 tokens are free;
+    # penalty = min(-(length - 2) / 4 * factor, 0) with factor 1:
+    #   "7"+EOS     2 tokens, score 0: exceed 0 -> 0       -> reward 0
+    #   "46"+EOS    3 tokens, score 1: exceed 1 -> -0.25   -> reward 0.75
+    #   "12345"+EOS 6 tokens, score 0: exceed 4 -> -1      -> reward -1
+    #   ""+EOS      1 token,  score 0: exceed -1 -> min(+0.25, 0) = 0
+    manager = build_reward_manager(
+        "dapo",
+        tok,
+        default_compute_score,
+        reward_kwargs={"max_resp_len": 6, "overlong_buffer_cfg": {"enable": True, "len": 4, "log": True}},
+    )
+    assert isinstance(manager, DAPORewardManager)
+    rewards, extra = manager(_batch(tok, ["7", "46", "12345", ""]))
+    torch.testing.assert_close(rewards.sum(-1), torch.tensor([0.0, 0.75, -1.0, 0.0]))
+    assert rewards[1, 2] == 0.75 and rewards[1, :2].sum() == 0  # on the last valid token
+    assert extra == {
+        "acc": [0.0, 1.0, 0.0, 0.0],
+        "overlong_reward": [0.0, -0.25, -1.0, 0.0],
+        "overlong": [0.0, 1.0, 1.0, 0.0],
+    }
+
+
+def test_penalty_factor_and_disabled_buffer(tok):
+    batch = _batch(tok, ["46", "12345"])
+    half = build_reward_manager(
+        "dapo",
+        tok,
+        default_compute_score,
+        reward_kwargs={"overlong_buffer_cfg": {"enable": True, "len": 4, "penalty_factor": 0.5}},
+        max_response_length=6,  # max_resp_len from the rollout length when not given
+    )
+    # factor 0.5: "46"+EOS 1 - 0.25*0.5 = 0.875; "12345"+EOS 0 - 1*0.5 = -0.5; no log keys
+    rewards, extra = half(batch)
+    torch.testing.assert_close(rewards.sum(-1), torch.tensor([0.875, -0.5]))
+    assert set(extra) == {"acc"}
+    off = build_reward_manager("dapo", tok, default_compute_score, max_response_length=6)
+    naive = build_reward_manager("naive", tok, default_compute_score)
+    assert type(naive) is NaiveRewardManager
+    torch.testing.assert_close(off(batch)[0], naive(batch)[0])  # disabled: the naive rewards
+
+
+def test_bad_reward_kwargs_are_named(tok):
+    def build(name, kwargs, max_len=8):
+        return build_reward_manager(
+            name, tok, default_compute_score, reward_kwargs=kwargs, max_response_length=max_len
+        )
+
+    with pytest.raises(ValueError, match=r"reward_model.reward_kwargs has keys \['max_resp_len'\].*'naive'"):
+        build("naive", {"max_resp_len": 8})
+    with pytest.raises(ValueError, match=r"overlong_buffer_cfg: unknown keys \['length'\]"):
+        build("dapo", {"overlong_buffer_cfg": {"enable": True, "length": 4}})
+    with pytest.raises(ValueError, match=r"overlong_buffer_cfg.len=0 must be > 0"):
+        build("dapo", {"overlong_buffer_cfg": {"enable": True}})
+    with pytest.raises(ValueError, match=r"max_resp_len=2 must be set and >= .*len=4"):
+        build("dapo", {"max_resp_len": 2, "overlong_buffer_cfg": {"enable": True, "len": 4}})
+    with pytest.raises(ValueError, match="reward_model.reward_manager='prime'"):
+        build("prime", {})
+    assert REWARD_MANAGERS.names() == ["dapo", "naive"]
+
+
+@pytest.mark.slow
+def test_cli_dapo_overlong_with_gspo(tmp_path):
+    """verl's DAPO overrides, verbatim in form, through Hydra, main_ppo and a real 2-step run."""
+    result = run_cli(
+        tmp_path,
+        *SMALL,
+        "trainer.test_freq=-1",
+        "trainer.val_before_train=False",
+        "reward_model.reward_manager=dapo",
+        "+reward_model.reward_kwargs.overlong_buffer_cfg.enable=True",
+        "+reward_model.reward_kwargs.overlong_buffer_cfg.len=4",
+        "+reward_model.reward_kwargs.overlong_buffer_cfg.penalty_factor=1.0",
+        "+reward_model.reward_kwargs.overlong_buffer_cfg.log=True",
+        "+reward_model.reward_kwargs.max_resp_len=8",
+        "actor_rollout_ref.actor.policy_loss.loss_mode=gspo",
+        "actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    steps = read_metrics(tmp_path)
+    assert len(steps) == 2
+    for m in steps:
+        # responses of the tiny task are 2-8 tokens; the penalty is in (-1, 0] and counted per response
+        assert -1.0 <= m["reward_extra/overlong_reward/mean"] <= 0.0
+        assert 0.0 <= m["reward_extra/overlong/mean"] <= 1.0
+        assert math.isfinite(m["actor/pg_loss"])
+        # reward = acc + overlong_reward on every response, so their means add up
+        assert m["critic/rewards/mean"] == pytest.approx(
+            m["reward_extra/acc/mean"] + m["reward_extra/overlong_reward/mean"], abs=1e-5
+        )
+
+
+def test_cli_rejects_unknown_reward_kwargs_before_ray(tmp_path):
+    result = run_cli(tmp_path, "+reward_model.reward_kwargs.max_resp_len=8")
+    assert result.returncode == 2
+    assert "reward_model.reward_kwargs has keys ['max_resp_len']" in result.stderr

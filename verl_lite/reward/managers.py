@@ -1,0 +1,105 @@
+"""Reward managers by name (`reward_model.reward_manager`), built once from the config.
+
+naive  rule scorer by data_source, the score on the last valid response token (naive.py).
+dapo   naive plus DAPO's overlong-buffer penalty (Yu et al. 2025, sec. 3.4), with verl's keys in
+       `reward_model.reward_kwargs`: max_resp_len and overlong_buffer_cfg.{enable, len, penalty_factor, log}.
+       A response longer than max_resp_len - len loses (length - (max_resp_len - len)) / len * penalty_factor,
+       i.e. up to penalty_factor at max_resp_len; shorter responses are not touched.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+
+from verl_lite.algos.registry import Registry
+from verl_lite.reward.naive import NaiveRewardManager
+
+REWARD_MANAGERS = Registry("reward manager", "reward_model.reward_manager")
+REWARD_MANAGERS.register("naive")(NaiveRewardManager)
+KWARGS = "reward_model.reward_kwargs"
+
+
+@dataclass(frozen=True)
+class OverlongBufferConfig:
+    enable: bool = False  # apply the penalty
+    len: int = 0  # tokens before max_resp_len where the penalty ramps from 0 to penalty_factor
+    penalty_factor: float = 1.0  # penalty at max_resp_len
+    log: bool = False  # report overlong_reward and overlong per response (reward_extra/* metrics)
+
+    @classmethod
+    def of(cls, raw: dict | None) -> OverlongBufferConfig:
+        raw = dict(raw or {})
+        unknown = sorted(set(raw) - {f.name for f in fields(cls)})
+        if unknown:
+            raise ValueError(
+                f"{KWARGS}.overlong_buffer_cfg: unknown keys {unknown}; known: {[f.name for f in fields(cls)]}"
+            )
+        return cls(**raw)
+
+
+@REWARD_MANAGERS.register("dapo")
+class DAPORewardManager(NaiveRewardManager):
+    def __init__(
+        self,
+        tokenizer,
+        compute_score: Callable,
+        reward_fn_key: str = "data_source",
+        num_examine: int = 0,
+        max_resp_len: int | None = None,
+        overlong_buffer_cfg: dict | None = None,
+    ):
+        super().__init__(tokenizer, compute_score, reward_fn_key, num_examine)
+        self.buffer = OverlongBufferConfig.of(overlong_buffer_cfg)
+        self.max_resp_len = max_resp_len
+        if self.buffer.enable:
+            self._check()
+
+    def _check(self) -> None:
+        b, key = self.buffer, f"{KWARGS}.overlong_buffer_cfg"
+        if b.len <= 0:
+            raise ValueError(f"{key}.len={b.len} must be > 0 when enable=True")
+        if self.max_resp_len is None or self.max_resp_len < b.len:
+            raise ValueError(
+                f"{KWARGS}.max_resp_len={self.max_resp_len} must be set and >= {key}.len={b.len}"
+            )
+        if b.penalty_factor < 0:
+            raise ValueError(f"{key}.penalty_factor={b.penalty_factor} must be >= 0")
+
+    def shape(self, score: float, length: int, details: dict) -> float:
+        details.setdefault("acc", score)  # the task score before the penalty, as verl logs it
+        if not self.buffer.enable:
+            return score
+        b = self.buffer
+        exceed = length - (self.max_resp_len - b.len)
+        penalty = min(-exceed / b.len * b.penalty_factor, 0.0)
+        if b.log:
+            details["overlong_reward"] = penalty
+            details["overlong"] = float(penalty < 0)
+        return score + penalty
+
+
+def build_reward_manager(
+    name: str,
+    tokenizer,
+    compute_score: Callable,
+    reward_fn_key: str = "data_source",
+    num_examine: int = 0,
+    reward_kwargs: dict | None = None,
+    max_response_length: int | None = None,
+) -> NaiveRewardManager:
+    """The manager `name` with its `reward_kwargs`; dapo's max_resp_len defaults to max_response_length."""
+    cls = REWARD_MANAGERS.get(name)
+    kwargs = dict(reward_kwargs or {})
+    if cls is DAPORewardManager:
+        kwargs.setdefault("max_resp_len", max_response_length)
+    fixed = {"self", "tokenizer", "compute_score", "reward_fn_key", "num_examine"}
+    allowed = set(inspect.signature(cls.__init__).parameters) - fixed
+    unknown = sorted(set(kwargs) - allowed)
+    if unknown:
+        raise ValueError(
+            f"{KWARGS} has keys {unknown} that reward_model.reward_manager={name!r} does not take "
+            f"(it takes {sorted(allowed) or 'none'})"
+        )
+    return cls(tokenizer, compute_score, reward_fn_key, num_examine, **kwargs)
