@@ -6,8 +6,10 @@ import math
 import pytest
 import torch
 
+from tests.config.test_validate import load
 from tests.test_main_ppo import SMALL, read_metrics, run_cli
 from verl_lite.data.tiny_tokenizer import build_tokenizer
+from verl_lite.main_ppo import SetupError, build_trainer
 from verl_lite.protocol import DataProto
 from verl_lite.reward.managers import REWARD_MANAGERS, DAPORewardManager, build_reward_manager
 from verl_lite.reward.naive import NaiveRewardManager
@@ -129,7 +131,8 @@ def test_cli_dapo_overlong_with_gspo(tmp_path):
         )
 
 
-def test_cli_rejects_unknown_reward_kwargs_before_ray(tmp_path):
-    result = run_cli(tmp_path, "+reward_model.reward_kwargs.max_resp_len=8")
-    assert result.returncode == 2
-    assert "reward_model.reward_kwargs has keys ['max_resp_len']" in result.stderr
+def test_main_ppo_rejects_unknown_reward_kwargs_at_setup():
+    """main_ppo's setup builds the manager from the composed config and names the bad key."""
+    cfg = load("+reward_model.reward_kwargs.max_resp_len=8")  # naive takes no kwargs
+    with pytest.raises(SetupError, match=r"reward_model.reward_kwargs has keys \['max_resp_len'\]"):
+        build_trainer(cfg)
