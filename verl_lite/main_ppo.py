@@ -97,7 +97,7 @@ def build_trainer(cfg: PPOTrainerConfig) -> RayPPOTrainer:
     except (ValueError, FileNotFoundError, AttributeError) as e:
         raise SetupError(str(e)) from e
     use_gpu = cfg.trainer.device == "cuda" or (cfg.trainer.device == "auto" and dev.num_visible_gpus() > 0)
-    trainer = RayPPOTrainer(cfg, train, val, reward_fn, val_reward_fn, use_gpu)
+    trainer = RayPPOTrainer(cfg, train, val, reward_fn, val_reward_fn, use_gpu, tokenizer=tokenizer)
     set_total_training_steps(cfg, trainer)
     return trainer
 

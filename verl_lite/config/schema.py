@@ -202,7 +202,10 @@ class AlgorithmConfig:
 class TrainerConfig:
     project_name: str = "verl_lite"
     experiment_name: str = "tiny_arith_grpo"
-    logger: list[str] = field(default_factory=lambda: ["console", "file"])  # console | file
+    logger: list[str] = field(default_factory=lambda: ["console", "file"])  # console|file|wandb|tensorboard
+    log_val_generations: int = 0  # validation samples (input, output, score) shown per validation
+    rollout_data_dir: str | None = None  # dump each training step's generations to <dir>/<step>.jsonl
+    validation_data_dir: str | None = None  # dump each validation's generations to <dir>/<step>.jsonl
     nnodes: int = 1  # nodes of workers
     n_gpus_per_node: int = 2  # workers per node (GPUs, or CPU processes without GPUs)
     total_epochs: int = 30  # passes over the training set

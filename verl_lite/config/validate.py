@@ -257,6 +257,10 @@ def _check_values(cfg: PPOTrainerConfig, problems: list[str]) -> None:
         problems.append(
             f"trainer.total_training_steps={cfg.trainer.total_training_steps} must be positive or null"
         )
+    if cfg.trainer.log_val_generations < 0:
+        problems.append(
+            f"trainer.log_val_generations={cfg.trainer.log_val_generations} must be >= 0 (0: log none)"
+        )
     if r.do_sample and r.temperature <= 0:
         problems.append(
             f"{ARR}.rollout.temperature={r.temperature} must be > 0 when do_sample=True (or set do_sample=False)"

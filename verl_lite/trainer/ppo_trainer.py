@@ -24,6 +24,7 @@ from verl_lite.data.rlhf_dataset import EpochSampler, RLHFDataset
 from verl_lite.protocol import DataProto
 from verl_lite.single_controller import RayResourcePool, RayWorkerGroup
 from verl_lite.trainer.batching import dp_minibatch_order
+from verl_lite.trainer.dump import Generations, dump_jsonl, record_validation
 from verl_lite.trainer.metrics import (
     compute_data_metrics,
     compute_throughput_metrics,
@@ -45,8 +46,9 @@ class RayPPOTrainer:
         reward_fn,
         val_reward_fn,
         use_gpu: bool,
+        tokenizer=None,
     ):
-        self.config, self.use_gpu = config, use_gpu
+        self.config, self.use_gpu, self.tokenizer = config, use_gpu, tokenizer
         self.train_dataset, self.val_dataset = train_dataset, val_dataset
         self.reward_fn, self.val_reward_fn = reward_fn, val_reward_fn
         t = config.trainer
@@ -65,7 +67,14 @@ class RayPPOTrainer:
             *([("ref", self._ref_log_prob)] if self.use_ref else []),
             ("adv", self._advantage),
             ("update_actor", self._update_actor),
+            *([("dump_rollout_generations", self._dump_rollout)] if t.rollout_data_dir else []),
         ]
+        self.keep_val_texts = bool(t.validation_data_dir or t.log_val_generations > 0)
+        if (t.rollout_data_dir or self.keep_val_texts) and tokenizer is None:
+            raise ValueError(
+                "trainer.rollout_data_dir / validation_data_dir / log_val_generations need a tokenizer"
+            )
+        self.tracker: Tracking | None = None
         self.global_steps = 0
 
     def sampler_steps(self) -> int:
@@ -97,7 +106,7 @@ class RayPPOTrainer:
     # --- the loop -----------------------------------------------------------------------------------
     def fit(self) -> dict[str, float]:
         t = self.config.trainer
-        tracker = Tracking(t.logger, t.default_local_dir, self.total_training_steps)
+        tracker = self.tracker = Tracking.from_config(self.config, self.total_training_steps)
         last_val: dict[str, float] = {}
         if t.val_before_train and self.val_dataset is not None:
             last_val = self._validate_timed()
@@ -197,6 +206,12 @@ class RayPPOTrainer:
         metrics.update(out.meta_info["metrics"])
         return batch
 
+    def _dump_rollout(self, batch: DataProto, metrics: dict) -> DataProto:
+        scores = batch.batch["token_level_scores"].sum(-1).tolist()
+        gens = Generations.decode(self.tokenizer, batch, scores)
+        dump_jsonl(gens, self.config.trainer.rollout_data_dir, self.global_steps)
+        return batch
+
     @staticmethod
     def _model_inputs(batch: DataProto) -> DataProto:
         return batch.select(["input_ids", "attention_mask", "position_ids", "responses"])
@@ -214,6 +229,7 @@ class RayPPOTrainer:
         size = len(self.val_dataset)
         batch_size = self.config.data.val_batch_size or size
         scores, sources = [], []
+        gens = Generations()
         for start in range(0, size, batch_size):
             batch = self.val_dataset.collate(list(range(start, min(start + batch_size, size))))
             prompts = batch.select(["input_ids", "attention_mask", "position_ids"], meta_keys=[])
@@ -223,9 +239,13 @@ class RayPPOTrainer:
             expanded = batch.repeat(val_kwargs.n, interleave=True)
             expanded.batch = {}
             expanded.union(gen)
-            rewards, _ = self.val_reward_fn(expanded)
+            rewards, extra = self.val_reward_fn(expanded)
             scores += rewards.sum(-1).tolist()
             sources += list(expanded.non_tensor_batch[self.config.data.reward_fn_key])
+            if self.keep_val_texts:
+                gens.extend(Generations.decode(self.tokenizer, expanded, rewards.sum(-1).tolist(), extra))
+        if self.keep_val_texts:
+            record_validation(gens, self.config.trainer, self.tracker, self.global_steps)
         return compute_val_metrics(scores, sources, val_kwargs.n)
 
 

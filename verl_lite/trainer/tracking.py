@@ -1,7 +1,12 @@
 """Experiment tracking: `trainer.logger` is a list of backends, each getting every step's metrics.
 
-console  one readable line per step with the main metrics, under a progress bar over steps
-file     one JSON object per step appended to <trainer.default_local_dir>/metrics.jsonl
+console      one readable line per step with the main metrics, under a progress bar over steps
+file         one JSON object per step appended to <trainer.default_local_dir>/metrics.jsonl
+wandb        a Weights & Biases run (trainer/trackers.py)
+tensorboard  TensorBoard event files (trainer/trackers.py)
+
+Every backend also takes the validation samples of `trainer.log_val_generations`
+(`log_generations`): console prints them, file appends them to val_generations.jsonl.
 """
 
 from __future__ import annotations
@@ -11,6 +16,8 @@ import math
 import os
 
 from tqdm import tqdm
+
+from verl_lite.trainer.trackers import Sample, TensorboardLogger, WandbLogger
 
 CONSOLE_KEYS = (
     ("critic/score/mean", "score"),
@@ -46,6 +53,10 @@ class ConsoleLogger:
         if step > self.bar.n:
             self.bar.update(step - self.bar.n)
 
+    def log_generations(self, samples: list[Sample], step: int) -> None:
+        for text_in, text_out, score in samples:
+            tqdm.write(f"val step {step} | input {text_in!r} | output {text_out!r} | score {_fmt(score)}")
+
     def finish(self) -> None:
         self.bar.close()
 
@@ -54,20 +65,35 @@ class FileLogger:
     def __init__(self, local_dir: str):
         os.makedirs(local_dir, exist_ok=True)
         self.path = os.path.join(local_dir, "metrics.jsonl")
+        self.generations_path = os.path.join(local_dir, "val_generations.jsonl")
 
     def log(self, metrics: dict, step: int) -> None:
         with open(self.path, "a") as f:
             f.write(json.dumps({"step": step, **metrics}, allow_nan=True) + "\n")
 
+    def log_generations(self, samples: list[Sample], step: int) -> None:
+        with open(self.generations_path, "a") as f:
+            for text_in, text_out, score in samples:
+                row = {"step": step, "input": text_in, "output": text_out, "score": score}
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+
     def finish(self) -> None:
         pass
 
 
-BACKENDS = ("console", "file")
+BACKENDS = ("console", "file", "wandb", "tensorboard")
 
 
 class Tracking:
-    def __init__(self, backends: list[str], local_dir: str, total_steps: int):
+    def __init__(
+        self,
+        backends: list[str],
+        local_dir: str,
+        total_steps: int,
+        project_name: str = "verl_lite",
+        experiment_name: str = "run",
+        config=None,
+    ):
         unknown = [b for b in backends if b not in BACKENDS]
         if unknown:
             raise ValueError(f"trainer.logger: unknown backend(s) {unknown}; available: {list(BACKENDS)}")
@@ -76,10 +102,23 @@ class Tracking:
             self.loggers.append(ConsoleLogger(total_steps))
         if "file" in backends:
             self.loggers.append(FileLogger(local_dir))
+        if "wandb" in backends:
+            self.loggers.append(WandbLogger(project_name, experiment_name, local_dir, config))
+        if "tensorboard" in backends:
+            self.loggers.append(TensorboardLogger(local_dir))
+
+    @classmethod
+    def from_config(cls, config, total_steps: int) -> Tracking:
+        t = config.trainer
+        return cls(t.logger, t.default_local_dir, total_steps, t.project_name, t.experiment_name, config)
 
     def log(self, metrics: dict, step: int) -> None:
         for logger in self.loggers:
             logger.log(metrics, step)
+
+    def log_generations(self, samples: list[Sample], step: int) -> None:
+        for logger in self.loggers:
+            logger.log_generations(samples, step)
 
     def finish(self) -> None:
         for logger in self.loggers:

@@ -1,0 +1,88 @@
+"""Experiment trackers beyond the local ones: Weights & Biases and TensorBoard.
+
+Both follow verl's conventions so dashboards line up: the run is named
+`trainer.project_name` / `trainer.experiment_name`, every step's metrics go out under verl's
+names with the training step as the x-axis, and validation samples are logged as
+`val/generations` (a W&B table with one row per validation, a TensorBoard text entry).
+
+Where files go (both importable and offline-capable, so nothing here needs a network):
+  wandb        `$WANDB_DIR` if set, else `<trainer.default_local_dir>`; the run lands in its
+               `wandb/` folder. `WANDB_MODE=offline` keeps it local (`wandb sync` uploads later).
+  tensorboard  `$TENSORBOARD_DIR` if set (verl's variable), else `<trainer.default_local_dir>/tensorboard`
+               (verl's own default is `tensorboard_log/<project>/<experiment>` under the working dir;
+               keeping it beside metrics.jsonl gives each Hydra multirun job its own).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import numbers
+import os
+
+Sample = tuple[str, str, float]  # (input, output, score) of one validation generation
+
+
+def _as_dict(config) -> dict | None:
+    return dataclasses.asdict(config) if dataclasses.is_dataclass(config) else config
+
+
+def _numeric(metrics: dict) -> dict:
+    bad = {k: type(v).__name__ for k, v in metrics.items() if not isinstance(v, numbers.Number)}
+    if bad:
+        raise TypeError(f"metrics must be numbers to be tracked; got {bad}")
+    return metrics
+
+
+class WandbLogger:
+    def __init__(self, project_name: str, experiment_name: str, local_dir: str, config=None):
+        import wandb
+
+        self.wandb = wandb
+        directory = os.environ.get("WANDB_DIR") or local_dir
+        os.makedirs(directory, exist_ok=True)
+        # the run id is left to wandb: Hydra multirun jobs share project and experiment names
+        self.run = wandb.init(
+            project=project_name, name=experiment_name, dir=directory, config=_as_dict(config)
+        )
+        self.rows: list[list] = []
+
+    def log(self, metrics: dict, step: int) -> None:
+        self.run.log(_numeric(metrics), step=step)
+
+    def log_generations(self, samples: list[Sample], step: int) -> None:
+        """One table row per validation: step, then input/output/score of each sample (verl's layout).
+        A new table object each time, holding all rows so far: wandb tables are immutable once logged."""
+        columns = ["step"] + [
+            f"{f}_{i + 1}" for i in range(len(samples)) for f in ("input", "output", "score")
+        ]
+        self.rows.append([step] + [v for sample in samples for v in sample])
+        self.run.log({"val/generations": self.wandb.Table(columns=columns, data=self.rows)}, step=step)
+
+    def finish(self) -> None:
+        self.run.finish()
+
+
+class TensorboardLogger:
+    def __init__(self, local_dir: str):
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.log_dir = os.environ.get("TENSORBOARD_DIR") or os.path.join(local_dir, "tensorboard")
+        os.makedirs(self.log_dir, exist_ok=True)
+        self.writer = SummaryWriter(log_dir=self.log_dir)
+
+    def log(self, metrics: dict, step: int) -> None:
+        for key, value in _numeric(metrics).items():
+            self.writer.add_scalar(key, value, step)
+        self.writer.flush()
+
+    def log_generations(self, samples: list[Sample], step: int) -> None:
+        parts = [f"**validation step {step}**"]
+        for i, (text_in, text_out, score) in enumerate(samples):
+            parts.append(
+                f"### sample {i + 1}\n\n**input:** {text_in}\n\n**output:** {text_out}\n\n**score:** {score}"
+            )
+        self.writer.add_text("val/generations", "\n\n".join(parts), step)
+        self.writer.flush()
+
+    def finish(self) -> None:
+        self.writer.close()
