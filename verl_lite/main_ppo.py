@@ -17,6 +17,7 @@ import ray
 from omegaconf import DictConfig
 
 from verl_lite.config.compose import register_schema, to_config
+from verl_lite.config.hydra_job import apply_job_output_dir
 from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.config.validate import validate
 from verl_lite.data import assets
@@ -119,7 +120,12 @@ def run_ppo(cfg: PPOTrainerConfig) -> dict[str, float]:
 def main(config: DictConfig) -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     try:
-        run_ppo(to_config(config))
+        cfg = to_config(config)
+        try:
+            apply_job_output_dir(cfg)
+        except ValueError as e:
+            raise SetupError(str(e)) from e
+        run_ppo(cfg)
     except SetupError as e:
         print(f"verl_lite: {e}", file=sys.stderr)
         sys.exit(2)
