@@ -141,18 +141,18 @@ class RefConfig:
 class SamplingKwargs:
     temperature: float = 0.0  # 0: greedy
     top_k: int = -1  # -1: no top-k
-    top_p: float = 1.0
+    top_p: float = 1.0  # nucleus sampling mass (1.0: off)
     n: int = 1  # samples per prompt
-    do_sample: bool = False
+    do_sample: bool = False  # False: greedy validation
 
 
 @dataclass
 class RolloutConfig:
     name: str = "hf"  # rollout backend: hf (transformers generate)
     mode: str = "sync"  # sync: the hybrid engine, generation and training take turns
-    temperature: float = 1.0
+    temperature: float = 1.0  # sampling temperature of training rollouts
     top_k: int = -1  # -1: no top-k
-    top_p: float = 1.0
+    top_p: float = 1.0  # nucleus sampling mass (1.0: off)
     do_sample: bool = True  # False: greedy decoding for training rollouts
     n: int = 8  # responses per prompt
     prompt_length: int | None = None  # null: data.max_prompt_length
@@ -200,9 +200,11 @@ class AlgorithmConfig:
 
 @dataclass
 class TrainerConfig:
-    project_name: str = "verl_lite"
-    experiment_name: str = "tiny_arith_grpo"
-    logger: list[str] = field(default_factory=lambda: ["console", "file"])  # console|file|wandb|tensorboard
+    project_name: str = "verl_lite"  # W&B project / output folder name
+    experiment_name: str = "tiny_arith_grpo"  # W&B run name / output folder name
+    logger: list[str] = field(
+        default_factory=lambda: ["console", "file"]
+    )  # console, file, wandb, tensorboard
     log_val_generations: int = 0  # validation samples (input, output, score) shown per validation
     rollout_data_dir: str | None = None  # dump each training step's generations to <dir>/<step>.jsonl
     validation_data_dir: str | None = None  # dump each validation's generations to <dir>/<step>.jsonl
@@ -212,7 +214,7 @@ class TrainerConfig:
     total_training_steps: int | None = 120  # cap on training steps; null: total_epochs' worth
     val_before_train: bool = True  # validate once before the first step
     test_freq: int = 20  # validate every this many steps (and at the end); -1: never
-    default_local_dir: str = "checkpoints/${trainer.project_name}/${trainer.experiment_name}"  # outputs
+    default_local_dir: str = "checkpoints/${trainer.project_name}/${trainer.experiment_name}"  # metrics.jsonl, checkpoints, trackers
     device: str = "auto"  # auto | cpu | cuda
     dist_timeout_s: int = 600  # torch.distributed timeout: a hang becomes an error after this
 
@@ -221,7 +223,7 @@ class TrainerConfig:
 class RayInitConfig:
     num_cpus: int | None = None  # CPUs for a local Ray; null: all
     address: str | None = None  # join this cluster (also RAY_ADDRESS); null: start a local Ray
-    include_dashboard: bool = False
+    include_dashboard: bool = False  # start Ray's dashboard with a local Ray (needs ray[default])
 
 
 @dataclass

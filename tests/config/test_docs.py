@@ -1,0 +1,34 @@
+"""docs/config.md is the generator's output for the current schema, and every key has a meaning."""
+
+import dataclasses
+from pathlib import Path
+
+from verl_lite.config import docs
+from verl_lite.config.schema import PPOTrainerConfig
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "config.md"
+
+
+def _leaf_keys(obj, prefix=""):
+    for f in dataclasses.fields(obj):
+        value, key = getattr(obj, f.name), f"{prefix}{f.name}"
+        if dataclasses.is_dataclass(value):
+            yield from _leaf_keys(value, key + ".")
+        else:
+            yield key
+
+
+def test_config_doc_is_in_sync_with_the_schema():
+    assert DOC.read_text() == docs.render(), f"docs/config.md is out of date: run `{docs.REGENERATE}`"
+
+
+def test_every_key_is_documented_once():
+    assert docs.undocumented() == [], "give these fields a trailing # comment in verl_lite/config/schema.py"
+    text = docs.render()
+    for key in _leaf_keys(PPOTrainerConfig()):
+        assert text.count(f"| `{key}` |") == 1, key
+
+
+def test_wrapped_field_keeps_its_comment():
+    source = "class A:\n    x: bool = (\n        False  # the meaning\n    )\n    y: int = 1\n"
+    assert docs.field_comments(source) == {("A", "x"): "the meaning", ("A", "y"): ""}

@@ -1,0 +1,106 @@
+"""Generate docs/config.md, the config reference, from the schema: `python -m verl_lite.config.docs > docs/config.md`.
+
+Every key's default comes from the dataclasses themselves and its meaning from the trailing
+`# comment` on its line in config/schema.py (the one place defaults and their documentation
+live). Nested dataclasses become sections named by their dotted path, in declaration order.
+tests/config/test_docs.py fails when docs/config.md differs from this output, or when a key has
+no comment.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import io
+import sys
+import tokenize
+from pathlib import Path
+
+from verl_lite.config import schema
+from verl_lite.config.schema import PPOTrainerConfig
+
+REGENERATE = "python -m verl_lite.config.docs > docs/config.md"
+
+
+def field_comments(source: str) -> dict[tuple[str, str], str]:
+    """(class name, field name) -> the comment on the field's lines (a wrapped field has it inside)."""
+    comments: dict[int, str] = {}
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.COMMENT:
+            comments[tok.start[0]] = tok.string.lstrip("#").strip()
+    found = {}
+    for node in ast.parse(source).body:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        for stmt in node.body:
+            if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+                lines = range(stmt.lineno, stmt.end_lineno + 1)
+                text = " ".join(comments[n] for n in lines if n in comments)
+                found[(node.name, stmt.target.id)] = text
+    return found
+
+
+def format_default(value) -> str:
+    """A default as it would be written on a Hydra command line."""
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return value if value else "''"
+    if isinstance(value, list):
+        return "[" + ", ".join(format_default(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {format_default(v)}" for k, v in value.items()) + "}"
+    return str(value)
+
+
+def sections(obj, prefix: str, comments: dict) -> list[tuple[str, str, list[tuple[str, str, str]]]]:
+    """[(dotted path, section comment, [(key, default, meaning), ...]), ...], depth first."""
+    rows, nested = [], []
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        key = f"{prefix}.{f.name}" if prefix else f.name
+        meaning = comments.get((type(obj).__name__, f.name), "")
+        if dataclasses.is_dataclass(value):
+            sub = sections(value, key, comments)
+            if meaning and sub and sub[0][0] == key:  # a comment on a nested field describes its section
+                sub[0] = (key, meaning, sub[0][2])
+            nested += sub
+        else:
+            rows.append((key, format_default(value), meaning))
+    own = [(prefix, "", rows)] if rows else []
+    return own + nested
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def render() -> str:
+    comments = field_comments(Path(schema.__file__).read_text())
+    out = [
+        "# Config reference",
+        "",
+        f"Generated from `verl_lite/config/schema.py` by `{REGENERATE}`; do not edit by hand.",
+        "Every key can be set on the command line (`key=value`, Hydra syntax); keys and meanings follow",
+        "verl's `ppo_trainer.yaml`. A `verl_lite://` path names an embedded asset built on first use.",
+        "Start-up validation (`verl_lite/config/validate.py`) checks the values together and names the",
+        "key, the value and the fix when something does not fit.",
+        "",
+    ]
+    for path, about, rows in sections(PPOTrainerConfig(), "", comments):
+        out += [f"## {path}", ""]
+        if about:
+            out += [about, ""]
+        out += ["| key | default | meaning |", "| --- | --- | --- |"]
+        out += [f"| `{k}` | `{_cell(d)}` | {_cell(m)} |" for k, d, m in rows]
+        out.append("")
+    return "\n".join(out)
+
+
+def undocumented() -> list[str]:
+    comments = field_comments(Path(schema.__file__).read_text())
+    return [k for _, _, rows in sections(PPOTrainerConfig(), "", comments) for k, _, m in rows if not m]
+
+
+if __name__ == "__main__":
+    sys.stdout.write(render())
