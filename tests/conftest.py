@@ -14,8 +14,12 @@ torch.set_num_threads(1)
 def ray_local():
     import ray
 
+    # address="local": never join a cluster another test left running on this machine (ray.init's default)
     ray.init(
-        num_cpus=2, include_dashboard=False, runtime_env={"env_vars": {"TOKENIZERS_PARALLELISM": "false"}}
+        address="local",
+        num_cpus=2,
+        include_dashboard=False,
+        runtime_env={"env_vars": {"TOKENIZERS_PARALLELISM": "false"}},
     )
     yield ray
     ray.shutdown()

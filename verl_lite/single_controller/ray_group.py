@@ -106,6 +106,10 @@ class RayWorkerGroup:
     def world_size(self) -> int:
         return len(self.workers)
 
+    def node_ids(self) -> list[str]:
+        """The Ray node id of each rank, in rank order."""
+        return self._get_all("get_node_id", [w.get_node_id.remote() for w in self.workers])
+
     def _bind_methods(self, worker_cls: type) -> None:
         for method_name, fn in inspect.getmembers(worker_cls, predicate=inspect.isfunction):
             mode = getattr(fn, DISPATCH_ATTR, None)

@@ -40,6 +40,11 @@ class Worker:
         os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = addr, str(port)
 
     @staticmethod
+    def get_node_id() -> str:
+        """The Ray node this worker runs on (multi-node placement shows in the start-up log)."""
+        return ray.get_runtime_context().get_node_id()
+
+    @staticmethod
     def get_master_addr_port() -> tuple[str, int]:
         """This node's IP and a free port, for rank 0 to host the rendezvous."""
         with socket.socket() as s:

@@ -96,7 +96,14 @@ class RayPPOTrainer:
             name="actor_rollout_ref",
         )
         info = self.actor_rollout_wg.init_model()
-        log.info("workers ready: %d x %s, %s params", self.world_size, role, info[0]["num_params"])
+        num_nodes = len(set(self.actor_rollout_wg.node_ids()))
+        log.info(
+            "workers ready: %d x %s on %d node(s), %s params",
+            self.world_size,
+            role,
+            num_nodes,
+            info[0]["num_params"],
+        )
 
     def shutdown(self) -> None:
         if hasattr(self, "actor_rollout_wg"):
@@ -256,6 +263,9 @@ def ray_init_kwargs(config: PPOTrainerConfig) -> dict:
     if address:
         return {"address": address}
     return {
+        # "local": a new Ray of its own. Without it ray.init() joins any cluster `ray start` left
+        # running on this machine (another job's), which is only wanted when asked for by address.
+        "address": "local",
         "num_cpus": r.num_cpus,
         "include_dashboard": r.include_dashboard,
         "runtime_env": {"env_vars": {"TOKENIZERS_PARALLELISM": "false"}},
