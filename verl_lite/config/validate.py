@@ -261,6 +261,9 @@ def _check_values(cfg: PPOTrainerConfig, problems: list[str]) -> None:
         problems.append(
             f"trainer.log_val_generations={cfg.trainer.log_val_generations} must be >= 0 (0: log none)"
         )
+    memory = cfg.trainer.device_memory_gb
+    if memory is not None and memory <= 0:
+        problems.append(f"trainer.device_memory_gb={memory} must be a positive size in GB, or null")
     if r.do_sample and r.temperature <= 0:
         problems.append(
             f"{ARR}.rollout.temperature={r.temperature} must be > 0 when do_sample=True (or set do_sample=False)"

@@ -21,6 +21,7 @@ import ray
 from verl_lite.algos import ADV_ESTIMATORS
 from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.data.rlhf_dataset import EpochSampler, RLHFDataset
+from verl_lite.plan import auto_offload
 from verl_lite.protocol import DataProto
 from verl_lite.single_controller import RayResourcePool, RayWorkerGroup
 from verl_lite.trainer.batching import dp_minibatch_order
@@ -32,7 +33,7 @@ from verl_lite.trainer.metrics import (
     timer,
 )
 from verl_lite.trainer.tracking import Tracking
-from verl_lite.workers.actor_rollout_ref import ActorRolloutRefWorker
+from verl_lite.workers.actor_rollout_ref import ActorRolloutRefWorker, apply_overrides
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +96,8 @@ class RayPPOTrainer:
             t.dist_timeout_s,
             name="actor_rollout_ref",
         )
-        info = self.actor_rollout_wg.init_model()
+        overrides = self._plan_offload() if t.auto_offload else None
+        info = self.actor_rollout_wg.init_model(overrides)
         num_nodes = len(set(self.actor_rollout_wg.node_ids()))
         log.info(
             "workers ready: %d x %s on %d node(s), %s params",
@@ -104,6 +106,13 @@ class RayPPOTrainer:
             num_nodes,
             info[0]["num_params"],
         )
+
+    def _plan_offload(self) -> dict:
+        """trainer.auto_offload: the planner's choice for the memory the workers actually have."""
+        overrides, message = auto_offload(self.config, self.actor_rollout_wg.device_memory_gb())
+        log.info(message)
+        self.config.actor_rollout_ref = apply_overrides(self.config.actor_rollout_ref, overrides)
+        return overrides
 
     def shutdown(self) -> None:
         if hasattr(self, "actor_rollout_wg"):

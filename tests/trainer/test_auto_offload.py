@@ -1,0 +1,50 @@
+"""trainer.auto_offload through the real CLI: the planner's choice reaches the workers' engines.
+
+The budget is set (trainer.device_memory_gb) between what offload_policy and what no offload needs
+for the tiny model, so the only honest choice is offload_policy; the run must say so in its log and
+its metrics must show offload_policy's host<->device traffic.
+"""
+
+import pytest
+
+from tests.test_main_ppo import SMALL, read_metrics, run_cli
+from verl_lite.engine.memory_model import read_shape
+from verl_lite.plan import HEADROOM, auto_offload, compose_config, plan_rows, recommend
+
+pytestmark = pytest.mark.slow
+GB = 1024**3
+
+
+def _budget_forcing_offload_policy() -> tuple[float, int]:
+    cfg = compose_config(SMALL)
+    shape, world = read_shape(cfg.actor_rollout_ref.model.path), 2
+    rows = plan_rows(cfg, shape, world, budget_gb=1.0)
+    cheapest_other = min(r.estimate.peak for r in rows if r.mode != "offload_policy")
+    budget = 0.99 * cheapest_other / HEADROOM / GB  # just too small for any mode but offload_policy
+    rec = recommend(cfg, shape, world, budget)
+    assert rec.mode == "offload_policy"
+    return budget, rec.micro
+
+
+def test_auto_offload_applies_the_planner_choice(tmp_path):
+    budget, micro = _budget_forcing_offload_policy()
+    proc = run_cli(tmp_path, *SMALL, "trainer.auto_offload=True", f"trainer.device_memory_gb={budget}")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    out = proc.stdout + proc.stderr
+    line = next((x for x in out.splitlines() if "auto_offload:" in x), "")
+    assert "(trainer.device_memory_gb)" in line, out[-3000:]
+    assert "actor_rollout_ref.actor.fsdp_config.offload_policy=True" in line
+    assert f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={micro}" in line
+    assert "none, param_optimizer_offload do not fit" in line
+    rows = read_metrics(tmp_path)
+    assert rows[1]["perf/offload/policy_h2d_gb"] > 0, "the engines must really run with offload_policy"
+
+
+def test_auto_offload_uses_the_smallest_reported_device_and_names_the_key_when_nothing_fits():
+    cfg = compose_config(SMALL)
+    overrides, message = auto_offload(cfg, reported_gb=[8.0, 4.0])
+    assert "4.00 GB per device (the smallest device the workers report)" in message
+    assert overrides["actor.fsdp_config.offload_policy"] is False  # the tiny model fits without offload
+    cfg.trainer.device_memory_gb = 1e-6
+    with pytest.raises(ValueError, match="trainer.auto_offload=True: no offload mode fits"):
+        auto_offload(cfg, reported_gb=[8.0])
