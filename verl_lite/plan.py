@@ -136,7 +136,11 @@ def auto_offload(cfg: PPOTrainerConfig, reported_gb: list[float]) -> tuple[dict[
     trainer.device_memory_gb when set), and the log line saying what was chosen and why."""
     world = cfg.trainer.nnodes * cfg.trainer.n_gpus_per_node
     budget = cfg.trainer.device_memory_gb or min(reported_gb)
-    source = "trainer.device_memory_gb" if cfg.trainer.device_memory_gb else "the smallest device the workers report"
+    source = (
+        "trainer.device_memory_gb"
+        if cfg.trainer.device_memory_gb
+        else "the smallest device the workers report"
+    )
     shape = read_shape(cfg.actor_rollout_ref.model.path)
     try:
         rec = recommend(cfg, shape, world, budget)
@@ -159,12 +163,34 @@ def auto_offload(cfg: PPOTrainerConfig, reported_gb: list[float]) -> tuple[dict[
 def format_table(rows: list[Row]) -> str:
     """One line per (mode, micro); MB for models too small to show in GB."""
     unit, scale = ("GB", GB) if max(r.estimate.peak for r in rows) >= GB else ("MB", 1024**2)
-    cols = ["params", "grads", "optimizer", "gathered", "activations", "rollout", "ref", "update", "between", "host"]
+    cols = [
+        "params",
+        "grads",
+        "optimizer",
+        "gathered",
+        "activations",
+        "rollout",
+        "ref",
+        "update",
+        "between",
+        "host",
+    ]
     head = f"{'mode':<24}{'micro':>6}" + "".join(f"{c:>12}" for c in cols) + f"{'fits':>6}"
     lines = [f"estimated {unit} per device", head, "-" * len(head)]
     for r in rows:
         e = r.estimate
-        values = [e.params, e.grads, e.optimizer, e.gathered, e.activations, e.rollout, e.ref, e.update, e.between, e.host]
+        values = [
+            e.params,
+            e.grads,
+            e.optimizer,
+            e.gathered,
+            e.activations,
+            e.rollout,
+            e.ref,
+            e.update,
+            e.between,
+            e.host,
+        ]
         lines.append(
             f"{r.mode:<24}{r.micro or 'dyn':>6}"
             + "".join(f"{v / scale:>12.3f}" for v in values)

@@ -217,8 +217,8 @@ class TrainerConfig:
     default_local_dir: str = "checkpoints/${trainer.project_name}/${trainer.experiment_name}"  # metrics.jsonl, checkpoints, trackers
     device: str = "auto"  # auto | cpu | cuda
     dist_timeout_s: int = 600  # torch.distributed timeout: a hang becomes an error after this
-    auto_offload: bool = False  # at start-up, apply the memory planner's actor offload mode and micro-batch (python -m verl_lite.plan)
-    device_memory_gb: float | None = None  # auto_offload's budget per device; null: the memory the workers report
+    auto_offload: bool = False  # apply the memory planner's actor offload and micro-batch at start-up
+    device_memory_gb: float | None = None  # auto_offload's budget per device; null: what workers report
 
 
 @dataclass

@@ -48,14 +48,21 @@ class FSDPEngine:
         role: str,
         optim_cfg: OptimConfig | None = None,
         grad_clip: float | None = None,
+        module: torch.nn.Module | None = None,
     ):
+        """`module`: an already built model to shard instead of loading `model_cfg.path` (the
+        benchmark's randomly initialised real shapes, which are never written to disk)."""
         self.role, self.mesh, self.grad_clip = role, mesh, grad_clip
         self.device = dev.local_device()
         self.reduce_every_micro = fsdp_cfg.reduce_scatter_every_micro_batch
         self.transfers = TransferLog()
         self.offload = build_offload(fsdp_cfg, self.device, self.transfers)
-        self.module = load_causal_lm(
-            model_cfg, parse_dtype(fsdp_cfg.model_dtype, f"{role}.fsdp_config.model_dtype")
+        self.module = (
+            module
+            if module is not None
+            else load_causal_lm(
+                model_cfg, parse_dtype(fsdp_cfg.model_dtype, f"{role}.fsdp_config.model_dtype")
+            )
         )
         if model_cfg.enable_gradient_checkpointing:
             self.module.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})

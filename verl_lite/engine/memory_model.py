@@ -16,8 +16,9 @@ hand calculation. What each term assumes:
               the one prefetched) and one layer's unsharded grad, in param_dtype; without
               reshard_after_forward every layer stays gathered from forward to backward
   activations what autograd saves per token and layer (8h + 4kv + 4i elements in param_dtype plus
-              two fp32 RMSNorm inputs), the logits (param_dtype) and two fp32 copies of the
-              response logits (temperature scaling, log-softmax); with gradient checkpointing only
+              two fp32 RMSNorm inputs), the logits (param_dtype) and four fp32 copies of the
+              response logits (scaled logits, two log-softmaxes for log-probs and entropy, the
+              softmax); with gradient checkpointing only
               each layer's input plus one layer's activations during its recompute
   rollout     the HF rollout's full copy of the weights in rollout.dtype, resident on the device,
               and while it generates its KV cache for the rank's prompts x n at full length
@@ -85,7 +86,13 @@ def read_shape(model_path: str) -> ModelShape:
         cfg = json.load(f)
     missing = [
         k
-        for k in ("hidden_size", "num_hidden_layers", "vocab_size", "intermediate_size", "num_attention_heads")
+        for k in (
+            "hidden_size",
+            "num_hidden_layers",
+            "vocab_size",
+            "intermediate_size",
+            "num_attention_heads",
+        )
         if k not in cfg
     ]
     if missing:
@@ -138,7 +145,13 @@ class Estimate:
     @property
     def update(self) -> int:
         return (
-            self.params + self.grads + self.optimizer + self.gathered + self.activations + self.rollout + self.ref
+            self.params
+            + self.grads
+            + self.optimizer
+            + self.gathered
+            + self.activations
+            + self.rollout
+            + self.ref
         )
 
     @property
@@ -161,16 +174,14 @@ def activation_bytes(shape: ModelShape, s: Setup) -> int:
     """What one micro-batch's forward keeps for backward, at its peak."""
     c = _bytes(s.param_dtype)
     tokens = s.tokens_per_micro or s.micro * s.seq_len
-    response_tokens = (
-        tokens * s.response_len // s.seq_len if s.tokens_per_micro else s.micro * s.response_len
-    )
+    response_tokens = tokens * s.response_len // s.seq_len if s.tokens_per_micro else s.micro * s.response_len
     h, kv, i = shape.hidden, shape.kv_dim, shape.intermediate
     per_layer = tokens * ((8 * h + 4 * kv + 4 * i) * c + 2 * h * 4)
     if s.grad_checkpointing:
         layers = shape.layers * tokens * h * c + per_layer
     else:
         layers = shape.layers * per_layer
-    logits = tokens * shape.vocab * c + 2 * response_tokens * shape.vocab * 4
+    logits = tokens * shape.vocab * c + 4 * response_tokens * shape.vocab * 4
     return layers + logits + tokens * h * c  # + the embedding output
 
 

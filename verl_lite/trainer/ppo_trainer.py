@@ -26,6 +26,7 @@ from verl_lite.protocol import DataProto
 from verl_lite.single_controller import RayResourcePool, RayWorkerGroup
 from verl_lite.trainer.batching import dp_minibatch_order
 from verl_lite.trainer.dump import Generations, dump_jsonl, record_validation
+from verl_lite.trainer.health import HealthMonitor, run_shape
 from verl_lite.trainer.metrics import (
     compute_data_metrics,
     compute_throughput_metrics,
@@ -123,6 +124,7 @@ class RayPPOTrainer:
     def fit(self) -> dict[str, float]:
         t = self.config.trainer
         tracker = self.tracker = Tracking.from_config(self.config, self.total_training_steps)
+        health = HealthMonitor(run_shape(self.config.actor_rollout_ref.actor, self.use_gpu))
         last_val: dict[str, float] = {}
         if t.val_before_train and self.val_dataset is not None:
             last_val = self._validate_timed()
@@ -140,6 +142,8 @@ class RayPPOTrainer:
                     last_val = self._validate_timed()
                     metrics.update(last_val)
                 tracker.log(metrics, step=self.global_steps)
+                for line in health.check(metrics):
+                    log.info(line)
                 if is_last:
                     break
         tracker.finish()

@@ -188,4 +188,7 @@ class ActorRolloutRefWorker(Worker):
             util = dev.device_utilization()
             if util is not None:
                 out["perf/device_utilization"] = util
+            if not hasattr(self, "link_peak_gbps"):  # measured once: the health check's reference
+                self.link_peak_gbps = dev.measure_link_gbps()
+            out["perf/link_peak_gbps"] = self.link_peak_gbps
         return out
