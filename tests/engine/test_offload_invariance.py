@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+import torch
 from torch.distributed.device_mesh import init_device_mesh
 
 from tests.helpers.dist import run_ranks
@@ -18,7 +19,7 @@ from tests.helpers.models import make_ppo_batch
 from verl_lite.config.schema import ActorConfig, FSDPConfig, ModelConfig, OptimConfig
 from verl_lite.engine.fsdp_engine import FSDPEngine
 from verl_lite.trainer.batching import dp_minibatch_order
-from verl_lite.workers.actor import PPOActor
+from verl_lite.workers.actor import PPOActor, compute_log_prob
 
 ROWS, MINI, STEPS, TOL = 16, 8, 3, 1e-5
 
@@ -37,7 +38,22 @@ VARIANTS = {
     "grad_ckpt_param_opt": ({"param_offload": True, "optimizer_offload": True}, {}, True, 2),
     "grad_ckpt_policy": ({"offload_policy": True}, {}, True, 2),
     "no_reshard_prefetch": ({"reshard_after_forward": False, "forward_prefetch": True}, {}, False, 2),
+    "param_offload_only": ({"param_offload": True}, {}, False, 2),
+    "optimizer_offload_only": ({"optimizer_offload": True}, {}, False, 4),
+    "dynamic_bsz_policy": (
+        {"offload_policy": True},
+        {"use_dynamic_bsz": True, "ppo_max_token_len_per_gpu": 24},
+        False,
+        2,
+    ),
+    "dynamic_bsz_param_opt_last": (
+        {"param_offload": True, "optimizer_offload": True, "reduce_scatter_every_micro_batch": False},
+        {"use_dynamic_bsz": True, "ppo_max_token_len_per_gpu": 24},
+        True,
+        2,
+    ),
 }
+LOSS_AGG_MODES = ("seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 
 
 def _batches():
@@ -76,11 +92,34 @@ def _train(rank, world, model_dir, variant, loss_agg_mode="token-mean"):
     return history, params, (moved, shard_bytes)
 
 
-def _run_all(rank, world, model_dir, variants, modes=()):
+def _ref_uses(rank, world, model_dir, param_offload):
+    """Two uses of a reference engine (forward only), as compute_ref_log_prob makes them."""
+    mesh = init_device_mesh("cpu", (world,))
+    engine = FSDPEngine(
+        ModelConfig(path=model_dir), FSDPConfig(param_offload=param_offload), mesh, role="ref"
+    )
+    storage = lambda: [p.to_local().data_ptr() for p in engine.module.parameters()]  # noqa: E731
+    between, inside, logps = [storage()], [], []
+    for batch in _batches()[:2]:
+        local = {k: v.chunk(world)[rank] for k, v in batch.items()}
+        with engine.phase("compute_ref_log_prob"):
+            inside.append(storage())
+            logps.append(
+                compute_log_prob(engine, local, micro_size=4, max_token_len=None, temperature=1.0, phase="x")
+            )
+        between.append(storage())
+    _, transfers = engine.pop_metrics()
+    moved = {phase: (t.h2d_bytes, t.d2h_bytes) for phase, t in transfers.items()}
+    shard_bytes = sum(p.to_local().numel() * 4 for p in engine.module.parameters())
+    return logps, moved, shard_bytes, between, inside
+
+
+def _run_all(rank, world, model_dir, variants, modes=(), mode_variants=("whole", "micro1")):
     out = {v: _train(rank, world, model_dir, v) for v in variants}
     for mode in modes:
-        for v in ("whole", "micro1"):
+        for v in mode_variants:
             out[f"{v}:{mode}"] = _train(rank, world, model_dir, v, loss_agg_mode=mode)
+    out["ref"] = {flag: _ref_uses(rank, world, model_dir, flag) for flag in (False, True)}
     return out
 
 
@@ -95,13 +134,13 @@ def _assert_same(a, b, label):
 
 @pytest.fixture(scope="module")
 def world1(tiny_model_dir):
-    modes = ("seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
-    return run_ranks(_run_all, 1, tiny_model_dir, list(VARIANTS), modes)[0]
+    return run_ranks(_run_all, 1, tiny_model_dir, list(VARIANTS), LOSS_AGG_MODES)[0]
 
 
 @pytest.fixture(scope="module")
 def world2(tiny_model_dir):
-    results = run_ranks(_run_all, 2, tiny_model_dir, list(VARIANTS))
+    # every loss_agg_mode also on two ranks, one micro-batch per sequence, params and grads offloaded
+    results = run_ranks(_run_all, 2, tiny_model_dir, list(VARIANTS), LOSS_AGG_MODES, ("offload_policy",))
     return results[0]
 
 
@@ -120,9 +159,14 @@ def test_two_ranks_match_one_rank(world1, world2):
     _assert_same(world1["param_opt_offload"], world2["offload_policy"], "world 1 manual vs world 2 policy")
 
 
-@pytest.mark.parametrize("mode", ["seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"])
+@pytest.mark.parametrize("mode", LOSS_AGG_MODES)
 def test_every_loss_agg_mode_is_split_invariant(world1, mode):
     _assert_same(world1[f"whole:{mode}"], world1[f"micro1:{mode}"], mode)
+
+
+@pytest.mark.parametrize("mode", LOSS_AGG_MODES)
+def test_every_loss_agg_mode_is_world_and_offload_invariant(world1, world2, mode):
+    _assert_same(world1[f"whole:{mode}"], world2[f"offload_policy:{mode}"], f"{mode}, world 2 offload_policy")
 
 
 def test_the_comparison_can_fail(world1):
@@ -143,3 +187,24 @@ def test_manual_offload_really_moves_and_counts_bytes(world1):
     steps, minis = STEPS, ROWS // MINI
     assert d2h == steps * shard_bytes + steps * minis * 2 * shard_bytes
     assert h2d == steps * shard_bytes + (steps * minis - 1) * 2 * shard_bytes
+
+
+@pytest.mark.parametrize("world", ["world1", "world2"])
+def test_ref_params_wait_on_the_host_between_its_uses(world, request):
+    """ref.fsdp_config.param_offload: in for each use, out after it (new storage each way), same log-probs."""
+    plain, offloaded = (
+        request.getfixturevalue(world)["ref"][False],
+        request.getfixturevalue(world)["ref"][True],
+    )
+    (logps_a, moved_a, _, between_a, _), (logps_b, moved_b, shard_bytes, between_b, inside_b) = (
+        plain,
+        offloaded,
+    )
+    assert all(torch.equal(a, b) for a, b in zip(logps_a, logps_b)), "offloading must not change log-probs"
+    assert all(h2d == d2h == 0 for h2d, d2h in moved_a.values())
+    assert all(b == between_a[0] for b in between_a), "without offload the params never move"
+    assert moved_b["init"] == (0, shard_bytes), "the ref's params go to the host as soon as it is built"
+    assert moved_b["compute_ref_log_prob"] == (2 * shard_bytes, 2 * shard_bytes), "in and out once per use"
+    for before, during, after in zip(between_b, inside_b, between_b[1:]):
+        # per parameter: the old storage is alive while its copy is made, so equal addresses mean no move
+        assert all(x != y for x, y in zip(before, during)) and all(x != y for x, y in zip(during, after))

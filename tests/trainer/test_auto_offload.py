@@ -36,6 +36,7 @@ def test_auto_offload_applies_the_planner_choice(tmp_path):
     assert "actor_rollout_ref.actor.fsdp_config.offload_policy=True" in line
     assert f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={micro}" in line
     assert "none, param_optimizer_offload do not fit" in line
+    assert "health: CPU-only run" in out, "the trainer runs the health checks after each step"
     rows = read_metrics(tmp_path)
     assert rows[1]["perf/offload/policy_h2d_gb"] > 0, "the engines must really run with offload_policy"
 
