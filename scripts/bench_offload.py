@@ -95,13 +95,21 @@ def make_batch(rows: int, prompt: int, response: int, vocab: int, seed: int) -> 
     }
 
 
+def host_available_gb() -> float:
+    """MemAvailable from /proc/meminfo (Linux; psutil may be missing on the GPU machine)."""
+    try:
+        with open("/proc/meminfo") as f:
+            fields = dict(line.split(":", 1) for line in f)
+        return int(fields["MemAvailable"].split()[0]) * 1024 / GB
+    except (OSError, KeyError, ValueError):
+        return float("inf")  # unknown: let the run try
+
+
 def fits(shape: ModelShape, setup: Setup) -> tuple[bool, str, float]:
     """The planner's verdict for the device and the host, and its device estimate in GB."""
     est = estimate(shape, setup)
     device_gb = dev.device_memory_total_gb() if dev.is_cuda_available() else float("inf")
-    import psutil
-
-    host_gb = psutil.virtual_memory().available / GB
+    host_gb = host_available_gb()
     if est.update / GB > 0.95 * device_gb:
         return False, f"estimate {est.update / GB:.1f} GB > device {device_gb:.1f} GB", est.update / GB
     # building the model needs a full fp32 copy on the host (CPU) or the device (GPU) first
@@ -182,7 +190,16 @@ def bench_model(args, name: str) -> list[str]:
             lines.append(f"{label}skipped: {why or 'time budget spent'}")
             print(lines[-1], flush=True)
             continue
-        r = run_mode(args, name, cfg, mode, batch)
+        try:
+            r = run_mode(args, name, cfg, mode, batch)
+        except torch.OutOfMemoryError as e:  # the estimate was too optimistic: say so, keep going
+            r = str(e).splitlines()[0][:80]
+        gc.collect()
+        dev.empty_cache()
+        if isinstance(r, str):
+            lines.append(f"{label}out of memory (estimate {est_gb:.1f} GB): {r}")
+            print(lines[-1], flush=True)
+            continue
         base = base or (r if mode == "none" else None)
         peak = f"{r['peak_gb']:.2f}" if r["peak_gb"] is not None else "n/a"
         ratio_tps = f"{r['tokens_per_s'] / base['tokens_per_s']:.2f}" if base else "-"

@@ -1,7 +1,7 @@
 """scripts/gpu_check.sh --dry: the device check must work before a GPU is lent.
 
-The GPU machine has no Ray, Hydra or vLLM, so this run hides them: stub packages that raise
-ImportError shadow the installed ones. Their pytest entry points (Hydra's plugin) would still load,
+The GPU machine has no Ray, Hydra or vLLM (nor pandas, pyarrow, omegaconf), so this run hides
+them: stub packages that raise ImportError shadow the installed ones. Their pytest entry points (Hydra's plugin) would still load,
 so plugin autoloading is off here, as it is in effect on a machine without those packages.
 """
 
@@ -12,11 +12,11 @@ import sys
 import pytest
 
 pytestmark = pytest.mark.slow
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir)
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir)
 
 
 def test_dry_run_passes_without_ray_hydra_or_vllm(tmp_path):
-    for name in ("ray", "hydra", "vllm"):
+    for name in ("ray", "hydra", "vllm", "pandas", "pyarrow", "omegaconf", "tensordict"):
         (tmp_path / name).mkdir()
         (tmp_path / name / "__init__.py").write_text(f"raise ImportError('no {name} on the GPU machine')\n")
     env = dict(
