@@ -14,6 +14,7 @@ HEALTHY = {
     "timing_s/step": 10.0,
     "timing_s/offload": 0.5,
     "timing_s/reload": 0.5,
+    "perf/throughput": 1000.0,
 }
 
 
@@ -77,3 +78,14 @@ def test_run_shape_reads_the_offload_mode():
     assert run_shape(cfg, True).offload == "manual"
     cfg.fsdp_config.offload_policy, cfg.use_dynamic_bsz = True, True
     assert run_shape(cfg, True) == RunShape(True, "policy", None)
+
+
+def test_throughput_under_half_the_best_names_dynamic_bsz():
+    monitor = HealthMonitor(GPU_NONE)
+    assert monitor.check(HEALTHY | {"perf/throughput": 2000.0}) == []
+    assert monitor.check(HEALTHY | {"perf/throughput": 1200.0}) == [], "60% of the best is within range"
+    (line,) = monitor.check(HEALTHY | {"perf/throughput": 900.0})
+    assert (
+        "throughput 900 tokens/s is under 50% of this run's best 2000" in line
+        and "use_dynamic_bsz=True" in line
+    )

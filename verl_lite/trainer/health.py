@@ -7,11 +7,13 @@ Pure decisions on a metrics dict (the step's, as logged), so they are tested wit
   link          timed offload copies (perf/offload/h2d_gbps) at least half the measured link peak
                 (perf/link_peak_gbps, utils/device.measure_link_gbps)
   offload share timing_s/offload + timing_s/reload at most a quarter of timing_s/step
+  throughput    perf/throughput at least half the best step so far (a drop usually means longer
+                responses packed into fixed micro-batches)
 
 When one is out of range, one line names the key to change. A hint is said once, and again only when
 its advice changes (or when the value comes back into range); the step loop stays quiet otherwise.
 On a CPU-only run the device is the host, so memory, utilisation and link do not apply: the first
-check says so once and only the offload share is checked.
+check says so once and only the offload share and throughput are checked.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ MEMORY_RANGE = (0.70, 0.90)
 MIN_UTILIZATION = 80.0
 MIN_LINK_FRACTION = 0.5
 MAX_OFFLOAD_SHARE = 0.25
+MIN_THROUGHPUT_FRACTION = 0.5
 
 
 @dataclass(frozen=True)
@@ -128,8 +131,21 @@ def _offload_share(m: dict, run: RunShape) -> Hint | None:
     )
 
 
+def _throughput(m: dict, run: RunShape, best: float) -> Hint | None:
+    now = m.get("perf/throughput")
+    if now is None or not best or now >= MIN_THROUGHPUT_FRACTION * best:
+        return None
+    return Hint(
+        "throughput",
+        "dynamic bsz",
+        f"throughput {now:.0f} tokens/s is under {MIN_THROUGHPUT_FRACTION:.0%} "
+        f"of this run's best {best:.0f}: if responses grew longer, set {ACTOR}.use_dynamic_bsz=True "
+        f"(token-budgeted micro-batches, {ACTOR}.ppo_max_token_len_per_gpu)",
+    )
+
+
 GPU_CHECKS = {"memory": _memory, "utilisation": _utilization, "link": _link}
-ALL_CHECKS = {**GPU_CHECKS, "offload share": _offload_share}
+HOST_CHECKS = {"offload share": _offload_share}
 
 
 class HealthMonitor:
@@ -139,16 +155,20 @@ class HealthMonitor:
         self.run = run
         self.said: dict[str, str | None] = {}  # check -> advice last given (None: healthy)
         self.announced = False
+        self.best_throughput = 0.0
 
     def check(self, metrics: dict) -> list[str]:
         lines = []
         if not self.run.on_gpu and not self.announced:
             lines.append(
                 "health: CPU-only run: device memory, utilisation and host-link checks do not apply "
-                "(the device is the host); checking the offload share of step time only"
+                "(the device is the host); checking the offload share of step time and throughput only"
             )
         self.announced = True
-        checks = ALL_CHECKS if self.run.on_gpu else {"offload share": _offload_share}
+        checks = {**(GPU_CHECKS if self.run.on_gpu else {}), **HOST_CHECKS}
+        best = self.best_throughput
+        checks["throughput"] = lambda m, run: _throughput(m, run, best)
+        self.best_throughput = max(best, metrics.get("perf/throughput", 0.0))
         for name, fn in checks.items():
             hint = fn(metrics, self.run)
             advice = hint.advice if hint else None
