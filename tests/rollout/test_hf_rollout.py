@@ -21,13 +21,13 @@ def prompts():
 
 def test_sampling_shapes_and_seeded_reproducibility(rollout, tiny_model_dir):
     params = SamplingParams(n=3, temperature=1.0, response_length=6)
-    first = rollout.generate_tokens(*prompts(), params)
+    first, _ = rollout.generate_tokens(*prompts(), params)
     assert first.shape[0] == 6 and first.shape[1] <= 6
     other = HFRollout(ModelConfig(path=tiny_model_dir), RolloutConfig(seed=3), build_tokenizer(), rank=0)
-    assert torch.equal(other.generate_tokens(*prompts(), params), first), (
+    assert torch.equal(other.generate_tokens(*prompts(), params)[0], first), (
         "same seed, rank and call: same samples"
     )
-    assert not torch.equal(rollout.generate_tokens(*prompts(), params), first), (
+    assert not torch.equal(rollout.generate_tokens(*prompts(), params)[0], first), (
         "the next call draws new samples"
     )
     state = torch.random.get_rng_state()
@@ -36,16 +36,16 @@ def test_sampling_shapes_and_seeded_reproducibility(rollout, tiny_model_dir):
 
 
 def test_greedy_is_deterministic_and_identical_across_n(rollout):
-    out = rollout.generate_tokens(*prompts(), SamplingParams(n=2, do_sample=False, response_length=5))
+    out, _ = rollout.generate_tokens(*prompts(), SamplingParams(n=2, do_sample=False, response_length=5))
     assert torch.equal(out[0], out[1]) and torch.equal(out[2], out[3])
 
 
 def test_update_weights_changes_generation(rollout):
     greedy = SamplingParams(n=1, do_sample=False, response_length=5)
-    before = rollout.generate_tokens(*prompts(), greedy)
+    before, _ = rollout.generate_tokens(*prompts(), greedy)
     head = dict(rollout.model.named_parameters())["model.embed_tokens.weight"]
     new = {name: torch.randn_like(p) for name, p in rollout.model.named_parameters()}
     stats = rollout.update_weights(iter(new.items()))
     assert torch.equal(head, new["model.embed_tokens.weight"])
     assert stats["update_weights_gb"] > 0
-    assert not torch.equal(rollout.generate_tokens(*prompts(), greedy), before)
+    assert not torch.equal(rollout.generate_tokens(*prompts(), greedy)[0], before)

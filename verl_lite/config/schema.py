@@ -148,7 +148,7 @@ class SamplingKwargs:
 
 @dataclass
 class RolloutConfig:
-    name: str = "hf"  # rollout backend: hf (transformers generate)
+    name: str = "auto"  # rollout backend: vllm | hf (transformers generate, the reference); auto: vllm where it is installed, else hf
     mode: str = "sync"  # sync: the hybrid engine, generation and training take turns
     temperature: float = 1.0  # sampling temperature of training rollouts
     top_k: int = -1  # -1: no top-k
@@ -165,6 +165,29 @@ class RolloutConfig:
     log_prob_use_dynamic_bsz: bool = False  # token-budgeted old-log-prob forwards
     log_prob_max_token_len_per_gpu: int = 16384  # token budget per old-log-prob forward
     val_kwargs: SamplingKwargs = field(default_factory=SamplingKwargs)
+    # vLLM engine (name=vllm); keys and meanings as verl's, see docs/hybrid_engine.md
+    gpu_memory_utilization: float = 0.5  # share of the GPU vLLM may use for weights and KV cache
+    enforce_eager: bool = (
+        True  # no CUDA graphs / torch.compile (verl: False); on CPU False means an inductor compile at start
+    )
+    free_cache_engine: bool = (
+        True  # GPU: sleep the engine after generation (weights to host, KV cache freed); no-op on CPU
+    )
+    tensor_model_parallel_size: int = (
+        1  # GPUs per vLLM engine; verl_lite runs one engine per rank, so 1 (verl: 2)
+    )
+    max_num_batched_tokens: int = 8192  # tokens per vLLM scheduler step
+    max_model_len: int | None = None  # longest prompt + response; null: prompt_length + response_length
+    max_num_seqs: int = 1024  # sequences vLLM runs at once
+    enable_chunked_prefill: bool = True  # split long prefills across scheduler steps
+    enable_prefix_caching: bool = True  # reuse KV of shared prompt prefixes (reset at every weight sync)
+    disable_log_stats: bool = True  # no vLLM throughput logging
+    update_weights_bucket_megabytes: int = (
+        512  # weight sync: full tensors gathered per bucket before vLLM loads them
+    )
+    cpu_kv_cache_gb: float = (
+        1.0  # CPU only: host memory (GiB) per rank for vLLM's KV cache; VLLM_CPU_KVCACHE_SPACE wins
+    )
 
 
 @dataclass

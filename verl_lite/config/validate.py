@@ -19,6 +19,7 @@ from verl_lite.data.rlhf_dataset import TRUNCATIONS
 from verl_lite.engine.optim import WARMUP_STYLES
 from verl_lite.engine.parallelize import DTYPES
 from verl_lite.reward.managers import REWARD_MANAGERS
+from verl_lite.rollout import ROLLOUT_NAMES, resolve_rollout_name, vllm_available
 from verl_lite.trainer.tracking import BACKENDS
 
 log = logging.getLogger(__name__)
@@ -69,6 +70,7 @@ def normalize(cfg: PPOTrainerConfig) -> list[str]:
     arr, world = cfg.actor_rollout_ref, world_size(cfg)
     arr.rollout.prompt_length = arr.rollout.prompt_length or cfg.data.max_prompt_length
     arr.rollout.response_length = arr.rollout.response_length or cfg.data.max_response_length
+    _normalize_rollout(arr.rollout)
     a = arr.actor
     a.clip_ratio_low, a.clip_ratio_high = _clip_bounds(a)
     a.ppo_micro_batch_size_per_gpu = _per_gpu(
@@ -93,6 +95,52 @@ def normalize(cfg: PPOTrainerConfig) -> list[str]:
     for section, fsdp in _fsdp_configs(cfg):
         _fsdp_notices(f"{ARR}.{section}.fsdp_config", fsdp, problems)
     return problems
+
+
+def _normalize_rollout(r) -> None:
+    if r.name == "auto":
+        r.name = resolve_rollout_name(r.name)
+        log.info("%s.rollout.name=auto -> %s (vllm where it is installed, else hf)", ARR, r.name)
+    if r.max_model_len is None:
+        r.max_model_len = r.prompt_length + r.response_length
+
+
+def _check_vllm(cfg: PPOTrainerConfig, problems: list[str]) -> None:
+    """The vLLM engine's keys; checked only when the vLLM rollout is chosen."""
+    r, key = cfg.actor_rollout_ref.rollout, f"{ARR}.rollout"
+    if r.name != "vllm":
+        return
+    if not vllm_available():
+        problems.append(
+            f"{key}.name=vllm but vLLM is not installed; run `make install` (VLLM=cpu or VLLM=cuda) "
+            f"or set {key}.name=hf"
+        )
+    if r.tensor_model_parallel_size != 1:
+        problems.append(
+            f"{key}.tensor_model_parallel_size={r.tensor_model_parallel_size}: verl_lite runs one vLLM engine "
+            "per rank beside its FSDP2 shard; set it to 1 (scale with trainer.n_gpus_per_node instead)"
+        )
+    if not 0 < r.gpu_memory_utilization <= 1:
+        problems.append(f"{key}.gpu_memory_utilization={r.gpu_memory_utilization} must be in (0, 1]")
+    seq_len = r.prompt_length + r.response_length
+    if r.max_model_len < seq_len:
+        problems.append(
+            f"{key}.max_model_len={r.max_model_len} is below prompt_length + response_length = {seq_len}; "
+            f"raise it to at least {seq_len} (or null)"
+        )
+    if not r.enable_chunked_prefill and r.max_num_batched_tokens < r.max_model_len:
+        problems.append(
+            f"{key}.max_num_batched_tokens={r.max_num_batched_tokens} is below max_model_len="
+            f"{r.max_model_len} without chunked prefill; raise it or set enable_chunked_prefill=True"
+        )
+    for name in (
+        "max_num_seqs",
+        "max_num_batched_tokens",
+        "update_weights_bucket_megabytes",
+        "cpu_kv_cache_gb",
+    ):
+        if getattr(r, name) <= 0:
+            problems.append(f"{key}.{name}={getattr(r, name)} must be positive")
 
 
 def _fsdp_configs(cfg: PPOTrainerConfig):
@@ -206,7 +254,7 @@ def _check_choices(cfg: PPOTrainerConfig, problems: list[str]) -> None:
         ("algorithm.adv_estimator", cfg.algorithm.adv_estimator, ADV_ESTIMATORS.names()),
         ("reward_model.reward_manager", cfg.reward_model.reward_manager, REWARD_MANAGERS.names()),
         ("data.truncation", cfg.data.truncation, TRUNCATIONS),
-        (f"{ARR}.rollout.name", arr.rollout.name, ("hf",)),
+        (f"{ARR}.rollout.name", arr.rollout.name, ROLLOUT_NAMES),
         (f"{ARR}.rollout.mode", arr.rollout.mode, ("sync",)),
         (f"{ARR}.rollout.dtype", arr.rollout.dtype, tuple(DTYPES)),
         *[
@@ -308,6 +356,7 @@ def validate(cfg: PPOTrainerConfig, num_gpus: int) -> None:
     problems = normalize(cfg)
     _check_choices(cfg, problems)
     _check_values(cfg, problems)
+    _check_vllm(cfg, problems)
     if not problems:
         _check_batch_geometry(cfg, problems)
     _check_paths(cfg, problems)

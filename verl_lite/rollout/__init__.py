@@ -1,11 +1,38 @@
-"""Rollout backends behind one small interface (base.py); `build_rollout` picks one by name."""
+"""Rollout backends behind one small interface (base.py); `build_rollout` picks one by name.
+
+`vllm` (vllm_rollout.py) is the default where vLLM is installed (`make install` installs it);
+`hf` (hf_rollout.py, transformers' generate) is the reference backend and the fallback.
+"""
 
 from __future__ import annotations
 
+import importlib.util
+
+ROLLOUT_NAMES = ("vllm", "hf")
+
+
+def vllm_available() -> bool:
+    """Whether vLLM is installed (checked without importing it: the import takes seconds)."""
+    return importlib.util.find_spec("vllm") is not None
+
+
+def resolve_rollout_name(name: str) -> str:
+    """`auto` becomes vllm where it is installed, else hf; other names are kept."""
+    if name == "auto":
+        return "vllm" if vllm_available() else "hf"
+    return name
+
 
 def build_rollout(name: str, model_cfg, rollout_cfg, tokenizer, rank: int):
+    name = resolve_rollout_name(name)
     if name == "hf":
         from verl_lite.rollout.hf_rollout import HFRollout
 
         return HFRollout(model_cfg, rollout_cfg, tokenizer, rank)
-    raise ValueError(f"actor_rollout_ref.rollout.name={name!r} is not a rollout backend; use 'hf'")
+    if name == "vllm":
+        from verl_lite.rollout.vllm_rollout import VLLMRollout
+
+        return VLLMRollout(model_cfg, rollout_cfg, tokenizer, rank)
+    raise ValueError(
+        f"actor_rollout_ref.rollout.name={name!r} is not a rollout backend; use one of {list(ROLLOUT_NAMES)}"
+    )

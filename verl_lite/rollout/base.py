@@ -1,8 +1,10 @@
 """What every rollout backend shares: sampling settings and the layout of a generated batch.
 
 A backend implements `update_weights(named_tensors)` (the hybrid engine's weight sync: the actor's
-full weights, one tensor at a time) and `generate_tokens(prompt_ids, prompt_mask, params)` returning
-raw response tokens (prompts * n, <= response_length), each prompt's n samples adjacent.
+full weights, one tensor at a time), a `weights_loaded` flag (False until the first sync for a
+backend that starts without weights) and `generate_tokens(prompt_ids, prompt_mask, params)`
+returning raw response tokens (prompts * n, <= response_length), each prompt's n samples adjacent,
+with their sampled-token log-probs (same shape) or None where the backend has none.
 `assemble` turns those into verl's batch layout:
   prompts (bs, P) left-padded | responses (bs, R) right-padded with pad after the first EOS
   input_ids = [prompts | responses], attention_mask, position_ids continuing the prompt's,
@@ -71,4 +73,27 @@ def assemble(
         "input_ids": torch.cat([prompts, responses], dim=-1),
         "attention_mask": torch.cat([p_mask, mask], dim=-1),
         "position_ids": torch.cat([p_pos, r_pos], dim=-1),
+    }
+
+
+def place_log_probs(raw_log_probs: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
+    """The rollout's sampled-token log-probs in the (bs, R) response layout, 0 outside the mask."""
+    out = torch.zeros(response_mask.shape, dtype=torch.float32)
+    width = min(raw_log_probs.shape[1], out.shape[1])
+    out[:, :width] = raw_log_probs[:, :width].float()
+    return out * response_mask
+
+
+def compute_logprob_diff_metrics(
+    rollout_log_probs: torch.Tensor, actor_log_probs: torch.Tensor, response_mask: torch.Tensor
+) -> dict[str, float]:
+    """|rollout - actor| log-prob of the sampled tokens, over response tokens: the proof that the
+    rollout ran the policy the actor holds (fp32 on CPU: about 1e-5 or better; a stale rollout: >1e-2)."""
+    mask = response_mask.bool()
+    if not mask.any():
+        return {}
+    diff = (rollout_log_probs - actor_log_probs).abs()[mask]
+    return {
+        "rollout/actor_logprob_abs_diff_max": diff.max().item(),
+        "rollout/actor_logprob_abs_diff_mean": diff.mean().item(),
     }

@@ -27,6 +27,7 @@ class HFRollout:
         self.params = dict(self.model.named_parameters())
         self.eos_id, self.pad_id = tokenizer.eos_token_id, tokenizer.pad_token_id
         self.seed, self.rank, self.num_calls = rollout_cfg.seed, rank, 0
+        self.weights_loaded = True  # loaded from the same folder as the actor
 
     @torch.no_grad()
     def update_weights(self, named_tensors) -> dict[str, float]:
@@ -41,7 +42,8 @@ class HFRollout:
     @torch.no_grad()
     def generate_tokens(
         self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, params: SamplingParams
-    ) -> torch.Tensor:
+    ) -> tuple[torch.Tensor, None]:
+        """(responses (B*n, <=R), None): HF generate does not return sampled-token log-probs here."""
         self.num_calls += 1
         config = GenerationConfig(
             max_new_tokens=params.response_length,
@@ -65,4 +67,4 @@ class HFRollout:
                 attention_mask=prompt_mask.to(device),
                 generation_config=config,
             )
-        return out[:, prompt_ids.shape[1] :].cpu()
+        return out[:, prompt_ids.shape[1] :].cpu(), None

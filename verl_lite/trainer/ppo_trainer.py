@@ -23,6 +23,7 @@ from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.data.rlhf_dataset import EpochSampler, RLHFDataset
 from verl_lite.plan import auto_offload
 from verl_lite.protocol import DataProto
+from verl_lite.rollout.base import compute_logprob_diff_metrics
 from verl_lite.single_controller import RayResourcePool, RayWorkerGroup
 from verl_lite.trainer.batching import dp_minibatch_order
 from verl_lite.trainer.dump import Generations, dump_jsonl, record_validation
@@ -191,7 +192,13 @@ class RayPPOTrainer:
         return batch
 
     def _old_log_prob(self, batch: DataProto, metrics: dict) -> DataProto:
-        return batch.union(self.actor_rollout_wg.compute_log_prob(self._model_inputs(batch)))
+        batch = batch.union(self.actor_rollout_wg.compute_log_prob(self._model_inputs(batch)))
+        if "rollout_log_probs" in batch.batch:  # the rollout ran the actor's current weights?
+            b = batch.batch
+            metrics.update(
+                compute_logprob_diff_metrics(b["rollout_log_probs"], b["old_log_probs"], b["response_mask"])
+            )
+        return batch
 
     def _ref_log_prob(self, batch: DataProto, metrics: dict) -> DataProto:
         return batch.union(self.actor_rollout_wg.compute_ref_log_prob(self._model_inputs(batch)))

@@ -117,3 +117,13 @@ def measure_link_gbps(num_bytes: int = 256 * 1024**2) -> float:
     host.to(target, copy=True)
     synchronize()
     return num_bytes / 1024**3 / (time.perf_counter() - start)
+
+
+def device_rng_states() -> list[torch.Tensor] | None:
+    """Every visible GPU's RNG state (None without CUDA), to restore after code that reseeds."""
+    return torch.cuda.get_rng_state_all() if is_cuda_available() else None
+
+
+def set_device_rng_states(states: list[torch.Tensor] | None) -> None:
+    if states is not None:
+        torch.cuda.set_rng_state_all(states)

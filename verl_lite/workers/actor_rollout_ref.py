@@ -24,7 +24,7 @@ from verl_lite.engine.fsdp_engine import FSDPEngine
 from verl_lite.engine.offload import offload_metrics
 from verl_lite.protocol import DataProto
 from verl_lite.rollout import build_rollout
-from verl_lite.rollout.base import SamplingParams, assemble
+from verl_lite.rollout.base import SamplingParams, assemble, place_log_probs
 from verl_lite.single_controller import Dispatch, Worker, register
 from verl_lite.utils import device as dev
 from verl_lite.utils.hf_model import load_tokenizer
@@ -81,8 +81,9 @@ class ActorRolloutRefWorker(Worker):
                 cfg.model, a.fsdp_config, mesh, role="actor", optim_cfg=a.optim, grad_clip=a.grad_clip
             )
             self.actor = PPOActor(self.engines["actor"], a, self.response_length, cfg.rollout.temperature)
+            # after the FSDP2 engine, on every rank together: vLLM joins the existing process group
             self.rollout = build_rollout(cfg.rollout.name, cfg.model, cfg.rollout, self.tokenizer, self.rank)
-            self.rollout_is_stale = False  # both were loaded from the same folder
+            self.rollout_is_stale = not self.rollout.weights_loaded  # vLLM starts from dummy weights
         if self.has_ref:
             self.engines["ref"] = FSDPEngine(cfg.model, cfg.ref.fsdp_config, mesh, role="ref")
         dev.reset_peak_memory()
@@ -122,7 +123,7 @@ class ActorRolloutRefWorker(Worker):
         params = self._sampling(validate)
         start = time.perf_counter()
         b = prompts.batch
-        raw = self.rollout.generate_tokens(b["input_ids"], b["attention_mask"], params)
+        raw, raw_log_probs = self.rollout.generate_tokens(b["input_ids"], b["attention_mask"], params)
         out = assemble(
             b["input_ids"],
             b["attention_mask"],
@@ -134,6 +135,8 @@ class ActorRolloutRefWorker(Worker):
             pad_id=self.tokenizer.pad_token_id,
             stop_at_eos=not params.ignore_eos,
         )
+        if raw_log_probs is not None:
+            out["rollout_log_probs"] = place_log_probs(raw_log_probs, out["response_mask"])
         seconds = time.perf_counter() - start
         metrics["timing_s/generate_local"] = seconds
         metrics["perf/rollout_tokens_per_s"] = float(out["response_mask"].sum()) / max(seconds, 1e-9)

@@ -1,0 +1,197 @@
+"""The vLLM rollout on CPU, for real: one engine for the whole module, beside an FSDP2 actor.
+
+As in a worker, a (1-rank) gloo group and the FSDP2 engine come first, then the vLLM engine joins
+that group (external launcher). The model is the embedded warm-started arithmetic model, so greedy
+answers end in EOS and the EOS/padding layout is exercised. The weight-sync checks compare vLLM's
+sampled-token log-probs with the actor's recomputed ones: small after a sync, large when the sync is
+skipped after an update (the check can fail).
+"""
+
+import datetime
+import gc
+import os
+
+import pytest
+import torch
+import torch.distributed as dist
+
+pytest.importorskip("vllm", reason="the vLLM rollout needs vllm (make install)")
+
+from torch.distributed.device_mesh import init_device_mesh  # noqa: E402
+
+from tests.helpers.dist import free_port  # noqa: E402
+from verl_lite.config.schema import TINY_MODEL, FSDPConfig, ModelConfig, OptimConfig, RolloutConfig  # noqa: E402
+from verl_lite.data import assets  # noqa: E402
+from verl_lite.engine.fsdp_engine import FSDPEngine  # noqa: E402
+from verl_lite.rollout.base import SamplingParams, assemble, compute_logprob_diff_metrics, place_log_probs  # noqa: E402
+from verl_lite.utils.hf_model import load_tokenizer  # noqa: E402
+from verl_lite.workers.actor import compute_log_prob  # noqa: E402
+
+PROMPT_LEN, RESPONSE_LEN = 16, 8
+
+
+@pytest.fixture(scope="module")
+def hybrid():
+    """(actor engine, vLLM rollout, tokenizer) sharing one process and one gloo group."""
+    from verl_lite.rollout.vllm_rollout import VLLMRollout
+
+    os.environ.update(
+        RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port())
+    )
+    dist.init_process_group("gloo", rank=0, world_size=1, timeout=datetime.timedelta(seconds=120))
+    model_cfg = ModelConfig(path=assets.resolve(TINY_MODEL))
+    tokenizer = load_tokenizer(model_cfg.path)
+    mesh = init_device_mesh("cpu", (1,))
+    actor = FSDPEngine(
+        model_cfg, FSDPConfig(), mesh, role="actor", optim_cfg=OptimConfig(lr=1e-2), grad_clip=1.0
+    )
+    rollout_cfg = RolloutConfig(seed=3, cpu_kv_cache_gb=0.25, max_model_len=PROMPT_LEN + RESPONSE_LEN)
+    rollout = VLLMRollout(model_cfg, rollout_cfg, tokenizer, rank=0)
+    assert not rollout.weights_loaded, "load_format=dummy: no weights before the first sync"
+    stats = rollout.update_weights(actor.iter_full_params())
+    assert stats["update_weights_gb"] > 0 and stats["update_weights_buckets"] >= 1
+    yield actor, rollout, tokenizer
+    del rollout.llm  # vLLM's shutdown destroys its groups and the default one (the trainer never does this)
+    gc.collect()
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def prompts(tokenizer, pairs=((3, 4), (25, 17), (60, 31), (8, 80))):
+    """Chat-templated arithmetic prompts, left-padded to PROMPT_LEN as the dataset does."""
+    texts = [
+        tokenizer.apply_chat_template(
+            [{"role": "user", "content": f"{a}+{b}="}], add_generation_prompt=True, tokenize=False
+        )
+        for a, b in pairs
+    ]
+    rows = [tokenizer(t)["input_ids"] for t in texts]
+    ids = torch.full((len(rows), PROMPT_LEN), tokenizer.pad_token_id)
+    mask = torch.zeros((len(rows), PROMPT_LEN), dtype=torch.long)
+    for i, row in enumerate(rows):
+        ids[i, PROMPT_LEN - len(row) :] = torch.tensor(row)
+        mask[i, PROMPT_LEN - len(row) :] = 1
+    pos = (mask.cumsum(-1) - 1).clamp(min=0)
+    return ids, mask, pos
+
+
+def rollout_batch(rollout, tokenizer, params):
+    ids, mask, pos = prompts(tokenizer)
+    raw, raw_logp = rollout.generate_tokens(ids, mask, params)
+    batch = assemble(
+        ids,
+        mask,
+        pos,
+        raw,
+        params.n,
+        params.response_length,
+        tokenizer.eos_token_id,
+        tokenizer.pad_token_id,
+        stop_at_eos=not params.ignore_eos,
+    )
+    batch["rollout_log_probs"] = place_log_probs(raw_logp, batch["response_mask"])
+    return raw, batch
+
+
+def logprob_diff(actor, batch) -> dict[str, float]:
+    actor_logp = compute_log_prob(
+        actor, batch, micro_size=64, max_token_len=None, temperature=1.0, phase="lp"
+    )
+    return compute_logprob_diff_metrics(batch["rollout_log_probs"], actor_logp, batch["response_mask"])
+
+
+def test_shapes_masks_eos_and_padding(hybrid):
+    _, rollout, tok = hybrid
+    raw, batch = rollout_batch(
+        rollout, tok, SamplingParams(n=3, temperature=1.0, response_length=RESPONSE_LEN)
+    )
+    assert raw.shape[0] == 12 and raw.shape[1] <= RESPONSE_LEN
+    assert batch["responses"].shape == (12, RESPONSE_LEN) and batch["input_ids"].shape == (
+        12,
+        PROMPT_LEN + RESPONSE_LEN,
+    )
+    mask, responses, logp = batch["response_mask"], batch["responses"], batch["rollout_log_probs"]
+    lengths = mask.sum(-1)
+    ended = (responses == tok.eos_token_id).any(-1)
+    assert ended.sum() >= 6, "the warm-started model answers and stops: most samples end in EOS"
+    for row in torch.nonzero(ended).flatten().tolist():
+        last = lengths[row] - 1
+        assert responses[row, last] == tok.eos_token_id, "the mask ends with the first EOS, inclusive"
+        assert (responses[row, last + 1 :] == tok.pad_token_id).all()
+    assert (logp[mask.bool()] <= 0).all() and (logp[~mask.bool()] == 0).all()
+    assert torch.equal(batch["prompts"][0], batch["prompts"][2]), "each prompt's n samples are adjacent"
+
+
+def test_ignore_eos_fills_the_response_length(hybrid):
+    _, rollout, tok = hybrid
+    raw, batch = rollout_batch(
+        rollout, tok, SamplingParams(n=1, response_length=RESPONSE_LEN, ignore_eos=True)
+    )
+    assert raw.shape == (4, RESPONSE_LEN) and bool(batch["response_mask"].all())
+
+
+def test_greedy_matches_hf_generate(hybrid):
+    """vLLM's greedy answers equal transformers' greedy answers on the same weights."""
+    from verl_lite.config.schema import RolloutConfig as RC
+    from verl_lite.rollout.hf_rollout import HFRollout
+
+    _, rollout, tok = hybrid
+    greedy = SamplingParams(n=2, do_sample=False, response_length=RESPONSE_LEN)
+    ids, mask, _ = prompts(tok)
+    hf = HFRollout(ModelConfig(path=assets.resolve(TINY_MODEL)), RC(), tok, rank=0)
+    hf_tokens, _ = hf.generate_tokens(ids, mask, greedy)
+    vllm_tokens, _ = rollout.generate_tokens(ids, mask, greedy)
+    eos, pad = tok.eos_token_id, tok.pad_token_id
+    hf_batch = assemble(ids, mask, mask, hf_tokens, 2, RESPONSE_LEN, eos, pad)
+    vllm_batch = assemble(ids, mask, mask, vllm_tokens, 2, RESPONSE_LEN, eos, pad)
+    assert torch.equal(hf_batch["responses"], vllm_batch["responses"])
+
+
+def test_same_seed_and_call_give_the_same_tokens_and_spare_the_training_rng(hybrid):
+    _, rollout, tok = hybrid
+    params = SamplingParams(n=4, temperature=1.0, response_length=RESPONSE_LEN)
+    ids, mask, _ = prompts(tok)
+    start = rollout.num_calls
+    state = torch.random.get_rng_state()
+    first, first_logp = rollout.generate_tokens(ids, mask, params)
+    assert torch.equal(torch.random.get_rng_state(), state), "rollout must not consume the training RNG"
+    rollout.num_calls = start  # the same (seed, rank, call): the same requests' seeds
+    again, again_logp = rollout.generate_tokens(ids, mask, params)
+    assert torch.equal(first, again) and torch.equal(first_logp, again_logp)
+    assert not torch.equal(rollout.generate_tokens(ids, mask, params)[0], first), "the next call samples anew"
+    torch.set_num_threads(1)  # vLLM replaced the setter by a no-op; the rollout put it back
+    assert torch.set_num_threads.__name__ != "skip_set_num_threads"
+
+
+def _train_one_step(actor, batch):
+    """One optimizer step that moves the policy: raise the log-prob of the sampled tokens."""
+    from verl_lite.algos.logprob import logprobs_from_logits
+    from verl_lite.workers.actor import response_logits
+
+    def loss_fn(output, micro):
+        logp = logprobs_from_logits(response_logits(output, micro, 1.0), micro["responses"])
+        mask = micro["response_mask"].float()
+        return -(logp * mask).sum() / mask.sum(), {}
+
+    keys = ("input_ids", "attention_mask", "position_ids", "responses", "response_mask")
+    actor.train_mini_batch([{k: batch[k] for k in keys}], loss_fn)
+
+
+def test_logprob_diff_small_after_sync_and_large_when_the_sync_is_skipped(hybrid):
+    actor, rollout, tok = hybrid
+    params = SamplingParams(n=4, temperature=1.0, response_length=RESPONSE_LEN)
+    _, batch = rollout_batch(rollout, tok, params)
+    synced = logprob_diff(actor, batch)
+    assert synced["rollout/actor_logprob_abs_diff_max"] < 1e-4, synced
+
+    _train_one_step(
+        actor, batch
+    )  # the actor moves on; the engine (and its prefix cache) still hold the old policy
+    _, stale_batch = rollout_batch(rollout, tok, params)
+    stale = logprob_diff(actor, stale_batch)
+    assert stale["rollout/actor_logprob_abs_diff_max"] > 1e-2, stale
+
+    rollout.update_weights(actor.iter_full_params())  # same prompts: a stale prefix cache would show here
+    _, fresh_batch = rollout_batch(rollout, tok, params)
+    fresh = logprob_diff(actor, fresh_batch)
+    assert fresh["rollout/actor_logprob_abs_diff_max"] < 1e-4, fresh

@@ -1,0 +1,208 @@
+"""The vLLM rollout: an in-process vLLM engine beside the FSDP2 actor on every rank (the hybrid engine).
+
+The engine is created on all ranks together, after the FSDP2 engine, in vLLM's external-launcher
+mode: it joins the worker's existing torch.distributed group instead of starting its own processes
+(vLLM first and a second group for FSDP fails; a separate process per rank costs a weight copy
+through Ray on every sync). It starts from `load_format=dummy`: the first weight sync brings the
+actor's weights, and every later step's sync replaces them (`update_weights`).
+
+Creating the engine has process-wide side effects (engine_state.py undoes them): it reseeds the
+torch/python/numpy RNGs, replaces `torch.set_num_threads` by a no-op and edits a few environment
+variables. Sampling never touches the training RNG: every request carries its own seed, derived
+from (rollout.seed, rank, call, prompt), so the same config gives the same tokens.
+
+On a GPU, `free_cache_engine` puts the engine to sleep after generating (weights to host, KV cache
+freed) and wakes the weights, then the KV cache, before the next rollout. vLLM has no sleep mode on
+CPU, where both are no-ops (documented in docs/hybrid_engine.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Iterable, Iterator
+
+import torch
+
+from verl_lite.engine.parallelize import parse_dtype
+from verl_lite.rollout.base import SamplingParams
+from verl_lite.rollout.engine_state import prepare_engine_env, preserved_process_state
+from verl_lite.utils import device as dev
+
+GB = 1024**3
+
+
+def with_tied_lm_head(
+    named_tensors: Iterable[tuple[str, torch.Tensor]],
+) -> Iterator[tuple[str, torch.Tensor]]:
+    """The actor's parameters, plus `lm_head.weight` as the input embedding where the two are tied.
+
+    The actor lists a tied weight once (as the embedding); vLLM's in-place reload handles its
+    lm_head as a layer of its own and, not given one, keeps the dummy head: sampling from random
+    logits while every other weight is right (measured: log-prob diffs of ~4 nats)."""
+    for name, tensor in named_tensors:
+        yield name, tensor
+        if name.endswith("embed_tokens.weight"):
+            yield "lm_head.weight", tensor
+
+
+def iter_buckets(
+    named_tensors: Iterable[tuple[str, torch.Tensor]], bucket_bytes: int, stats: dict
+) -> Iterator[tuple[str, torch.Tensor]]:
+    """Pass tensors through a bucket at a time: up to `bucket_bytes` are gathered before any is handed
+    on, and the next bucket is gathered only when the consumer asks for more. `stats` counts bytes
+    and buckets. A tensor larger than the bucket is a bucket of its own."""
+    bucket: list[tuple[str, torch.Tensor]] = []
+    size = 0
+    for name, tensor in named_tensors:
+        nbytes = tensor.numel() * tensor.element_size()
+        if bucket and size + nbytes > bucket_bytes:
+            stats["num_buckets"] += 1
+            yield from bucket
+            bucket, size = [], 0
+        bucket.append((name, tensor))
+        size += nbytes
+        stats["bytes"] += nbytes
+    if bucket:
+        stats["num_buckets"] += 1
+        yield from bucket
+
+
+class VLLMRollout:
+    def __init__(self, model_cfg, rollout_cfg, tokenizer, rank: int):
+        r = rollout_cfg
+        prepare_engine_env()
+        from vllm import LLM  # after prepare_engine_env: vLLM reads its env vars at import
+
+        self.eos_id, self.pad_id = tokenizer.eos_token_id, tokenizer.pad_token_id
+        self.seed, self.rank, self.num_calls = r.seed, rank, 0
+        self.bucket_bytes = int(r.update_weights_bucket_megabytes * 1024**2)
+        self.can_sleep = r.free_cache_engine and dev.is_cuda_available()  # no sleep mode on CPU
+        self.asleep = False
+        self.weights_loaded = False  # load_format=dummy: the first update_weights brings them
+        kwargs = {}
+        if not dev.is_cuda_available():
+            # on CPU vLLM reads gpu_memory_utilization as a share of *host* memory, which ranks share
+            kwargs["kv_cache_memory_bytes"] = int(r.cpu_kv_cache_gb * GB)
+        with preserved_process_state():
+            self.llm = LLM(
+                model=model_cfg.path,
+                skip_tokenizer_init=True,  # prompts go in as token ids and come out as ids
+                trust_remote_code=model_cfg.trust_remote_code,
+                hf_overrides=dict(model_cfg.override_config or {}) or None,
+                dtype=parse_dtype(r.dtype, "actor_rollout_ref.rollout.dtype"),
+                load_format="dummy",
+                seed=r.seed,
+                distributed_executor_backend="external_launcher",
+                tensor_parallel_size=r.tensor_model_parallel_size,
+                gpu_memory_utilization=r.gpu_memory_utilization,
+                enforce_eager=r.enforce_eager,
+                max_model_len=r.max_model_len,
+                max_num_batched_tokens=r.max_num_batched_tokens,
+                max_num_seqs=r.max_num_seqs,
+                enable_chunked_prefill=r.enable_chunked_prefill,
+                enable_prefix_caching=r.enable_prefix_caching,
+                enable_sleep_mode=self.can_sleep,
+                logprobs_mode="processed_logprobs",  # log-probs of the distribution sampled from
+                disable_log_stats=r.disable_log_stats,
+                **kwargs,
+            )
+        self.tied_lm_head = bool(
+            getattr(self.llm.llm_engine.model_config.hf_config, "tie_word_embeddings", False)
+        )
+        self._sleep()
+
+    # --- memory: sleep between rollouts (GPU only) --------------------------------------------------
+    def _sleep(self) -> None:
+        if self.can_sleep and not self.asleep:
+            self.llm.sleep(level=1)  # weights to host, KV cache dropped
+            self.asleep = True
+
+    def _wake(self, tags: list[str]) -> None:
+        if self.can_sleep and self.asleep:
+            self.llm.wake_up(tags=tags)
+            self.asleep = tags != ["weights"]  # waking the weights alone leaves the KV cache asleep
+
+    # --- weight sync --------------------------------------------------------------------------------
+    @torch.no_grad()
+    def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> dict[str, float]:
+        """Load the actor's full weights (an iterator every rank walks together) into the engine.
+
+        One `reload_weights` pass consumes the tensors bucket by bucket: a layer whose weights span
+        two buckets must still be loaded in one pass (vLLM repacks a layer once all its parts are in).
+        The prefix cache is reset afterwards: cached prefixes hold the old weights' keys and values.
+        """
+        self._wake(["weights"])
+        start, stats = time.perf_counter(), {"bytes": 0, "num_buckets": 0}
+        if self.tied_lm_head:
+            named_tensors = with_tied_lm_head(named_tensors)
+        buckets = iter_buckets(named_tensors, self.bucket_bytes, stats)
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": buckets})
+        for _ in buckets:  # the actor's gather is collective: walk to the end even if vLLM stopped early
+            pass
+        self.llm.reset_prefix_cache()
+        self.weights_loaded = True
+        return {
+            "update_weights_s": time.perf_counter() - start,
+            "update_weights_gb": stats["bytes"] / GB,
+            "update_weights_buckets": stats["num_buckets"],
+        }
+
+    # --- generation ---------------------------------------------------------------------------------
+    def request_seed(self, call: int, row: int) -> int:
+        return hash((self.seed, self.rank, call, row)) % (2**31)
+
+    def _sampling(self, params: SamplingParams, seed: int):
+        from vllm import SamplingParams as VLLMSamplingParams
+
+        return VLLMSamplingParams(
+            n=params.n,
+            temperature=0.0 if params.greedy else params.temperature,
+            top_p=1.0 if params.greedy else params.top_p,
+            top_k=-1 if params.greedy or params.top_k <= 0 else params.top_k,
+            max_tokens=params.response_length,
+            ignore_eos=params.ignore_eos,
+            stop_token_ids=[] if params.ignore_eos else [self.eos_id],
+            logprobs=0,  # the sampled token's log-prob only
+            detokenize=False,
+            seed=seed,
+        )
+
+    @torch.no_grad()
+    def generate_tokens(
+        self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, params: SamplingParams
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(responses (B*n, <=R) padded with pad, their sampled-token log-probs (B*n, <=R), 0 in padding)."""
+        from vllm.inputs import TokensPrompt
+
+        if not self.weights_loaded:
+            raise RuntimeError("vLLM rollout: generate before the first update_weights (dummy weights)")
+        self.num_calls += 1
+        self._wake(["weights", "kv_cache"])
+        prompts = [
+            TokensPrompt(prompt_token_ids=ids[m.bool()].tolist()) for ids, m in zip(prompt_ids, prompt_mask)
+        ]
+        # vLLM refuses n > 1 for greedy decoding: one request per prompt, its answer repeated n times
+        per_request = dataclasses.replace(params, n=1) if params.greedy else params
+        sampling = [
+            self._sampling(per_request, self.request_seed(self.num_calls, i)) for i in range(len(prompts))
+        ]
+        device = dev.local_device()
+        # seeded requests draw from their own generators, but the sampler still advances the global RNG
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            outputs = self.llm.generate(prompts, sampling, use_tqdm=False)
+        self._sleep()
+        repeat = params.n if params.greedy else 1
+        samples = [
+            s for out in outputs for s in out.outputs for _ in range(repeat)
+        ]  # a prompt's n samples adjacent
+        width = max(1, max(len(s.token_ids) for s in samples))
+        tokens = torch.full((len(samples), width), self.pad_id, dtype=torch.long)
+        log_probs = torch.zeros((len(samples), width), dtype=torch.float32)
+        for row, s in enumerate(samples):
+            ids = list(s.token_ids)
+            tokens[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+            log_probs[row, : len(ids)] = torch.tensor(
+                [step[tok].logprob for step, tok in zip(s.logprobs, ids)], dtype=torch.float32
+            )
+        return tokens, log_probs
