@@ -26,6 +26,8 @@ SMALL = [
     "trainer.total_training_steps=2",
     "trainer.test_freq=2",
     "data.val_batch_size=128",
+    # the reference backend keeps these runs fast; the vLLM rollout's CLI runs are test_main_ppo_vllm.py
+    "actor_rollout_ref.rollout.name=hf",
 ]
 # figures that measure the machine, not the computation
 NONDETERMINISTIC = (

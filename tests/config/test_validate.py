@@ -114,3 +114,39 @@ def test_dual_clip_cap_and_kl_type_are_checked():
     )
     assert "actor_rollout_ref.actor.clip_ratio_c=1.0 must be > 1" in msg
     assert "actor_rollout_ref.actor.kl_loss_type='k3++'" in msg
+
+
+def test_rollout_name_auto_is_vllm_where_installed():
+    from verl_lite.rollout import vllm_available
+
+    cfg = load()
+    assert cfg.actor_rollout_ref.rollout.name == "auto"
+    assert normalize(cfg) == []
+    assert cfg.actor_rollout_ref.rollout.name == ("vllm" if vllm_available() else "hf")
+    assert load("actor_rollout_ref.rollout.name=hf").actor_rollout_ref.rollout.name == "hf"
+
+
+def test_vllm_engine_keys_are_checked():
+    from verl_lite.rollout import vllm_available
+
+    msg = problems(
+        load(
+            "actor_rollout_ref.rollout.name=vllm",
+            "actor_rollout_ref.rollout.tensor_model_parallel_size=2",
+            "actor_rollout_ref.rollout.max_model_len=10",
+            "actor_rollout_ref.rollout.gpu_memory_utilization=1.5",
+        )
+    )
+    assert "rollout.tensor_model_parallel_size=2" in msg and "set it to 1" in msg
+    assert "rollout.max_model_len=10 is below prompt_length + response_length = 24" in msg
+    assert "rollout.gpu_memory_utilization=1.5" in msg
+    assert ("vLLM is not installed" in msg) == (not vllm_available())
+    msg = problems(
+        load(
+            "actor_rollout_ref.rollout.name=vllm",
+            "actor_rollout_ref.rollout.enable_chunked_prefill=False",
+            "actor_rollout_ref.rollout.max_num_batched_tokens=16",
+        )
+    )
+    assert "max_num_batched_tokens=16 is below max_model_len=24" in msg
+    assert "rollout.name='sglang' is not one of" in problems(load("actor_rollout_ref.rollout.name=sglang"))
