@@ -49,3 +49,24 @@ def test_update_weights_changes_generation(rollout):
     assert torch.equal(head, new["model.embed_tokens.weight"])
     assert stats["update_weights_gb"] > 0
     assert not torch.equal(rollout.generate_tokens(*prompts(), greedy)[0], before)
+
+
+def test_ignore_eos_runs_to_response_length():
+    """The warm-started model answers in a few tokens and stops at EOS, which its
+    generation_config.json names; ignore_eos must still run every sample to the end."""
+    from verl_lite.config.schema import TINY_MODEL
+    from verl_lite.data import assets
+    from verl_lite.utils.hf_model import load_tokenizer
+
+    path = assets.resolve(TINY_MODEL)
+    tok = load_tokenizer(path)
+    rollout = HFRollout(ModelConfig(path=path), RolloutConfig(seed=3), tok, rank=0)
+    text = tok.apply_chat_template(
+        [{"role": "user", "content": "3+4="}], add_generation_prompt=True, tokenize=False
+    )
+    ids = torch.tensor([tok(text)["input_ids"]])
+    mask = torch.ones_like(ids)
+    stopped, _ = rollout.generate_tokens(ids, mask, SamplingParams(n=4, response_length=12))
+    assert stopped.shape[1] < 12, "without ignore_eos the answers end early"
+    out, _ = rollout.generate_tokens(ids, mask, SamplingParams(n=4, response_length=12, ignore_eos=True))
+    assert out.shape == (4, 12)

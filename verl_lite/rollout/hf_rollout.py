@@ -25,6 +25,9 @@ class HFRollout:
         dtype = parse_dtype(rollout_cfg.dtype, "actor_rollout_ref.rollout.dtype")
         self.model = load_causal_lm(model_cfg, dtype).to(dev.local_device()).eval()
         self.params = dict(self.model.named_parameters())
+        # generate() fills unset fields from the model's own defaults, so an EOS left unset there would
+        # come back from generation_config.json and stop ignore_eos runs; EOS is passed per call instead
+        self.model.generation_config.eos_token_id = None
         self.eos_id, self.pad_id = tokenizer.eos_token_id, tokenizer.pad_token_id
         self.seed, self.rank, self.num_calls = rollout_cfg.seed, rank, 0
         self.weights_loaded = True  # loaded from the same folder as the actor
