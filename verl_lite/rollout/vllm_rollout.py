@@ -78,7 +78,7 @@ class VLLMRollout:
         self.seed, self.rank, self.num_calls = r.seed, rank, 0
         self.bucket_bytes = int(r.update_weights_bucket_megabytes * 1024**2)
         self.can_sleep = r.free_cache_engine and dev.is_cuda_available()  # no sleep mode on CPU
-        self.asleep = False
+        self.asleep_tags: set[str] = set()
         self.weights_loaded = False  # load_format=dummy: the first update_weights brings them
         kwargs = {}
         if not dev.is_cuda_available():
@@ -114,14 +114,16 @@ class VLLMRollout:
 
     # --- memory: sleep between rollouts (GPU only) --------------------------------------------------
     def _sleep(self) -> None:
-        if self.can_sleep and not self.asleep:
+        if self.can_sleep and not self.asleep_tags:
             self.llm.sleep(level=1)  # weights to host, KV cache dropped
-            self.asleep = True
+            self.asleep_tags = {"weights", "kv_cache"}
 
     def _wake(self, tags: list[str]) -> None:
-        if self.can_sleep and self.asleep:
-            self.llm.wake_up(tags=tags)
-            self.asleep = tags != ["weights"]  # waking the weights alone leaves the KV cache asleep
+        """Wake the sleeping parts among `tags`: weights before a sync, the KV cache only to generate."""
+        waking = [t for t in tags if t in self.asleep_tags]
+        if waking:
+            self.llm.wake_up(tags=waking)
+            self.asleep_tags -= set(waking)
 
     # --- weight sync --------------------------------------------------------------------------------
     @torch.no_grad()
