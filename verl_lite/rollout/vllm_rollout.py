@@ -68,6 +68,35 @@ def iter_buckets(
         yield from bucket
 
 
+def engine_kwargs(model_cfg, r, enable_sleep_mode: bool) -> dict:
+    """`LLM(...)` arguments from the model and rollout config sections (verl's key names)."""
+    kwargs = dict(
+        model=model_cfg.path,
+        skip_tokenizer_init=True,  # prompts go in as token ids and come out as ids
+        trust_remote_code=model_cfg.trust_remote_code,
+        hf_overrides=dict(model_cfg.override_config or {}) or None,
+        dtype=parse_dtype(r.dtype, "actor_rollout_ref.rollout.dtype"),
+        load_format="dummy",  # random weights, nothing read from disk: the first sync brings them
+        seed=r.seed,
+        distributed_executor_backend="external_launcher",  # join the worker's process group
+        tensor_parallel_size=r.tensor_model_parallel_size,
+        gpu_memory_utilization=r.gpu_memory_utilization,
+        enforce_eager=r.enforce_eager,
+        max_model_len=r.max_model_len,
+        max_num_batched_tokens=r.max_num_batched_tokens,
+        max_num_seqs=r.max_num_seqs,
+        enable_chunked_prefill=r.enable_chunked_prefill,
+        enable_prefix_caching=r.enable_prefix_caching,
+        enable_sleep_mode=enable_sleep_mode,
+        logprobs_mode="processed_logprobs",  # log-probs of the distribution sampled from
+        disable_log_stats=r.disable_log_stats,
+    )
+    if not dev.is_cuda_available():
+        # on CPU vLLM reads gpu_memory_utilization as a share of *host* memory, which ranks share
+        kwargs["kv_cache_memory_bytes"] = int(r.cpu_kv_cache_gb * GB)
+    return kwargs
+
+
 class VLLMRollout:
     def __init__(self, model_cfg, rollout_cfg, tokenizer, rank: int):
         r = rollout_cfg
@@ -80,33 +109,8 @@ class VLLMRollout:
         self.can_sleep = r.free_cache_engine and dev.is_cuda_available()  # no sleep mode on CPU
         self.asleep_tags: set[str] = set()
         self.weights_loaded = False  # load_format=dummy: the first update_weights brings them
-        kwargs = {}
-        if not dev.is_cuda_available():
-            # on CPU vLLM reads gpu_memory_utilization as a share of *host* memory, which ranks share
-            kwargs["kv_cache_memory_bytes"] = int(r.cpu_kv_cache_gb * GB)
         with preserved_process_state():
-            self.llm = LLM(
-                model=model_cfg.path,
-                skip_tokenizer_init=True,  # prompts go in as token ids and come out as ids
-                trust_remote_code=model_cfg.trust_remote_code,
-                hf_overrides=dict(model_cfg.override_config or {}) or None,
-                dtype=parse_dtype(r.dtype, "actor_rollout_ref.rollout.dtype"),
-                load_format="dummy",
-                seed=r.seed,
-                distributed_executor_backend="external_launcher",
-                tensor_parallel_size=r.tensor_model_parallel_size,
-                gpu_memory_utilization=r.gpu_memory_utilization,
-                enforce_eager=r.enforce_eager,
-                max_model_len=r.max_model_len,
-                max_num_batched_tokens=r.max_num_batched_tokens,
-                max_num_seqs=r.max_num_seqs,
-                enable_chunked_prefill=r.enable_chunked_prefill,
-                enable_prefix_caching=r.enable_prefix_caching,
-                enable_sleep_mode=self.can_sleep,
-                logprobs_mode="processed_logprobs",  # log-probs of the distribution sampled from
-                disable_log_stats=r.disable_log_stats,
-                **kwargs,
-            )
+            self.llm = LLM(**engine_kwargs(model_cfg, r, self.can_sleep))
         self.tied_lm_head = bool(
             getattr(self.llm.llm_engine.model_config.hf_config, "tie_word_embeddings", False)
         )
