@@ -35,6 +35,7 @@ def hybrid():
     """(actor engine, vLLM rollout, tokenizer) sharing one process and one gloo group."""
     from verl_lite.rollout.vllm_rollout import VLLMRollout
 
+    saved_env = dict(os.environ)
     os.environ.update(
         RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port())
     )
@@ -55,6 +56,8 @@ def hybrid():
     gc.collect()
     if dist.is_initialized():
         dist.destroy_process_group()
+    os.environ.clear()  # later tests in this process see the environment they would have seen
+    os.environ.update(saved_env)
 
 
 def prompts(tokenizer, pairs=((3, 4), (25, 17), (60, 31), (8, 80))):
