@@ -78,6 +78,7 @@ def test_sbatch_runs_main_ppo_on_a_ray_cluster_from_the_allocation(slurm, tmp_pa
         "actor_rollout_ref.rollout.n=4",
         "actor_rollout_ref.actor.ppo_mini_batch_size=4",
         "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
+        "actor_rollout_ref.rollout.name=hf",  # the script's logic is under test, not the rollout
         "trainer.total_training_steps=1",
         "trainer.val_before_train=False",
         "trainer.test_freq=-1",
