@@ -98,7 +98,10 @@ def build_trainer(cfg: PPOTrainerConfig) -> RayPPOTrainer:
     except (ValueError, FileNotFoundError, AttributeError) as e:
         raise SetupError(str(e)) from e
     use_gpu = cfg.trainer.device == "cuda" or (cfg.trainer.device == "auto" and dev.num_visible_gpus() > 0)
-    trainer = RayPPOTrainer(cfg, train, val, reward_fn, val_reward_fn, use_gpu, tokenizer=tokenizer)
+    try:  # also finds and checks the checkpoint to resume from
+        trainer = RayPPOTrainer(cfg, train, val, reward_fn, val_reward_fn, use_gpu, tokenizer=tokenizer)
+    except (ValueError, FileNotFoundError) as e:
+        raise SetupError(str(e)) from e
     set_total_training_steps(cfg, trainer)
     return trainer
 

@@ -97,6 +97,16 @@ class OptimConfig:
 
 
 @dataclass
+class CheckpointConfig:
+    save_contents: list[str] = field(
+        default_factory=lambda: ["model", "optimizer", "extra"]  # model | optimizer | extra | hf_model
+    )
+    load_contents: list[str] | None = (
+        None  # what a resume restores (model, optimizer, extra); null: save_contents
+    )
+
+
+@dataclass
 class PolicyLossConfig:
     loss_mode: str = "vanilla"  # registered policy loss (algos/policy_loss.py): vanilla | gspo
 
@@ -126,6 +136,7 @@ class ActorConfig:
     policy_loss: PolicyLossConfig = field(default_factory=PolicyLossConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     fsdp_config: FSDPConfig = field(default_factory=FSDPConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
 
 
 @dataclass
@@ -242,6 +253,13 @@ class TrainerConfig:
     dist_timeout_s: int = 600  # torch.distributed timeout: a hang becomes an error after this
     auto_offload: bool = False  # apply the memory planner's actor offload and micro-batch at start-up
     device_memory_gb: float | None = None  # auto_offload's budget per device; null: what workers report
+    save_freq: int = -1  # save a checkpoint every this many steps and at the last step; -1: never
+    resume_mode: str = (
+        "auto"  # auto: from default_local_dir's latest checkpoint if any | disable | resume_path
+    )
+    resume_from_path: str | None = None  # the global_step_N folder resume_mode=resume_path starts from
+    max_actor_ckpt_to_keep: int | None = None  # keep only the newest this many actor checkpoints; null: all
+    max_critic_ckpt_to_keep: int | None = None  # keep only the newest this many critic checkpoints; null: all
 
 
 @dataclass

@@ -16,6 +16,7 @@ from verl_lite.algos.loss_agg import LOSS_AGG_MODES
 from verl_lite.algos.policy_loss import GSPO_CLIP_RATIO_HIGH, GSPO_CLIP_RATIO_LOW
 from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.data.rlhf_dataset import TRUNCATIONS
+from verl_lite.engine.checkpoint import CONTENTS
 from verl_lite.engine.optim import WARMUP_STYLES
 from verl_lite.engine.parallelize import DTYPES
 from verl_lite.reward.managers import REWARD_MANAGERS
@@ -94,6 +95,8 @@ def normalize(cfg: PPOTrainerConfig) -> list[str]:
         a.strategy = "fsdp2"
     for section, fsdp in _fsdp_configs(cfg):
         _fsdp_notices(f"{ARR}.{section}.fsdp_config", fsdp, problems)
+    ck = a.checkpoint
+    ck.load_contents = list(ck.save_contents) if ck.load_contents is None else ck.load_contents
     return problems
 
 
@@ -351,6 +354,32 @@ def _check_paths(cfg: PPOTrainerConfig, problems: list[str]) -> None:
         problems.append(f"custom_reward_function.path={path!r} does not exist")
 
 
+def _check_checkpointing(cfg: PPOTrainerConfig, problems: list[str]) -> None:
+    t = cfg.trainer
+    if t.resume_mode not in ("auto", "disable", "resume_path"):
+        problems.append(
+            f"trainer.resume_mode={t.resume_mode!r} is not one of ['auto', 'disable', 'resume_path']"
+        )
+    if t.resume_mode == "resume_path" and not t.resume_from_path:
+        problems.append("trainer.resume_mode=resume_path needs trainer.resume_from_path=<.../global_step_N>")
+    for key in ("max_actor_ckpt_to_keep", "max_critic_ckpt_to_keep"):
+        value = getattr(t, key, None)
+        if value is not None and value < 1:
+            problems.append(
+                f"trainer.{key}={value} must be a positive integer, or null to keep every checkpoint"
+            )
+    ck = cfg.actor_rollout_ref.actor.checkpoint
+    for key, contents in (("save_contents", ck.save_contents), ("load_contents", ck.load_contents)):
+        unknown = [c for c in contents if c not in CONTENTS]
+        if unknown:
+            problems.append(f"{ARR}.actor.checkpoint.{key}: {unknown} not among {list(CONTENTS)}")
+    if t.save_freq > 0 and "model" not in ck.save_contents:
+        problems.append(
+            f"{ARR}.actor.checkpoint.save_contents={ck.save_contents} lacks 'model': a checkpoint without "
+            "the weights cannot be resumed from; add 'model' (or set trainer.save_freq=-1)"
+        )
+
+
 def validate(cfg: PPOTrainerConfig, num_gpus: int) -> None:
     """Raise ConfigError listing every problem; `num_gpus` is what the cluster offers (0: CPU)."""
     problems = normalize(cfg)
@@ -360,6 +389,7 @@ def validate(cfg: PPOTrainerConfig, num_gpus: int) -> None:
     if not problems:
         _check_batch_geometry(cfg, problems)
     _check_paths(cfg, problems)
+    _check_checkpointing(cfg, problems)
     if cfg.trainer.device == "cuda" and num_gpus == 0:
         problems.append("trainer.device=cuda but no GPU is visible; use trainer.device=auto or cpu")
     if problems:

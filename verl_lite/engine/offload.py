@@ -154,6 +154,10 @@ class NoOffload:
     def on_grad_reduce(self) -> None:
         pass
 
+    def after_load(self) -> None:
+        """A checkpoint's optimizer state was just loaded next to the params: put it where this mode
+        keeps it."""
+
 
 class ManualOffload(NoOffload):
     """param_offload / optimizer_offload: timed copies at phase boundaries and around the step."""
@@ -212,6 +216,10 @@ class ManualOffload(NoOffload):
     def exit_phase(self, phase: str) -> None:
         if self.params:
             self._move_params(False, phase)
+
+    def after_load(self) -> None:
+        if self.optim:
+            self._move_optimizer([p for chunk in self.param_chunks for p in chunk], False, "load_checkpoint")
 
     def step(self, phase: str) -> None:
         if not self.optim:

@@ -5,6 +5,9 @@ full weights, one tensor at a time), a `weights_loaded` flag (False until the fi
 backend that starts without weights) and `generate_tokens(prompt_ids, prompt_mask, params)`
 returning raw response tokens (prompts * n, <= response_length), each prompt's n samples adjacent,
 with their sampled-token log-probs (same shape) or None where the backend has none.
+Its sampling state (`state_dict()` / `load_state_dict()`: small ints, no tensors) goes into every
+checkpoint, so a resumed run draws the same samples as an uninterrupted one; validation
+(`SamplingParams.validate`) draws from its own stream, so validating does not move training's.
 `assemble` turns those into verl's batch layout:
   prompts (bs, P) left-padded | responses (bs, R) right-padded with pad after the first EOS
   input_ids = [prompts | responses], attention_mask, position_ids continuing the prompt's,
@@ -27,6 +30,7 @@ class SamplingParams:
     do_sample: bool = True
     response_length: int = 16
     ignore_eos: bool = False
+    validate: bool = False  # a validation rollout: its own random stream
 
     @property
     def greedy(self) -> bool:

@@ -5,6 +5,8 @@ every rollout (`update_weights`). Generating on the copy needs no collectives, s
 at different lengths; the price is one extra copy of the weights per rank (vLLM, once available,
 is the memory-frugal backend). Sampling draws from a generator seeded by (seed, rank, call), forked
 from the training RNG, so rollouts are reproducible and never perturb training's random state.
+Training and validation calls are counted apart (validation seeds carry a 1), and the counts are
+the backend's checkpointed state.
 """
 
 from __future__ import annotations
@@ -29,8 +31,24 @@ class HFRollout:
         # come back from generation_config.json and stop ignore_eos runs; EOS is passed per call instead
         self.model.generation_config.eos_token_id = None
         self.eos_id, self.pad_id = tokenizer.eos_token_id, tokenizer.pad_token_id
-        self.seed, self.rank, self.num_calls = rollout_cfg.seed, rank, 0
+        self.seed, self.rank = rollout_cfg.seed, rank
+        self.num_calls, self.num_val_calls = 0, 0
         self.weights_loaded = True  # loaded from the same folder as the actor
+
+    def state_dict(self) -> dict[str, int]:
+        return {"num_calls": self.num_calls, "num_val_calls": self.num_val_calls}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.num_calls, self.num_val_calls = int(state["num_calls"]), int(state["num_val_calls"])
+
+    def _call_seed(self, validate: bool) -> int:
+        if validate:
+            self.num_val_calls += 1
+            key = (self.seed, self.rank, self.num_val_calls, 1)
+        else:
+            self.num_calls += 1
+            key = (self.seed, self.rank, self.num_calls)
+        return hash(key) % (2**63)  # ints only: tuple hashes of ints do not vary between processes
 
     @torch.no_grad()
     def update_weights(self, named_tensors) -> dict[str, float]:
@@ -47,7 +65,7 @@ class HFRollout:
         self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, params: SamplingParams
     ) -> tuple[torch.Tensor, None]:
         """(responses (B*n, <=R), None): HF generate does not return sampled-token log-probs here."""
-        self.num_calls += 1
+        seed = self._call_seed(params.validate)
         config = GenerationConfig(
             max_new_tokens=params.response_length,
             do_sample=not params.greedy,
@@ -64,7 +82,7 @@ class HFRollout:
             prompt_mask.repeat_interleave(params.n, 0),
         )
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-            torch.manual_seed(hash((self.seed, self.rank, self.num_calls)) % (2**63))
+            torch.manual_seed(seed)
             out = self.model.generate(
                 input_ids=prompt_ids.to(device),
                 attention_mask=prompt_mask.to(device),

@@ -6,14 +6,19 @@
     ref           the reference's log-probs (only with a KL term) timing_s/ref
     adv           advantages on the driver, pure tensors          timing_s/adv
     update_actor  PPO epochs over mini-batches                    timing_s/update_actor
+    (then, every test_freq / save_freq steps: testing, save_checkpoint)
 
 Which phases run is decided once, when the trainer is built; the step loop just walks the list.
+A worker that fails or dies surfaces as a WorkerError naming the worker, its rank and method, and
+here also the trainer phase and step. `fit` first resumes from a checkpoint when there is one
+(trainer.resume_mode; the layout and atomic commit are in trainer/checkpoint.py).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from contextlib import contextmanager
 
 import numpy as np
 import ray
@@ -24,7 +29,8 @@ from verl_lite.data.rlhf_dataset import EpochSampler, RLHFDataset
 from verl_lite.plan import auto_offload
 from verl_lite.protocol import DataProto
 from verl_lite.rollout.base import compute_logprob_diff_metrics
-from verl_lite.single_controller import RayResourcePool, RayWorkerGroup
+from verl_lite.single_controller import RayResourcePool, RayWorkerGroup, WorkerError
+from verl_lite.trainer import checkpoint as ckpt
 from verl_lite.trainer.batching import dp_minibatch_order
 from verl_lite.trainer.dump import Generations, dump_jsonl, record_validation
 from verl_lite.trainer.health import HealthMonitor, run_shape
@@ -38,6 +44,15 @@ from verl_lite.trainer.tracking import Tracking
 from verl_lite.workers.actor_rollout_ref import ActorRolloutRefWorker, apply_overrides
 
 log = logging.getLogger(__name__)
+
+
+@contextmanager
+def trainer_phase(name: str, step: int):
+    """Name the trainer phase and step in a worker failure (the group names worker, rank, method)."""
+    try:
+        yield
+    except WorkerError as e:
+        raise WorkerError(f"trainer phase '{name}' at step {step} failed: {e}") from e
 
 
 class RayPPOTrainer:
@@ -79,6 +94,24 @@ class RayPPOTrainer:
             )
         self.tracker: Tracking | None = None
         self.global_steps = 0
+        self.resume_path = self.find_resume_path()
+
+    def checkpoint_contents(self) -> dict[str, list[str]]:
+        """What a resume loads per role (each role's checkpoint.load_contents)."""
+        return {"actor": self.config.actor_rollout_ref.actor.checkpoint.load_contents}
+
+    def find_resume_path(self) -> str | None:
+        """The checkpoint to resume from, checked for completeness before any worker starts."""
+        t = self.config.trainer
+        path = ckpt.resolve_resume_path(t)
+        if path is not None:
+            key = (
+                "trainer.resume_from_path"
+                if t.resume_mode == "resume_path"
+                else f"trainer.resume_mode=auto ({ckpt.TRACKER} in trainer.default_local_dir)"
+            )
+            ckpt.check_complete(path, self.checkpoint_contents(), self.world_size, key)
+        return path
 
     def sampler_steps(self) -> int:
         t = self.config.trainer
@@ -100,6 +133,7 @@ class RayPPOTrainer:
         )
         overrides = self._plan_offload() if t.auto_offload else None
         info = self.actor_rollout_wg.init_model(overrides)
+        self.checkpoint_wgs = {"actor": self.actor_rollout_wg}  # every role with trainable state
         num_nodes = len(set(self.actor_rollout_wg.node_ids()))
         log.info(
             "workers ready: %d x %s on %d node(s), %s params",
@@ -127,9 +161,11 @@ class RayPPOTrainer:
         tracker = self.tracker = Tracking.from_config(self.config, self.total_training_steps)
         health = HealthMonitor(run_shape(self.config.actor_rollout_ref.actor, self.use_gpu))
         last_val: dict[str, float] = {}
+        with trainer_phase("load_checkpoint", self.global_steps):
+            self._load_checkpoint()
         if t.val_before_train and self.val_dataset is not None:
             last_val = self._validate_timed()
-            tracker.log(last_val, step=0)
+            tracker.log(last_val, step=self.global_steps)
         while self.global_steps < self.total_training_steps:
             for indices in self.sampler.epoch_batches():
                 self.global_steps += 1
@@ -142,6 +178,8 @@ class RayPPOTrainer:
                 ):
                     last_val = self._validate_timed()
                     metrics.update(last_val)
+                if t.save_freq > 0 and (is_last or self.global_steps % t.save_freq == 0):
+                    metrics.update(self._save_checkpoint_timed())
                 tracker.log(metrics, step=self.global_steps)
                 for line in health.check(metrics):
                     log.info(line)
@@ -158,7 +196,7 @@ class RayPPOTrainer:
         )
         with timer("step", timings):
             for name, phase in self.phases:
-                with timer(name, timings):
+                with timer(name, timings), trainer_phase(name, self.global_steps):
                     batch = phase(batch, metrics)
         metrics.update(compute_data_metrics(batch, self.config.data.max_prompt_length, self.response_length))
         metrics.update({f"timing_s/{k}": v for k, v in timings.items()})
@@ -243,10 +281,39 @@ class RayPPOTrainer:
     def _model_inputs(batch: DataProto) -> DataProto:
         return batch.select(["input_ids", "attention_mask", "position_ids", "responses"])
 
+    # --- checkpoints --------------------------------------------------------------------------------
+    def _save_checkpoint_timed(self) -> dict[str, float]:
+        timings: dict[str, float] = {}
+        with timer("save_checkpoint", timings), trainer_phase("save_checkpoint", self.global_steps):
+            self._save_checkpoint()
+        return {"timing_s/save_checkpoint": timings["save_checkpoint"]}
+
+    def _save_checkpoint(self) -> None:
+        """Every role writes into a temp folder, the driver adds its own state, then one commit."""
+        t = self.config.trainer
+        root, step = t.default_local_dir, self.global_steps
+        tmp = ckpt.begin(root, step)
+        for role, wg in self.checkpoint_wgs.items():
+            wg.save_checkpoint(os.path.join(tmp, role), step)
+        ckpt.write_trainer_state(tmp, step, self.sampler.state_dict())
+        ckpt.commit(root, step, tmp)
+        ckpt.rotate(root, {role: getattr(t, f"max_{role}_ckpt_to_keep") for role in self.checkpoint_wgs})
+        log.info("saved checkpoint %s", ckpt.step_dir(root, step))
+
+    def _load_checkpoint(self) -> None:
+        if self.resume_path is None:
+            return
+        for role, wg in self.checkpoint_wgs.items():
+            wg.load_checkpoint(os.path.join(self.resume_path, role))
+        state = ckpt.read_trainer_state(self.resume_path)
+        self.global_steps = int(state["global_step"])
+        self.sampler.load_state_dict(state["sampler"])
+        log.info("resumed from %s at step %d", self.resume_path, self.global_steps)
+
     # --- validation ---------------------------------------------------------------------------------
     def _validate_timed(self) -> dict[str, float]:
         timings: dict[str, float] = {}
-        with timer("testing", timings):
+        with timer("testing", timings), trainer_phase("testing", self.global_steps):
             metrics = self.validate()
         return metrics | {"timing_s/testing": timings["testing"]}
 

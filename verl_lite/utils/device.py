@@ -57,6 +57,16 @@ def empty_cache() -> None:
         torch.cuda.empty_cache()
 
 
+def get_rng_state() -> list[torch.Tensor]:
+    """The device generators' states (one per visible GPU; none on CPU), for checkpoints."""
+    return torch.cuda.get_rng_state_all() if is_cuda_available() else []
+
+
+def set_rng_state(states: list[torch.Tensor]) -> None:
+    if is_cuda_available() and states:
+        torch.cuda.set_rng_state_all(states)
+
+
 def memory_stats_gb() -> dict[str, float]:
     """Peak device memory since the last reset; empty on CPU, where host memory is reported instead."""
     if not is_cuda_available():

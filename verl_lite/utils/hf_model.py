@@ -46,3 +46,28 @@ def load_tokenizer(path: str, trust_remote_code: bool = False):
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
+
+
+def save_hf_folder(target: str, config, generation_config=None, state_dict=None, tokenizer=None) -> None:
+    """A folder `AutoModelForCausalLM.from_pretrained` loads: config, generation config, tokenizer,
+    and, when `state_dict` (full, unsharded tensors) is given, the weights as safetensors.
+
+    The model is built on the meta device and the tensors are assigned, so no second copy of the
+    weights is allocated; tied weights are re-tied before saving, as from_pretrained would."""
+    os.makedirs(target, exist_ok=True)
+    config.save_pretrained(target)
+    if generation_config is not None:
+        generation_config.save_pretrained(target)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(target)
+    if state_dict is None:
+        return
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    missing, unexpected = model.load_state_dict(state_dict, strict=False, assign=True)
+    if unexpected or [k for k in missing if "lm_head" not in k]:
+        raise ValueError(
+            f"weights do not fit {type(model).__name__}: missing {missing}, unexpected {unexpected}"
+        )
+    model.tie_weights()
+    model.save_pretrained(target)

@@ -20,6 +20,7 @@ import psutil
 from torch.distributed.device_mesh import init_device_mesh
 
 from verl_lite.config.schema import ActorRolloutRefConfig
+from verl_lite.engine.checkpoint import load_engine, save_engine
 from verl_lite.engine.fsdp_engine import FSDPEngine
 from verl_lite.engine.offload import offload_metrics
 from verl_lite.protocol import DataProto
@@ -101,6 +102,7 @@ class ActorRolloutRefWorker(Worker):
             do_sample=source.do_sample,
             response_length=self.response_length,
             ignore_eos=r.ignore_eos,
+            validate=validate,
         )
 
     def _sync_rollout_weights(self) -> dict[str, float]:
@@ -173,6 +175,22 @@ class ActorRolloutRefWorker(Worker):
         self.rollout_is_stale = True
         metrics.update(self._step_report())
         return DataProto(meta_info={"metrics": metrics})
+
+    # --- checkpoints ---------------------------------------------------------------------------------
+    @register(Dispatch.ONE_TO_ALL)
+    def save_checkpoint(self, local_path: str, global_step: int = 0) -> None:
+        """The actor's state (engine + the rollout's sampling state) into `local_path`, on every rank
+        together; the driver commits the folder. The reference is frozen and is not saved."""
+        extra = {"rollout": self.rollout.state_dict(), "global_step": global_step}
+        contents = self.config.actor.checkpoint.save_contents
+        save_engine(self.engines["actor"], local_path, contents, extra=extra, tokenizer=self.tokenizer)
+
+    @register(Dispatch.ONE_TO_ALL)
+    def load_checkpoint(self, local_path: str) -> None:
+        extra = load_engine(self.engines["actor"], local_path, self.config.actor.checkpoint.load_contents)
+        if "rollout" in extra:
+            self.rollout.load_state_dict(extra["rollout"])
+        self.rollout_is_stale = True  # the rollout still holds the weights it was built with
 
     def _step_report(self) -> dict[str, float]:
         """Engine timings, offload traffic, and memory since the previous report."""

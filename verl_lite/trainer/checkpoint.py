@@ -1,0 +1,165 @@
+"""Checkpoints on the driver's side: the layout, committing a checkpoint atomically, rotation, resume.
+
+Under trainer.default_local_dir:
+
+    global_step_N/
+        actor/ critic/                 each role's engine state, written by its workers (engine/checkpoint.py)
+        data.pt                        the driver's state: global step and the sampler's position
+    latest_checkpointed_iteration.txt  N of the newest complete checkpoint
+
+A checkpoint is written into `.tmp_global_step_N/`. Only when every worker has returned and the
+driver has written data.pt are all files and folders fsynced and the folder renamed to
+`global_step_N` (one rename: a folder of that name is always complete); then the tracker file is
+replaced the same way (temp file, fsync, os.replace). A crash at any point leaves the previous
+checkpoint and the tracker pointing at it untouched; the next save removes a leftover temp folder.
+Old checkpoints are removed after the new one is committed, renamed aside first, so a crash
+mid-delete never leaves a half-deleted folder under a checkpoint's name.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+
+import torch
+
+from verl_lite.engine.checkpoint import MODEL_DIR, OPTIM_DIR, extra_state_name
+
+log = logging.getLogger(__name__)
+
+TRACKER = "latest_checkpointed_iteration.txt"
+DATA_FILE = "data.pt"
+STEP_DIR = re.compile(r"^global_step_(\d+)$")
+RESUME_MODES = ("auto", "disable", "resume_path")
+
+
+def step_dir(root: str, step: int) -> str:
+    return os.path.join(root, f"global_step_{step}")
+
+
+def begin(root: str, step: int) -> str:
+    """A fresh, empty temp folder for step `step`'s checkpoint."""
+    tmp = os.path.join(root, f".tmp_global_step_{step}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    return tmp
+
+
+def write_trainer_state(folder: str, global_step: int, sampler_state: dict) -> None:
+    torch.save({"global_step": global_step, "sampler": sampler_state}, os.path.join(folder, DATA_FILE))
+
+
+def read_trainer_state(folder: str) -> dict:
+    return torch.load(os.path.join(folder, DATA_FILE), weights_only=True)
+
+
+def _fsync(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_tree(folder: str) -> None:
+    for dirpath, _, files in os.walk(folder, topdown=False):
+        for name in files:
+            _fsync(os.path.join(dirpath, name))
+        _fsync(dirpath)
+
+
+def _remove(root: str, path: str) -> None:
+    """Rename aside, then delete: a name that looks like a checkpoint never points at half a one."""
+    trash = os.path.join(root, f".trash_{os.path.basename(path)}_{os.getpid()}")
+    os.rename(path, trash)
+    shutil.rmtree(trash)
+
+
+def commit(root: str, step: int, tmp: str) -> str:
+    """Publish the temp folder as global_step_`step` and point the tracker at it."""
+    _fsync_tree(tmp)
+    final = step_dir(root, step)
+    if os.path.exists(final):  # a run restarted without resume writes the same step again
+        _remove(root, final)
+    os.rename(tmp, final)
+    _fsync(root)
+    tracker_tmp = os.path.join(root, f".{TRACKER}.tmp")
+    with open(tracker_tmp, "w") as f:
+        f.write(str(step))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tracker_tmp, os.path.join(root, TRACKER))
+    _fsync(root)
+    return final
+
+
+def saved_steps(root: str) -> list[int]:
+    if not os.path.isdir(root):
+        return []
+    return sorted(int(m.group(1)) for m in map(STEP_DIR.match, os.listdir(root)) if m)
+
+
+def rotate(root: str, keep: dict[str, int | None]) -> None:
+    """Keep the newest `keep[role]` checkpoints of each role (None: all); a step folder left with no
+    role is removed whole."""
+    steps = saved_steps(root)
+    for role, limit in keep.items():
+        if limit is None or limit <= 0:
+            continue
+        with_role = [s for s in steps if os.path.isdir(os.path.join(step_dir(root, s), role))]
+        for s in with_role[:-limit]:
+            _remove(root, os.path.join(step_dir(root, s), role))
+    for s in steps:
+        folder = step_dir(root, s)
+        if not any(os.path.isdir(os.path.join(folder, role)) for role in keep):
+            _remove(root, folder)
+
+
+def latest_step(root: str) -> int | None:
+    tracker = os.path.join(root, TRACKER)
+    if not os.path.exists(tracker):
+        return None
+    text = open(tracker).read().strip()
+    if not text.isdigit():
+        raise ValueError(f"{tracker} holds {text!r}, not a step number; delete it or fix it")
+    return int(text)
+
+
+def resolve_resume_path(trainer_cfg) -> str | None:
+    """The checkpoint folder this run resumes from, or None to start from scratch."""
+    t = trainer_cfg
+    if t.resume_mode == "disable":
+        return None
+    if t.resume_mode == "resume_path":
+        if not t.resume_from_path:
+            raise ValueError(
+                "trainer.resume_mode=resume_path needs trainer.resume_from_path=<.../global_step_N>"
+            )
+        return os.path.abspath(os.path.expanduser(t.resume_from_path))
+    step = latest_step(t.default_local_dir)
+    if step is None:
+        return None
+    return step_dir(os.path.abspath(t.default_local_dir), step)
+
+
+def check_complete(path: str, roles: dict[str, list[str]], world_size: int, key: str) -> None:
+    """Raise naming `key` when `path` is not a complete checkpoint holding `roles[role]` contents."""
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"{key}: checkpoint folder {path!r} does not exist")
+    needed = [DATA_FILE]
+    for role, contents in roles.items():
+        if "model" in contents:
+            needed.append(os.path.join(role, MODEL_DIR, ".metadata"))
+        if "optimizer" in contents:
+            needed.append(os.path.join(role, OPTIM_DIR, ".metadata"))
+        if "extra" in contents:
+            needed += [os.path.join(role, extra_state_name(world_size, r)) for r in range(world_size)]
+    missing = [n for n in needed if not os.path.exists(os.path.join(path, n))]
+    if missing:
+        raise FileNotFoundError(
+            f"{key}: checkpoint {path!r} is incomplete or does not match this run: missing {missing}. "
+            "Point it at another global_step_N folder, resume with the world size it was saved with, "
+            "or narrow the role's checkpoint.load_contents"
+        )
