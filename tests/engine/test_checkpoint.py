@@ -1,0 +1,163 @@
+"""Engine checkpoints on 2 gloo ranks: save, load into fresh engines in every offload mode, train on.
+
+The source engine keeps its state on the host (offload_policy) and saves after one update; fresh
+engines in each offload mode load that checkpoint and take the same second update. Their weights
+must equal the source's after its own second update, which only holds if params, Adam moments,
+step counts and the lr schedule all came back. The HF export and the offline model merger must
+give the logits of the weights the engine held when it saved. A NaN in the loss skips the step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+import torch
+from torch.distributed.device_mesh import init_device_mesh
+from transformers import AutoModelForCausalLM
+
+from tests.helpers.dist import run_ranks
+from tests.helpers.models import make_ppo_batch
+from verl_lite.config.schema import ActorConfig, FSDPConfig, ModelConfig, OptimConfig
+from verl_lite.engine.checkpoint import load_engine, save_engine
+from verl_lite.engine.fsdp_engine import FSDPEngine
+from verl_lite.model_merger import merge
+from verl_lite.workers.actor import PPOActor
+
+MODES = {
+    "none": {},
+    "param_opt_offload": {"param_offload": True, "optimizer_offload": True},
+    "offload_policy": {"offload_policy": True},
+}
+ROWS = 8
+
+
+def _build(model_dir, mesh, fsdp_over):
+    cfg = ActorConfig(grad_clip=1.0)
+    cfg.clip_ratio_low = cfg.clip_ratio_high = 0.2
+    cfg.optim = OptimConfig(lr=1e-2, weight_decay=0.01, total_training_steps=4, warmup_style="cosine")
+    engine = FSDPEngine(
+        ModelConfig(path=model_dir),
+        dataclasses.replace(FSDPConfig(), **fsdp_over),
+        mesh,
+        role="actor",
+        optim_cfg=cfg.optim,
+        grad_clip=1.0,
+    )
+    return engine, PPOActor(engine, cfg, response_length=5, temperature=1.0)
+
+
+def _full(engine) -> dict[str, torch.Tensor]:
+    return {n: t.clone() for n, t in engine.iter_full_params()}
+
+
+def _max_diff(a, b) -> float:
+    return max((a[n] - b[n]).abs().max().item() for n in a)
+
+
+def _save_load_train(rank, world, model_dir, path):
+    mesh = init_device_mesh("cpu", (world,))
+    batches = [make_ppo_batch(vocab=110, bs=ROWS, seed=20 + s) for s in range(2)]
+    rows = ROWS // world
+    local = [{k: v[rank * rows : (rank + 1) * rows] for k, v in b.items()} for b in batches]
+
+    source, actor = _build(model_dir, mesh, MODES["offload_policy"])
+    actor.update(local[0], mini_size=rows // 2, micro_size=2)  # two optimizer steps
+    at_save = _full(source)
+    torch.manual_seed(100 + rank)
+    save_engine(source, path, ["model", "optimizer", "extra", "hf_model"], extra={"rank": rank})
+    draws_after_save = torch.rand(4)
+    actor.update(local[1], mini_size=rows // 2, micro_size=2)
+    want = _full(source)
+
+    out = {"at_save": at_save, "moved": _max_diff(want, at_save), "diff": {}}
+    for mode, fsdp_over in MODES.items():
+        engine, resumed = _build(model_dir, mesh, fsdp_over)
+        extra = load_engine(engine, path, ["model", "optimizer", "extra"])
+        assert extra == {"rank": rank}
+        assert torch.equal(torch.rand(4), draws_after_save), "the torch RNG state comes back"
+        assert engine.lr_scheduler.state_dict() == _lr_after_first(source)
+        resumed.update(local[1], mini_size=rows // 2, micro_size=2)
+        out["diff"][mode] = _max_diff(_full(engine), want)
+    return out
+
+
+def _lr_after_first(source):
+    """The source's scheduler as it was at save time: one training step behind now."""
+    state = dict(source.lr_scheduler.state_dict())
+    state["last_epoch"] -= 1
+    state["_step_count"] -= 1
+    lr = source.lr_scheduler.lr_lambdas[0](state["last_epoch"]) * state["base_lrs"][0]
+    state["_last_lr"] = [lr]
+    return state
+
+
+@pytest.fixture(scope="module")
+def saved(tiny_model_dir, tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("engine_ckpt") / "actor")
+    results = run_ranks(_save_load_train, 2, tiny_model_dir, path)
+    return path, results
+
+
+def test_resumed_engines_in_every_offload_mode_train_on_identically(saved):
+    _, results = saved
+    for r in results:
+        assert r["moved"] > 1e-4, "the second update must change the weights for the check to mean anything"
+        for mode, diff in r["diff"].items():
+            assert diff < 1e-6, f"{mode}: weights differ by {diff} from the uninterrupted engine"
+
+
+def _logits(model_dir_or_model, ids):
+    model = (
+        AutoModelForCausalLM.from_pretrained(model_dir_or_model, dtype=torch.float32)
+        if isinstance(model_dir_or_model, str)
+        else model_dir_or_model
+    )
+    with torch.no_grad():
+        return model(input_ids=ids).logits
+
+
+def test_hf_export_and_model_merger_give_the_engines_logits(saved, tiny_model_dir, tmp_path):
+    path, results = saved
+    reference = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    reference.load_state_dict(results[0]["at_save"], strict=False)  # lm_head is tied to the embedding
+    ids = torch.randint(3, 110, (3, 12), generator=torch.Generator().manual_seed(0))
+    want = _logits(reference, ids)
+    merged = merge(path, str(tmp_path / "merged"))
+    for folder in (f"{path}/huggingface", merged):
+        diff = (_logits(folder, ids) - want).abs().max().item()
+        assert diff < 1e-5, f"{folder}: logits differ by {diff}"
+    base = _logits(tiny_model_dir, ids)
+    assert (base - want).abs().max() > 1e-3, "trained weights must differ from the initial ones"
+
+
+def _nan_loss_step(rank, world, model_dir):
+    mesh = init_device_mesh("cpu", (world,))
+    engine, actor = _build(model_dir, mesh, {})
+    rows = ROWS // world
+    batch = make_ppo_batch(vocab=110, bs=ROWS, seed=5)
+    local = {k: v[rank * rows : (rank + 1) * rows] for k, v in batch.items()}
+    actor.update(local, mini_size=rows, micro_size=2)  # a normal step: Adam state exists
+    engine.pop_metrics()
+    before = _full(engine)
+    moments = {id(p): s["exp_avg"].to_local().clone() for p, s in engine.optimizer.state.items()}
+    if rank == 1:  # a NaN on one rank poisons the reduced gradient on all of them
+        local["advantages"][0, 0] = float("nan")
+    metrics = actor.update(local, mini_size=rows, micro_size=2)
+    report, _ = engine.pop_metrics()
+    unchanged = _max_diff(_full(engine), before)
+    moments_same = all(
+        torch.equal(s["exp_avg"].to_local(), moments[id(p)]) for p, s in engine.optimizer.state.items()
+    )
+    actor.update({k: v for k, v in local.items()} | {"advantages": batch["advantages"][:rows]}, rows, 2)
+    recovered = _max_diff(_full(engine), before)
+    return metrics, report, unchanged, moments_same, recovered
+
+
+def test_nan_loss_skips_the_optimizer_step_and_is_counted(tiny_model_dir):
+    for metrics, report, unchanged, moments_same, recovered in run_ranks(_nan_loss_step, 2, tiny_model_dir):
+        assert math.isnan(metrics["actor/pg_loss"]) and math.isnan(metrics["actor/grad_norm"])
+        assert report["actor/nonfinite_grad_skips"] == 1
+        assert unchanged == 0.0 and moments_same, "a skipped step leaves weights and Adam moments alone"
+        assert recovered > 1e-4, "the next finite step trains again"

@@ -1,0 +1,173 @@
+"""Exact resume through the real CLI: a resumed run reproduces an uninterrupted one step for step.
+
+The reference trains 4 steps and checkpoints every 2 (with the HF export). A second run resumes
+from its global_step_2 (resume_mode=resume_path); a third is SIGKILLed, driver process group and
+all, once it has checkpointed step 2 or later, and is restarted with resume_mode=auto. Every
+training metric of the resumed steps must equal the reference's (timing, throughput and memory
+figures aside). The model merger turns the reference's last checkpoint into a HF folder with the
+same logits as the HF export the trainer wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from tests.test_main_ppo import NONDETERMINISTIC, SMALL
+from verl_lite.trainer import checkpoint as ckpt
+
+pytestmark = pytest.mark.slow
+
+FOUR_STEPS = [o for o in SMALL if not o.startswith("trainer.total_training_steps")] + [
+    "trainer.total_training_steps=4"
+]
+
+
+def _cmd(out, *overrides):
+    return [
+        sys.executable,
+        "-m",
+        "verl_lite.main_ppo",
+        f"hydra.run.dir={out}",
+        f"trainer.default_local_dir={out}",
+        *FOUR_STEPS,
+        *overrides,
+    ]
+
+
+def _run(out, *overrides):
+    env = dict(os.environ, RAY_DEDUP_LOGS="0")
+    proc = subprocess.run(_cmd(out, *overrides), capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return proc
+
+
+def _training_rows(out) -> dict[int, dict]:
+    """The last logged training row of each step (a step re-run after a kill is logged twice)."""
+    rows = {}
+    with open(os.path.join(out, "metrics.jsonl")) as f:
+        for line in f:
+            row = json.loads(line)
+            if "actor/pg_loss" in row:
+                rows[row["step"]] = {k: v for k, v in row.items() if not k.startswith(NONDETERMINISTIC)}
+    return rows
+
+
+def _assert_same_steps(reference, resumed, steps):
+    for step in steps:
+        want, got = reference[step], resumed[step]
+        assert set(want) == set(got), set(want) ^ set(got)
+        diff = {k: (want[k], got[k]) for k in want if abs(want[k] - got[k]) > 1e-6}
+        assert not diff, f"step {step}: {diff}"
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("resume") / "reference")
+    _run(
+        out,
+        "trainer.save_freq=2",
+        "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]",
+    )
+    return out
+
+
+def test_reference_run_writes_complete_checkpoints(reference):
+    assert ckpt.saved_steps(reference) == [2, 4] and ckpt.latest_step(reference) == 4
+    for step in (2, 4):
+        ckpt.check_complete(
+            ckpt.step_dir(reference, step), {"actor": ["model", "optimizer", "extra"]}, 2, "t"
+        )
+    assert not [n for n in os.listdir(reference) if n.startswith((".tmp", ".trash"))]
+    rows = _training_rows(reference)
+    assert sorted(rows) == [1, 2, 3, 4] and rows[4]["actor/grad_norm"] > 0
+
+
+def test_resume_from_path_reproduces_the_reference(reference, tmp_path):
+    out = str(tmp_path / "resumed")
+    path = ckpt.step_dir(reference, 2)
+    proc = _run(
+        out, "trainer.save_freq=2", "trainer.resume_mode=resume_path", f"trainer.resume_from_path={path}"
+    )
+    assert f"resumed from {path} at step 2" in proc.stdout + proc.stderr
+    rows = _training_rows(out)
+    assert sorted(rows) == [3, 4], "a resumed run starts after the checkpoint's step"
+    _assert_same_steps(_training_rows(reference), rows, [3, 4])
+
+
+def _wait_for_checkpoint(out, proc, step, timeout=300):
+    start = time.time()
+    while time.time() - start < timeout:
+        if proc.poll() is not None:
+            pytest.fail(f"the run ended (status {proc.returncode}) before checkpointing step {step}")
+        try:
+            if (ckpt.latest_step(out) or 0) >= step:
+                return
+        except ValueError:  # caught between write and rename: never, the tracker is replaced atomically
+            raise
+        time.sleep(0.2)
+    pytest.fail(f"no checkpoint of step {step} within {timeout}s")
+
+
+def test_sigkilled_run_resumes_exactly_and_keeps_only_the_newest(reference, tmp_path):
+    out = str(tmp_path / "killed")
+    keep = ["trainer.save_freq=1", "trainer.max_actor_ckpt_to_keep=2"]
+    env = dict(os.environ, RAY_DEDUP_LOGS="0")
+    with open(tmp_path / "killed.log", "w") as log:
+        proc = subprocess.Popen(_cmd(out, *keep), stdout=log, stderr=log, env=env, start_new_session=True)
+        try:
+            _wait_for_checkpoint(out, proc, 2)
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    killed_at = ckpt.latest_step(out)
+    for step in ckpt.saved_steps(out):  # whatever the kill interrupted, every named checkpoint is whole
+        ckpt.check_complete(ckpt.step_dir(out, step), {"actor": ["model", "optimizer", "extra"]}, 2, "t")
+    proc = _run(out, *keep)  # resume_mode=auto is the default
+    assert f"resumed from {ckpt.step_dir(os.path.abspath(out), killed_at)}" in proc.stdout + proc.stderr
+    resumed = _training_rows(out)
+    _assert_same_steps(_training_rows(reference), resumed, range(killed_at + 1, 5))
+    assert ckpt.saved_steps(out) == [3, 4] and ckpt.latest_step(out) == 4
+    assert not [n for n in os.listdir(out) if n.startswith((".tmp", ".trash"))]
+
+
+def test_model_merger_cli_matches_the_hf_export(reference, tmp_path):
+    actor = os.path.join(ckpt.step_dir(reference, 4), "actor")
+    target = str(tmp_path / "merged")
+    cmd = [sys.executable, "-m", "verl_lite.model_merger", "merge", "--backend", "fsdp"]
+    proc = subprocess.run(
+        [*cmd, "--local_dir", actor, "--target_dir", target], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ids = torch.randint(3, 100, (2, 20), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        merged = AutoModelForCausalLM.from_pretrained(target)(input_ids=ids).logits
+        export = AutoModelForCausalLM.from_pretrained(f"{actor}/huggingface")(input_ids=ids).logits
+        initial = AutoModelForCausalLM.from_pretrained(f"{ckpt.step_dir(reference, 2)}/actor/huggingface")(
+            input_ids=ids
+        ).logits
+    assert (merged - export).abs().max() < 1e-5
+    assert (export - initial).abs().max() > 1e-4, "steps 3-4 must have changed the weights"
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "verl_lite.model_merger",
+            "--local_dir",
+            str(tmp_path),
+            "--target_dir",
+            target,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert bad.returncode == 2 and "--local_dir" in bad.stderr

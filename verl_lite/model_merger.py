@@ -1,0 +1,103 @@
+"""`python -m verl_lite.model_merger`: a sharded actor checkpoint -> a Hugging Face model folder.
+
+    python -m verl_lite.model_merger --local_dir ckpts/global_step_4/actor --target_dir merged/
+    python -m verl_lite.model_merger merge --backend fsdp --local_dir ... --target_dir ...   # verl's form
+
+The checkpoint's model/ folder is torch.distributed.checkpoint (one shard file per rank). It is read
+offline, in one process, without Ray or a process group: the full tensors are allocated from the
+checkpoint's own metadata (names, shapes, dtypes) and DCP fills them from every rank's shards. The
+model is then written with the checkpoint's huggingface/ config, generation config and tokenizer
+(or those of --hf_model_path) as safetensors that AutoModelForCausalLM loads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import warnings
+
+import torch
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.metadata import TensorStorageMetadata
+from transformers import AutoConfig, GenerationConfig
+
+from verl_lite.engine.checkpoint import HF_DIR, MODEL_DIR
+from verl_lite.utils.hf_model import save_hf_folder
+
+# files of a HF folder that describe the model, not the tokenizer
+MODEL_FILES = ("config.json", "generation_config.json", "model.safetensors", "model.safetensors.index.json")
+
+
+def load_full_state_dict(model_dir: str) -> dict[str, torch.Tensor]:
+    """Every tensor of a DCP checkpoint, unsharded, on the host."""
+    if not os.path.exists(os.path.join(model_dir, ".metadata")):
+        raise FileNotFoundError(
+            f"--local_dir: {model_dir!r} holds no torch.distributed.checkpoint (.metadata missing); "
+            "point --local_dir at a global_step_N/actor folder saved with 'model' in checkpoint.save_contents"
+        )
+    metadata = dcp.FileSystemReader(model_dir).read_metadata()
+    state = {
+        key: torch.empty(meta.size, dtype=meta.properties.dtype)
+        for key, meta in metadata.state_dict_metadata.items()
+        if isinstance(meta, TensorStorageMetadata)
+    }
+    with warnings.catch_warnings():  # "assuming the intent is to load in a single process": it is
+        warnings.simplefilter("ignore", UserWarning)
+        dcp.load(state, checkpoint_id=model_dir, no_dist=True)
+    return state
+
+
+def merge(local_dir: str, target_dir: str, hf_model_path: str | None = None) -> str:
+    """Write the merged HF folder; returns target_dir."""
+    source = hf_model_path or os.path.join(local_dir, HF_DIR)
+    if not os.path.exists(os.path.join(source, "config.json")):
+        key = "--hf_model_path" if hf_model_path else "--local_dir"
+        raise FileNotFoundError(
+            f"{key}: no config.json in {source!r}; the checkpoint's {HF_DIR}/ folder (written with every "
+            "checkpoint) or --hf_model_path must hold the model's config"
+        )
+    state = load_full_state_dict(os.path.join(local_dir, MODEL_DIR))
+    config = AutoConfig.from_pretrained(source)
+    try:
+        generation_config = GenerationConfig.from_pretrained(source)
+    except OSError:  # a model folder without generation_config.json
+        generation_config = None
+    save_hf_folder(target_dir, config, generation_config, state)
+    for name in sorted(os.listdir(source)):  # the tokenizer files, as they were saved
+        path = os.path.join(source, name)
+        if os.path.isfile(path) and name not in MODEL_FILES and not name.endswith(".safetensors"):
+            shutil.copy2(path, os.path.join(target_dir, name))
+    return target_dir
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    if argv and argv[0] == "merge":  # verl's `model_merger merge --backend fsdp ...`
+        argv = argv[1:]
+    parser = argparse.ArgumentParser(
+        prog="python -m verl_lite.model_merger",
+        description="Merge a sharded verl_lite checkpoint (global_step_N/actor) into a HF model folder.",
+    )
+    parser.add_argument("--backend", default="fsdp", help="checkpoint format; only fsdp (FSDP2 + DCP)")
+    parser.add_argument("--local_dir", required=True, help="the global_step_N/actor folder")
+    parser.add_argument("--target_dir", required=True, help="where to write the HF model folder")
+    parser.add_argument("--hf_model_path", default=None, help="take config and tokenizer from this folder")
+    args = parser.parse_args(argv)
+    if args.backend != "fsdp":
+        parser.error(f"--backend={args.backend!r}: verl_lite checkpoints are FSDP2 only; use --backend fsdp")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        target = merge(args.local_dir, args.target_dir, args.hf_model_path)
+    except FileNotFoundError as e:
+        print(f"verl_lite.model_merger: {e}", file=sys.stderr)
+        sys.exit(2)
+    print(f"merged {args.local_dir} -> {target}")
+
+
+if __name__ == "__main__":
+    main()
