@@ -1,0 +1,116 @@
+"""A worker that dies mid-step or mid-save: the run stops naming worker, rank and trainer phase, and
+the last committed checkpoint stays whole and resumable.
+
+The trainer runs in this process on a real Ray with 2 FSDP2 workers and checkpoints every step.
+At step 2 one worker's process is SIGKILLed right as a phase starts: in `update_actor`, and in
+`save_checkpoint` (where its partner is then left mid-write). The checkpoint of step 1 must still
+be the latest, complete, and give the same weights through the model merger as its HF export.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+import ray
+import torch
+from hydra import compose, initialize_config_dir
+from transformers import AutoModelForCausalLM
+
+from tests.test_main_ppo import SMALL
+from verl_lite.config.compose import register_schema, to_config
+from verl_lite.main_ppo import build_trainer
+from verl_lite.model_merger import merge
+from verl_lite.single_controller import WorkerError
+from verl_lite.trainer import checkpoint as ckpt
+
+pytestmark = pytest.mark.slow
+CONF = Path(__file__).resolve().parents[2] / "conf"
+CONTENTS = ["model", "optimizer", "extra"]
+
+
+def _trainer(out: str):
+    register_schema()
+    overrides = [
+        *SMALL,
+        f"trainer.default_local_dir={out}",
+        "trainer.save_freq=1",
+        "trainer.val_before_train=False",
+        "trainer.test_freq=-1",
+        "trainer.logger=[file]",
+        "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]",
+    ]
+    with initialize_config_dir(config_dir=str(CONF), version_base=None):
+        cfg = to_config(compose("ppo_trainer", overrides=overrides))
+    trainer = build_trainer(cfg)
+    trainer.init_workers()
+    return trainer
+
+
+def _kill_rank_1_at_step_2(trainer, fn):
+    """`fn`, except that at step 2 the process of worker rank 1 is SIGKILLed first."""
+    worker = trainer.actor_rollout_wg.workers[1]
+    pid = ray.get(worker.__ray_call__.remote(lambda self: os.getpid()))
+
+    def wrapped(*args, **kwargs):
+        if trainer.global_steps == 2:
+            os.kill(pid, signal.SIGKILL)
+        return fn(*args, **kwargs)
+
+    return wrapped
+
+
+def _assert_step_1_is_intact(out: str, tmp_path) -> None:
+    assert ckpt.latest_step(out) == 1 and ckpt.saved_steps(out) == [1]
+    step1 = ckpt.step_dir(out, 1)
+    ckpt.check_complete(step1, {"actor": CONTENTS}, 2, "test")
+    merged = merge(os.path.join(step1, "actor"), str(tmp_path / "merged"))
+    ids = torch.randint(3, 100, (2, 16), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        a = AutoModelForCausalLM.from_pretrained(merged)(input_ids=ids).logits
+        b = AutoModelForCausalLM.from_pretrained(os.path.join(step1, "actor", "huggingface"))(
+            input_ids=ids
+        ).logits
+    assert torch.equal(a, b), "the sharded weights of step 1 are the ones its HF export holds"
+
+
+def test_worker_killed_in_update_actor_names_worker_rank_and_phase(ray_local, tmp_path):
+    out = str(tmp_path / "run")
+    trainer = _trainer(out)
+    try:
+        trainer.phases = [
+            (n, _kill_rank_1_at_step_2(trainer, p) if n == "update_actor" else p) for n, p in trainer.phases
+        ]
+        with pytest.raises(WorkerError) as info:
+            trainer.fit()
+    finally:
+        trainer.shutdown()
+    message = str(info.value)
+    assert "trainer phase 'update_actor' at step 2" in message, message
+    assert "actor_rollout_ref rank 1 died during update_actor" in message, message
+    _assert_step_1_is_intact(out, tmp_path)
+
+
+def test_worker_killed_mid_save_leaves_the_previous_checkpoint_and_resume_works(ray_local, tmp_path):
+    out = str(tmp_path / "run")
+    trainer = _trainer(out)
+    try:
+        wg = trainer.actor_rollout_wg
+        wg.save_checkpoint = _kill_rank_1_at_step_2(trainer, wg.save_checkpoint)
+        with pytest.raises(WorkerError, match=r"trainer phase 'save_checkpoint' at step 2 failed: .*rank 1"):
+            trainer.fit()
+    finally:
+        trainer.shutdown()
+    assert os.path.isdir(os.path.join(out, ".tmp_global_step_2")), "the interrupted save stays a temp folder"
+    _assert_step_1_is_intact(out, tmp_path)
+
+    resumed = _trainer(out)  # resume_mode=auto: from step 1, past the leftover temp folder
+    try:
+        assert resumed.resume_path == ckpt.step_dir(os.path.abspath(out), 1)
+        resumed.fit()
+    finally:
+        resumed.shutdown()
+    assert ckpt.latest_step(out) == 2 and ckpt.saved_steps(out) == [1, 2]
+    assert not os.path.exists(os.path.join(out, ".tmp_global_step_2"))
