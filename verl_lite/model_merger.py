@@ -19,11 +19,10 @@ import sys
 import warnings
 
 import torch
-import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 from transformers import AutoConfig, GenerationConfig
 
-from verl_lite.engine.checkpoint import HF_DIR, MODEL_DIR
+from verl_lite.engine.checkpoint import HF_DIR, MODEL_DIR, read_dcp, read_dcp_metadata
 from verl_lite.utils.hf_model import save_hf_folder
 
 # files of a HF folder that describe the model, not the tokenizer
@@ -37,7 +36,7 @@ def load_full_state_dict(model_dir: str) -> dict[str, torch.Tensor]:
             f"--local_dir: {model_dir!r} holds no torch.distributed.checkpoint (.metadata missing); "
             "point --local_dir at a global_step_N/actor folder saved with 'model' in checkpoint.save_contents"
         )
-    metadata = dcp.FileSystemReader(model_dir).read_metadata()
+    metadata = read_dcp_metadata(model_dir)
     state = {
         key: torch.empty(meta.size, dtype=meta.properties.dtype)
         for key, meta in metadata.state_dict_metadata.items()
@@ -45,7 +44,7 @@ def load_full_state_dict(model_dir: str) -> dict[str, torch.Tensor]:
     }
     with warnings.catch_warnings():  # "assuming the intent is to load in a single process": it is
         warnings.simplefilter("ignore", UserWarning)
-        dcp.load(state, checkpoint_id=model_dir, no_dist=True)
+        read_dcp(state, model_dir, no_dist=True)
     return state
 
 

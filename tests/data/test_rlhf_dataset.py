@@ -94,3 +94,59 @@ def test_sampler_is_seeded_reshuffles_per_epoch_and_resumes():
     fresh.load_state_dict(state)
     assert [first, *fresh.epoch_batches()] == epoch0
     assert torch.equal(torch.tensor(sorted(sum(epoch0, []))), torch.tensor(sorted(sum(epoch0, []))))
+
+
+def _write_rows(tmp_path, rows, name="bad.parquet"):
+    path = tmp_path / name
+    pd.DataFrame(rows).to_parquet(path)
+    return str(path)
+
+
+def _row(**over):
+    row = {
+        "data_source": "verl_lite/arith",
+        "prompt": [{"role": "user", "content": "1+2="}],
+        "reward_model": {"ground_truth": "3"},
+    }
+    return row | over
+
+
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (
+            {"prompt": "1+2="},
+            r"bad.parquet row 0: column 'prompt' must be a list of chat messages, got '1\+2='",
+        ),
+        (
+            {"prompt": [{"role": "user"}]},
+            r"row 1: column 'prompt' holds \{'role': 'user'.*not a \{role, content\}",
+        ),
+        ({"prompt": []}, "row 1: column 'prompt' holds no messages"),
+        (
+            {"reward_model": {"style": "rule"}},
+            r"row 1 \(data_source='verl_lite/arith'\): no reward_model.ground_truth",
+        ),
+        ({"data_source": None}, "row 1: column 'data_source' must name the data source, got (None|nan)"),
+    ],
+    ids=["prompt_is_a_string", "message_without_content", "no_messages", "no_ground_truth", "no_data_source"],
+)
+def test_malformed_rows_are_named_by_file_row_and_key(tmp_path, tok, bad, match):
+    # parquet keeps one type per column: a string prompt column holds only strings
+    rows = [_row(**bad)] if isinstance(bad.get("prompt"), str) else [_row(), _row(**bad)]
+    path = _write_rows(tmp_path, rows)
+    with pytest.raises(ValueError, match=match):
+        RLHFDataset(path, tok, PromptSpec())
+
+
+def test_missing_reward_model_column_and_rows_counted_per_file(tmp_path, tok):
+    no_column = _write_rows(tmp_path, [{k: v for k, v in _row().items() if k != "reward_model"}])
+    with pytest.raises(ValueError, match="bad.parquet row 0 .*no reward_model.ground_truth"):
+        RLHFDataset(no_column, tok, PromptSpec())
+    assert len(RLHFDataset(no_column, tok, PromptSpec(require_ground_truth=False))) == 1
+    good = _write_rows(tmp_path, [_row(), _row()], name="good.parquet")
+    bad = _write_rows(
+        tmp_path, [_row(), _row(prompt=[{"role": "user", "content": " "}])], name="second.parquet"
+    )
+    with pytest.raises(ValueError, match="second.parquet row 1: column 'prompt' holds an empty prompt"):
+        RLHFDataset([good, bad], tok, PromptSpec())

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
+import pickle
+import shutil
 
 import pytest
 import torch
@@ -23,6 +26,7 @@ from verl_lite.config.schema import ActorConfig, FSDPConfig, ModelConfig, OptimC
 from verl_lite.engine.checkpoint import load_engine, save_engine
 from verl_lite.engine.fsdp_engine import FSDPEngine
 from verl_lite.model_merger import merge
+from verl_lite.trainer import checkpoint as ckpt
 from verl_lite.workers.actor import PPOActor
 
 MODES = {
@@ -161,3 +165,30 @@ def test_nan_loss_skips_the_optimizer_step_and_is_counted(tiny_model_dir):
         assert report["actor/nonfinite_grad_skips"] == 1
         assert unchanged == 0.0 and moments_same, "a skipped step leaves weights and Adam moments alone"
         assert recovered > 1e-4, "the next finite step trains again"
+
+
+class _Payload:
+    """Unpickling this runs a shell command: what a hostile checkpoint would carry."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_hostile_checkpoint_is_refused_without_running_its_code(saved, tmp_path):
+    path, _ = saved
+    copy = tmp_path / "actor"
+    shutil.copytree(path, copy)
+    marker = tmp_path / "pwned"
+    with open(copy / "model" / ".metadata", "wb") as f:
+        pickle.dump(_Payload(marker), f)
+    with pytest.raises(
+        ValueError, match=r"refusing to load .*\.metadata: not a torch.distributed.checkpoint"
+    ):
+        merge(str(copy), str(tmp_path / "merged"))
+    torch.save({"global_step": 1, "sampler": _Payload(marker)}, copy / "data.pt")
+    with pytest.raises(pickle.UnpicklingError):
+        ckpt.read_trainer_state(str(copy))
+    assert not marker.exists()

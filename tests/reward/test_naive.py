@@ -1,5 +1,6 @@
 """Rule scoring and the naive reward manager: reward on the last token, loud failures."""
 
+import numpy as np
 import pytest
 import torch
 
@@ -62,3 +63,31 @@ def test_custom_scorer_from_file_and_extra_info(tmp_path):
         load_custom_scorer(str(path), "nope")
     with pytest.raises(FileNotFoundError, match="custom_reward_function.path"):
         load_custom_scorer(str(tmp_path / "missing.py"), "x")
+
+
+@pytest.mark.parametrize(
+    "returned", [None, "1.0", float("inf"), {"acc": 1.0}], ids=["none", "string", "inf", "no_score"]
+)
+def test_non_numeric_rewards_name_the_sample(returned):
+    tok = build_tokenizer()
+    batch = _batch(tok, ["46", "7"])
+    batch.non_tensor_batch["index"] = np.array([11, 12], dtype=object)
+    with pytest.raises(
+        TypeError, match=r"for batch row 0 \(dataset index 11, data_source='verl_lite/arith'\)"
+    ):
+        NaiveRewardManager(tok, lambda *a: returned)(batch)
+
+
+def test_a_raising_scorer_names_the_sample_and_keeps_the_cause():
+    tok = build_tokenizer()
+
+    def scorer(source, text, truth, info):
+        if text == "7":
+            raise KeyError("boom")
+        return 1.0
+
+    with pytest.raises(
+        RuntimeError, match=r"failed on batch row 1 .*response='7', ground_truth='46'"
+    ) as info:
+        NaiveRewardManager(tok, scorer)(_batch(tok, ["46", "7"]))
+    assert isinstance(info.value.__cause__, KeyError)

@@ -4,7 +4,8 @@ Columns: data_source, prompt (chat messages), ability, reward_model {ground_trut
 Prompts go through the tokenizer's chat template with the generation prompt appended, are checked
 against max_prompt_length (error, truncate left or right, or filtered at load and counted), and are
 left-padded so every batch is a rectangle whose last column is the last prompt token.
-Everything is tokenized at load, so a bad row fails before any worker starts.
+Everything is tokenized and checked at load, so a bad row (no chat messages, an empty prompt, no
+data_source, no reward_model.ground_truth) fails before any worker starts, naming file, row and key.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class PromptSpec:
     truncation: str = "error"
     filter_overlong_prompts: bool = False
     return_raw_chat: bool = False
+    require_ground_truth: bool = True  # rule-based rewards need reward_model.ground_truth in every row
 
 
 def _read(files) -> pd.DataFrame:
@@ -44,21 +46,45 @@ def _read(files) -> pd.DataFrame:
         except Exception as e:  # pyarrow raises several types for a corrupt or missing file
             raise ValueError(f"cannot read parquet file {f!r}: {e}") from e
         frame["__file__"] = f
+        frame["__row__"] = range(len(frame))  # the row's index in its own file, for error messages
         frames.append(frame)
     return pd.concat(frames, ignore_index=True)
 
 
 def _messages(value, where: str, key: str) -> list[dict]:
-    if isinstance(value, str):
-        value = [{"role": "user", "content": value}]
-    messages = [dict(m) for m in (list(value) if value is not None else [])]
-    if not messages or not all("role" in m and "content" in m for m in messages):
-        raise ValueError(
-            f"{where}: column '{key}' must hold chat messages [{{role, content}}, ...], got {value!r}"
-        )
-    if not any(str(m["content"]).strip() for m in messages):
+    """The row's chat messages; anything but a non-empty list of {role, content} strings is an error."""
+    fix = f"store column '{key}' as chat messages, e.g. [{{'role': 'user', 'content': '...'}}]"
+    if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__len__"):
+        raise ValueError(f"{where}: column '{key}' must be a list of chat messages, got {value!r}; {fix}")
+    messages = []
+    for m in value:
+        if (
+            not isinstance(m, dict)
+            or not isinstance(m.get("role"), str)
+            or not isinstance(m.get("content"), str)
+        ):
+            raise ValueError(f"{where}: column '{key}' holds {m!r}, not a {{role, content}} message; {fix}")
+        messages.append(dict(m))
+    if not messages:
+        raise ValueError(f"{where}: column '{key}' holds no messages; {fix}")
+    if not any(m["content"].strip() for m in messages):
         raise ValueError(f"{where}: column '{key}' holds an empty prompt")
     return messages
+
+
+def _check_row(row: dict, where: str, spec: PromptSpec) -> None:
+    """The reward side of a row: a data_source to pick the scorer, a ground truth to score against."""
+    source = row[spec.reward_fn_key]
+    if not isinstance(source, str) or not source:
+        raise ValueError(f"{where}: column '{spec.reward_fn_key}' must name the data source, got {source!r}")
+    if not spec.require_ground_truth:
+        return
+    reward_model = row.get("reward_model")
+    if not isinstance(reward_model, dict) or reward_model.get("ground_truth") is None:
+        raise ValueError(
+            f"{where} (data_source={source!r}): no reward_model.ground_truth, got reward_model={reward_model!r}; "
+            "rule-based rewards score against it: add {'ground_truth': ...} to every row's reward_model column"
+        )
 
 
 class RLHFDataset:
@@ -71,15 +97,16 @@ class RLHFDataset:
             if column not in frame.columns:
                 raise ValueError(
                     f"{list(dict.fromkeys(frame['__file__']))}: no column '{column}' "
-                    f"(columns: {[c for c in frame.columns if c != '__file__']}); "
+                    f"(columns: {[c for c in frame.columns if not c.startswith('__')]}); "
                     "set data.prompt_key / data.reward_fn_key or fix the files"
                 )
         self.rows: list[dict] = []
         self.prompts: list[list[int]] = []
         self.num_filtered = 0
-        for i, row in enumerate(frame.to_dict("records")):
-            where = f"{row['__file__']} row {i}"
+        for row in frame.to_dict("records"):
+            where = f"{row['__file__']} row {row['__row__']}"
             messages = _messages(row[spec.prompt_key], where, spec.prompt_key)
+            _check_row(row, where, spec)
             text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
             ids = tokenizer(text, add_special_tokens=False)["input_ids"]
             ids = self._fit(ids, where)

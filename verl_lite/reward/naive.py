@@ -41,7 +41,7 @@ class NaiveRewardManager:
             source = data.non_tensor_batch[self.reward_fn_key][i]
             truth = data.non_tensor_batch["reward_model"][i].get("ground_truth")
             info = data.non_tensor_batch["extra_info"][i] if "extra_info" in data.non_tensor_batch else None
-            score, details = self._score(source, text, truth, info, i)
+            score, details = self._score(source, text, truth, info, self._where(data, i, source))
             score = self.shape(score, n, details)
             for key, value in details.items():
                 extra[key].append(value)
@@ -56,17 +56,23 @@ class NaiveRewardManager:
         """The reward of a response from its score and valid length; subclasses add terms (dapo)."""
         return score
 
-    def _score(self, source, text, truth, info, row: int) -> tuple[float, dict]:
+    @staticmethod
+    def _where(data: DataProto, i: int, source) -> str:
+        """Where a sample came from: its batch row, its dataset index and its data_source."""
+        index = data.non_tensor_batch["index"][i] if "index" in data.non_tensor_batch else None
+        return f"batch row {i} (dataset index {index}, data_source={source!r})"
+
+    def _score(self, source, text, truth, info, where: str) -> tuple[float, dict]:
         try:
             result = self.compute_score(source, text, truth, info)
         except Exception as e:
             raise RuntimeError(
-                f"reward function failed on row {row} (data_source={source!r}, response={text!r}): {e!r}"
+                f"reward function failed on {where}, response={text!r}, ground_truth={truth!r}: {e!r}"
             ) from e
         value = result.get("score") if isinstance(result, dict) else result
         if not isinstance(value, numbers.Real) or not math.isfinite(value):
             raise TypeError(
-                f"reward function returned {result!r} for row {row} (data_source={source!r}); "
+                f"reward function returned {result!r} for {where}, response={text!r}; "
                 "it must return a finite number or a dict with a numeric 'score'"
             )
         details = {k: v for k, v in result.items() if k != "score"} if isinstance(result, dict) else {}
