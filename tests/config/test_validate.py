@@ -150,3 +150,21 @@ def test_vllm_engine_keys_are_checked():
     )
     assert "max_num_batched_tokens=16 is below max_model_len=24" in msg
     assert "rollout.name='sglang' is not one of" in problems(load("actor_rollout_ref.rollout.name=sglang"))
+
+
+def test_checkpoint_keys_are_validated():
+    cfg = load(
+        "trainer.resume_mode=sometimes",
+        "trainer.max_actor_ckpt_to_keep=0",
+        "trainer.save_freq=2",
+        "actor_rollout_ref.actor.checkpoint.save_contents=[optimizer,weights]",
+    )
+    found = problems(cfg)
+    assert "trainer.resume_mode='sometimes' is not one of" in found
+    assert "trainer.max_actor_ckpt_to_keep=0 must be a positive integer" in found
+    assert "checkpoint.save_contents: ['weights'] not among" in found
+    assert "lacks 'model'" in found
+    assert "trainer.resume_from_path" in problems(load("trainer.resume_mode=resume_path"))
+    cfg = load("actor_rollout_ref.actor.checkpoint.save_contents=[model,hf_model]")
+    normalize(cfg)
+    assert cfg.actor_rollout_ref.actor.checkpoint.load_contents == ["model", "hf_model"]

@@ -1,0 +1,101 @@
+"""The driver's side of checkpoints on real folders: commit, rotation, resume resolution, checks.
+
+Engine state inside a checkpoint is covered by tests/engine/test_checkpoint.py and whole runs by
+test_resume.py / test_faults.py; here each role folder is a stand-in with the files a check needs.
+"""
+
+from __future__ import annotations
+
+import os
+from types import SimpleNamespace
+
+import pytest
+
+from tests.test_main_ppo import _fails_fast
+from verl_lite.trainer import checkpoint as ckpt
+
+ACTOR = {"actor": ["model", "optimizer", "extra"]}
+
+
+def _write_role(folder, role, world=2):
+    for sub in ("model", "optimizer"):
+        os.makedirs(os.path.join(folder, role, sub))
+        open(os.path.join(folder, role, sub, ".metadata"), "w").close()
+    for r in range(world):
+        open(os.path.join(folder, role, f"extra_state_world_size_{world}_rank_{r}.pt"), "w").close()
+
+
+def _save(root, step, roles=("actor",)):
+    tmp = ckpt.begin(root, step)
+    for role in roles:
+        _write_role(tmp, role)
+    ckpt.write_trainer_state(tmp, step, {"epoch": 0, "offset": 8 * step})
+    return ckpt.commit(root, step, tmp)
+
+
+def test_commit_publishes_a_complete_folder_then_the_tracker(tmp_path):
+    root = str(tmp_path)
+    os.makedirs(tmp_path / ".tmp_global_step_1" / "junk")  # a crashed save's leftovers
+    path = _save(root, 1)
+    assert path == ckpt.step_dir(root, 1) and ckpt.latest_step(root) == 1
+    ckpt.check_complete(path, ACTOR, 2, "k")
+    assert ckpt.read_trainer_state(path) == {"global_step": 1, "sampler": {"epoch": 0, "offset": 8}}
+    assert sorted(os.listdir(root)) == ["global_step_1", "latest_checkpointed_iteration.txt"]
+    _save(root, 1)  # the same step again (a run restarted with resume disabled) replaces it
+    assert ckpt.saved_steps(root) == [1]
+
+
+def test_rotation_keeps_the_newest_per_role(tmp_path):
+    root = str(tmp_path)
+    for step in (1, 2, 3):
+        _save(root, step, roles=("actor", "critic"))
+    ckpt.rotate(root, {"actor": 2, "critic": None})
+    assert ckpt.saved_steps(root) == [1, 2, 3]
+    assert not os.path.exists(os.path.join(root, "global_step_1", "actor"))
+    assert os.path.isdir(os.path.join(root, "global_step_1", "critic"))
+    ckpt.rotate(root, {"actor": 1, "critic": 1})
+    assert ckpt.saved_steps(root) == [3] and ckpt.latest_step(root) == 3
+    assert not [n for n in os.listdir(root) if n.startswith(".")]
+
+
+def _trainer_cfg(root, mode="auto", path=None):
+    return SimpleNamespace(default_local_dir=root, resume_mode=mode, resume_from_path=path)
+
+
+def test_resume_resolution_per_mode(tmp_path):
+    root = str(tmp_path)
+    assert ckpt.resolve_resume_path(_trainer_cfg(root)) is None  # auto, nothing saved: from scratch
+    _save(root, 2)
+    assert ckpt.resolve_resume_path(_trainer_cfg(root)) == ckpt.step_dir(os.path.abspath(root), 2)
+    assert ckpt.resolve_resume_path(_trainer_cfg(root, "disable")) is None
+    other = str(tmp_path / "global_step_7")
+    assert ckpt.resolve_resume_path(_trainer_cfg(root, "resume_path", other)) == other
+    with pytest.raises(ValueError, match="trainer.resume_mode=resume_path needs trainer.resume_from_path"):
+        ckpt.resolve_resume_path(_trainer_cfg(root, "resume_path"))
+    (tmp_path / ckpt.TRACKER).write_text("two")
+    with pytest.raises(ValueError, match="holds 'two', not a step number"):
+        ckpt.resolve_resume_path(_trainer_cfg(root))
+
+
+def test_incomplete_or_mismatched_checkpoints_are_named(tmp_path):
+    path = _save(str(tmp_path), 1)
+    with pytest.raises(
+        FileNotFoundError, match=r"trainer.resume_from_path: checkpoint folder .* does not exist"
+    ):
+        ckpt.check_complete(str(tmp_path / "nope"), ACTOR, 2, "trainer.resume_from_path")
+    with pytest.raises(FileNotFoundError, match=r"missing \['actor/extra_state_world_size_4_rank_0.pt'"):
+        ckpt.check_complete(path, ACTOR, 4, "trainer.resume_from_path")
+    os.remove(os.path.join(path, "actor", "optimizer", ".metadata"))
+    with pytest.raises(FileNotFoundError, match=r"incomplete .* missing \['actor/optimizer/.metadata'\]"):
+        ckpt.check_complete(path, ACTOR, 2, "k")
+    ckpt.check_complete(path, {"actor": ["model"]}, 2, "k")  # load_contents=[model] needs only the weights
+
+
+@pytest.mark.slow
+def test_cli_with_a_missing_resume_path_fails_before_ray(tmp_path):
+    _fails_fast(
+        tmp_path,
+        "trainer.resume_mode=resume_path",
+        f"trainer.resume_from_path={tmp_path}/global_step_3",
+        match="trainer.resume_from_path: checkpoint folder",
+    )
