@@ -39,6 +39,8 @@ from torch.distributed.checkpoint.state_dict import (
     set_model_state_dict,
     set_optimizer_state_dict,
 )
+from torch.distributed.fsdp import FSDPModule
+from transformers import PreTrainedModel
 
 from verl_lite.utils import device as dev
 from verl_lite.utils.hf_model import save_hf_folder
@@ -135,9 +137,18 @@ def save_engine(engine, path: str, contents: list[str], *, extra: dict | None = 
         full = _full_state_dict(engine) if "hf_model" in contents else None
     if engine.dp_rank == 0:  # config and tokenizer always: the model merger builds the model from them
         module = engine.module
-        save_hf_folder(os.path.join(path, HF_DIR), module.config, module.generation_config, full, tokenizer)
+        generation_config = getattr(module, "generation_config", None)  # None for value models
+        hf_dir = os.path.join(path, HF_DIR)
+        save_hf_folder(hf_dir, module.config, generation_config, full, tokenizer, hf_model_class(module))
     if dist.is_initialized():
         dist.barrier(group=engine.mesh.get_group())
+
+
+def hf_model_class(module: torch.nn.Module) -> type:
+    """The HF class under FSDP2's wrapper (fully_shard swaps in a subclass of FSDPModule and it)."""
+    return next(
+        c for c in type(module).__mro__ if issubclass(c, PreTrainedModel) and not issubclass(c, FSDPModule)
+    )
 
 
 def _full_state_dict(engine) -> dict[str, torch.Tensor]:

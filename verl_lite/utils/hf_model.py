@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import copy
 import importlib
 import os
 
 import torch
+import transformers
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
@@ -48,13 +50,20 @@ def load_tokenizer(path: str, trust_remote_code: bool = False):
     return tokenizer
 
 
-def save_hf_folder(target: str, config, generation_config=None, state_dict=None, tokenizer=None) -> None:
-    """A folder `AutoModelForCausalLM.from_pretrained` loads: config, generation config, tokenizer,
-    and, when `state_dict` (full, unsharded tensors) is given, the weights as safetensors.
+def save_hf_folder(
+    target: str, config, generation_config=None, state_dict=None, tokenizer=None, model_cls=None
+) -> None:
+    """A folder `from_pretrained` loads: config, generation config, tokenizer, and, when `state_dict`
+    (full, unsharded tensors) is given, the weights as safetensors.
 
-    The model is built on the meta device and the tensors are assigned, so no second copy of the
-    weights is allocated; tied weights are re-tied before saving, as from_pretrained would."""
+    `model_cls` (e.g. Qwen2ForCausalLM, or a critic's Qwen2ForTokenClassification) is recorded as
+    the config's architecture; without it the config's own is used. The model is built on the meta
+    device and the tensors are assigned, so no second copy of the weights is allocated; tied weights
+    are re-tied before saving, as from_pretrained would."""
     os.makedirs(target, exist_ok=True)
+    config = copy.deepcopy(config)
+    if model_cls is not None:
+        config.architectures = [model_cls.__name__]
     config.save_pretrained(target)
     if generation_config is not None:
         generation_config.save_pretrained(target)
@@ -62,8 +71,10 @@ def save_hf_folder(target: str, config, generation_config=None, state_dict=None,
         tokenizer.save_pretrained(target)
     if state_dict is None:
         return
+    arch = (getattr(config, "architectures", None) or [None])[0]
+    model_cls = model_cls or (getattr(transformers, arch, None) if arch else None)
     with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(config)
+        model = model_cls(config) if model_cls else AutoModelForCausalLM.from_config(config)
     missing, unexpected = model.load_state_dict(state_dict, strict=False, assign=True)
     if unexpected or [k for k in missing if "lm_head" not in k]:
         raise ValueError(
