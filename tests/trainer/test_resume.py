@@ -1,8 +1,9 @@
 """Exact resume through the real CLI: a resumed run reproduces an uninterrupted one step for step.
 
-The reference trains 4 steps and checkpoints every 2 (with the HF export). A second run resumes
-from its global_step_2 (resume_mode=resume_path); a third is SIGKILLed, driver process group and
-all, once it has checkpointed step 2 or later, and is restarted with resume_mode=auto. Every
+The reference trains 4 steps and checkpoints every 2 (with the HF export). A run stopped after
+step 2 (its last, so it saves) is resumed from that checkpoint (resume_mode=resume_path) into
+another folder; another is SIGKILLed, driver process group and all, once it has checkpointed step
+2 or later, and is restarted with resume_mode=auto. Every
 training metric of the resumed steps must equal the reference's (timing, throughput and memory
 figures aside). The model merger turns the reference's last checkpoint into a HF folder with the
 same logits as the HF export the trainer wrote.
@@ -32,13 +33,16 @@ FOUR_STEPS = [o for o in SMALL if not o.startswith("trainer.total_training_steps
 
 
 def _cmd(out, *overrides):
+    given = {o.split("=")[0] for o in overrides}
     return [
         sys.executable,
         "-m",
         "verl_lite.main_ppo",
         f"hydra.run.dir={out}",
         f"trainer.default_local_dir={out}",
-        *FOUR_STEPS,
+        # a Ray of its own: without an address, ray.init() joins any cluster `ray start` left running here
+        "ray_kwargs.ray_init.address=local",
+        *[o for o in FOUR_STEPS if o.split("=")[0] not in given],
         *overrides,
     ]
 
@@ -91,16 +95,18 @@ def test_reference_run_writes_complete_checkpoints(reference):
     assert sorted(rows) == [1, 2, 3, 4] and rows[4]["actor/grad_norm"] > 0
 
 
-def test_resume_from_path_reproduces_the_reference(reference, tmp_path):
-    out = str(tmp_path / "resumed")
-    path = ckpt.step_dir(reference, 2)
-    proc = _run(
-        out, "trainer.save_freq=2", "trainer.resume_mode=resume_path", f"trainer.resume_from_path={path}"
-    )
+def test_a_stopped_run_resumed_from_its_path_reproduces_the_reference(reference, tmp_path):
+    stopped = str(tmp_path / "stopped")
+    _run(stopped, "trainer.total_training_steps=2", "trainer.save_freq=3")  # saved only as the last step
+    assert ckpt.saved_steps(stopped) == [2]
+    out, path = str(tmp_path / "resumed"), ckpt.step_dir(stopped, 2)
+    proc = _run(out, "trainer.resume_mode=resume_path", f"trainer.resume_from_path={path}")
     assert f"resumed from {path} at step 2" in proc.stdout + proc.stderr
     rows = _training_rows(out)
     assert sorted(rows) == [3, 4], "a resumed run starts after the checkpoint's step"
-    _assert_same_steps(_training_rows(reference), rows, [3, 4])
+    reference_rows = _training_rows(reference)
+    _assert_same_steps(reference_rows, _training_rows(stopped), [1, 2])
+    _assert_same_steps(reference_rows, rows, [3, 4])
 
 
 def _wait_for_checkpoint(out, proc, step, timeout=300):
