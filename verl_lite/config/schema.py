@@ -99,7 +99,11 @@ class OptimConfig:
 @dataclass
 class CheckpointConfig:
     save_contents: list[str] = field(
-        default_factory=lambda: ["model", "optimizer", "extra"]  # model | optimizer | extra | hf_model
+        default_factory=lambda: [
+            "model",
+            "optimizer",
+            "extra",
+        ]  # what a checkpoint holds: model | optimizer | extra (lr schedule, RNG, rollout state) | hf_model (full weights, safetensors)
     )
     load_contents: list[str] | None = (
         None  # what a resume restores (model, optimizer, extra); null: save_contents
