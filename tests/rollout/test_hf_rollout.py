@@ -70,3 +70,15 @@ def test_ignore_eos_runs_to_response_length():
     assert stopped.shape[1] < 12, "without ignore_eos the answers end early"
     out, _ = rollout.generate_tokens(ids, mask, SamplingParams(n=4, response_length=12, ignore_eos=True))
     assert out.shape == (4, 12)
+
+
+def test_sampling_state_round_trips_and_validation_draws_apart(rollout):
+    params = SamplingParams(n=2, temperature=1.0, response_length=6)
+    state = rollout.state_dict()
+    first, _ = rollout.generate_tokens(*prompts(), params)
+    rollout.load_state_dict(state)  # what a resume does with the checkpointed counters
+    sampled_val = SamplingParams(n=2, temperature=1.0, response_length=6, validate=True)
+    rollout.generate_tokens(*prompts(), sampled_val)  # a validation between two training rollouts
+    again, _ = rollout.generate_tokens(*prompts(), params)
+    assert torch.equal(first, again), "validation must not move the training stream"
+    assert rollout.state_dict() == {"num_calls": 1, "num_val_calls": 1}

@@ -198,3 +198,17 @@ def test_logprob_diff_small_after_sync_and_large_when_the_sync_is_skipped(hybrid
     _, fresh_batch = rollout_batch(rollout, tok, params)
     fresh = logprob_diff(actor, fresh_batch)
     assert fresh["rollout/actor_logprob_abs_diff_max"] < 1e-4, fresh
+
+
+def test_sampling_state_round_trips_and_validation_draws_apart(hybrid):
+    _, rollout, tok = hybrid
+    params = SamplingParams(n=2, temperature=1.0, response_length=RESPONSE_LEN)
+    ids, mask, _ = prompts(tok)
+    state = rollout.state_dict()
+    first, _ = rollout.generate_tokens(ids, mask, params)
+    rollout.load_state_dict(state)  # what a resume does with the checkpointed counters
+    sampled_val = SamplingParams(n=2, temperature=1.0, response_length=RESPONSE_LEN, validate=True)
+    rollout.generate_tokens(ids, mask, sampled_val)  # a validation between two training rollouts
+    again, _ = rollout.generate_tokens(ids, mask, params)
+    assert torch.equal(first, again), "validation must not move the training stream"
+    assert rollout.state_dict()["num_val_calls"] == state["num_val_calls"] + 1

@@ -105,6 +105,7 @@ class VLLMRollout:
 
         self.eos_id, self.pad_id = tokenizer.eos_token_id, tokenizer.pad_token_id
         self.seed, self.rank, self.num_calls = r.seed, rank, 0
+        self.num_val_calls = 0  # validation calls are counted apart: validating never moves training's seeds
         self.bucket_bytes = int(r.update_weights_bucket_megabytes * 1024**2)
         self.can_sleep = r.free_cache_engine and dev.is_cuda_available()  # no sleep mode on CPU
         self.asleep_tags: set[str] = set()
@@ -155,8 +156,23 @@ class VLLMRollout:
         }
 
     # --- generation ---------------------------------------------------------------------------------
-    def request_seed(self, call: int, row: int) -> int:
-        return hash((self.seed, self.rank, call, row)) % (2**31)
+    def state_dict(self) -> dict[str, int]:
+        """The sampling state a checkpoint keeps: the call counters the request seeds derive from."""
+        return {"num_calls": self.num_calls, "num_val_calls": self.num_val_calls}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.num_calls, self.num_val_calls = int(state["num_calls"]), int(state["num_val_calls"])
+
+    def _next_call(self, validate: bool) -> tuple[int, ...]:
+        if validate:
+            self.num_val_calls += 1
+            return (self.num_val_calls, 1)
+        self.num_calls += 1
+        return (self.num_calls,)
+
+    def request_seed(self, call: int | tuple[int, ...], row: int) -> int:
+        call = call if isinstance(call, tuple) else (call,)
+        return hash((self.seed, self.rank, *call, row)) % (2**31)  # ints only: stable across processes
 
     def _sampling(self, params: SamplingParams, seed: int):
         from vllm import SamplingParams as VLLMSamplingParams
@@ -183,16 +199,14 @@ class VLLMRollout:
 
         if not self.weights_loaded:
             raise RuntimeError("vLLM rollout: generate before the first update_weights (dummy weights)")
-        self.num_calls += 1
+        call = self._next_call(params.validate)
         self._wake(["weights", "kv_cache"])
         prompts = [
             TokensPrompt(prompt_token_ids=ids[m.bool()].tolist()) for ids, m in zip(prompt_ids, prompt_mask)
         ]
         # vLLM refuses n > 1 for greedy decoding: one request per prompt, its answer repeated n times
         per_request = dataclasses.replace(params, n=1) if params.greedy else params
-        sampling = [
-            self._sampling(per_request, self.request_seed(self.num_calls, i)) for i in range(len(prompts))
-        ]
+        sampling = [self._sampling(per_request, self.request_seed(call, i)) for i in range(len(prompts))]
         device = dev.local_device()
         # seeded requests draw from their own generators, but the sampler still advances the global RNG
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
