@@ -31,11 +31,26 @@ def _config(world: int, prompts: int) -> PPOTrainerConfig:
 
 def test_one_24gb_card_offloads_params_and_optimizer_with_micro_2_to_4():
     cfg = _config(world=1, prompts=16)
+    cfg.actor_rollout_ref.rollout.name = "hf"  # its bf16 weight copy (15 GB) stays through the update
     rec = recommend(cfg, read_shape(SEVEN_B), world=1, budget_gb=24)
     assert rec.mode == "offload_policy" and 2 <= rec.micro <= 4, rec.reason
     assert rec.overrides["actor.fsdp_config.offload_policy"] is True
     assert rec.overrides["actor.ppo_micro_batch_size_per_gpu"] == rec.micro
     assert "none, param_optimizer_offload do not fit" in rec.reason
+
+
+def test_a_sleeping_vllm_leaves_the_update_more_room_than_an_awake_one():
+    cfg = _config(world=1, prompts=16)
+    r = cfg.actor_rollout_ref.rollout
+    r.name, r.free_cache_engine = "vllm", True
+    asleep = recommend(cfg, read_shape(SEVEN_B), world=1, budget_gb=24)
+    r.name = "hf"
+    hf = recommend(cfg, read_shape(SEVEN_B), world=1, budget_gb=24)
+    assert asleep.mode == hf.mode == "offload_policy"
+    assert asleep.micro > hf.micro, (asleep.reason, hf.reason)
+    r.name, r.free_cache_engine = "vllm", False  # weights and KV cache stay: nothing fits
+    with pytest.raises(ValueError, match="no offload mode fits"):
+        recommend(cfg, read_shape(SEVEN_B), world=1, budget_gb=24)
 
 
 def test_eight_80gb_cards_need_no_offload():

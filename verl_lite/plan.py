@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.engine.memory_model import MODES, Estimate, ModelShape, Setup, estimate, read_shape
+from verl_lite.rollout import resolve_rollout_name
 
 GB = 1024**3
 HEADROOM = 0.9  # the top of the healthy memory range (trainer/health.py)
@@ -59,11 +60,20 @@ def micro_candidates(cfg: PPOTrainerConfig, world: int) -> list[int]:
     return sorted(sizes)
 
 
+def _rollout_during_update(rollout: str, free_cache_engine: bool) -> str:
+    """HF keeps its weight copy on the device; vLLM sleeps before the update with free_cache_engine
+    (on GPU, where sleep mode exists), otherwise its weights and preallocated KV cache stay."""
+    if rollout == "hf":
+        return "weights"
+    return "none" if free_cache_engine else "weights_and_kv"
+
+
 def build_setup(cfg: PPOTrainerConfig, world: int, mode: str, micro: int) -> Setup:
     arr = cfg.actor_rollout_ref
     a, fsdp, r = arr.actor, arr.actor.fsdp_config, arr.rollout
     response = r.response_length or cfg.data.max_response_length
     ref = arr.ref.fsdp_config
+    rollout = resolve_rollout_name(r.name)
     return Setup(
         world=world,
         mode=mode,
@@ -76,7 +86,9 @@ def build_setup(cfg: PPOTrainerConfig, world: int, mode: str, micro: int) -> Set
         reshard_after_forward=fsdp.reshard_after_forward,
         reduce_every_micro=fsdp.reduce_scatter_every_micro_batch,
         tokens_per_micro=a.ppo_max_token_len_per_gpu if a.use_dynamic_bsz else None,
-        rollout_dtype=r.dtype if r.name == "hf" else None,
+        rollout_dtype=r.dtype,
+        rollout_tp=r.tensor_model_parallel_size if rollout == "vllm" else 1,
+        rollout_during_update=_rollout_during_update(rollout, r.free_cache_engine),
         rollout_sequences=max(1, cfg.data.train_batch_size * r.n // world),
         ref_on_device=(not (ref.param_offload or ref.offload_policy)) if a.use_kl_loss else None,
     )

@@ -20,8 +20,11 @@ hand calculation. What each term assumes:
               response logits (scaled logits, two log-softmaxes for log-probs and entropy, the
               softmax); with gradient checkpointing only
               each layer's input plus one layer's activations during its recompute
-  rollout     the HF rollout's full copy of the weights in rollout.dtype, resident on the device,
-              and while it generates its KV cache for the rank's prompts x n at full length
+  rollout     the rollout's full copy of the weights in rollout.dtype (1/TP of it for vLLM with
+              tensor_model_parallel_size > 1) and, while it generates, its KV cache for the rank's
+              prompts x n at full length. The HF rollout's copy stays on the device through the
+              update; vLLM with free_cache_engine sleeps (weights and KV cache leave the device)
+              before the update, without it both stay
   ref         the reference model's sharded params, model_dtype, N/W, unless its fsdp_config
               offloads them (then they wait on the host between its uses)
 
@@ -124,6 +127,9 @@ class Setup:
     tokens_per_micro: int | None = None  # use_dynamic_bsz: the token budget replaces micro x seq_len
     rollout_dtype: str | None = "fp32"  # None: no rollout copy on this device
     rollout_sequences: int = 0  # responses generated at once on this rank (prompts x n)
+    rollout_tp: int = 1  # vLLM tensor parallel size: each rank holds 1/TP of the rollout weights
+    rollout_during_update: str = "weights"  # what the rollout keeps on the device during the update:
+    # "weights" (HF), "none" (vLLM asleep: free_cache_engine), "weights_and_kv" (vLLM awake)
     ref_on_device: bool | None = None  # None: no reference model; False: its params offloaded
 
 
@@ -150,7 +156,7 @@ class Estimate:
             + self.optimizer
             + self.gathered
             + self.activations
-            + self.rollout
+            + self.parts["rollout_during_update"]
             + self.ref
         )
 
@@ -214,8 +220,11 @@ def estimate(shape: ModelShape, s: Setup) -> Estimate:
     rollout = kv_cache = 0
     if s.rollout_dtype is not None:
         r = _bytes(s.rollout_dtype)
-        rollout = n * r
-        kv_cache = 2 * shape.layers * shape.kv_dim * s.rollout_sequences * s.seq_len * r
+        rollout = -(-n // s.rollout_tp) * r
+        kv_cache = 2 * shape.layers * shape.kv_dim * s.rollout_sequences * s.seq_len * r // s.rollout_tp
+    during_update = {"weights": rollout, "none": 0, "weights_and_kv": rollout + kv_cache}
+    if s.rollout_during_update not in during_update:
+        raise ValueError(f"rollout_during_update={s.rollout_during_update!r} is not one of {list(during_update)}")
     return Estimate(
         params=params,
         grads=grads,
@@ -225,5 +234,9 @@ def estimate(shape: ModelShape, s: Setup) -> Estimate:
         rollout=rollout,
         ref=shard * p if s.ref_on_device else 0,
         host=host + (shard * p if s.ref_on_device is False else 0),
-        parts={"resident_between": resident, "kv_cache": kv_cache},
+        parts={
+            "resident_between": resident,
+            "kv_cache": kv_cache,
+            "rollout_during_update": during_update[s.rollout_during_update],
+        },
     )
