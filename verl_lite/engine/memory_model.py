@@ -224,7 +224,9 @@ def estimate(shape: ModelShape, s: Setup) -> Estimate:
         kv_cache = 2 * shape.layers * shape.kv_dim * s.rollout_sequences * s.seq_len * r // s.rollout_tp
     during_update = {"weights": rollout, "none": 0, "weights_and_kv": rollout + kv_cache}
     if s.rollout_during_update not in during_update:
-        raise ValueError(f"rollout_during_update={s.rollout_during_update!r} is not one of {list(during_update)}")
+        raise ValueError(
+            f"rollout_during_update={s.rollout_during_update!r} is not one of {list(during_update)}"
+        )
     return Estimate(
         params=params,
         grads=grads,
