@@ -45,6 +45,7 @@ class ModelConfig:
     enable_gradient_checkpointing: bool = False  # recompute activations in backward
     trust_remote_code: bool = False  # passed to the model loader
     external_lib: str | None = None  # module imported before loading (registers custom models)
+    use_remove_padding: bool = False  # pack sequences without padding into one row for forward passes
 
 
 @dataclass
@@ -215,7 +216,57 @@ class ActorRolloutRefConfig:
 
 
 @dataclass
+class CriticModelConfig(ModelConfig):
+    path: str | None = None  # value model folder (its LM backbone + a new scalar head); null: the actor's
+    tokenizer_path: str | None = (
+        None  # tokenizer folder; null: the critic model's (must match the actor's ids)
+    )
+    fsdp_config: FSDPConfig = field(default_factory=FSDPConfig)  # the critic's own FSDP2 and offload modes
+
+
+@dataclass
+class CriticConfig:
+    strategy: str = "fsdp2"  # the only strategy: FSDP2 (fully_shard)
+    optim: OptimConfig = field(default_factory=OptimConfig)  # the value model's AdamW and LR schedule
+    model: CriticModelConfig = field(default_factory=CriticModelConfig)
+    ppo_mini_batch_size: int | None = None  # prompts per critic optimizer step (global); null: the actor's
+    ppo_micro_batch_size: int | None = None  # deprecated global micro size; use the per-GPU key
+    ppo_micro_batch_size_per_gpu: int | None = (
+        None  # responses per forward/backward on one worker; null: the actor's
+    )
+    forward_micro_batch_size: int | None = None  # deprecated global size; use the per-GPU key
+    forward_micro_batch_size_per_gpu: int | None = (
+        None  # responses per compute_values forward; null: ppo_micro_batch_size_per_gpu
+    )
+    use_dynamic_bsz: bool | None = None  # token-budgeted micro-batches; null: the actor's
+    ppo_max_token_len_per_gpu: int = 32768  # token budget per training micro-batch with use_dynamic_bsz
+    forward_max_token_len_per_gpu: int | None = (
+        None  # token budget per values forward; null: ppo_max_token_len_per_gpu
+    )
+    ppo_epochs: int | None = None  # passes over each training batch; null: the actor's
+    cliprange_value: float = 0.5  # values may move at most this far from the rollout's values (clipped loss)
+    grad_clip: float = 1.0  # max global grad norm
+    loss_agg_mode: str | None = None  # aggregation of the value loss; null: the actor's loss_agg_mode
+
+
+@dataclass
+class RewardModelModelConfig(ModelConfig):
+    path: str | None = None  # scalar reward model folder (AutoModelForSequenceClassification, num_labels=1)
+    input_tokenizer: str | None = (
+        None  # must be null: the reward model reads the actor's token ids as they are
+    )
+    fsdp_config: FSDPConfig = field(default_factory=FSDPConfig)  # FSDP2 and offload modes of the reward model
+
+
+@dataclass
 class RewardModelConfig:
+    enable: bool = False  # score responses with a reward model (its score replaces the rule reward)
+    strategy: str = "fsdp2"  # the only strategy: FSDP2 (fully_shard)
+    model: RewardModelModelConfig = field(default_factory=RewardModelModelConfig)
+    micro_batch_size: int | None = None  # deprecated global size; use the per-GPU key
+    micro_batch_size_per_gpu: int | None = 64  # responses per reward-model forward on one worker
+    use_dynamic_bsz: bool = False  # token-budgeted reward-model forwards
+    forward_max_token_len_per_gpu: int = 32768  # token budget per reward-model forward
     reward_manager: str = "naive"  # naive (rule scorers by data_source) | dapo (naive + overlong penalty)
     reward_kwargs: dict[str, Any] = field(
         default_factory=dict  # manager's extra args, added with '+'; dapo: max_resp_len, overlong_buffer_cfg.{enable,len,penalty_factor,log}
@@ -231,9 +282,30 @@ class CustomRewardFunctionConfig:
 
 
 @dataclass
+class KLControlConfig:
+    type: str = "fixed"  # fixed: constant kl_coef | adaptive: steer the KL towards target_kl
+    kl_coef: float = 0.001  # (initial) weight of the KL penalty in the reward
+    horizon: int = 10000  # adaptive: responses over which the coefficient adapts
+    target_kl: float = 0.1  # adaptive: the KL the coefficient steers towards
+
+
+@dataclass
+class FilterGroupsConfig:
+    enable: bool = False  # DAPO dynamic sampling: drop groups whose metric is equal for all responses
+    metric: str | None = None  # seq_reward (scores) | seq_final_reward (rewards after KL) | acc | score
+    max_num_gen_batches: int = 0  # generation batches allowed per step; <= 0: no limit
+
+
+@dataclass
 class AlgorithmConfig:
     adv_estimator: str = "grpo"  # registered advantage estimator (algos/advantages.py)
     norm_adv_by_std_in_grpo: bool = True  # GRPO: divide by the group's std (False: Dr.GRPO)
+    gamma: float = 1.0  # discount factor of GAE (and REINFORCE++ returns)
+    lam: float = 1.0  # GAE's lambda: bias/variance trade-off of the advantage
+    use_kl_in_reward: bool = False  # subtract kl_coef x KL(actor || ref) from the token-level rewards
+    kl_penalty: str = "kl"  # estimator of the in-reward KL: kl | abs | mse | low_var_kl (algos/kl.py)
+    kl_ctrl: KLControlConfig = field(default_factory=KLControlConfig)
+    filter_groups: FilterGroupsConfig = field(default_factory=FilterGroupsConfig)
 
 
 @dataclass
@@ -264,6 +336,8 @@ class TrainerConfig:
     resume_from_path: str | None = None  # the global_step_N folder resume_mode=resume_path starts from
     max_actor_ckpt_to_keep: int | None = None  # keep only the newest this many actor checkpoints; null: all
     max_critic_ckpt_to_keep: int | None = None  # keep only the newest this many critic checkpoints; null: all
+    critic_warmup: int = 0  # training steps that update only the critic before the actor starts updating
+    balance_batch: bool = True  # give each worker a balanced share of tokens (mini-batches stay the same)
 
 
 @dataclass
@@ -282,6 +356,7 @@ class RayKwargsConfig:
 class PPOTrainerConfig:
     data: DataConfig = field(default_factory=DataConfig)
     actor_rollout_ref: ActorRolloutRefConfig = field(default_factory=ActorRolloutRefConfig)
+    critic: CriticConfig = field(default_factory=CriticConfig)
     reward_model: RewardModelConfig = field(default_factory=RewardModelConfig)
     custom_reward_function: CustomRewardFunctionConfig = field(default_factory=CustomRewardFunctionConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)

@@ -30,9 +30,10 @@ from verl_lite.config.schema import FSDPConfig, ModelConfig, OptimConfig
 from verl_lite.engine import micro_batch
 from verl_lite.engine.offload import TransferLog, build_offload
 from verl_lite.engine.optim import build_lr_scheduler, build_optimizer, num_warmup_steps
+from verl_lite.engine.packing import packed_forward
 from verl_lite.engine.parallelize import apply_fsdp2, build_mp_policy, parse_dtype
 from verl_lite.utils import device as dev
-from verl_lite.utils.hf_model import load_causal_lm
+from verl_lite.utils.hf_model import MODEL_LOADERS
 
 Micro = dict[str, torch.Tensor]
 LossFn = Callable[[object, Micro], tuple[torch.Tensor, dict[str, torch.Tensor]]]
@@ -49,10 +50,14 @@ class FSDPEngine:
         optim_cfg: OptimConfig | None = None,
         grad_clip: float | None = None,
         module: torch.nn.Module | None = None,
+        model_kind: str = "causal_lm",
     ):
         """`module`: an already built model to shard instead of loading `model_cfg.path` (the
-        benchmark's randomly initialised real shapes, which are never written to disk)."""
+        benchmark's randomly initialised real shapes, which are never written to disk).
+        `model_kind`: causal_lm (actor, ref), value (critic) or reward (reward model); see
+        utils/hf_model.py. `model_cfg.use_remove_padding` packs every forward (engine/packing.py)."""
         self.role, self.mesh, self.grad_clip = role, mesh, grad_clip
+        self.use_remove_padding = model_cfg.use_remove_padding
         self.device = dev.local_device()
         self.reduce_every_micro = fsdp_cfg.reduce_scatter_every_micro_batch
         self.transfers = TransferLog()
@@ -60,7 +65,7 @@ class FSDPEngine:
         self.module = (
             module
             if module is not None
-            else load_causal_lm(
+            else MODEL_LOADERS[model_kind](
                 model_cfg, parse_dtype(fsdp_cfg.model_dtype, f"{role}.fsdp_config.model_dtype")
             )
         )
@@ -164,6 +169,13 @@ class FSDPEngine:
     # --- verbs ------------------------------------------------------------------------------------
     def model_forward(self, micro: Micro):
         self.offload.on_forward(training=torch.is_grad_enabled())
+        if self.use_remove_padding:
+            return packed_forward(
+                self.module,
+                micro["input_ids"].to(self.device),
+                micro["attention_mask"].to(self.device),
+                micro["position_ids"].to(self.device),
+            )
         return self.module(
             input_ids=micro["input_ids"].to(self.device),
             attention_mask=micro["attention_mask"].to(self.device),

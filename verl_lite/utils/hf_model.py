@@ -1,16 +1,22 @@
-"""Loading local Hugging Face causal LMs and tokenizers, with errors that name the config key."""
+"""Loading local Hugging Face models and tokenizers, with errors that name the config key.
+
+Three kinds of model, by role: the causal LM (actor, ref, rollout), the value model (critic: the
+backbone with a scalar head per token) and the scalar reward model.
+"""
 
 from __future__ import annotations
 
 import copy
 import importlib
+import logging
 import os
 
 import torch
 import transformers
-from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForTokenClassification, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
+log = logging.getLogger(__name__)
 hf_logging.disable_progress_bar()  # one bar per weight load per worker drowns the training log
 
 
@@ -21,22 +27,94 @@ def check_model_dir(path: str, key: str = "actor_rollout_ref.model.path") -> Non
         raise FileNotFoundError(f"{key}={path!r}: no config.json in the folder; is it a HF model folder?")
 
 
-def load_causal_lm(model_cfg, dtype: torch.dtype) -> torch.nn.Module:
-    """The model of `model_cfg.path` on the host in `dtype`, with the config's overrides applied."""
-    check_model_dir(model_cfg.path)
+def _load_config(model_cfg, key: str, **fields):
+    check_model_dir(model_cfg.path, f"{key}.path")
     if model_cfg.external_lib:
         importlib.import_module(model_cfg.external_lib)
     config = AutoConfig.from_pretrained(model_cfg.path, trust_remote_code=model_cfg.trust_remote_code)
-    for key, value in (model_cfg.override_config or {}).items():
-        if not hasattr(config, key):
-            raise ValueError(
-                f"actor_rollout_ref.model.override_config.{key}: the model config has no such field"
-            )
-        setattr(config, key, value)
-    model = AutoModelForCausalLM.from_pretrained(
+    for name, value in (model_cfg.override_config or {}).items():
+        if not hasattr(config, name):
+            raise ValueError(f"{key}.override_config.{name}: the model config has no such field")
+        setattr(config, name, value)
+    for name, value in fields.items():
+        setattr(config, name, value)
+    return config
+
+
+def load_causal_lm(model_cfg, dtype: torch.dtype, key: str = "actor_rollout_ref.model") -> torch.nn.Module:
+    """The model of `model_cfg.path` on the host in `dtype`, with the config's overrides applied."""
+    config = _load_config(model_cfg, key)
+    return AutoModelForCausalLM.from_pretrained(
         model_cfg.path, config=config, dtype=dtype, trust_remote_code=model_cfg.trust_remote_code
     )
+
+
+def _load_token_scorer(model_cfg, dtype: torch.dtype, key: str):
+    """A backbone with a one-output linear head on every position (AutoModelForTokenClassification,
+    num_labels=1), plus the checkpoint keys the head did not find. Dropout before the head is set to 0:
+    a value or reward must be a deterministic function of the tokens (verl does the same)."""
+    config = _load_config(model_cfg, key, num_labels=1, classifier_dropout=0.0)
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # the load report lists the new head on every rank; we say it once
+    try:
+        model, info = AutoModelForTokenClassification.from_pretrained(
+            model_cfg.path,
+            config=config,
+            dtype=dtype,
+            trust_remote_code=model_cfg.trust_remote_code,
+            output_loading_info=True,
+        )
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    missing = {k for k in info["missing_keys"] if k.startswith("score.")}
+    return model, missing
+
+
+@torch.no_grad()
+def init_value_head(head: torch.nn.Linear, std: float, seed: int = 0) -> None:
+    """weight ~ N(0, std^2), bias 0, from a generator of its own: the same head on every rank and in
+    every run, whatever the process's random state (transformers would draw from the global RNG)."""
+    g = torch.Generator().manual_seed(seed)
+    head.weight.copy_(torch.randn(head.weight.shape, generator=g, dtype=torch.float32) * std)
+    if head.bias is not None:
+        head.bias.zero_()
+
+
+def load_value_model(model_cfg, dtype: torch.dtype, key: str = "critic.model") -> torch.nn.Module:
+    """The critic: the LM backbone of `model_cfg.path` with a scalar value head per token.
+
+    From a causal-LM folder the LM head is dropped and the head `score` (Linear(hidden, 1) with bias)
+    is new, initialised as transformers initialises a classification head, weight ~ N(0,
+    initializer_range^2) (0.02 for Qwen2) and bias 0, so initial values are small and centred on 0,
+    but from a fixed seed (init_value_head) so every rank and every run starts from the same head.
+    From a folder saved by a critic (or any token-classification model) the head is loaded as is.
+    """
+    model, missing = _load_token_scorer(model_cfg, dtype, key)
+    if missing:
+        std = getattr(model.config, "initializer_range", None) or 0.02
+        init_value_head(model.score, std)
+        log.info("%s.path=%s: new value head initialised N(0, %s^2), bias 0", key, model_cfg.path, std)
     return model
+
+
+def load_reward_model(model_cfg, dtype: torch.dtype, key: str = "reward_model.model") -> torch.nn.Module:
+    """A scalar reward model saved as AutoModelForSequenceClassification (num_labels=1), loaded with a
+    per-token head so the score of any position can be read (the caller takes the last response
+    token). The sequence classifier's head has no bias; the bias of the per-token head is set to 0, so
+    the per-token score at the last token equals the sequence classifier's pooled score."""
+    model, missing = _load_token_scorer(model_cfg, dtype, key)
+    if "score.weight" in missing:
+        raise ValueError(
+            f"{key}.path={model_cfg.path!r} has no trained score head (score.weight); point it at a "
+            "reward model saved with AutoModelForSequenceClassification(num_labels=1)"
+        )
+    if model.score.bias is not None:
+        with torch.no_grad():
+            model.score.bias.zero_()
+    return model
+
+
+MODEL_LOADERS = {"causal_lm": load_causal_lm, "value": load_value_model, "reward": load_reward_model}
 
 
 def load_tokenizer(path: str, trust_remote_code: bool = False):
