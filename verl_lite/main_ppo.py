@@ -42,6 +42,9 @@ def resolve_assets(cfg: PPOTrainerConfig) -> None:
             setattr(cfg.data, key, resolved)
     if cfg.data.tokenizer:
         cfg.data.tokenizer = assets.resolve(cfg.data.tokenizer)
+    for model in (cfg.critic.model, cfg.reward_model.model):
+        if model.path:
+            model.path = assets.resolve(model.path)
 
 
 def build_datasets(cfg: PPOTrainerConfig, tokenizer):
@@ -61,6 +64,7 @@ def build_datasets(cfg: PPOTrainerConfig, tokenizer):
 
 def set_total_training_steps(cfg: PPOTrainerConfig, trainer: RayPPOTrainer) -> None:
     cfg.actor_rollout_ref.actor.optim.total_training_steps = trainer.total_training_steps
+    cfg.critic.optim.total_training_steps = trainer.total_training_steps
 
 
 def build_reward_fns(cfg: PPOTrainerConfig, tokenizer, score):

@@ -45,7 +45,9 @@ def test_pack_rejects_positions_that_do_not_restart():
 def _actor(world, model_dir, packed):
     cfg = ActorConfig(grad_clip=0.5, ppo_micro_batch_size_per_gpu=2)
     cfg.clip_ratio_low = cfg.clip_ratio_high = 0.2
-    cfg.optim = OptimConfig(lr=1e-3, total_training_steps=2)  # Adam magnifies kernel-order noise on tiny grads
+    cfg.optim = OptimConfig(
+        lr=1e-3, total_training_steps=2
+    )  # Adam magnifies kernel-order noise on tiny grads
     engine = FSDPEngine(
         ModelConfig(path=model_dir, use_remove_padding=packed),
         dataclasses.replace(FSDPConfig()),
@@ -63,7 +65,7 @@ def _run(rank, world, model_dir):
         engine, actor = _actor(world, model_dir, packed)
         seen = []
         embed = engine.module.get_input_embeddings()
-        hook = embed.register_forward_hook(lambda m, args, o: seen.append(args[0].numel()))
+        hook = embed.register_forward_hook(lambda m, args, o, seen=seen: seen.append(args[0].numel()))
         rows = dp_minibatch_order(ROWS, MINI, world).view(world, -1)[rank]
         logps, history = [], []
         for step in range(2):

@@ -93,10 +93,16 @@ def normalize(cfg: PPOTrainerConfig) -> list[str]:
     if a.strategy == "fsdp":
         log.info("%s.actor.strategy=fsdp runs as FSDP2 (fully_shard) in verl_lite", ARR)
         a.strategy = "fsdp2"
+    _normalize_critic(cfg, problems)
+    _normalize_reward_model(cfg, problems)
     for section, fsdp in _fsdp_configs(cfg):
         _fsdp_notices(f"{ARR}.{section}.fsdp_config", fsdp, problems)
     ck = a.checkpoint
     ck.load_contents = list(ck.save_contents) if ck.load_contents is None else ck.load_contents
+    if uses_critic(cfg):
+        _fsdp_notices("critic.model.fsdp_config", cfg.critic.model.fsdp_config, problems)
+    if cfg.reward_model.enable:
+        _fsdp_notices("reward_model.model.fsdp_config", cfg.reward_model.model.fsdp_config, problems)
     return problems
 
 
@@ -144,6 +150,47 @@ def _check_vllm(cfg: PPOTrainerConfig, problems: list[str]) -> None:
     ):
         if getattr(r, name) <= 0:
             problems.append(f"{key}.{name}={getattr(r, name)} must be positive")
+
+
+def uses_critic(cfg: PPOTrainerConfig) -> bool:
+    """A value model is trained only for GAE, as in verl."""
+    return cfg.algorithm.adv_estimator == "gae"
+
+
+def _normalize_critic(cfg: PPOTrainerConfig, problems: list[str]) -> None:
+    """verl's critic defaults: unset keys follow the actor's (path, batch sizes, epochs, loss mode)."""
+    c, a, world = cfg.critic, cfg.actor_rollout_ref.actor, world_size(cfg)
+    c.model.path = c.model.path or cfg.actor_rollout_ref.model.path
+    c.ppo_mini_batch_size = c.ppo_mini_batch_size or a.ppo_mini_batch_size
+    c.ppo_epochs = c.ppo_epochs or a.ppo_epochs
+    c.use_dynamic_bsz = a.use_dynamic_bsz if c.use_dynamic_bsz is None else c.use_dynamic_bsz
+    c.loss_agg_mode = c.loss_agg_mode or a.loss_agg_mode
+    c.ppo_micro_batch_size_per_gpu = _per_gpu(
+        c.ppo_micro_batch_size, c.ppo_micro_batch_size_per_gpu, world, "critic.ppo_micro_batch_size", problems
+    )
+    if c.ppo_micro_batch_size_per_gpu is None:
+        c.ppo_micro_batch_size_per_gpu = a.ppo_micro_batch_size_per_gpu
+    c.forward_micro_batch_size_per_gpu = _per_gpu(
+        c.forward_micro_batch_size,
+        c.forward_micro_batch_size_per_gpu,
+        world,
+        "critic.forward_micro_batch_size",
+        problems,
+    )
+    if c.forward_micro_batch_size_per_gpu is None:
+        c.forward_micro_batch_size_per_gpu = c.ppo_micro_batch_size_per_gpu
+    c.forward_max_token_len_per_gpu = c.forward_max_token_len_per_gpu or c.ppo_max_token_len_per_gpu
+
+
+def _normalize_reward_model(cfg: PPOTrainerConfig, problems: list[str]) -> None:
+    rm = cfg.reward_model
+    rm.micro_batch_size_per_gpu = _per_gpu(
+        rm.micro_batch_size,
+        rm.micro_batch_size_per_gpu,
+        world_size(cfg),
+        "reward_model.micro_batch_size",
+        problems,
+    )
 
 
 def _fsdp_configs(cfg: PPOTrainerConfig):
@@ -380,14 +427,137 @@ def _check_checkpointing(cfg: PPOTrainerConfig, problems: list[str]) -> None:
         )
 
 
+def _check_critic(cfg: PPOTrainerConfig, problems: list[str]) -> None:
+    """The critic's batch geometry follows the actor's rules, with critic.* keys in the messages."""
+    c, n, world = cfg.critic, cfg.actor_rollout_ref.rollout.n, world_size(cfg)
+    tbs, mini = cfg.data.train_batch_size, c.ppo_mini_batch_size
+    for key, value, allowed in [
+        ("critic.strategy", c.strategy, ("fsdp2",)),
+        ("critic.loss_agg_mode", c.loss_agg_mode, LOSS_AGG_MODES),
+        ("critic.optim.warmup_style", c.optim.warmup_style, WARMUP_STYLES),
+        *[(f"critic.model.fsdp_config.{k}", v, tuple(DTYPES)) for k, v in _dtypes(c.model.fsdp_config)],
+    ]:
+        if value not in allowed:
+            problems.append(f"{key}={value!r} is not one of {list(allowed)}")
+    if mini <= 0 or c.ppo_epochs <= 0:
+        problems.append(
+            f"critic.ppo_mini_batch_size={mini} and critic.ppo_epochs={c.ppo_epochs} must be positive"
+        )
+        return
+    if mini > tbs or tbs % mini:
+        problems.append(
+            f"data.train_batch_size={tbs} is not a multiple of critic.ppo_mini_batch_size={mini}; "
+            "each step must split into whole critic mini-batches"
+        )
+    if (mini * n) % world:
+        problems.append(
+            f"critic.ppo_mini_batch_size x rollout.n = {mini} x {n} = {mini * n} responses cannot be split over "
+            f"{world} workers; make it a multiple of {world}"
+        )
+        return
+    local_mini = mini * n // world
+    micro, forward = c.ppo_micro_batch_size_per_gpu, c.forward_micro_batch_size_per_gpu
+    if not c.use_dynamic_bsz and (micro is None or micro <= 0 or local_mini % micro):
+        problems.append(
+            f"critic.ppo_micro_batch_size_per_gpu={micro} does not divide the per-worker critic mini-batch of "
+            f"{local_mini} responses (critic.ppo_mini_batch_size {mini} x rollout.n {n} / {world} workers); "
+            f"use a divisor of {local_mini}"
+        )
+    if not c.use_dynamic_bsz and (forward is None or forward <= 0):
+        problems.append(f"critic.forward_micro_batch_size_per_gpu must be a positive integer, got {forward}")
+    seq_len = cfg.data.max_prompt_length + cfg.actor_rollout_ref.rollout.response_length
+    for key in ("ppo_max_token_len_per_gpu", "forward_max_token_len_per_gpu"):
+        if c.use_dynamic_bsz and getattr(c, key) < seq_len:
+            problems.append(
+                f"critic.{key}={getattr(c, key)} is below one sequence (data.max_prompt_length + "
+                f"response_length = {seq_len}); raise it to at least {seq_len}"
+            )
+    if c.cliprange_value <= 0:
+        problems.append(f"critic.cliprange_value={c.cliprange_value} must be > 0")
+    if not os.path.isfile(os.path.join(c.model.path, "config.json")):
+        problems.append(f"critic.model.path={c.model.path!r}: no HF model folder (config.json) there")
+    if cfg.trainer.critic_warmup < 0:
+        problems.append(f"trainer.critic_warmup={cfg.trainer.critic_warmup} must be >= 0")
+
+
+def _dtypes(fsdp) -> list[tuple[str, str]]:
+    mp = fsdp.mixed_precision
+    return [
+        ("model_dtype", fsdp.model_dtype),
+        ("mixed_precision.param_dtype", mp.param_dtype),
+        ("mixed_precision.reduce_dtype", mp.reduce_dtype),
+        ("mixed_precision.buffer_dtype", mp.buffer_dtype),
+    ]
+
+
+FILTER_METRICS = ("seq_reward", "seq_final_reward", "acc", "score")
+
+
+def _check_algorithm(cfg: PPOTrainerConfig, problems: list[str]) -> None:
+    alg, n = cfg.algorithm, cfg.actor_rollout_ref.rollout.n
+    for key, value in (("algorithm.gamma", alg.gamma), ("algorithm.lam", alg.lam)):
+        if not 0.0 <= value <= 1.0:
+            problems.append(f"{key}={value} must be in [0, 1]")
+    if alg.kl_penalty.rstrip("+") not in KL_TYPES:
+        problems.append(f"algorithm.kl_penalty={alg.kl_penalty!r} is not one of {list(KL_TYPES)}")
+    ctrl = alg.kl_ctrl
+    if ctrl.type not in ("fixed", "adaptive"):
+        problems.append(f"algorithm.kl_ctrl.type={ctrl.type!r} is not one of ['fixed', 'adaptive']")
+    elif ctrl.type == "adaptive" and (ctrl.target_kl <= 0 or ctrl.horizon <= 0):
+        problems.append(
+            f"algorithm.kl_ctrl.type=adaptive needs algorithm.kl_ctrl.target_kl > 0 and horizon > 0, "
+            f"got target_kl={ctrl.target_kl}, horizon={ctrl.horizon}"
+        )
+    fg = alg.filter_groups
+    if fg.enable and fg.metric not in FILTER_METRICS:
+        problems.append(
+            f"algorithm.filter_groups.metric={fg.metric!r} is not one of {list(FILTER_METRICS)} "
+            "(needed with algorithm.filter_groups.enable=True)"
+        )
+    if fg.enable and n < 2:
+        problems.append(
+            f"algorithm.filter_groups.enable=True needs {ARR}.rollout.n >= 2 (groups to compare), got {n}"
+        )
+    if alg.adv_estimator == "rloo" and n < 2:
+        problems.append(f"algorithm.adv_estimator=rloo needs {ARR}.rollout.n >= 2 (leave-one-out), got {n}")
+
+
+def _check_reward_model(cfg: PPOTrainerConfig, problems: list[str]) -> None:
+    rm = cfg.reward_model
+    if not rm.enable:
+        return
+    path = rm.model.path
+    if not path:
+        problems.append(
+            "reward_model.enable=True but reward_model.model.path is not set; point it at a reward model"
+        )
+    elif not os.path.isfile(os.path.join(path, "config.json")):
+        problems.append(f"reward_model.model.path={path!r}: no HF model folder (config.json) there")
+    if rm.model.input_tokenizer:
+        problems.append(
+            f"reward_model.model.input_tokenizer={rm.model.input_tokenizer!r}: re-tokenising for a reward model "
+            "with another vocabulary is not supported; use a reward model that shares the actor's tokenizer "
+            "and set input_tokenizer=null"
+        )
+    size = rm.micro_batch_size_per_gpu
+    if not rm.use_dynamic_bsz and (size is None or size <= 0):
+        problems.append(f"reward_model.micro_batch_size_per_gpu must be a positive integer, got {size}")
+    if rm.strategy not in ("fsdp2", "fsdp"):
+        problems.append(f"reward_model.strategy={rm.strategy!r} is not one of ['fsdp2']")
+
+
 def validate(cfg: PPOTrainerConfig, num_gpus: int) -> None:
     """Raise ConfigError listing every problem; `num_gpus` is what the cluster offers (0: CPU)."""
     problems = normalize(cfg)
     _check_choices(cfg, problems)
     _check_values(cfg, problems)
     _check_vllm(cfg, problems)
+    _check_algorithm(cfg, problems)
+    _check_reward_model(cfg, problems)
     if not problems:
         _check_batch_geometry(cfg, problems)
+    if not problems and uses_critic(cfg):
+        _check_critic(cfg, problems)
     _check_paths(cfg, problems)
     _check_checkpointing(cfg, problems)
     if cfg.trainer.device == "cuda" and num_gpus == 0:

@@ -4,6 +4,13 @@ A RayResourcePool reserves one placement group per node, `n_workers_per_node` bu
 (STRICT_PACK: a node's workers on one node), so a group of nnodes x n_gpus_per_node workers lands
 the way a torchrun launch would. Without GPUs each bundle holds a share of the node's CPUs.
 
+Colocation: several worker groups (actor+rollout+ref, critic, reward model) can share one pool, as
+in verl. The pool is built with `max_colocate_count` = the number of groups, and each group's actor
+on a bundle asks for 1/max_colocate_count of it (fractional CPUs, or a fraction of the GPU), so the
+roles of one rank sit in separate processes on the same device and take turns, driven step by step
+by the driver. Each group has its own process group (its own rendezvous), so their collectives
+never mix.
+
 A RayWorkerGroup starts one actor per bundle: rank 0 first, which picks the rendezvous address,
 then the others with it in their environment. Every method the worker class marks with
 `@register` is bound onto the group, so `group.update_actor(batch)` dispatches, runs on all ranks
@@ -29,8 +36,16 @@ class WorkerError(RuntimeError):
 
 
 class RayResourcePool:
-    def __init__(self, nnodes: int, n_workers_per_node: int, use_gpu: bool, ready_timeout_s: float = 120.0):
+    def __init__(
+        self,
+        nnodes: int,
+        n_workers_per_node: int,
+        use_gpu: bool,
+        ready_timeout_s: float = 120.0,
+        max_colocate_count: int = 1,
+    ):
         self.nnodes, self.n_workers_per_node, self.use_gpu = nnodes, n_workers_per_node, use_gpu
+        self.max_colocate_count = max_colocate_count
         cpus = self._cpus_per_node()
         self.bundle = dev.ray_worker_resources(n_workers_per_node, cpus, use_gpu)
         self.placement_groups = [
@@ -55,6 +70,15 @@ class RayResourcePool:
     @property
     def world_size(self) -> int:
         return self.nnodes * self.n_workers_per_node
+
+    def actor_resources(self) -> dict[str, float]:
+        """What one group's actor asks of its bundle: an equal share among the colocated groups
+        (Ray takes fractions below 1 and whole numbers above, so a larger share is rounded down)."""
+        out = {}
+        for key, amount in self.bundle.items():
+            share = amount / self.max_colocate_count
+            out[key] = float(int(share)) if share >= 1 else round(share, 4)
+        return out
 
     def slots(self):
         """(placement group, bundle index) for each rank, node by node."""
@@ -86,9 +110,10 @@ class RayWorkerGroup:
             }
             if master is not None:
                 env["MASTER_ADDR"], env["MASTER_PORT"] = master[0], str(master[1])
+            share = pool.actor_resources()
             actor = remote_cls.options(
-                num_cpus=pool.bundle.get("CPU", 0),
-                num_gpus=pool.bundle.get("GPU", 0),
+                num_cpus=share.get("CPU", 0),
+                num_gpus=share.get("GPU", 0),
                 scheduling_strategy=PlacementGroupSchedulingStrategy(
                     pg, placement_group_bundle_index=bundle_index
                 ),
