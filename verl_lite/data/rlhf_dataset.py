@@ -186,14 +186,17 @@ class EpochSampler:
         return np.random.default_rng([self.seed, self.epoch]).permutation(self.size)
 
     def epoch_batches(self):
-        """The remaining batches of the current epoch; advances the state as it goes."""
-        order = self._order()
+        """The remaining batches of the current epoch; advances the state as it goes. Several
+        iterators may share the sampler (DAPO draws extra batches mid-step): each continues from the
+        shared offset, and one stops when another has moved the sampler into the next epoch."""
+        epoch, order = self.epoch, self._order()
         end = len(self) * self.batch_size if self.drop_last else self.size
-        while self.offset < end:
+        while self.epoch == epoch and self.offset < end:
             batch = order[self.offset : self.offset + self.batch_size].tolist()
             self.offset += self.batch_size
             yield batch
-        self.epoch, self.offset = self.epoch + 1, 0
+        if self.epoch == epoch:
+            self.epoch, self.offset = self.epoch + 1, 0
 
     def state_dict(self) -> dict:
         return {"epoch": self.epoch, "offset": self.offset}

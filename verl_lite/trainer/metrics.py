@@ -9,6 +9,7 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
+from verl_lite.algos.value_loss import explained_variance
 from verl_lite.protocol import DataProto
 
 
@@ -49,6 +50,9 @@ def compute_data_metrics(
         **_stats("prompt_length", prompt_len),
         "prompt_length/clip_ratio": (prompt_len >= max_prompt_length).float().mean().item(),
     }
+    if "values" in b:  # PPO with a critic
+        metrics.update(_stats("critic/values", b["values"][mask]))
+        metrics["critic/vf_explained_var"] = explained_variance(b["values"], b["returns"], mask)
     return metrics
 
 

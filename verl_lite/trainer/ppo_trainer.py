@@ -1,14 +1,19 @@
 """RayPPOTrainer: the driver's training loop, one step as a list of named phases.
 
-    generate      sync weights -> n responses per prompt          timing_s/gen
-    reward        rule scores on the last response token          timing_s/reward
+    gen           sync weights -> n responses per prompt          timing_s/gen
+    gen_max       ReMax: greedy baseline responses and scores     timing_s/gen_max
+    reward        rule scores (or the reward model's) on the last response token   timing_s/reward
     old_log_prob  the actor's log-probs of the sampled tokens     timing_s/old_log_prob
     ref           the reference's log-probs (only with a KL term) timing_s/ref
+    values        the critic's values (GAE only)                   timing_s/values
+    kl_reward     KL penalty in the reward (use_kl_in_reward)     timing_s/kl_reward
     adv           advantages on the driver, pure tensors          timing_s/adv
-    update_actor  PPO epochs over mini-batches                    timing_s/update_actor
+    update_critic the critic's PPO epochs (GAE only)              timing_s/update_critic
+    update_actor  PPO epochs over mini-batches (after critic_warmup steps)   timing_s/update_actor
     (then, every test_freq / save_freq steps: testing, save_checkpoint)
 
 Which phases run is decided once, when the trainer is built; the step loop just walks the list.
+The algorithm-specific phases live in ppo_phases.py.
 A worker that fails or dies surfaces as a WorkerError naming the worker, its rank and method, and
 here also the trainer phase and step. `fit` first resumes from a checkpoint when there is one
 (trainer.resume_mode; the layout and atomic commit are in trainer/checkpoint.py).
@@ -20,18 +25,18 @@ import logging
 import os
 from contextlib import contextmanager
 
-import numpy as np
 import ray
 
 from verl_lite.algos import ADV_ESTIMATORS
+from verl_lite.algos.kl_ctrl import build_kl_controller
 from verl_lite.config.schema import PPOTrainerConfig
+from verl_lite.config.validate import uses_critic
 from verl_lite.data.rlhf_dataset import EpochSampler, RLHFDataset
 from verl_lite.plan import auto_offload
 from verl_lite.protocol import DataProto
 from verl_lite.rollout.base import compute_logprob_diff_metrics
 from verl_lite.single_controller import RayResourcePool, RayWorkerGroup, WorkerError
 from verl_lite.trainer import checkpoint as ckpt
-from verl_lite.trainer.batching import dp_minibatch_order
 from verl_lite.trainer.dump import Generations, dump_jsonl, record_validation
 from verl_lite.trainer.health import HealthMonitor, run_shape
 from verl_lite.trainer.metrics import (
@@ -40,8 +45,11 @@ from verl_lite.trainer.metrics import (
     compute_val_metrics,
     timer,
 )
+from verl_lite.trainer.ppo_phases import AlgorithmPhases
 from verl_lite.trainer.tracking import Tracking
 from verl_lite.workers.actor_rollout_ref import ActorRolloutRefWorker, apply_overrides
+from verl_lite.workers.critic import CriticWorker
+from verl_lite.workers.reward_model import RewardModelWorker
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +63,7 @@ def trainer_phase(name: str, step: int):
         raise WorkerError(f"trainer phase '{name}' at step {step} failed: {e}") from e
 
 
-class RayPPOTrainer:
+class RayPPOTrainer(AlgorithmPhases):
     def __init__(
         self,
         config: PPOTrainerConfig,
@@ -75,18 +83,16 @@ class RayPPOTrainer:
             len(train_dataset), config.data.train_batch_size, config.data.shuffle, config.data.seed
         )
         self.total_training_steps = self.sampler_steps()
-        actor = config.actor_rollout_ref.actor
-        self.use_ref = actor.use_kl_loss
-        self.adv_fn = ADV_ESTIMATORS.get(config.algorithm.adv_estimator)
-        self.phases = [
-            ("gen", self._generate),
-            ("reward", self._reward),
-            ("old_log_prob", self._old_log_prob),
-            *([("ref", self._ref_log_prob)] if self.use_ref else []),
-            ("adv", self._advantage),
-            ("update_actor", self._update_actor),
-            *([("dump_rollout_generations", self._dump_rollout)] if t.rollout_data_dir else []),
-        ]
+        actor, alg = config.actor_rollout_ref.actor, config.algorithm
+        self.use_ref = actor.use_kl_loss or alg.use_kl_in_reward
+        self.use_critic = uses_critic(config)
+        self.adv_fn = ADV_ESTIMATORS.get(alg.adv_estimator)
+        self.kl_ctrl = None
+        if alg.use_kl_in_reward:
+            k = alg.kl_ctrl
+            self.kl_ctrl = build_kl_controller(k.type, k.kl_coef, k.target_kl, k.horizon)
+        self.critic_wg = self.rm_wg = None
+        self.phases = self.build_phases()
         self.keep_val_texts = bool(t.validation_data_dir or t.log_val_generations > 0)
         if (t.rollout_data_dir or self.keep_val_texts) and tokenizer is None:
             raise ValueError(
@@ -113,6 +119,23 @@ class RayPPOTrainer:
             ckpt.check_complete(path, self.checkpoint_contents(), self.world_size, key)
         return path
 
+    def build_phases(self) -> list:
+        alg, t = self.config.algorithm, self.config.trainer
+        filtered = alg.filter_groups.enable
+        return [
+            ("gen", self._generate_filtered if filtered else self._generate),
+            *([("gen_max", self._remax_baseline)] if alg.adv_estimator == "remax" else []),
+            *([] if filtered else [("reward", self._reward)]),  # dynamic sampling scores as it generates
+            ("old_log_prob", self._old_log_prob),
+            *([("ref", self._ref_log_prob)] if self.use_ref else []),
+            *([("values", self._values)] if self.use_critic else []),
+            *([("kl_reward", self._kl_in_reward)] if alg.use_kl_in_reward else []),
+            ("adv", self._advantage),
+            *([("update_critic", self._update_critic)] if self.use_critic else []),
+            ("update_actor", self._update_actor),
+            *([("dump_rollout_generations", self._dump_rollout)] if t.rollout_data_dir else []),
+        ]
+
     def sampler_steps(self) -> int:
         t = self.config.trainer
         steps = len(self.sampler) * t.total_epochs
@@ -121,7 +144,9 @@ class RayPPOTrainer:
     # --- set-up -------------------------------------------------------------------------------------
     def init_workers(self) -> None:
         t = self.config.trainer
-        self.pool = RayResourcePool(t.nnodes, t.n_gpus_per_node, self.use_gpu)
+        self.pool = RayResourcePool(
+            t.nnodes, t.n_gpus_per_node, self.use_gpu, max_colocate_count=self.num_colocated_groups()
+        )
         role = "actor_rollout_ref" if self.use_ref else "actor_rollout"
         self.actor_rollout_wg = RayWorkerGroup(
             self.pool,
@@ -142,6 +167,24 @@ class RayPPOTrainer:
             num_nodes,
             info[0]["num_params"],
         )
+        if self.use_critic:
+            rollout = self.config.actor_rollout_ref.rollout
+            self.critic_wg = RayWorkerGroup(
+                self.pool, CriticWorker, self.config.critic, rollout.response_length, rollout.n,
+                t.dist_timeout_s, name="critic",
+            )  # fmt: skip
+            info = self.critic_wg.init_model()
+            log.info("critic ready: %d workers, %s params", self.world_size, info[0]["num_params"])
+        if self.config.reward_model.enable:
+            self.rm_wg = RayWorkerGroup(
+                self.pool, RewardModelWorker, self.config.reward_model, t.dist_timeout_s, name="reward_model"
+            )
+            info = self.rm_wg.init_model()
+            log.info("reward model ready: %d workers, %s params", self.world_size, info[0]["num_params"])
+
+    def num_colocated_groups(self) -> int:
+        """Worker groups sharing each rank's slot: actor(+ref), critic, reward model (ray_group.py)."""
+        return 1 + int(self.use_critic) + int(self.config.reward_model.enable)
 
     def _plan_offload(self) -> dict:
         """trainer.auto_offload: the planner's choice for the memory the workers actually have."""
@@ -151,8 +194,10 @@ class RayPPOTrainer:
         return overrides
 
     def shutdown(self) -> None:
-        if hasattr(self, "actor_rollout_wg"):
-            self.actor_rollout_wg.shutdown()
+        for group in (self.critic_wg, self.rm_wg, getattr(self, "actor_rollout_wg", None)):
+            if group is not None:
+                group.shutdown()
+        if hasattr(self, "pool"):
             self.pool.release()
 
     # --- the loop -----------------------------------------------------------------------------------
@@ -191,9 +236,7 @@ class RayPPOTrainer:
     def train_step(self, batch: DataProto) -> dict[str, float]:
         metrics: dict[str, float] = {}
         timings: dict[str, float] = {}
-        batch.non_tensor_batch["uid"] = np.array(
-            [f"{self.global_steps}-{i}" for i in range(len(batch))], dtype=object
-        )
+        self._assign_uids(batch)
         with timer("step", timings):
             for name, phase in self.phases:
                 with timer(name, timings), trainer_phase(name, self.global_steps):
@@ -221,16 +264,13 @@ class RayPPOTrainer:
         return expanded.union(gen)
 
     def _reward(self, batch: DataProto, metrics: dict) -> DataProto:
-        scores, extra = self.reward_fn(batch)
-        batch.batch["token_level_scores"] = scores
-        batch.batch["token_level_rewards"] = scores
-        for key, values in extra.items():
-            if values and isinstance(values[0], (int, float)):
-                metrics[f"reward_extra/{key}/mean"] = float(np.mean(values))
+        self._score(batch, metrics)
         return batch
 
     def _old_log_prob(self, batch: DataProto, metrics: dict) -> DataProto:
-        batch = batch.union(self.actor_rollout_wg.compute_log_prob(self._model_inputs(batch)))
+        metrics.update(self._balance_metrics(batch))
+        inputs = self._model_inputs(batch)
+        batch = batch.union(self._forward_dispatch(self.actor_rollout_wg.compute_log_prob, inputs))
         if "rollout_log_probs" in batch.batch:  # the rollout ran the actor's current weights?
             b = batch.batch
             metrics.update(
@@ -239,7 +279,8 @@ class RayPPOTrainer:
         return batch
 
     def _ref_log_prob(self, batch: DataProto, metrics: dict) -> DataProto:
-        return batch.union(self.actor_rollout_wg.compute_ref_log_prob(self._model_inputs(batch)))
+        out = self._forward_dispatch(self.actor_rollout_wg.compute_ref_log_prob, self._model_inputs(batch))
+        return batch.union(out)
 
     def _advantage(self, batch: DataProto, metrics: dict) -> DataProto:
         algo = self.config.algorithm
@@ -247,12 +288,18 @@ class RayPPOTrainer:
             token_level_rewards=batch.batch["token_level_rewards"],
             response_mask=batch.batch["response_mask"],
             index=batch.non_tensor_batch["uid"],
+            values=batch.batch.get("values"),
+            gamma=algo.gamma,
+            lam=algo.lam,
             norm_adv_by_std_in_grpo=algo.norm_adv_by_std_in_grpo,
+            reward_baselines=batch.batch.get("reward_baselines"),
         )
         batch.batch["advantages"], batch.batch["returns"] = advantages, returns
         return batch
 
     def _update_actor(self, batch: DataProto, metrics: dict) -> DataProto:
+        if self.global_steps <= self.config.trainer.critic_warmup:
+            return batch  # the first critic_warmup steps train only the critic
         cfg = self.config.actor_rollout_ref
         keys = [
             "input_ids",
@@ -266,8 +313,9 @@ class RayPPOTrainer:
         if self.use_ref:
             keys.append("ref_log_prob")
         data = batch.select(keys)
-        order = dp_minibatch_order(len(data), cfg.actor.ppo_mini_batch_size * cfg.rollout.n, self.world_size)
-        out = self.actor_rollout_wg.update_actor(data[order])
+        out = self.actor_rollout_wg.update_actor(
+            data[self._dp_order(data, cfg.actor.ppo_mini_batch_size * cfg.rollout.n)]
+        )
         metrics.update(out.meta_info["metrics"])
         return batch
 

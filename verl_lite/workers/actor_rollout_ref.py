@@ -118,11 +118,15 @@ class ActorRolloutRefWorker(Worker):
 
     @register(Dispatch.DP_COMPUTE_PROTO)
     def generate_sequences(self, prompts: DataProto) -> DataProto:
+        """meta_info: validate (val_kwargs sampling) or greedy_baseline (ReMax: one greedy response)."""
         validate = prompts.meta_info.get("validate", False)
-        if not validate:
+        baseline = prompts.meta_info.get("greedy_baseline", False)
+        if not validate and not baseline:
             dev.reset_peak_memory()  # a training step starts here; update_actor reports its peak
         metrics = self._sync_rollout_weights()
         params = self._sampling(validate)
+        if baseline:
+            params = dataclasses.replace(params, n=1, do_sample=False)
         start = time.perf_counter()
         b = prompts.batch
         raw, raw_log_probs = self.rollout.generate_tokens(b["input_ids"], b["attention_mask"], params)

@@ -1,0 +1,169 @@
+"""The trainer's phases beyond plain GRPO: critic, reward model, KL in the reward, ReMax, DAPO.
+
+RayPPOTrainer (ppo_trainer.py) picks which of these run when it is built, from the config:
+
+    gen           DAPO dynamic sampling when algorithm.filter_groups.enable: generate and score
+                  batches, drop all-equal groups, until train_batch_size prompts are kept
+    gen_max       ReMax: a greedy rollout of the same prompts; its score is the baseline
+    values        the critic's values of the sampled responses (GAE)
+    kl_reward     rewards = scores - beta * KL(old || ref), beta from the KL controller
+    update_critic the critic's PPO epochs (every step, also during trainer.critic_warmup)
+
+Every dispatch to a worker group goes through one row order (`_dp_order`): global mini-batches
+stay whole whatever the world size, and with trainer.balance_batch each rank gets a balanced
+share of tokens.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from verl_lite.algos.kl_ctrl import apply_kl_penalty
+from verl_lite.protocol import DataProto
+from verl_lite.trainer.batching import dp_minibatch_order, rank_token_loads
+from verl_lite.trainer.dynamic_sampling import kept_group_rows, sequence_metric, take_rows
+
+MODEL_INPUTS = ["input_ids", "attention_mask", "position_ids", "responses"]
+
+
+class AlgorithmPhases:
+    # --- dispatch -----------------------------------------------------------------------------------
+    def _dp_order(self, data: DataProto, mini_rows: int) -> torch.Tensor:
+        seqlens = data.batch["attention_mask"].sum(-1).tolist() if self.config.trainer.balance_batch else None
+        return dp_minibatch_order(len(data), mini_rows, self.world_size, seqlens)
+
+    def _forward_dispatch(self, method, data: DataProto) -> DataProto:
+        """A forward-only group method over the whole batch (one 'mini-batch'), results in row order."""
+        order = self._dp_order(data, len(data))
+        out = method(data[order])
+        inverse = torch.empty_like(order)
+        inverse[order] = torch.arange(len(order))
+        return out[inverse]
+
+    def _balance_metrics(self, batch: DataProto) -> dict[str, float]:
+        """verl's global_seqlen/*: tokens per rank with plain chunking and with the order used."""
+        seqlens = batch.batch["attention_mask"].sum(-1)
+        plain = rank_token_loads(seqlens, torch.arange(len(batch)), self.world_size)
+        used = rank_token_loads(seqlens, self._dp_order(batch, len(batch)), self.world_size)
+        return {
+            "global_seqlen/min": min(plain),
+            "global_seqlen/max": max(plain),
+            "global_seqlen/minmax_diff": max(plain) - min(plain),
+            "global_seqlen/balanced_min": min(used),
+            "global_seqlen/balanced_max": max(used),
+            "global_seqlen/mean": float(np.mean(used)),
+        }
+
+    # --- scores -------------------------------------------------------------------------------------
+    def _compute_scores(self, batch: DataProto, metrics: dict) -> tuple[torch.Tensor, dict]:
+        """(bs, R) token-level scores and the reward function's extra info. With a reward model its
+        score is the reward and the rule reward is not computed (verl's semantics)."""
+        if self.rm_wg is None:
+            return self.reward_fn(batch)
+        inputs = batch.select([*MODEL_INPUTS, "response_mask"], meta_keys=[])
+        out = self._forward_dispatch(self.rm_wg.compute_rm_score, inputs)
+        metrics.update(out.meta_info.get("metrics", {}))
+        return out.batch["rm_scores"], {}
+
+    def _score(self, batch: DataProto, metrics: dict) -> dict:
+        scores, extra = self._compute_scores(batch, metrics)
+        batch.batch["token_level_scores"] = scores
+        batch.batch["token_level_rewards"] = scores
+        for key, values in extra.items():
+            if values and isinstance(values[0], (int, float)):
+                metrics[f"reward_extra/{key}/mean"] = float(np.mean(values))
+        return extra
+
+    # --- DAPO dynamic sampling ----------------------------------------------------------------------
+    def _generate_filtered(self, batch: DataProto, metrics: dict) -> DataProto:
+        fg, tbs = self.config.algorithm.filter_groups, self.config.data.train_batch_size
+        kept_parts, num_kept, num_gen, num_groups = [], 0, 0, 0
+        while True:
+            num_gen += 1
+            gen = self._generate(batch, metrics)
+            extra = self._score(gen, metrics)
+            rows, kept, total = kept_group_rows(
+                gen.non_tensor_batch["uid"], sequence_metric(gen, extra, fg.metric)
+            )
+            kept_parts.append(take_rows(gen, rows))
+            num_kept, num_groups = num_kept + kept, num_groups + total
+            if num_kept >= tbs:
+                break
+            if 0 < fg.max_num_gen_batches <= num_gen:
+                raise RuntimeError(
+                    f"algorithm.filter_groups: {num_gen} generation batches kept only {num_kept} of the "
+                    f"{tbs} prompts of data.train_batch_size (the others' {fg.metric} was equal across "
+                    f"their group); raise algorithm.filter_groups.max_num_gen_batches (or set it to 0 for no "
+                    "limit), or use data where responses differ"
+                )
+            batch = self._next_prompt_batch(tag=f"g{num_gen}")
+        n = self.config.actor_rollout_ref.rollout.n
+        metrics["train/num_gen_batches"] = num_gen
+        metrics["train/num_kept_groups"] = num_kept
+        metrics["train/kept_group_ratio"] = num_kept / num_groups
+        return DataProto.concat(kept_parts)[: tbs * n]
+
+    def _next_prompt_batch(self, tag: str) -> DataProto:
+        """The sampler's next batch of prompts (into the next epoch when this one is used up)."""
+        indices = next(self.sampler.epoch_batches(), None)
+        if indices is None:
+            indices = next(self.sampler.epoch_batches())
+        batch = self.train_dataset.collate(indices)
+        self._assign_uids(batch, tag)
+        return batch
+
+    def _assign_uids(self, batch: DataProto, tag: str = "") -> None:
+        batch.non_tensor_batch["uid"] = np.array(
+            [f"{self.global_steps}-{tag}{i}" for i in range(len(batch))], dtype=object
+        )
+
+    # --- ReMax ----------------------------------------------------------------------------------------
+    def _remax_baseline(self, batch: DataProto, metrics: dict) -> DataProto:
+        """Greedy responses to the same prompts; their scores become `reward_baselines` (per response)."""
+        n = self.config.actor_rollout_ref.rollout.n
+        rows = batch[torch.arange(0, len(batch), n)]  # one row per prompt (responses are adjacent)
+        width = rows.batch["prompts"].shape[1]
+        prompts = DataProto.from_dict(
+            {
+                "input_ids": rows.batch["prompts"],
+                "attention_mask": rows.batch["attention_mask"][:, :width],
+                "position_ids": rows.batch["position_ids"][:, :width],
+            },
+            meta_info={"greedy_baseline": True},
+        )
+        gen = self.actor_rollout_wg.generate_sequences(prompts)
+        gen.meta_info.pop("metrics", None)
+        baseline = DataProto(dict(gen.batch), dict(rows.non_tensor_batch), {})
+        scores, _ = self._compute_scores(baseline, {})
+        batch.batch["reward_baselines"] = scores.sum(-1).repeat_interleave(n)  # (bs,)
+        metrics["critic/reward_baselines/mean"] = scores.sum(-1).mean().item()
+        return batch
+
+    # --- critic -------------------------------------------------------------------------------------
+    def _values(self, batch: DataProto, metrics: dict) -> DataProto:
+        inputs = batch.select([*MODEL_INPUTS, "response_mask"], meta_keys=[])
+        return batch.union(self._forward_dispatch(self.critic_wg.compute_values, inputs))
+
+    def _update_critic(self, batch: DataProto, metrics: dict) -> DataProto:
+        c, n = self.config.critic, self.config.actor_rollout_ref.rollout.n
+        data = batch.select([*MODEL_INPUTS, "response_mask", "values", "returns"], meta_keys=[])
+        out = self.critic_wg.update_critic(data[self._dp_order(data, c.ppo_mini_batch_size * n)])
+        metrics.update(out.meta_info["metrics"])
+        return batch
+
+    # --- KL in the reward -----------------------------------------------------------------------------
+    def _kl_in_reward(self, batch: DataProto, metrics: dict) -> DataProto:
+        b = batch.batch
+        rewards, kl_metrics = apply_kl_penalty(
+            b["token_level_scores"],
+            b["old_log_probs"],
+            b["ref_log_prob"],
+            b["response_mask"],
+            kl_coef=self.kl_ctrl.value,
+            kl_penalty=self.config.algorithm.kl_penalty,
+        )
+        b["token_level_rewards"] = rewards
+        metrics.update(kl_metrics)
+        self.kl_ctrl.update(kl_metrics["actor/reward_kl_penalty"], n_steps=len(batch))
+        return batch
