@@ -58,3 +58,29 @@ def make_ppo_batch(
         "old_log_probs": -torch.rand(bs, response_len, generator=g) * 3,
         "ref_log_prob": -torch.rand(bs, response_len, generator=g) * 3,
     }
+
+
+def make_tiny_reward_model_dir(path: str, seed: int = 0, hidden: int = 64) -> str:
+    """A random scalar reward model (Qwen2ForSequenceClassification, num_labels=1) with the tiny
+    tokenizer, saved as a HF folder: the layout `reward_model.model.path` expects."""
+    from transformers import Qwen2ForSequenceClassification
+
+    if os.path.exists(os.path.join(path, "config.json")):
+        return path
+    tokenizer = build_tokenizer()
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=2,
+        num_attention_heads=hidden // 32,
+        num_key_value_heads=1,
+        max_position_embeddings=64,
+        num_labels=1,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(seed)
+    Qwen2ForSequenceClassification(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path

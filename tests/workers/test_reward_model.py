@@ -9,12 +9,11 @@ from __future__ import annotations
 import pytest
 import torch
 from torch.distributed.device_mesh import init_device_mesh
-from transformers import AutoModelForSequenceClassification, Qwen2Config, Qwen2ForSequenceClassification
+from transformers import AutoModelForSequenceClassification
 
 from tests.helpers.dist import run_ranks
-from tests.helpers.models import make_ppo_batch
+from tests.helpers.models import make_ppo_batch, make_tiny_reward_model_dir
 from verl_lite.config.schema import FSDPConfig, RewardModelModelConfig
-from verl_lite.data.tiny_tokenizer import build_tokenizer
 from verl_lite.engine.fsdp_engine import FSDPEngine
 from verl_lite.utils.hf_model import load_reward_model
 from verl_lite.workers.reward_model import compute_rm_scores
@@ -22,24 +21,7 @@ from verl_lite.workers.reward_model import compute_rm_scores
 
 @pytest.fixture(scope="module")
 def rm_dir(tmp_path_factory):
-    path = str(tmp_path_factory.mktemp("tiny_rm"))
-    tokenizer = build_tokenizer()
-    config = Qwen2Config(
-        vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=64,
-        num_labels=1,
-        pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )
-    torch.manual_seed(0)
-    Qwen2ForSequenceClassification(config).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
+    return make_tiny_reward_model_dir(str(tmp_path_factory.mktemp("tiny_rm")))
 
 
 def _scores(rank, world, rm_dir, batch):

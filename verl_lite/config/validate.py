@@ -498,7 +498,7 @@ def _check_algorithm(cfg: PPOTrainerConfig, problems: list[str]) -> None:
     for key, value in (("algorithm.gamma", alg.gamma), ("algorithm.lam", alg.lam)):
         if not 0.0 <= value <= 1.0:
             problems.append(f"{key}={value} must be in [0, 1]")
-    if alg.kl_penalty.rstrip("+") not in KL_TYPES:
+    if not is_kl_type(alg.kl_penalty):
         problems.append(f"algorithm.kl_penalty={alg.kl_penalty!r} is not one of {list(KL_TYPES)}")
     ctrl = alg.kl_ctrl
     if ctrl.type not in ("fixed", "adaptive"):

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# RLOO: each response's baseline is the mean score of the other responses to its prompt (leave one
+# out); KL to the reference in the reward, as in verl's RLOO example. key=value arguments override.
+set -euo pipefail
+${PYTHON:-python3} -m verl_lite.main_ppo \
+    algorithm.adv_estimator=rloo \
+    algorithm.use_kl_in_reward=True \
+    algorithm.kl_penalty=kl \
+    algorithm.kl_ctrl.kl_coef=0.001 \
+    data.train_batch_size=32 \
+    actor_rollout_ref.rollout.n=8 \
+    actor_rollout_ref.actor.optim.lr=1e-4 \
+    actor_rollout_ref.actor.ppo_mini_batch_size=16 \
+    actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=32 \
+    actor_rollout_ref.actor.use_kl_loss=False \
+    trainer.experiment_name=tiny_arith_rloo \
+    "$@"
