@@ -168,3 +168,62 @@ def test_checkpoint_keys_are_validated():
     cfg = load("actor_rollout_ref.actor.checkpoint.save_contents=[model,hf_model]")
     normalize(cfg)
     assert cfg.actor_rollout_ref.actor.checkpoint.load_contents == ["model", "hf_model"]
+
+
+def test_critic_keys_default_to_the_actors_and_are_checked_like_the_actors():
+    cfg = load("algorithm.adv_estimator=gae", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8")
+    assert normalize(cfg) == []
+    c, a = cfg.critic, cfg.actor_rollout_ref.actor
+    assert c.model.path == cfg.actor_rollout_ref.model.path
+    assert (c.ppo_mini_batch_size, c.ppo_epochs, c.loss_agg_mode) == (
+        a.ppo_mini_batch_size,
+        a.ppo_epochs,
+        a.loss_agg_mode,
+    )
+    assert c.ppo_micro_batch_size_per_gpu == c.forward_micro_batch_size_per_gpu == 8
+    msg = problems(
+        load(
+            "algorithm.adv_estimator=gae",
+            "critic.ppo_mini_batch_size=8",
+            "critic.ppo_micro_batch_size_per_gpu=5",
+            "critic.cliprange_value=0",
+        )
+    )
+    assert (
+        "critic.ppo_micro_batch_size_per_gpu=5 does not divide the per-worker critic mini-batch of 32" in msg
+    )
+    assert "critic.cliprange_value=0.0 must be > 0" in msg
+    msg = problems(load("algorithm.adv_estimator=gae", "critic.ppo_mini_batch_size=5"))
+    assert "data.train_batch_size=32 is not a multiple of critic.ppo_mini_batch_size=5" in msg
+    msg = problems(load("algorithm.adv_estimator=gae", "critic.model.path=/no/such/critic"))
+    assert "critic.model.path='/no/such/critic'" in msg
+
+
+def test_algorithm_keys_are_checked_with_their_names():
+    msg = problems(
+        load(
+            "algorithm.use_kl_in_reward=True",
+            "algorithm.kl_penalty=nope",
+            "algorithm.kl_ctrl.type=pid",
+            "algorithm.lam=1.5",
+            "algorithm.filter_groups.enable=True",
+        )
+    )
+    assert "algorithm.kl_penalty='nope'" in msg
+    assert "algorithm.kl_ctrl.type='pid' is not one of ['fixed', 'adaptive']" in msg
+    assert "algorithm.lam=1.5 must be in [0, 1]" in msg
+    assert "algorithm.filter_groups.metric=None is not one of" in msg
+    msg = problems(load("algorithm.kl_ctrl.type=adaptive", "algorithm.kl_ctrl.target_kl=0"))
+    assert "algorithm.kl_ctrl.type=adaptive needs algorithm.kl_ctrl.target_kl > 0" in msg
+
+
+def test_reward_model_needs_a_path_and_the_actors_tokenizer():
+    msg = problems(load("reward_model.enable=True"))
+    assert "reward_model.enable=True but reward_model.model.path is not set" in msg
+    msg = problems(
+        load(
+            "reward_model.enable=True", "reward_model.model.path=/x", "reward_model.model.input_tokenizer=/t"
+        )
+    )
+    assert "reward_model.model.path='/x': no HF model folder" in msg
+    assert "reward_model.model.input_tokenizer='/t'" in msg

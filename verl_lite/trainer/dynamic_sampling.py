@@ -15,6 +15,7 @@ Metrics, as in verl's DAPO trainer:
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -50,3 +51,36 @@ def kept_group_rows(uids: np.ndarray, values: np.ndarray) -> tuple[list[int], in
 
 def take_rows(batch: DataProto, rows: list[int]) -> DataProto:
     return batch[torch.tensor(rows, dtype=torch.long)]
+
+
+def collect_kept_groups(
+    next_scored_batch: Callable[[int], tuple[DataProto, dict]],
+    num_prompts: int,
+    responses_per_prompt: int,
+    metric: str,
+    max_num_gen_batches: int,
+) -> tuple[DataProto, dict[str, float]]:
+    """Draw scored batches (`next_scored_batch(i)` for the i-th, from 0) until `num_prompts` groups
+    with differing `metric` are kept; the first num_prompts of them, and verl's counters."""
+    kept_parts, num_kept, num_groups, num_gen = [], 0, 0, 0
+    while num_kept < num_prompts:
+        if 0 < max_num_gen_batches <= num_gen:
+            raise RuntimeError(
+                f"algorithm.filter_groups: {num_gen} generation batches kept only {num_kept} of the "
+                f"{num_prompts} prompts of data.train_batch_size (the others' {metric} was equal across "
+                "their group); raise algorithm.filter_groups.max_num_gen_batches (0: no limit), or use "
+                "prompts whose responses differ"
+            )
+        batch, extra = next_scored_batch(num_gen)
+        num_gen += 1
+        rows, kept, total = kept_group_rows(
+            batch.non_tensor_batch["uid"], sequence_metric(batch, extra, metric)
+        )
+        kept_parts.append(take_rows(batch, rows))
+        num_kept, num_groups = num_kept + kept, num_groups + total
+    metrics = {
+        "train/num_gen_batches": num_gen,
+        "train/num_kept_groups": num_kept,
+        "train/kept_group_ratio": num_kept / num_groups,
+    }
+    return DataProto.concat(kept_parts)[: num_prompts * responses_per_prompt], metrics

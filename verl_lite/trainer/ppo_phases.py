@@ -22,7 +22,7 @@ import torch
 from verl_lite.algos.kl_ctrl import apply_kl_penalty
 from verl_lite.protocol import DataProto
 from verl_lite.trainer.batching import dp_minibatch_order, rank_token_loads
-from verl_lite.trainer.dynamic_sampling import kept_group_rows, sequence_metric, take_rows
+from verl_lite.trainer.dynamic_sampling import collect_kept_groups
 
 MODEL_INPUTS = ["input_ids", "attention_mask", "position_ids", "responses"]
 
@@ -77,32 +77,22 @@ class AlgorithmPhases:
 
     # --- DAPO dynamic sampling ----------------------------------------------------------------------
     def _generate_filtered(self, batch: DataProto, metrics: dict) -> DataProto:
-        fg, tbs = self.config.algorithm.filter_groups, self.config.data.train_batch_size
-        kept_parts, num_kept, num_gen, num_groups = [], 0, 0, 0
-        while True:
-            num_gen += 1
-            gen = self._generate(batch, metrics)
-            extra = self._score(gen, metrics)
-            rows, kept, total = kept_group_rows(
-                gen.non_tensor_batch["uid"], sequence_metric(gen, extra, fg.metric)
-            )
-            kept_parts.append(take_rows(gen, rows))
-            num_kept, num_groups = num_kept + kept, num_groups + total
-            if num_kept >= tbs:
-                break
-            if 0 < fg.max_num_gen_batches <= num_gen:
-                raise RuntimeError(
-                    f"algorithm.filter_groups: {num_gen} generation batches kept only {num_kept} of the "
-                    f"{tbs} prompts of data.train_batch_size (the others' {fg.metric} was equal across "
-                    f"their group); raise algorithm.filter_groups.max_num_gen_batches (or set it to 0 for no "
-                    "limit), or use data where responses differ"
-                )
-            batch = self._next_prompt_batch(tag=f"g{num_gen}")
-        n = self.config.actor_rollout_ref.rollout.n
-        metrics["train/num_gen_batches"] = num_gen
-        metrics["train/num_kept_groups"] = num_kept
-        metrics["train/kept_group_ratio"] = num_kept / num_groups
-        return DataProto.concat(kept_parts)[: tbs * n]
+        fg = self.config.algorithm.filter_groups
+
+        def next_scored_batch(i: int):
+            prompts = batch if i == 0 else self._next_prompt_batch(tag=f"g{i}-")
+            gen = self._generate(prompts, metrics)
+            return gen, self._score(gen, metrics)
+
+        kept, counters = collect_kept_groups(
+            next_scored_batch,
+            self.config.data.train_batch_size,
+            self.config.actor_rollout_ref.rollout.n,
+            fg.metric,
+            fg.max_num_gen_batches,
+        )
+        metrics.update(counters)
+        return kept
 
     def _next_prompt_batch(self, tag: str) -> DataProto:
         """The sampler's next batch of prompts (into the next epoch when this one is used up)."""

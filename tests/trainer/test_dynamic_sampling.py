@@ -1,0 +1,66 @@
+"""DAPO dynamic sampling: which groups are kept, how many batches are drawn, and the errors."""
+
+import numpy as np
+import pytest
+import torch
+
+from verl_lite.protocol import DataProto
+from verl_lite.trainer.dynamic_sampling import collect_kept_groups, kept_group_rows, sequence_metric
+
+
+def scored(scores_per_group: list[list[float]], tag: str) -> DataProto:
+    """Groups of responses (one row each) with their score on the last of 3 response tokens."""
+    rows = [(f"{tag}{g}", s) for g, group in enumerate(scores_per_group) for s in group]
+    levels = torch.zeros(len(rows), 3)
+    levels[:, -1] = torch.tensor([s for _, s in rows])
+    return DataProto.from_dict(
+        {"token_level_scores": levels, "token_level_rewards": levels - 0.1},
+        {"uid": [u for u, _ in rows]},
+    )
+
+
+def test_all_equal_groups_are_dropped_in_order():
+    uids = np.array(["a", "a", "b", "b", "c", "c"], dtype=object)
+    rows, kept, total = kept_group_rows(uids, np.array([1.0, 1.0, 0.0, 1.0, 0.0, 0.0]))
+    assert (rows, kept, total) == ([2, 3], 1, 3)
+
+
+def test_metrics_come_from_scores_rewards_or_extra_info():
+    batch = scored([[1.0, 0.0]], "a")
+    assert sequence_metric(batch, {}, "seq_reward").tolist() == [1.0, 0.0]
+    assert np.allclose(sequence_metric(batch, {}, "seq_final_reward"), [0.7, -0.3])
+    assert sequence_metric(batch, {"acc": [True, False]}, "acc").tolist() == [1.0, 0.0]
+    assert sequence_metric(batch, {}, "score").tolist() == [1.0, 0.0]
+    with pytest.raises(KeyError, match="algorithm.filter_groups.metric='acc'"):
+        sequence_metric(batch, {}, "acc")
+
+
+def test_more_batches_are_drawn_until_enough_groups_are_kept():
+    batches = [
+        scored([[1, 1], [0, 1], [0, 0]], "x"),  # 1 kept
+        scored([[0, 0], [1, 1], [1, 1]], "y"),  # 0 kept
+        scored([[1, 0], [0, 1], [0, 1]], "z"),  # 3 kept, 1 needed
+    ]
+    drawn = []
+
+    def next_batch(i):
+        drawn.append(i)
+        return batches[i], {}
+
+    kept, metrics = collect_kept_groups(next_batch, 2, 2, "seq_reward", max_num_gen_batches=0)
+    assert drawn == [0, 1, 2]
+    assert list(kept.non_tensor_batch["uid"]) == ["x1", "x1", "z0", "z0"]
+    assert metrics == {
+        "train/num_gen_batches": 3,
+        "train/num_kept_groups": 4,
+        "train/kept_group_ratio": 4 / 9,
+    }
+
+
+def test_too_many_generation_batches_is_an_error_naming_the_key():
+    def next_batch(i):
+        return scored([[1, 1], [0, 0]], f"b{i}"), {}
+
+    with pytest.raises(RuntimeError, match="algorithm.filter_groups.max_num_gen_batches") as info:
+        collect_kept_groups(next_batch, 2, 2, "seq_reward", max_num_gen_batches=3)
+    assert "3 generation batches kept only 0 of the 2 prompts" in str(info.value)
