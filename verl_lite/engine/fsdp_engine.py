@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -34,6 +35,13 @@ from verl_lite.engine.packing import packed_forward
 from verl_lite.engine.parallelize import apply_fsdp2, build_mp_policy, parse_dtype
 from verl_lite.utils import device as dev
 from verl_lite.utils.hf_model import MODEL_LOADERS
+
+# FSDP2 warns when a wrapped model returns a view (the token-classification heads of the critic and
+# reward model do): in-place ops on it would skip the pre-backward hook. Callers here only read
+# model outputs out of place (slices, .float(), gathers), so the warning is noise on every update.
+warnings.filterwarnings(
+    "ignore", message=r"FSDP2-wrapped module .* returned a view tensor", category=UserWarning
+)
 
 Micro = dict[str, torch.Tensor]
 LossFn = Callable[[object, Micro], tuple[torch.Tensor, dict[str, torch.Tensor]]]
