@@ -55,7 +55,10 @@ EXAMPLES = {
     ),
     "rloo_trainer/run_tiny_rloo.sh": ([], ["actor/reward_kl_penalty", "actor/reward_kl_penalty_coeff"]),
     "reinforce_plus_plus_trainer/run_tiny_reinforce_plus_plus.sh": ([], ["actor/kl_loss"]),
-    "dapo_trainer/run_tiny_dapo.sh": ([], ["train/num_gen_batches", "train/kept_group_ratio"]),
+    "dapo_trainer/run_tiny_dapo.sh": (
+        [],
+        ["train/num_gen_batches", "train/kept_group_ratio", "reward_extra/overlong_reward/mean"],
+    ),
     "drgrpo_trainer/run_tiny_drgrpo.sh": ([], ["actor/pg_clipfrac"]),
     "remax_trainer/run_tiny_remax.sh": (
         ["reward_model.enable=True"],

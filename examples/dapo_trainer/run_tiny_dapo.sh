@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # DAPO: GRPO advantages with clip-higher (asymmetric clip range), token-level loss aggregation, no
-# KL, and dynamic sampling: groups whose responses all score the same are dropped and more prompts
-# are generated until data.train_batch_size prompts are kept. (The tiny task's scorer returns a
-# plain number, so the filter metric is the sequence score; use metric=acc with a scorer that
-# reports 'acc'.) key=value arguments override.
+# KL, the overlong-buffer penalty (responses within `len` tokens of max_resp_len lose up to
+# penalty_factor), and dynamic sampling: groups whose responses all score the same are dropped and
+# more prompts are generated until data.train_batch_size prompts are kept. (The tiny task's scorer
+# returns a plain number, so the filter metric is the sequence score; use metric=acc with a scorer
+# that reports 'acc'.) key=value arguments override.
 set -euo pipefail
 ${PYTHON:-python3} -m verl_lite.main_ppo \
     algorithm.adv_estimator=grpo \
@@ -11,6 +12,11 @@ ${PYTHON:-python3} -m verl_lite.main_ppo \
     algorithm.filter_groups.enable=True \
     algorithm.filter_groups.metric=seq_reward \
     algorithm.filter_groups.max_num_gen_batches=10 \
+    reward_model.reward_manager=dapo \
+    +reward_model.reward_kwargs.overlong_buffer_cfg.enable=True \
+    +reward_model.reward_kwargs.overlong_buffer_cfg.len=4 \
+    +reward_model.reward_kwargs.overlong_buffer_cfg.penalty_factor=1.0 \
+    +reward_model.reward_kwargs.overlong_buffer_cfg.log=True \
     data.train_batch_size=32 \
     actor_rollout_ref.rollout.n=8 \
     actor_rollout_ref.actor.optim.lr=1e-4 \
