@@ -7,6 +7,7 @@ finds and raises them together, before Ray or any worker starts.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 
@@ -476,6 +477,13 @@ def _check_critic(cfg: PPOTrainerConfig, problems: list[str]) -> None:
         problems.append(f"critic.cliprange_value={c.cliprange_value} must be > 0")
     if not os.path.isfile(os.path.join(c.model.path, "config.json")):
         problems.append(f"critic.model.path={c.model.path!r}: no HF model folder (config.json) there")
+    else:
+        _check_same_vocab(cfg, "critic.model.path", c.model.path, problems)
+    if c.model.tokenizer_path and c.model.tokenizer_path != _actor_tokenizer(cfg):
+        problems.append(
+            f"critic.model.tokenizer_path={c.model.tokenizer_path!r}: the critic reads the actor's token ids, so "
+            "a different tokenizer is not supported; leave it null"
+        )
     if cfg.trainer.critic_warmup < 0:
         problems.append(f"trainer.critic_warmup={cfg.trainer.critic_warmup} must be >= 0")
 
@@ -488,6 +496,30 @@ def _dtypes(fsdp) -> list[tuple[str, str]]:
         ("mixed_precision.reduce_dtype", mp.reduce_dtype),
         ("mixed_precision.buffer_dtype", mp.buffer_dtype),
     ]
+
+
+def _actor_tokenizer(cfg: PPOTrainerConfig) -> str:
+    return cfg.data.tokenizer or cfg.actor_rollout_ref.model.path
+
+
+def _vocab_size(path: str) -> int | None:
+    try:
+        with open(os.path.join(path, "config.json")) as f:
+            config = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return config.get("vocab_size", (config.get("text_config") or {}).get("vocab_size"))
+
+
+def _check_same_vocab(cfg: PPOTrainerConfig, key: str, path: str, problems: list[str]) -> None:
+    """A critic or reward model reads the actor's token ids: its embedding must cover the same vocabulary."""
+    actor_path = cfg.actor_rollout_ref.model.path
+    mine, actors = _vocab_size(path), _vocab_size(actor_path)
+    if mine is not None and actors is not None and mine != actors:
+        problems.append(
+            f"{key}={path!r} has vocab_size={mine} but the actor ({ARR}.model.path={actor_path!r}) has "
+            f"{actors}; it reads the actor's token ids, so use a model with the actor's tokenizer"
+        )
 
 
 FILTER_METRICS = ("seq_reward", "seq_final_reward", "acc", "score")
@@ -533,6 +565,8 @@ def _check_reward_model(cfg: PPOTrainerConfig, problems: list[str]) -> None:
         )
     elif not os.path.isfile(os.path.join(path, "config.json")):
         problems.append(f"reward_model.model.path={path!r}: no HF model folder (config.json) there")
+    else:
+        _check_same_vocab(cfg, "reward_model.model.path", path, problems)
     if rm.model.input_tokenizer:
         problems.append(
             f"reward_model.model.input_tokenizer={rm.model.input_tokenizer!r}: re-tokenising for a reward model "
