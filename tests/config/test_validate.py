@@ -235,15 +235,16 @@ def test_critic_and_reward_model_must_share_the_actors_vocabulary(tmp_path):
     for name, vocab in (("actor", 115), ("critic", 50)):
         (tmp_path / name).mkdir()
         (tmp_path / name / "config.json").write_text(json.dumps({"model_type": "qwen2", "vocab_size": vocab}))
-    cfg = load(
-        "algorithm.adv_estimator=gae",
-        f"actor_rollout_ref.model.path={tmp_path / 'actor'}",
-        f"critic.model.path={tmp_path / 'critic'}",
-        "critic.model.tokenizer_path=/other/tokenizer",
-        "reward_model.enable=True",
-        f"reward_model.model.path={tmp_path / 'critic'}",
+    actor = f"actor_rollout_ref.model.path={tmp_path / 'actor'}"
+    msg = problems(
+        load(
+            "algorithm.adv_estimator=gae",
+            actor,
+            f"critic.model.path={tmp_path / 'critic'}",
+            "critic.model.tokenizer_path=/other/tokenizer",
+        )
     )
-    msg = problems(cfg)
     assert "critic.model.path=" in msg and "has vocab_size=50 but the actor" in msg
-    assert "reward_model.model.path=" in msg
     assert "critic.model.tokenizer_path='/other/tokenizer'" in msg
+    msg = problems(load(actor, "reward_model.enable=True", f"reward_model.model.path={tmp_path / 'critic'}"))
+    assert "reward_model.model.path=" in msg and "has vocab_size=50 but the actor" in msg
