@@ -12,9 +12,12 @@ import os
 import subprocess
 import sys
 
+import pandas as pd
 import pytest
 
 from tests.helpers.models import make_tiny_reward_model_dir
+from verl_lite.config.schema import TINY_VAL
+from verl_lite.data import assets
 
 pytestmark = pytest.mark.slow
 
@@ -61,7 +64,7 @@ EXAMPLES = {
     ),
     "drgrpo_trainer/run_tiny_drgrpo.sh": ([], ["actor/pg_clipfrac"]),
     "remax_trainer/run_tiny_remax.sh": (
-        ["reward_model.enable=True"],
+        ["reward_model.enable=True", "trainer.test_freq=2"],  # validation scored by the reward model
         ["critic/reward_baselines/mean", "timing_s/gen_max"],
     ),
 }
@@ -70,6 +73,14 @@ EXAMPLES = {
 @pytest.fixture(scope="module")
 def rm_dir(tmp_path_factory):
     return make_tiny_reward_model_dir(str(tmp_path_factory.mktemp("tiny_rm")))
+
+
+@pytest.fixture(scope="module")
+def small_val(tmp_path_factory):
+    """16 prompts of the tiny task's validation set: enough to check validation, cheap to generate."""
+    path = tmp_path_factory.mktemp("val") / "val.parquet"
+    pd.read_parquet(assets.resolve(TINY_VAL)).head(16).to_parquet(path)
+    return str(path)
 
 
 def run_example(script: str, out, *overrides) -> subprocess.CompletedProcess:
@@ -84,10 +95,10 @@ def run_example(script: str, out, *overrides) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("script", list(EXAMPLES))
-def test_example_runs_two_steps_with_its_algorithms_metrics(script, tmp_path, rm_dir):
+def test_example_runs_two_steps_with_its_algorithms_metrics(script, tmp_path, rm_dir, small_val):
     extra, expected = EXAMPLES[script]
     if "reward_model.enable=True" in extra:
-        extra = [*extra, f"reward_model.model.path={rm_dir}"]
+        extra = [*extra, f"reward_model.model.path={rm_dir}", f"data.val_files={small_val}"]
     proc = run_example(script, tmp_path, *SMALL, *extra)
     assert proc.returncode == 0, proc.stderr[-4000:]
     with open(tmp_path / "metrics.jsonl") as f:
@@ -104,4 +115,7 @@ def test_example_runs_two_steps_with_its_algorithms_metrics(script, tmp_path, rm
         assert not bad, bad
     if warmup:
         assert "actor/pg_loss" not in rows[0] and "timing_s/update_actor" in rows[0]
+    if "trainer.test_freq=2" in extra:  # scored by the reward model: not a multiple of 1/16 as 0/1 rules give
+        val = rows[1]["val-core/verl_lite/arith/reward/mean@1"]
+        assert math.isfinite(val) and (val * 16) % 1 != 0, val
     assert rows[-1]["actor/grad_norm"] > 0

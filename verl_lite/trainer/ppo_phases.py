@@ -66,6 +66,16 @@ class AlgorithmPhases:
         metrics.update(out.meta_info.get("metrics", {}))
         return out.batch["rm_scores"], {}
 
+    def _val_scores(self, batch: DataProto) -> tuple[torch.Tensor, dict]:
+        """Validation scores and extra info: the reward model's when there is one (as in verl), else
+        the rules'."""
+        if self.rm_wg is None:
+            return self.val_reward_fn(batch)
+        padded, pad = batch.select([*MODEL_INPUTS, "response_mask"], meta_keys=[]).pad_to_divisor(
+            self.world_size
+        )
+        return self.rm_wg.compute_rm_score(padded).unpad(pad).batch["rm_scores"], {}
+
     def _score(self, batch: DataProto, metrics: dict) -> dict:
         scores, extra = self._compute_scores(batch, metrics)
         batch.batch["token_level_scores"] = scores

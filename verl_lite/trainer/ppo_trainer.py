@@ -381,7 +381,7 @@ class RayPPOTrainer(AlgorithmPhases):
             expanded = batch.repeat(val_kwargs.n, interleave=True)
             expanded.batch = {}
             expanded.union(gen)
-            rewards, extra = self.val_reward_fn(expanded)
+            rewards, extra = self._val_scores(expanded)
             scores += rewards.sum(-1).tolist()
             sources += list(expanded.non_tensor_batch[self.config.data.reward_fn_key])
             if self.keep_val_texts:
