@@ -88,10 +88,13 @@ def main() -> None:
         lp_pad = forward_padded().log_softmax(-1)[real]
         lp_pack = forward_packed().log_softmax(-1)[real]
     print(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M params, {args.device}")
-    print(f"batch: {args.batch} x {ids.shape[1]} positions, {int(mask.sum())} real tokens "
-          f"({1 - mask.float().mean().item():.0%} padding)")  # fmt: skip
-    print(f"forward+backward: padded {t_pad * 1e3:.1f} ms, packed {t_pack * 1e3:.1f} ms, "
-          f"speed-up x{t_pad / t_pack:.2f}")  # fmt: skip
+    padding = 1 - mask.float().mean().item()
+    print(
+        f"batch: {args.batch} x {ids.shape[1]} positions, {int(mask.sum())} real tokens ({padding:.0%} padding)"
+    )
+    print(
+        f"forward+backward: padded {t_pad * 1e3:.1f} ms, packed {t_pack * 1e3:.1f} ms, x{t_pad / t_pack:.2f}"
+    )
     print(f"max |log-prob difference| on real tokens: {(lp_pad - lp_pack).abs().max().item():.2e}")
 
 

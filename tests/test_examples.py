@@ -119,3 +119,6 @@ def test_example_runs_two_steps_with_its_algorithms_metrics(script, tmp_path, rm
         val = rows[1]["val-core/verl_lite/arith/reward/mean@1"]
         assert math.isfinite(val) and (val * 16) % 1 != 0, val
     assert rows[-1]["actor/grad_norm"] > 0
+    for row in rows if "global_seqlen/balanced_max" in expected else []:  # balancing never makes it worse
+        spread = row["global_seqlen/balanced_max"] - row["global_seqlen/balanced_min"]
+        assert 0 <= spread <= row["global_seqlen/minmax_diff"], row

@@ -169,10 +169,8 @@ class RayPPOTrainer(AlgorithmPhases):
         )
         if self.use_critic:
             rollout = self.config.actor_rollout_ref.rollout
-            self.critic_wg = RayWorkerGroup(
-                self.pool, CriticWorker, self.config.critic, rollout.response_length, rollout.n,
-                t.dist_timeout_s, name="critic",
-            )  # fmt: skip
+            args = (self.config.critic, rollout.response_length, rollout.n, t.dist_timeout_s)
+            self.critic_wg = RayWorkerGroup(self.pool, CriticWorker, *args, name="critic")
             info = self.critic_wg.init_model()
             log.info("critic ready: %d workers, %s params", self.world_size, info[0]["num_params"])
         if self.config.reward_model.enable:
