@@ -59,7 +59,10 @@ def sections(obj, prefix: str, comments: dict) -> list[tuple[str, str, list[tupl
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
         key = f"{prefix}.{f.name}" if prefix else f.name
-        meaning = comments.get((type(obj).__name__, f.name), "")
+        # a field inherited from a base dataclass (e.g. critic.model from ModelConfig) keeps its comment
+        meaning = next(
+            (comments[c.__name__, f.name] for c in type(obj).__mro__ if (c.__name__, f.name) in comments), ""
+        )
         if dataclasses.is_dataclass(value):
             sub = sections(value, key, comments)
             if meaning and sub and sub[0][0] == key:  # a comment on a nested field describes its section
