@@ -39,7 +39,11 @@ def test_commit_publishes_a_complete_folder_then_the_tracker(tmp_path):
     path = _save(root, 1)
     assert path == ckpt.step_dir(root, 1) and ckpt.latest_step(root) == 1
     ckpt.check_complete(path, ACTOR, 2, "k")
-    assert ckpt.read_trainer_state(path) == {"global_step": 1, "sampler": {"epoch": 0, "offset": 8}}
+    assert ckpt.read_trainer_state(path) == {
+        "global_step": 1,
+        "sampler": {"epoch": 0, "offset": 8},
+        "driver": {},
+    }
     assert sorted(os.listdir(root)) == ["global_step_1", "latest_checkpointed_iteration.txt"]
     _save(root, 1)  # the same step again (a run restarted with resume disabled) replaces it
     assert ckpt.saved_steps(root) == [1]

@@ -177,3 +177,31 @@ def test_model_merger_cli_matches_the_hf_export(reference, tmp_path):
         timeout=120,
     )
     assert bad.returncode == 2 and "--local_dir" in bad.stderr
+
+
+PPO_CRITIC = [
+    "algorithm.adv_estimator=gae",
+    "algorithm.use_kl_in_reward=True",
+    "algorithm.kl_ctrl.type=adaptive",
+    "algorithm.kl_ctrl.target_kl=0.1",
+    "algorithm.kl_ctrl.horizon=100",
+    "trainer.val_before_train=False",
+    "trainer.test_freq=-1",
+]
+
+
+def test_ppo_with_a_critic_resumes_exactly(tmp_path):
+    """The critic's shards and the adaptive KL coefficient come back: steps 3-4 equal the reference's."""
+    reference = str(tmp_path / "reference")
+    _run(reference, *PPO_CRITIC, "trainer.save_freq=2")
+    assert ckpt.saved_steps(reference) == [2, 4]
+    both = {"actor": ["model", "optimizer", "extra"], "critic": ["model", "optimizer", "extra"]}
+    ckpt.check_complete(ckpt.step_dir(reference, 2), both, 2, "t")
+    out, path = str(tmp_path / "resumed"), ckpt.step_dir(reference, 2)
+    _run(out, *PPO_CRITIC, "trainer.resume_mode=resume_path", f"trainer.resume_from_path={path}")
+    reference_rows, rows = _training_rows(reference), _training_rows(out)
+    assert sorted(rows) == [3, 4]
+    _assert_same_steps(reference_rows, rows, [3, 4])
+    coef = [reference_rows[s]["actor/reward_kl_penalty_coeff"] for s in (1, 3)]
+    assert coef[0] != coef[1], "the adaptive coefficient must move, or restoring it proves nothing"
+    assert rows[3]["critic/vf_loss"] > 0 and "critic/grad_norm" in rows[3]

@@ -229,6 +229,9 @@ class CriticConfig:
     strategy: str = "fsdp2"  # the only strategy: FSDP2 (fully_shard)
     optim: OptimConfig = field(default_factory=OptimConfig)  # the value model's AdamW and LR schedule
     model: CriticModelConfig = field(default_factory=CriticModelConfig)
+    checkpoint: CheckpointConfig = field(
+        default_factory=CheckpointConfig
+    )  # what the critic's checkpoints hold and what a resume loads (as the actor's)
     ppo_mini_batch_size: int | None = None  # prompts per critic optimizer step (global); null: the actor's
     ppo_micro_batch_size: int | None = None  # deprecated global micro size; use the per-GPU key
     ppo_micro_batch_size_per_gpu: int | None = (

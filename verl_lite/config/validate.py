@@ -98,8 +98,8 @@ def normalize(cfg: PPOTrainerConfig) -> list[str]:
     _normalize_reward_model(cfg, problems)
     for section, fsdp in _fsdp_configs(cfg):
         _fsdp_notices(f"{ARR}.{section}.fsdp_config", fsdp, problems)
-    ck = a.checkpoint
-    ck.load_contents = list(ck.save_contents) if ck.load_contents is None else ck.load_contents
+    for ck in (a.checkpoint, cfg.critic.checkpoint):
+        ck.load_contents = list(ck.save_contents) if ck.load_contents is None else ck.load_contents
     if uses_critic(cfg):
         _fsdp_notices("critic.model.fsdp_config", cfg.critic.model.fsdp_config, problems)
     if cfg.reward_model.enable:
@@ -416,16 +416,19 @@ def _check_checkpointing(cfg: PPOTrainerConfig, problems: list[str]) -> None:
             problems.append(
                 f"trainer.{key}={value} must be a positive integer, or null to keep every checkpoint"
             )
-    ck = cfg.actor_rollout_ref.actor.checkpoint
-    for key, contents in (("save_contents", ck.save_contents), ("load_contents", ck.load_contents)):
-        unknown = [c for c in contents if c not in CONTENTS]
-        if unknown:
-            problems.append(f"{ARR}.actor.checkpoint.{key}: {unknown} not among {list(CONTENTS)}")
-    if t.save_freq > 0 and "model" not in ck.save_contents:
-        problems.append(
-            f"{ARR}.actor.checkpoint.save_contents={ck.save_contents} lacks 'model': a checkpoint without "
-            "the weights cannot be resumed from; add 'model' (or set trainer.save_freq=-1)"
-        )
+    sections = [(f"{ARR}.actor.checkpoint", cfg.actor_rollout_ref.actor.checkpoint)]
+    if uses_critic(cfg):
+        sections.append(("critic.checkpoint", cfg.critic.checkpoint))
+    for prefix, ck in sections:
+        for key, contents in (("save_contents", ck.save_contents), ("load_contents", ck.load_contents)):
+            unknown = [c for c in contents if c not in CONTENTS]
+            if unknown:
+                problems.append(f"{prefix}.{key}: {unknown} not among {list(CONTENTS)}")
+        if t.save_freq > 0 and "model" not in ck.save_contents:
+            problems.append(
+                f"{prefix}.save_contents={ck.save_contents} lacks 'model': a checkpoint without "
+                "the weights cannot be resumed from; add 'model' (or set trainer.save_freq=-1)"
+            )
 
 
 def _check_critic(cfg: PPOTrainerConfig, problems: list[str]) -> None:

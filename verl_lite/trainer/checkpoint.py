@@ -47,8 +47,12 @@ def begin(root: str, step: int) -> str:
     return tmp
 
 
-def write_trainer_state(folder: str, global_step: int, sampler_state: dict) -> None:
-    torch.save({"global_step": global_step, "sampler": sampler_state}, os.path.join(folder, DATA_FILE))
+def write_trainer_state(
+    folder: str, global_step: int, sampler_state: dict, driver: dict | None = None
+) -> None:
+    """The driver's part: step, sampler position, and `driver` (e.g. the adaptive KL coefficient)."""
+    state = {"global_step": global_step, "sampler": sampler_state, "driver": driver or {}}
+    torch.save(state, os.path.join(folder, DATA_FILE))
 
 
 def read_trainer_state(folder: str) -> dict:

@@ -104,7 +104,10 @@ class RayPPOTrainer(AlgorithmPhases):
 
     def checkpoint_contents(self) -> dict[str, list[str]]:
         """What a resume loads per role (each role's checkpoint.load_contents)."""
-        return {"actor": self.config.actor_rollout_ref.actor.checkpoint.load_contents}
+        contents = {"actor": self.config.actor_rollout_ref.actor.checkpoint.load_contents}
+        if self.use_critic:
+            contents["critic"] = self.config.critic.checkpoint.load_contents
+        return contents
 
     def find_resume_path(self) -> str | None:
         """The checkpoint to resume from, checked for completeness before any worker starts."""
@@ -172,6 +175,7 @@ class RayPPOTrainer(AlgorithmPhases):
             args = (self.config.critic, rollout.response_length, rollout.n, t.dist_timeout_s)
             self.critic_wg = RayWorkerGroup(self.pool, CriticWorker, *args, name="critic")
             info = self.critic_wg.init_model()
+            self.checkpoint_wgs["critic"] = self.critic_wg
             log.info("critic ready: %d workers, %s params", self.world_size, info[0]["num_params"])
         if self.config.reward_model.enable:
             self.rm_wg = RayWorkerGroup(
@@ -341,10 +345,14 @@ class RayPPOTrainer(AlgorithmPhases):
         tmp = ckpt.begin(root, step)
         for role, wg in self.checkpoint_wgs.items():
             wg.save_checkpoint(os.path.join(tmp, role), step)
-        ckpt.write_trainer_state(tmp, step, self.sampler.state_dict())
+        ckpt.write_trainer_state(tmp, step, self.sampler.state_dict(), self._driver_state())
         ckpt.commit(root, step, tmp)
         ckpt.rotate(root, {role: getattr(t, f"max_{role}_ckpt_to_keep") for role in self.checkpoint_wgs})
         log.info("saved checkpoint %s", ckpt.step_dir(root, step))
+
+    def _driver_state(self) -> dict:
+        """What the driver itself carries from step to step besides the sampler."""
+        return {"kl_coef": self.kl_ctrl.value} if self.kl_ctrl is not None else {}
 
     def _load_checkpoint(self) -> None:
         if self.resume_path is None:
@@ -354,6 +362,8 @@ class RayPPOTrainer(AlgorithmPhases):
         state = ckpt.read_trainer_state(self.resume_path)
         self.global_steps = int(state["global_step"])
         self.sampler.load_state_dict(state["sampler"])
+        if self.kl_ctrl is not None and "kl_coef" in state.get("driver", {}):
+            self.kl_ctrl.value = float(state["driver"]["kl_coef"])  # the adaptive controller's state
         log.info("resumed from %s at step %d", self.resume_path, self.global_steps)
 
     # --- validation ---------------------------------------------------------------------------------

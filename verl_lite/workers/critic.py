@@ -21,6 +21,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from verl_lite.algos.loss_agg import LossScale, agg_loss
 from verl_lite.algos.value_loss import compute_value_loss_terms
 from verl_lite.config.schema import CriticConfig
+from verl_lite.engine.checkpoint import load_engine, save_engine
 from verl_lite.engine.fsdp_engine import FSDPEngine
 from verl_lite.engine.offload import offload_metrics
 from verl_lite.protocol import DataProto
@@ -143,3 +144,13 @@ class CriticWorker(Worker):
         moves = offload_metrics({"critic": transfers})
         metrics.update({k: v for k, v in moves.items() if k.startswith("perf/offload/critic/")})
         return DataProto(meta_info={"metrics": metrics})
+
+    @register(Dispatch.ONE_TO_ALL)
+    def save_checkpoint(self, local_path: str, global_step: int = 0) -> None:
+        """The value model's state into `local_path`, on every rank together; the driver commits."""
+        extra = {"global_step": global_step}
+        save_engine(self.engine, local_path, self.config.checkpoint.save_contents, extra=extra)
+
+    @register(Dispatch.ONE_TO_ALL)
+    def load_checkpoint(self, local_path: str) -> None:
+        load_engine(self.engine, local_path, self.config.checkpoint.load_contents)
