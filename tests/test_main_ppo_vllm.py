@@ -5,6 +5,8 @@ Every step must show that vLLM sampled from the actor's current weights (the rol
 diff), report the weight sync, and two identical runs must give identical metrics.
 """
 
+import math
+
 import pytest
 
 from tests.test_main_ppo import NONDETERMINISTIC, SMALL, read_metrics, run_cli
@@ -46,3 +48,17 @@ def test_same_config_gives_identical_metrics_with_vllm(vllm_run, tmp_path):
         return [{k: v for k, v in r.items() if not k.startswith(NONDETERMINISTIC)} for r in rows]
 
     assert stable(read_metrics(vllm_run)) == stable(read_metrics(tmp_path))
+
+
+def test_tensor_parallel_rollout_matches_the_one_engine_per_rank_run(vllm_run, tmp_path):
+    """TP=2: both workers run one engine together, on the prompts of both; same seeds, same samples."""
+    proc = run_cli(tmp_path, *VLLM, "actor_rollout_ref.rollout.tensor_model_parallel_size=2")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    rows, reference = read_metrics(tmp_path), read_metrics(vllm_run)
+    assert [r["step"] for r in rows] == [0, 1, 2]
+    for row, ref in zip(rows[1:], reference[1:]):
+        assert row["rollout/actor_logprob_abs_diff_max"] < 1e-4, row
+        assert all(math.isfinite(v) for k, v in row.items() if isinstance(v, float)), row
+        for key in ("critic/score/mean", "response_length/mean"):
+            assert row[key] == ref[key], (key, row[key], ref[key])
+        assert row["actor/pg_loss"] == pytest.approx(ref["actor/pg_loss"], abs=1e-4)

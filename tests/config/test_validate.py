@@ -132,12 +132,13 @@ def test_vllm_engine_keys_are_checked():
     msg = problems(
         load(
             "actor_rollout_ref.rollout.name=vllm",
-            "actor_rollout_ref.rollout.tensor_model_parallel_size=2",
+            "actor_rollout_ref.rollout.tensor_model_parallel_size=3",
+            "trainer.n_gpus_per_node=2",
             "actor_rollout_ref.rollout.max_model_len=10",
             "actor_rollout_ref.rollout.gpu_memory_utilization=1.5",
         )
     )
-    assert "rollout.tensor_model_parallel_size=2" in msg and "set it to 1" in msg
+    assert "rollout.tensor_model_parallel_size=3 must divide the 2 workers" in msg
     assert "rollout.max_model_len=10 is below prompt_length + response_length = 24" in msg
     assert "rollout.gpu_memory_utilization=1.5" in msg
     assert ("vLLM is not installed" in msg) == (not vllm_available())
@@ -149,6 +150,10 @@ def test_vllm_engine_keys_are_checked():
         )
     )
     assert "max_num_batched_tokens=16 is below max_model_len=24" in msg
+    tp2 = ("actor_rollout_ref.rollout.tensor_model_parallel_size=2", "trainer.n_gpus_per_node=2")
+    assert "tensor_model_parallel_size" not in problems(load("actor_rollout_ref.rollout.name=vllm", *tp2))
+    msg = problems(load("actor_rollout_ref.rollout.name=hf", *tp2))
+    assert "tensor_model_parallel_size=2 applies to the vLLM rollout only" in msg
     assert "rollout.name='sglang' is not one of" in problems(load("actor_rollout_ref.rollout.name=sglang"))
 
 

@@ -189,9 +189,7 @@ class RolloutConfig:
     free_cache_engine: bool = (
         True  # GPU: sleep the engine after generation (weights to host, KV cache freed); no-op on CPU
     )
-    tensor_model_parallel_size: int = (
-        1  # GPUs per vLLM engine; verl_lite runs one engine per rank, so 1 (verl: 2)
-    )
+    tensor_model_parallel_size: int = 1  # ranks per vLLM engine (TP): must divide the world; >1 only for models too big for one device (verl: 2)
     max_num_batched_tokens: int = 8192  # tokens per vLLM scheduler step
     max_model_len: int | None = None  # longest prompt + response; null: prompt_length + response_length
     max_num_seqs: int = 1024  # sequences vLLM runs at once

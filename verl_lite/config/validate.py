@@ -116,19 +116,26 @@ def _normalize_rollout(r) -> None:
 
 
 def _check_vllm(cfg: PPOTrainerConfig, problems: list[str]) -> None:
-    """The vLLM engine's keys; checked only when the vLLM rollout is chosen."""
+    """The vLLM engine's keys; checked only when the vLLM rollout is chosen (TP > 1 is an error otherwise)."""
     r, key = cfg.actor_rollout_ref.rollout, f"{ARR}.rollout"
     if r.name != "vllm":
+        if r.tensor_model_parallel_size != 1:
+            problems.append(
+                f"{key}.tensor_model_parallel_size={r.tensor_model_parallel_size} applies to the vLLM "
+                f"rollout only, and {key}.name={r.name}; set it to 1 or {key}.name=vllm"
+            )
         return
     if not vllm_available():
         problems.append(
             f"{key}.name=vllm but vLLM is not installed; run `make install` (VLLM=cpu or VLLM=cuda) "
             f"or set {key}.name=hf"
         )
-    if r.tensor_model_parallel_size != 1:
+    tp, world = r.tensor_model_parallel_size, world_size(cfg)
+    if tp < 1 or world % tp:
         problems.append(
-            f"{key}.tensor_model_parallel_size={r.tensor_model_parallel_size}: verl_lite runs one vLLM engine "
-            "per rank beside its FSDP2 shard; set it to 1 (scale with trainer.n_gpus_per_node instead)"
+            f"{key}.tensor_model_parallel_size={tp} must divide the {world} workers "
+            f"(trainer.nnodes x trainer.n_gpus_per_node): each engine spans {tp} consecutive ranks; "
+            f"use a divisor of {world}"
         )
     if not 0 < r.gpu_memory_utilization <= 1:
         problems.append(f"{key}.gpu_memory_utilization={r.gpu_memory_utilization} must be in (0, 1]")

@@ -9,7 +9,11 @@ actor's weights, and every later step's sync replaces them (`update_weights`).
 Creating the engine has process-wide side effects (engine_state.py undoes them): it reseeds the
 torch/python/numpy RNGs, replaces `torch.set_num_threads` by a no-op and edits a few environment
 variables. Sampling never touches the training RNG: every request carries its own seed, derived
-from (rollout.seed, rank, call, prompt), so the same config gives the same tokens.
+from (rollout.seed, owner rank, call, prompt row), so the same config gives the same tokens.
+
+With `tensor_model_parallel_size` > 1 the ranks of a TP group run one engine together: they gather
+their prompt chunks and generate the whole group's batch identically (tp_group.py). Weight sync is
+unchanged: every rank hands vLLM the full tensors and vLLM's weight loaders keep their TP slice.
 
 On a GPU, `free_cache_engine` puts the engine to sleep after generating (weights to host, KV cache
 freed) and wakes the weights, then the KV cache, before the next rollout. vLLM has no sleep mode on
@@ -27,6 +31,7 @@ import torch
 from verl_lite.engine.parallelize import parse_dtype
 from verl_lite.rollout.base import SamplingParams
 from verl_lite.rollout.engine_state import prepare_engine_env, preserved_process_state
+from verl_lite.rollout.tp_group import TPGroup
 from verl_lite.utils import device as dev
 
 GB = 1024**3
@@ -110,6 +115,7 @@ class VLLMRollout:
         self.can_sleep = r.free_cache_engine and dev.is_cuda_available()  # no sleep mode on CPU
         self.asleep_tags: set[str] = set()
         self.weights_loaded = False  # load_format=dummy: the first update_weights brings them
+        self.tp_group = TPGroup(r.tensor_model_parallel_size)  # before LLM(): a clear error on a bad size
         with preserved_process_state():
             self.llm = LLM(**engine_kwargs(model_cfg, r, self.can_sleep))
         self.tied_lm_head = bool(
@@ -170,9 +176,10 @@ class VLLMRollout:
         self.num_calls += 1
         return (self.num_calls,)
 
-    def request_seed(self, call: int | tuple[int, ...], row: int) -> int:
+    def request_seed(self, call: int | tuple[int, ...], owner: int, row: int) -> int:
+        """The seed of row `row` of rank `owner`'s chunk: the same on every rank of a TP group."""
         call = call if isinstance(call, tuple) else (call,)
-        return hash((self.seed, self.rank, *call, row)) % (2**31)  # ints only: stable across processes
+        return hash((self.seed, owner, *call, row)) % (2**31)  # ints only: stable across processes
 
     def _sampling(self, params: SamplingParams, seed: int):
         from vllm import SamplingParams as VLLMSamplingParams
@@ -201,12 +208,16 @@ class VLLMRollout:
             raise RuntimeError("vLLM rollout: generate before the first update_weights (dummy weights)")
         call = self._next_call(params.validate)
         self._wake(["weights", "kv_cache"])
+        batch = self.tp_group.gather(prompt_ids, prompt_mask)  # the TP group's prompts (own chunk if TP=1)
         prompts = [
-            TokensPrompt(prompt_token_ids=ids[m.bool()].tolist()) for ids, m in zip(prompt_ids, prompt_mask)
+            TokensPrompt(prompt_token_ids=ids[m.bool()].tolist())
+            for ids, m in zip(batch.prompt_ids, batch.prompt_mask)
         ]
         # vLLM refuses n > 1 for greedy decoding: one request per prompt, its answer repeated n times
         per_request = dataclasses.replace(params, n=1) if params.greedy else params
-        sampling = [self._sampling(per_request, self.request_seed(call, i)) for i in range(len(prompts))]
+        sampling = [
+            self._sampling(per_request, self.request_seed(call, owner, row)) for owner, row in batch.origins
+        ]
         device = dev.local_device()
         # seeded requests draw from their own generators, but the sampler still advances the global RNG
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
@@ -214,8 +225,8 @@ class VLLMRollout:
         self._sleep()
         repeat = params.n if params.greedy else 1
         samples = [
-            s for out in outputs for s in out.outputs for _ in range(repeat)
-        ]  # a prompt's n samples adjacent
+            s for out in outputs[batch.own_rows] for s in out.outputs for _ in range(repeat)
+        ]  # this rank's prompts only, each prompt's n samples adjacent
         width = max(1, max(len(s.token_ids) for s in samples))
         tokens = torch.full((len(samples), width), self.pad_id, dtype=torch.long)
         log_probs = torch.zeros((len(samples), width), dtype=torch.float32)
