@@ -227,7 +227,7 @@ class VLLMRollout:
         samples = [
             s for out in outputs[batch.own_rows] for s in out.outputs for _ in range(repeat)
         ]  # this rank's prompts only, each prompt's n samples adjacent
-        width = max(1, max(len(s.token_ids) for s in samples))
+        width = max(1, max((len(s.token_ids) for s in samples), default=0))
         tokens = torch.full((len(samples), width), self.pad_id, dtype=torch.long)
         log_probs = torch.zeros((len(samples), width), dtype=torch.float32)
         for row, s in enumerate(samples):
