@@ -22,7 +22,8 @@ hand calculation. What each term assumes:
               each layer's input plus one layer's activations during its recompute
   rollout     the rollout's full copy of the weights in rollout.dtype (1/TP of it for vLLM with
               tensor_model_parallel_size > 1) and, while it generates, its KV cache for the rank's
-              prompts x n at full length. The HF rollout's copy stays on the device through the
+              prompts x n at full length (with TP: 1/TP of the heads for TP times the sequences,
+              the same bytes). The HF rollout's copy stays on the device through the
               update; vLLM with free_cache_engine sleeps (weights and KV cache leave the device)
               before the update, without it both stay
   ref         the reference model's sharded params, model_dtype, N/W, unless its fsdp_config
@@ -221,7 +222,9 @@ def estimate(shape: ModelShape, s: Setup) -> Estimate:
     if s.rollout_dtype is not None:
         r = _bytes(s.rollout_dtype)
         rollout = -(-n // s.rollout_tp) * r
-        kv_cache = 2 * shape.layers * shape.kv_dim * s.rollout_sequences * s.seq_len * r // s.rollout_tp
+        # with TP a rank holds 1/TP of the KV heads for its TP group's sequences (TP x its own; see
+        # rollout/tp_group.py): the same bytes as its own sequences at full width
+        kv_cache = 2 * shape.layers * shape.kv_dim * s.rollout_sequences * s.seq_len * r
     during_update = {"weights": rollout, "none": 0, "weights_and_kv": rollout + kv_cache}
     if s.rollout_during_update not in during_update:
         raise ValueError(
