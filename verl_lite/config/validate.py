@@ -2,12 +2,13 @@
 
 `normalize` fills derived values the way verl does (rollout lengths from data.*, clip bounds from
 clip_ratio, per-GPU micro sizes from deprecated global ones). `validate` collects every problem it
-finds and raises them together, before Ray or any worker starts.
+finds and raises them together, before Ray or any worker starts. The checks of the optional parts
+(vLLM engine, critic, reward model, algorithm keys) live in validate_roles.py; what both share, in
+common.py.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 
@@ -15,42 +16,33 @@ from verl_lite.algos import ADV_ESTIMATORS, POLICY_LOSSES
 from verl_lite.algos.kl import KL_TYPES, is_kl_type
 from verl_lite.algos.loss_agg import LOSS_AGG_MODES
 from verl_lite.algos.policy_loss import GSPO_CLIP_RATIO_HIGH, GSPO_CLIP_RATIO_LOW
+from verl_lite.config.common import ARR, fsdp_dtypes, per_gpu, world_size
 from verl_lite.config.schema import PPOTrainerConfig
+from verl_lite.config.validate_roles import (
+    check_algorithm,
+    check_critic,
+    check_reward_model,
+    check_vllm,
+    normalize_critic,
+    normalize_reward_model,
+    normalize_rollout,
+    uses_critic,
+)
 from verl_lite.data.rlhf_dataset import TRUNCATIONS
 from verl_lite.engine.checkpoint import CONTENTS
 from verl_lite.engine.optim import WARMUP_STYLES
 from verl_lite.engine.parallelize import DTYPES
 from verl_lite.reward.managers import REWARD_MANAGERS
-from verl_lite.rollout import ROLLOUT_NAMES, resolve_rollout_name, vllm_available
+from verl_lite.rollout import ROLLOUT_NAMES
 from verl_lite.trainer.tracking import BACKENDS
 
 log = logging.getLogger(__name__)
-ARR = "actor_rollout_ref"
 
 
 class ConfigError(ValueError):
     def __init__(self, problems: list[str]):
         self.problems = problems
         super().__init__("invalid config:\n  - " + "\n  - ".join(problems))
-
-
-def world_size(cfg: PPOTrainerConfig) -> int:
-    return cfg.trainer.nnodes * cfg.trainer.n_gpus_per_node
-
-
-def _per_gpu(global_size, per_gpu, world: int, key: str, problems: list[str]):
-    """verl's rule: a deprecated global micro size becomes a per-GPU one; not both."""
-    if global_size is None:
-        return per_gpu
-    if per_gpu is not None:
-        problems.append(f"{key} and {key}_per_gpu are both set; keep only {key}_per_gpu")
-        return per_gpu
-    if global_size % world:
-        problems.append(
-            f"{key}={global_size} is not divisible by the {world} workers; set {key}_per_gpu instead"
-        )
-        return per_gpu
-    return global_size // world
 
 
 def _clip_bounds(a) -> tuple[float, float]:
@@ -72,10 +64,10 @@ def normalize(cfg: PPOTrainerConfig) -> list[str]:
     arr, world = cfg.actor_rollout_ref, world_size(cfg)
     arr.rollout.prompt_length = arr.rollout.prompt_length or cfg.data.max_prompt_length
     arr.rollout.response_length = arr.rollout.response_length or cfg.data.max_response_length
-    _normalize_rollout(arr.rollout)
+    normalize_rollout(arr.rollout)
     a = arr.actor
     a.clip_ratio_low, a.clip_ratio_high = _clip_bounds(a)
-    a.ppo_micro_batch_size_per_gpu = _per_gpu(
+    a.ppo_micro_batch_size_per_gpu = per_gpu(
         a.ppo_micro_batch_size,
         a.ppo_micro_batch_size_per_gpu,
         world,
@@ -84,7 +76,7 @@ def normalize(cfg: PPOTrainerConfig) -> list[str]:
     )
     for section in ("rollout", "ref"):
         sub = getattr(arr, section)
-        sub.log_prob_micro_batch_size_per_gpu = _per_gpu(
+        sub.log_prob_micro_batch_size_per_gpu = per_gpu(
             sub.log_prob_micro_batch_size,
             sub.log_prob_micro_batch_size_per_gpu,
             world,
@@ -94,8 +86,8 @@ def normalize(cfg: PPOTrainerConfig) -> list[str]:
     if a.strategy == "fsdp":
         log.info("%s.actor.strategy=fsdp runs as FSDP2 (fully_shard) in verl_lite", ARR)
         a.strategy = "fsdp2"
-    _normalize_critic(cfg, problems)
-    _normalize_reward_model(cfg, problems)
+    normalize_critic(cfg, problems)
+    normalize_reward_model(cfg, problems)
     for section, fsdp in _fsdp_configs(cfg):
         _fsdp_notices(f"{ARR}.{section}.fsdp_config", fsdp, problems)
     for ck in (a.checkpoint, cfg.critic.checkpoint):
@@ -105,100 +97,6 @@ def normalize(cfg: PPOTrainerConfig) -> list[str]:
     if cfg.reward_model.enable:
         _fsdp_notices("reward_model.model.fsdp_config", cfg.reward_model.model.fsdp_config, problems)
     return problems
-
-
-def _normalize_rollout(r) -> None:
-    if r.name == "auto":
-        r.name = resolve_rollout_name(r.name)
-        log.info("%s.rollout.name=auto -> %s (vllm where it is installed, else hf)", ARR, r.name)
-    if r.max_model_len is None:
-        r.max_model_len = r.prompt_length + r.response_length
-
-
-def _check_vllm(cfg: PPOTrainerConfig, problems: list[str]) -> None:
-    """The vLLM engine's keys; checked only when the vLLM rollout is chosen (TP > 1 is an error otherwise)."""
-    r, key = cfg.actor_rollout_ref.rollout, f"{ARR}.rollout"
-    if r.name != "vllm":
-        if r.tensor_model_parallel_size != 1:
-            problems.append(
-                f"{key}.tensor_model_parallel_size={r.tensor_model_parallel_size} applies to the vLLM "
-                f"rollout only, and {key}.name={r.name}; set it to 1 or {key}.name=vllm"
-            )
-        return
-    if not vllm_available():
-        problems.append(
-            f"{key}.name=vllm but vLLM is not installed; run `make install` (VLLM=cpu or VLLM=cuda) "
-            f"or set {key}.name=hf"
-        )
-    tp, world = r.tensor_model_parallel_size, world_size(cfg)
-    if tp < 1 or world % tp:
-        problems.append(
-            f"{key}.tensor_model_parallel_size={tp} must divide the {world} workers "
-            f"(trainer.nnodes x trainer.n_gpus_per_node): each engine spans {tp} consecutive ranks; "
-            f"use a divisor of {world}"
-        )
-    if not 0 < r.gpu_memory_utilization <= 1:
-        problems.append(f"{key}.gpu_memory_utilization={r.gpu_memory_utilization} must be in (0, 1]")
-    seq_len = r.prompt_length + r.response_length
-    if r.max_model_len < seq_len:
-        problems.append(
-            f"{key}.max_model_len={r.max_model_len} is below prompt_length + response_length = {seq_len}; "
-            f"raise it to at least {seq_len} (or null)"
-        )
-    if not r.enable_chunked_prefill and r.max_num_batched_tokens < r.max_model_len:
-        problems.append(
-            f"{key}.max_num_batched_tokens={r.max_num_batched_tokens} is below max_model_len="
-            f"{r.max_model_len} without chunked prefill; raise it or set enable_chunked_prefill=True"
-        )
-    for name in (
-        "max_num_seqs",
-        "max_num_batched_tokens",
-        "update_weights_bucket_megabytes",
-        "cpu_kv_cache_gb",
-    ):
-        if getattr(r, name) <= 0:
-            problems.append(f"{key}.{name}={getattr(r, name)} must be positive")
-
-
-def uses_critic(cfg: PPOTrainerConfig) -> bool:
-    """A value model is trained only for GAE, as in verl."""
-    return cfg.algorithm.adv_estimator == "gae"
-
-
-def _normalize_critic(cfg: PPOTrainerConfig, problems: list[str]) -> None:
-    """verl's critic defaults: unset keys follow the actor's (path, batch sizes, epochs, loss mode)."""
-    c, a, world = cfg.critic, cfg.actor_rollout_ref.actor, world_size(cfg)
-    c.model.path = c.model.path or cfg.actor_rollout_ref.model.path
-    c.ppo_mini_batch_size = c.ppo_mini_batch_size or a.ppo_mini_batch_size
-    c.ppo_epochs = c.ppo_epochs or a.ppo_epochs
-    c.use_dynamic_bsz = a.use_dynamic_bsz if c.use_dynamic_bsz is None else c.use_dynamic_bsz
-    c.loss_agg_mode = c.loss_agg_mode or a.loss_agg_mode
-    c.ppo_micro_batch_size_per_gpu = _per_gpu(
-        c.ppo_micro_batch_size, c.ppo_micro_batch_size_per_gpu, world, "critic.ppo_micro_batch_size", problems
-    )
-    if c.ppo_micro_batch_size_per_gpu is None:
-        c.ppo_micro_batch_size_per_gpu = a.ppo_micro_batch_size_per_gpu
-    c.forward_micro_batch_size_per_gpu = _per_gpu(
-        c.forward_micro_batch_size,
-        c.forward_micro_batch_size_per_gpu,
-        world,
-        "critic.forward_micro_batch_size",
-        problems,
-    )
-    if c.forward_micro_batch_size_per_gpu is None:
-        c.forward_micro_batch_size_per_gpu = c.ppo_micro_batch_size_per_gpu
-    c.forward_max_token_len_per_gpu = c.forward_max_token_len_per_gpu or c.ppo_max_token_len_per_gpu
-
-
-def _normalize_reward_model(cfg: PPOTrainerConfig, problems: list[str]) -> None:
-    rm = cfg.reward_model
-    rm.micro_batch_size_per_gpu = _per_gpu(
-        rm.micro_batch_size,
-        rm.micro_batch_size_per_gpu,
-        world_size(cfg),
-        "reward_model.micro_batch_size",
-        problems,
-    )
 
 
 def _fsdp_configs(cfg: PPOTrainerConfig):
@@ -318,12 +216,7 @@ def _check_choices(cfg: PPOTrainerConfig, problems: list[str]) -> None:
         *[
             (f"{ARR}.{section}.fsdp_config.{name}", value, tuple(DTYPES))
             for section, fsdp in _fsdp_configs(cfg)
-            for name, value in [
-                ("model_dtype", fsdp.model_dtype),
-                ("mixed_precision.param_dtype", fsdp.mixed_precision.param_dtype),
-                ("mixed_precision.reduce_dtype", fsdp.mixed_precision.reduce_dtype),
-                ("mixed_precision.buffer_dtype", fsdp.mixed_precision.buffer_dtype),
-            ]
+            for name, value in fsdp_dtypes(fsdp)
         ],
         ("trainer.device", cfg.trainer.device, ("auto", "cpu", "cuda")),
     ]
@@ -438,170 +331,18 @@ def _check_checkpointing(cfg: PPOTrainerConfig, problems: list[str]) -> None:
             )
 
 
-def _check_critic(cfg: PPOTrainerConfig, problems: list[str]) -> None:
-    """The critic's batch geometry follows the actor's rules, with critic.* keys in the messages."""
-    c, n, world = cfg.critic, cfg.actor_rollout_ref.rollout.n, world_size(cfg)
-    tbs, mini = cfg.data.train_batch_size, c.ppo_mini_batch_size
-    for key, value, allowed in [
-        ("critic.strategy", c.strategy, ("fsdp2",)),
-        ("critic.loss_agg_mode", c.loss_agg_mode, LOSS_AGG_MODES),
-        ("critic.optim.warmup_style", c.optim.warmup_style, WARMUP_STYLES),
-        *[(f"critic.model.fsdp_config.{k}", v, tuple(DTYPES)) for k, v in _dtypes(c.model.fsdp_config)],
-    ]:
-        if value not in allowed:
-            problems.append(f"{key}={value!r} is not one of {list(allowed)}")
-    if mini <= 0 or c.ppo_epochs <= 0:
-        problems.append(
-            f"critic.ppo_mini_batch_size={mini} and critic.ppo_epochs={c.ppo_epochs} must be positive"
-        )
-        return
-    if mini > tbs or tbs % mini:
-        problems.append(
-            f"data.train_batch_size={tbs} is not a multiple of critic.ppo_mini_batch_size={mini}; "
-            "each step must split into whole critic mini-batches"
-        )
-    if (mini * n) % world:
-        problems.append(
-            f"critic.ppo_mini_batch_size x rollout.n = {mini} x {n} = {mini * n} responses cannot be split over "
-            f"{world} workers; make it a multiple of {world}"
-        )
-        return
-    local_mini = mini * n // world
-    micro, forward = c.ppo_micro_batch_size_per_gpu, c.forward_micro_batch_size_per_gpu
-    if not c.use_dynamic_bsz and (micro is None or micro <= 0 or local_mini % micro):
-        problems.append(
-            f"critic.ppo_micro_batch_size_per_gpu={micro} does not divide the per-worker critic mini-batch of "
-            f"{local_mini} responses (critic.ppo_mini_batch_size {mini} x rollout.n {n} / {world} workers); "
-            f"use a divisor of {local_mini}"
-        )
-    if not c.use_dynamic_bsz and (forward is None or forward <= 0):
-        problems.append(f"critic.forward_micro_batch_size_per_gpu must be a positive integer, got {forward}")
-    seq_len = cfg.data.max_prompt_length + cfg.actor_rollout_ref.rollout.response_length
-    for key in ("ppo_max_token_len_per_gpu", "forward_max_token_len_per_gpu"):
-        if c.use_dynamic_bsz and getattr(c, key) < seq_len:
-            problems.append(
-                f"critic.{key}={getattr(c, key)} is below one sequence (data.max_prompt_length + "
-                f"response_length = {seq_len}); raise it to at least {seq_len}"
-            )
-    if c.cliprange_value <= 0:
-        problems.append(f"critic.cliprange_value={c.cliprange_value} must be > 0")
-    if not os.path.isfile(os.path.join(c.model.path, "config.json")):
-        problems.append(f"critic.model.path={c.model.path!r}: no HF model folder (config.json) there")
-    else:
-        _check_same_vocab(cfg, "critic.model.path", c.model.path, problems)
-    if c.model.tokenizer_path and c.model.tokenizer_path != _actor_tokenizer(cfg):
-        problems.append(
-            f"critic.model.tokenizer_path={c.model.tokenizer_path!r}: the critic reads the actor's token ids, so "
-            "a different tokenizer is not supported; leave it null"
-        )
-    if cfg.trainer.critic_warmup < 0:
-        problems.append(f"trainer.critic_warmup={cfg.trainer.critic_warmup} must be >= 0")
-
-
-def _dtypes(fsdp) -> list[tuple[str, str]]:
-    mp = fsdp.mixed_precision
-    return [
-        ("model_dtype", fsdp.model_dtype),
-        ("mixed_precision.param_dtype", mp.param_dtype),
-        ("mixed_precision.reduce_dtype", mp.reduce_dtype),
-        ("mixed_precision.buffer_dtype", mp.buffer_dtype),
-    ]
-
-
-def _actor_tokenizer(cfg: PPOTrainerConfig) -> str:
-    return cfg.data.tokenizer or cfg.actor_rollout_ref.model.path
-
-
-def _vocab_size(path: str) -> int | None:
-    try:
-        with open(os.path.join(path, "config.json")) as f:
-            config = json.load(f)
-    except (OSError, ValueError):
-        return None
-    return config.get("vocab_size", (config.get("text_config") or {}).get("vocab_size"))
-
-
-def _check_same_vocab(cfg: PPOTrainerConfig, key: str, path: str, problems: list[str]) -> None:
-    """A critic or reward model reads the actor's token ids: its embedding must cover the same vocabulary."""
-    actor_path = cfg.actor_rollout_ref.model.path
-    mine, actors = _vocab_size(path), _vocab_size(actor_path)
-    if mine is not None and actors is not None and mine != actors:
-        problems.append(
-            f"{key}={path!r} has vocab_size={mine} but the actor ({ARR}.model.path={actor_path!r}) has "
-            f"{actors}; it reads the actor's token ids, so use a model with the actor's tokenizer"
-        )
-
-
-FILTER_METRICS = ("seq_reward", "seq_final_reward", "acc", "score")
-
-
-def _check_algorithm(cfg: PPOTrainerConfig, problems: list[str]) -> None:
-    alg, n = cfg.algorithm, cfg.actor_rollout_ref.rollout.n
-    for key, value in (("algorithm.gamma", alg.gamma), ("algorithm.lam", alg.lam)):
-        if not 0.0 <= value <= 1.0:
-            problems.append(f"{key}={value} must be in [0, 1]")
-    if not is_kl_type(alg.kl_penalty):
-        problems.append(f"algorithm.kl_penalty={alg.kl_penalty!r} is not one of {list(KL_TYPES)}")
-    ctrl = alg.kl_ctrl
-    if ctrl.type not in ("fixed", "adaptive"):
-        problems.append(f"algorithm.kl_ctrl.type={ctrl.type!r} is not one of ['fixed', 'adaptive']")
-    elif ctrl.type == "adaptive" and (ctrl.target_kl <= 0 or ctrl.horizon <= 0):
-        problems.append(
-            f"algorithm.kl_ctrl.type=adaptive needs algorithm.kl_ctrl.target_kl > 0 and horizon > 0, "
-            f"got target_kl={ctrl.target_kl}, horizon={ctrl.horizon}"
-        )
-    fg = alg.filter_groups
-    if fg.enable and fg.metric not in FILTER_METRICS:
-        problems.append(
-            f"algorithm.filter_groups.metric={fg.metric!r} is not one of {list(FILTER_METRICS)} "
-            "(needed with algorithm.filter_groups.enable=True)"
-        )
-    if fg.enable and n < 2:
-        problems.append(
-            f"algorithm.filter_groups.enable=True needs {ARR}.rollout.n >= 2 (groups to compare), got {n}"
-        )
-    if alg.adv_estimator == "rloo" and n < 2:
-        problems.append(f"algorithm.adv_estimator=rloo needs {ARR}.rollout.n >= 2 (leave-one-out), got {n}")
-
-
-def _check_reward_model(cfg: PPOTrainerConfig, problems: list[str]) -> None:
-    rm = cfg.reward_model
-    if not rm.enable:
-        return
-    path = rm.model.path
-    if not path:
-        problems.append(
-            "reward_model.enable=True but reward_model.model.path is not set; point it at a reward model"
-        )
-    elif not os.path.isfile(os.path.join(path, "config.json")):
-        problems.append(f"reward_model.model.path={path!r}: no HF model folder (config.json) there")
-    else:
-        _check_same_vocab(cfg, "reward_model.model.path", path, problems)
-    if rm.model.input_tokenizer:
-        problems.append(
-            f"reward_model.model.input_tokenizer={rm.model.input_tokenizer!r}: re-tokenising for a reward model "
-            "with another vocabulary is not supported; use a reward model that shares the actor's tokenizer "
-            "and set input_tokenizer=null"
-        )
-    size = rm.micro_batch_size_per_gpu
-    if not rm.use_dynamic_bsz and (size is None or size <= 0):
-        problems.append(f"reward_model.micro_batch_size_per_gpu must be a positive integer, got {size}")
-    if rm.strategy not in ("fsdp2", "fsdp"):
-        problems.append(f"reward_model.strategy={rm.strategy!r} is not one of ['fsdp2']")
-
-
 def validate(cfg: PPOTrainerConfig, num_gpus: int) -> None:
     """Raise ConfigError listing every problem; `num_gpus` is what the cluster offers (0: CPU)."""
     problems = normalize(cfg)
     _check_choices(cfg, problems)
     _check_values(cfg, problems)
-    _check_vllm(cfg, problems)
-    _check_algorithm(cfg, problems)
-    _check_reward_model(cfg, problems)
+    check_vllm(cfg, problems)
+    check_algorithm(cfg, problems)
+    check_reward_model(cfg, problems)
     if not problems:
         _check_batch_geometry(cfg, problems)
     if not problems and uses_critic(cfg):
-        _check_critic(cfg, problems)
+        check_critic(cfg, problems)
     _check_paths(cfg, problems)
     _check_checkpointing(cfg, problems)
     if cfg.trainer.device == "cuda" and num_gpus == 0:

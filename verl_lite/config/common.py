@@ -1,0 +1,38 @@
+"""What the validation modules share: verl's key prefix, the worker count, and verl's rule for
+deprecated global micro-batch sizes. Kept apart so validate.py and validate_roles.py both use it."""
+
+from __future__ import annotations
+
+from verl_lite.config.schema import PPOTrainerConfig
+
+ARR = "actor_rollout_ref"
+
+
+def world_size(cfg: PPOTrainerConfig) -> int:
+    return cfg.trainer.nnodes * cfg.trainer.n_gpus_per_node
+
+
+def per_gpu(global_size, per_gpu, world: int, key: str, problems: list[str]):
+    """verl's rule: a deprecated global micro size becomes a per-GPU one; not both."""
+    if global_size is None:
+        return per_gpu
+    if per_gpu is not None:
+        problems.append(f"{key} and {key}_per_gpu are both set; keep only {key}_per_gpu")
+        return per_gpu
+    if global_size % world:
+        problems.append(
+            f"{key}={global_size} is not divisible by the {world} workers; set {key}_per_gpu instead"
+        )
+        return per_gpu
+    return global_size // world
+
+
+def fsdp_dtypes(fsdp) -> list[tuple[str, str]]:
+    """(key under fsdp_config, value) of every dtype an FSDP config names."""
+    mp = fsdp.mixed_precision
+    return [
+        ("model_dtype", fsdp.model_dtype),
+        ("mixed_precision.param_dtype", mp.param_dtype),
+        ("mixed_precision.reduce_dtype", mp.reduce_dtype),
+        ("mixed_precision.buffer_dtype", mp.buffer_dtype),
+    ]
