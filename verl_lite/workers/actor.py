@@ -62,6 +62,14 @@ def compute_log_prob(
     return logp
 
 
+def mini_batch_loss_scale(engine: FSDPEngine, mask: torch.Tensor, response_length: int) -> LossScale:
+    """Token and sequence counts of this rank's part of the mini-batch, summed over ranks: the
+    denominators every micro-batch's loss share uses (actor and critic alike)."""
+    local = torch.tensor([mask.sum(), (mask.sum(-1) > 0).sum()], dtype=torch.float64)
+    num_tokens, num_seqs = engine.dp_all_reduce_sum(local).tolist()
+    return LossScale(num_tokens=num_tokens, num_seqs=num_seqs, response_length=response_length)
+
+
 class PPOActor:
     def __init__(self, engine: FSDPEngine, cfg: ActorConfig, response_length: int, temperature: float):
         self.engine, self.cfg = engine, cfg
@@ -69,10 +77,7 @@ class PPOActor:
         self.policy_loss = POLICY_LOSSES.get(cfg.policy_loss.loss_mode)
 
     def loss_scale(self, mask: torch.Tensor) -> LossScale:
-        """Token and sequence counts of this rank's part of the mini-batch, summed over ranks."""
-        local = torch.tensor([mask.sum(), (mask.sum(-1) > 0).sum()], dtype=torch.float64)
-        num_tokens, num_seqs = self.engine.dp_all_reduce_sum(local).tolist()
-        return LossScale(num_tokens=num_tokens, num_seqs=num_seqs, response_length=self.response_length)
+        return mini_batch_loss_scale(self.engine, mask, self.response_length)
 
     def make_loss_fn(self, scale: LossScale):
         cfg = self.cfg

@@ -27,7 +27,7 @@ from verl_lite.engine.offload import offload_metrics
 from verl_lite.protocol import DataProto
 from verl_lite.single_controller import Dispatch, Worker, register
 from verl_lite.utils import device as dev
-from verl_lite.workers.actor import MODEL_INPUTS, take
+from verl_lite.workers.actor import MODEL_INPUTS, mini_batch_loss_scale, take
 
 
 def response_values(output, micro) -> torch.Tensor:
@@ -54,9 +54,7 @@ class PPOCritic:
         return values
 
     def loss_scale(self, mask: torch.Tensor) -> LossScale:
-        local = torch.tensor([mask.sum(), (mask.sum(-1) > 0).sum()], dtype=torch.float64)
-        num_tokens, num_seqs = self.engine.dp_all_reduce_sum(local).tolist()
-        return LossScale(num_tokens=num_tokens, num_seqs=num_seqs, response_length=self.response_length)
+        return mini_batch_loss_scale(self.engine, mask, self.response_length)
 
     def make_loss_fn(self, scale: LossScale):
         cfg = self.cfg
