@@ -159,10 +159,25 @@ class RayWorkerGroup:
             try:
                 ray.get(done[0])
             except RayTaskError as e:
+                # a rank that dies makes its peers' collectives fail too, sometimes first: name the
+                # dead rank as the cause when one is found among the others
+                self._raise_if_one_died(method, pending, rank_of)
                 raise WorkerError(f"{self.name} rank {rank} raised in {method}: {e.cause!r}\n{e}") from e
             except RayActorError as e:
                 raise WorkerError(f"{self.name} rank {rank} died during {method}: {e}") from e
         return ray.get(futures)
+
+    def _raise_if_one_died(self, method: str, pending: list, rank_of: dict, wait_s: float = 10.0) -> None:
+        if not pending:
+            return
+        done, _ = ray.wait(pending, num_returns=len(pending), timeout=wait_s)
+        for future in done:
+            try:
+                ray.get(future)
+            except RayActorError as e:
+                raise WorkerError(f"{self.name} rank {rank_of[future]} died during {method}: {e}") from e
+            except RayTaskError:
+                pass
 
     def shutdown(self) -> None:
         for w in self.workers:
