@@ -1,9 +1,11 @@
-"""Entry point: `python -m verl_lite.main_ppo key=value ...`.
+"""Entry point: `python -m verl_lite.main_ppo [--config-name demo] key=value ...`.
 
-Compose the config with Hydra, resolve embedded assets, validate everything that can be checked
-without workers (config, files, the datasets themselves), then start or join Ray, launch the worker
-group and train. Ray is shut down afterwards when this process started it, so Hydra multirun jobs
-each get a fresh one.
+Compose the config with Hydra (verl's '+' spellings and unknown keys are handled on argv first,
+config/overrides.py), build it (config/compose.py), resolve and check everything that can be
+known without workers (verl_lite/startup.py), load the tokenizer, datasets and reward manager,
+then start or join Ray, launch the worker groups (the config is frozen before the first one) and
+train. Bad input stops here with one message and exit status 2, before Ray. Ray is shut down
+afterwards when this process started it, so Hydra multirun jobs each get a fresh one.
 """
 
 from __future__ import annotations
@@ -20,35 +22,16 @@ from verl_lite.config.compose import build_config, register_schema
 from verl_lite.config.hydra_job import apply_job_output_dir
 from verl_lite.config.overrides import OverrideError, normalize_argv
 from verl_lite.config.schema import PPOTrainerConfig
-from verl_lite.config.validate import check_placeholders, validate
-from verl_lite.data import assets
 from verl_lite.data.rlhf_dataset import PromptSpec, RLHFDataset
 from verl_lite.reward.managers import build_reward_manager
 from verl_lite.reward.scorers import load_custom_scorer
+from verl_lite.startup import prepare
 from verl_lite.trainer.ppo_trainer import RayPPOTrainer, start_ray
-from verl_lite.utils import device as dev
 from verl_lite.utils.hf_model import load_tokenizer
+from verl_lite.workers.checks import actor_tokenizer_path
 
 log = logging.getLogger("verl_lite")
 register_schema()
-
-
-def resolve_assets(cfg: PPOTrainerConfig) -> None:
-    """Replace verl_lite:// paths by local ones, building the embedded assets on first use."""
-    cfg.actor_rollout_ref.model.path = assets.resolve(cfg.actor_rollout_ref.model.path)
-    for key in ("train_files", "val_files"):
-        files = getattr(cfg.data, key)
-        if files:
-            resolved = [assets.resolve(f) for f in ([files] if isinstance(files, str) else files)]
-            setattr(cfg.data, key, resolved)
-    if cfg.data.tokenizer:
-        cfg.data.tokenizer = assets.resolve(cfg.data.tokenizer)
-    for model in (cfg.critic.model, cfg.reward_model.model):
-        if model.path:
-            model.path = assets.resolve(model.path)
-    for model, key in ((cfg.critic.model, "tokenizer_path"), (cfg.reward_model.model, "input_tokenizer")):
-        if getattr(model, key):
-            setattr(model, key, assets.resolve(getattr(model, key)))
 
 
 def build_datasets(cfg: PPOTrainerConfig, tokenizer):
@@ -96,20 +79,15 @@ class SetupError(Exception):
 def build_trainer(cfg: PPOTrainerConfig) -> RayPPOTrainer:
     """Everything that can fail on bad input, checked before Ray starts."""
     try:
-        check_placeholders(cfg)
-        resolve_assets(cfg)
-        validate(cfg, num_gpus=dev.num_visible_gpus())
-        tokenizer = load_tokenizer(
-            cfg.data.tokenizer or cfg.actor_rollout_ref.model.path, cfg.data.trust_remote_code
-        )
+        run = prepare(cfg)
+        tokenizer = load_tokenizer(actor_tokenizer_path(cfg), cfg.data.trust_remote_code)
         train, val = build_datasets(cfg, tokenizer)
         score = load_custom_scorer(cfg.custom_reward_function.path, cfg.custom_reward_function.name)
         reward_fn, val_reward_fn = build_reward_fns(cfg, tokenizer, score)
     except (ValueError, FileNotFoundError, AttributeError) as e:
         raise SetupError(str(e)) from e
-    use_gpu = cfg.trainer.device == "cuda" or (cfg.trainer.device == "auto" and dev.num_visible_gpus() > 0)
     try:  # also finds and checks the checkpoint to resume from
-        trainer = RayPPOTrainer(cfg, train, val, reward_fn, val_reward_fn, use_gpu, tokenizer=tokenizer)
+        trainer = RayPPOTrainer(cfg, train, val, reward_fn, val_reward_fn, run.use_gpu, tokenizer=tokenizer)
     except (ValueError, FileNotFoundError) as e:
         raise SetupError(str(e)) from e
     set_total_training_steps(cfg, trainer)

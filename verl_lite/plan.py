@@ -213,7 +213,8 @@ def format_table(rows: list[Row]) -> str:
 def compose_config(overrides: list[str], config_name: str = "ppo_trainer") -> PPOTrainerConfig:
     """The same config main_ppo composes (Hydra compose API), normalised, model path resolved."""
     from verl_lite.config.compose import load_config
-    from verl_lite.config.validate import ConfigError, normalize
+    from verl_lite.config.errors import ConfigError
+    from verl_lite.config.normalize import normalize
     from verl_lite.data import assets
 
     cfg = load_config(overrides, config_name)

@@ -6,8 +6,8 @@ import math
 import pytest
 import torch
 
-from tests.config.test_validate import load
 from tests.test_main_ppo import SMALL, read_metrics, run_cli
+from tests.test_startup import load
 from verl_lite.data.tiny_tokenizer import build_tokenizer
 from verl_lite.main_ppo import SetupError, build_trainer
 from verl_lite.protocol import DataProto

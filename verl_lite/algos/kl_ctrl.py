@@ -47,19 +47,28 @@ class AdaptiveKLController:
         self.value *= 1.0 + proportional_error * n_steps / self.horizon
 
 
+def kl_ctrl_problems(type: str, target_kl: float | None, horizon: int | None) -> list[str]:
+    """What is wrong with algorithm.kl_ctrl (checked at start-up and when the controller is built)."""
+    if type not in KL_CTRL_TYPES:
+        return [f"algorithm.kl_ctrl.type={type!r} is not one of {list(KL_CTRL_TYPES)}"]
+    if type == "adaptive" and (target_kl is None or horizon is None or target_kl <= 0 or horizon <= 0):
+        return [
+            "algorithm.kl_ctrl.type=adaptive needs algorithm.kl_ctrl.target_kl > 0 and horizon > 0, "
+            f"got target_kl={target_kl}, horizon={horizon}"
+        ]
+    return []
+
+
 def build_kl_controller(
     type: str, kl_coef: float, target_kl: float | None = None, horizon: int | None = None
 ) -> FixedKLController | AdaptiveKLController:
     """The controller named by algorithm.kl_ctrl.type."""
+    problems = kl_ctrl_problems(type, target_kl, horizon)
+    if problems:
+        raise ValueError(problems[0])
     if type == "fixed":
         return FixedKLController(kl_coef)
-    if type == "adaptive":
-        if target_kl is None or horizon is None:
-            raise ValueError(
-                "algorithm.kl_ctrl.type=adaptive needs algorithm.kl_ctrl.target_kl and algorithm.kl_ctrl.horizon"
-            )
-        return AdaptiveKLController(kl_coef, target_kl, horizon)
-    raise ValueError(f"algorithm.kl_ctrl.type={type!r} is not one of {list(KL_CTRL_TYPES)}")
+    return AdaptiveKLController(kl_coef, target_kl, horizon)
 
 
 @torch.no_grad()

@@ -1,12 +1,11 @@
-"""What the validation modules share: verl's key prefix, the worker count, and verl's rule for
-deprecated global micro-batch sizes. Kept apart so validate.py and validate_roles.py both use it."""
+"""What the config modules share: verl's key prefix, the worker count, verl's rule for deprecated
+global micro-batch sizes, and how a value is written on a command line."""
 
 from __future__ import annotations
 
 from verl_lite.config.schema import PPOTrainerConfig
 
 ARR = "actor_rollout_ref"
-STRATEGIES = ("fsdp", "fsdp2")  # verl's names; both mean FSDP2 (fully_shard) here
 
 
 def world_size(cfg: PPOTrainerConfig) -> int:
@@ -26,17 +25,6 @@ def per_gpu(global_size, per_gpu, world: int, key: str, problems: list[str]):
         )
         return per_gpu
     return global_size // world
-
-
-def fsdp_dtypes(fsdp) -> list[tuple[str, str]]:
-    """(key under fsdp_config, value) of every dtype an FSDP config names."""
-    mp = fsdp.mixed_precision
-    return [
-        ("model_dtype", fsdp.model_dtype),
-        ("mixed_precision.param_dtype", mp.param_dtype),
-        ("mixed_precision.reduce_dtype", mp.reduce_dtype),
-        ("mixed_precision.buffer_dtype", mp.buffer_dtype),
-    ]
 
 
 def format_value(value) -> str:

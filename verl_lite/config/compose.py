@@ -19,6 +19,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
 from verl_lite.config.errors import ConfigError
+from verl_lite.config.keys import links_in
 from verl_lite.config.overrides import normalize_overrides
 from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.config.spellings import apply_spellings
@@ -59,6 +60,7 @@ def build_config(cfg: DictConfig) -> PPOTrainerConfig:
     problems += apply_spellings(config)
     if problems:
         raise ConfigError(problems)
+    object.__setattr__(config, "_links", links_in(cfg))  # for overrides.apply_to_config
     return config
 
 

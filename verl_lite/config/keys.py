@@ -119,6 +119,16 @@ def link_target(written: Any, key: str) -> str | None:
     return f"{parent}{target}"
 
 
+def links_in(cfg: DictConfig) -> dict[str, str]:
+    """{key: the key it links to} for every leaf of `cfg` whose value is a `${...}` link."""
+    found = {}
+    for key in leaf_keys():
+        target = link_target(written_value(cfg, key), key)
+        if target is not None:
+            found[key] = target
+    return found
+
+
 @functools.cache
 def resolved_defaults() -> dict:
     """The schema's defaults with every link resolved (as plain containers)."""

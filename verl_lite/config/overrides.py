@@ -68,3 +68,24 @@ def normalize_argv(argv: list[str]) -> list[str]:
         is_override = not token.startswith("-") and ("=" in token or token.startswith("~"))
         out.append(normalize_override(token) if is_override else token)
     return out
+
+
+def _set(cfg, key: str, value) -> None:
+    *path, leaf = key.split(".")
+    node = cfg
+    for part in path:
+        node = getattr(node, part)
+    if not hasattr(node, leaf):
+        raise KeyError(f"{key} is not a key of the config")
+    setattr(node, leaf, value)
+
+
+def apply_to_config(cfg, changes: dict[str, object]) -> None:
+    """Set dotted keys of a built (not yet frozen) config as if given on the command line: keys whose
+    composed value linked one of them (recorded by compose.build_config) follow the new value."""
+    links: dict[str, str] = cfg.__dict__.get("_links", {})
+    pending = list(changes.items())
+    while pending:
+        key, value = pending.pop()
+        _set(cfg, key, value)
+        pending += [(k, value) for k, target in links.items() if target == key and k not in changes]

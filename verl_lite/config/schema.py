@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from verl_lite.config.freeze import ConfigNode
 from verl_lite.config.schema_actor import ActorConfig, PolicyLossConfig, RefConfig
 from verl_lite.config.schema_engine import (
     CheckpointConfig,
@@ -106,7 +107,7 @@ __all__ = [
 
 
 @dataclass
-class ActorRolloutRefConfig:
+class ActorRolloutRefConfig(ConfigNode):
     actor: ActorConfig = field(default_factory=ActorConfig)
     ref: RefConfig = field(default_factory=RefConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
@@ -118,7 +119,7 @@ class ActorRolloutRefConfig:
 
 
 @dataclass
-class PPOTrainerConfig:
+class PPOTrainerConfig(ConfigNode):
     actor_rollout_ref: ActorRolloutRefConfig = field(default_factory=ActorRolloutRefConfig)
     data: DataConfig = field(default_factory=DataConfig)
     reward_manager: RewardManagerConfig = field(default_factory=RewardManagerConfig)

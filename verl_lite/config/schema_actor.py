@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from verl_lite.config.freeze import ConfigNode
 from verl_lite.config.schema_engine import (
     CheckpointConfig,
     FSDPConfig,
@@ -20,7 +21,7 @@ ARR = "actor_rollout_ref"
 
 
 @dataclass
-class PolicyLossConfig:
+class PolicyLossConfig(ConfigNode):
     loss_mode: str = "vanilla"  # registered policy loss (algos/policy_loss.py): vanilla | gspo | ...
     clip_cov_ratio: float = 0.0002  # clip_cov: share of tokens whose covariance is clipped
     clip_cov_lb: float = 1.0  # clip_cov: lower covariance bound
@@ -30,7 +31,7 @@ class PolicyLossConfig:
 
 
 @dataclass
-class ActorConfig:
+class ActorConfig(ConfigNode):
     optim: OptimConfig = field(default_factory=OptimConfig)
     fsdp_config: FSDPConfig = field(default_factory=FSDPConfig)
     rollout_n: int = f"${{{ARR}.rollout.n}}"  # responses per prompt (verl's copy of rollout.n)
@@ -78,7 +79,7 @@ class ActorConfig:
 
 
 @dataclass
-class RefConfig:
+class RefConfig(ConfigNode):
     rollout_n: int = f"${{{ARR}.rollout.n}}"  # responses per prompt (verl's copy of rollout.n)
     strategy: str = f"${{{ARR}.actor.strategy}}"  # fsdp | fsdp2: both run FSDP2 (fully_shard)
     use_torch_compile: bool = f"${{{ARR}.actor.use_torch_compile}}"  # torch.compile kernels (speed only)

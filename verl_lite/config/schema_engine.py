@@ -11,14 +11,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from verl_lite.config.freeze import ConfigNode
+
 
 @dataclass
-class WrapPolicyConfig:
+class WrapPolicyConfig(ConfigNode):
     min_num_params: int = 0  # 0: one fully_shard per decoder layer; >0: per submodule this large
 
 
 @dataclass
-class MixedPrecisionConfig:
+class MixedPrecisionConfig(ConfigNode):
     param_dtype: str = (
         "${..dtype}"  # dtype params are gathered in for forward/backward (fp32 on CPUs: bf16 is slow there)
     )
@@ -27,7 +29,7 @@ class MixedPrecisionConfig:
 
 
 @dataclass
-class FSDPConfig:
+class FSDPConfig(ConfigNode):
     wrap_policy: WrapPolicyConfig = field(default_factory=WrapPolicyConfig)
     param_offload: bool = False  # sharded params on the host between phases, back on the device inside them
     optimizer_offload: bool = False  # optimizer state on the host except during the optimizer step
@@ -67,7 +69,7 @@ class FSDPConfig:
 
 
 @dataclass
-class OptimConfig:
+class OptimConfig(ConfigNode):
     optimizer: str = "AdamW"  # optimizer class in optimizer_impl
     optimizer_impl: str = "torch.optim"  # module the optimizer class comes from
     lr: float = 1e-6  # learning rate
@@ -87,7 +89,7 @@ class OptimConfig:
 
 
 @dataclass
-class CheckpointConfig:
+class CheckpointConfig(ConfigNode):
     save_contents: list[str] = field(
         default_factory=lambda: ["model", "optimizer", "extra"]
     )  # what a checkpoint holds: model | optimizer | extra (lr schedule, RNG, rollout state) | hf_model (full weights, safetensors)
@@ -96,12 +98,12 @@ class CheckpointConfig:
 
 
 @dataclass
-class NsysToolConfig:
+class NsysToolConfig(ConfigNode):
     discrete: bool = "${global_profiler.global_tool_config.nsys.discrete}"  # one nsys range per profiled step
 
 
 @dataclass
-class NPUToolConfig:
+class NPUToolConfig(ConfigNode):
     contents: list[str] = field(default_factory=list)  # what the NPU profiler records
     level: str = "level0"  # NPU profiler level
     analysis: bool = True  # analyse the NPU trace after the run
@@ -109,13 +111,13 @@ class NPUToolConfig:
 
 
 @dataclass
-class TorchToolConfig:
+class TorchToolConfig(ConfigNode):
     contents: list[str] = field(default_factory=list)  # what the torch profiler records
     discrete: bool = False  # one trace per profiled step
 
 
 @dataclass
-class TorchMemoryToolConfig:
+class TorchMemoryToolConfig(ConfigNode):
     trace_alloc_max_entries: int = (
         "${global_profiler.global_tool_config.torch_memory.trace_alloc_max_entries}"  # allocations recorded
     )
@@ -125,7 +127,7 @@ class TorchMemoryToolConfig:
 
 
 @dataclass
-class ProfilerToolConfig:
+class ProfilerToolConfig(ConfigNode):
     nsys: NsysToolConfig = field(default_factory=NsysToolConfig)
     npu: NPUToolConfig = field(default_factory=NPUToolConfig)
     torch: TorchToolConfig = field(default_factory=TorchToolConfig)
@@ -133,7 +135,7 @@ class ProfilerToolConfig:
 
 
 @dataclass
-class ProfilerConfig:
+class ProfilerConfig(ConfigNode):
     tool: str | None = "${global_profiler.tool}"  # nsys | npu | torch | torch_memory
     enable: bool = False  # profile this role
     all_ranks: bool = False  # profile every rank
@@ -143,7 +145,7 @@ class ProfilerConfig:
 
 
 @dataclass
-class LinkedProfilerConfig:
+class LinkedProfilerConfig(ConfigNode):
     """A profiler section whose settings follow the actor's (rollout, reward model)."""
 
     tool: str | None = "${global_profiler.tool}"  # nsys | npu | torch | torch_memory
@@ -155,7 +157,7 @@ class LinkedProfilerConfig:
 
 
 @dataclass
-class RouterReplayConfig:
+class RouterReplayConfig(ConfigNode):
     mode: str = "disabled"  # MoE routing replay: disabled | record | replay
     record_file: str | None = None  # where recorded routing decisions go
     replay_file: str | None = None  # recorded routing decisions to replay

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from verl_lite.config.freeze import ConfigNode
 from verl_lite.config.schema_engine import FSDPConfig
 
 # verl's placeholder paths: defaults a real run must replace (start-up names them when missing)
@@ -18,7 +19,7 @@ VERL_REWARD_MODEL = "~/models/FsfairX-LLaMA3-RM-v0.1"
 
 
 @dataclass
-class ModelBase:
+class ModelBase(ConfigNode):
     """The keys every model section has (what the engine reads to load and run a model)."""
 
     path: str | None = VERL_MODEL  # local HF model folder (config, weights, tokenizer)
@@ -31,18 +32,18 @@ class ModelBase:
 
 
 @dataclass
-class FusedKernelOptions:
+class FusedKernelOptions(ConfigNode):
     impl_backend: str = "torch"  # implementation of the fused kernels: torch | triton
 
 
 @dataclass
-class TiledMLPConfig:
+class TiledMLPConfig(ConfigNode):
     enabled: bool = False  # run the MLP over sequence tiles (less activation memory)
     num_shards: int = 4  # tiles per sequence
 
 
 @dataclass
-class MtpConfig:
+class MtpConfig(ConfigNode):
     enable: bool = False  # multi-token prediction heads
     enable_train: bool = False  # train the MTP heads
     enable_rollout: bool = False  # speculative decoding with the MTP heads in the rollout

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from verl_lite.config.freeze import ConfigNode
 from verl_lite.config.schema_engine import (
     CheckpointConfig,
     LinkedProfilerConfig,
@@ -22,7 +23,7 @@ ACTOR = "actor_rollout_ref.actor"
 
 
 @dataclass
-class CriticConfig:
+class CriticConfig(ConfigNode):
     optim: OptimConfig = field(
         default_factory=lambda: OptimConfig(lr=1e-5)
     )  # the value model's AdamW and LR schedule
@@ -62,14 +63,14 @@ class CriticConfig:
 
 
 @dataclass
-class SandboxFusionConfig:
+class SandboxFusionConfig(ConfigNode):
     url: str | None = None  # code-execution sandbox the default scorer sends code answers to
     max_concurrent: int = 64  # requests in flight
     memory_limit_mb: int = 1024  # memory per sandboxed run
 
 
 @dataclass
-class RewardModelRolloutConfig:
+class RewardModelRolloutConfig(ConfigNode):
     """verl's generative reward model served by a rollout engine."""
 
     name: str | None = None  # engine of a generative reward model (verl: mandatory there)
@@ -96,7 +97,7 @@ class RewardModelRolloutConfig:
 
 
 @dataclass
-class RewardModelConfig:
+class RewardModelConfig(ConfigNode):
     enable: bool = False  # score responses with a reward model (its score replaces the rule reward)
     enable_resource_pool: bool = False  # run the reward model on its own GPUs
     n_gpus_per_node: int = 8  # GPUs per node of that pool
@@ -129,20 +130,20 @@ class RewardModelConfig:
 
 
 @dataclass
-class ModuleConfig:
+class ModuleConfig(ConfigNode):
     path: str | None = None  # file defining a custom reward manager (source=importlib)
     name: str = "custom_reward_manager"  # its class
 
 
 @dataclass
-class RewardManagerConfig:
+class RewardManagerConfig(ConfigNode):
     source: str = "register"  # register: a manager registered by name | importlib: a class from module.path
     name: str = "${reward_model.reward_manager}"  # the reward manager: naive | dapo
     module: ModuleConfig = field(default_factory=ModuleConfig)
 
 
 @dataclass
-class CustomRewardFunctionConfig:
+class CustomRewardFunctionConfig(ConfigNode):
     path: str | None = None  # python file defining the scorer; null: built-in scorers
     name: str = (
         "compute_score"  # function in that file: (data_source, solution_str, ground_truth, extra_info)

@@ -10,13 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from verl_lite.config.freeze import ConfigNode
 from verl_lite.config.schema_engine import RolloutProfilerConfig
 
 ARR = "actor_rollout_ref"
 
 
 @dataclass
-class SamplingKwargs:
+class SamplingKwargs(ConfigNode):
     top_k: int = -1  # -1: no top-k
     top_p: float = 1.0  # nucleus sampling mass (1.0: off)
     temperature: float = 0.0  # 0: greedy
@@ -25,14 +26,14 @@ class SamplingKwargs:
 
 
 @dataclass
-class EngineKwargs:
+class EngineKwargs(ConfigNode):
     vllm: dict[str, Any] = field(default_factory=dict)  # extra vLLM engine arguments (LLM(**vllm))
     sglang: dict[str, Any] = field(default_factory=dict)  # extra SGLang engine arguments
     trtllm: dict[str, Any] = field(default_factory=dict)  # extra TensorRT-LLM engine arguments
 
 
 @dataclass
-class MultiTurnConfig:
+class MultiTurnConfig(ConfigNode):
     enable: bool = False  # multi-turn rollouts with tools or interactions
     max_assistant_turns: int | None = None  # most assistant turns; null: no limit
     tool_config_path: str | None = None  # tools' config file
@@ -48,13 +49,13 @@ class MultiTurnConfig:
 
 
 @dataclass
-class CustomAsyncServerConfig:
+class CustomAsyncServerConfig(ConfigNode):
     path: str | None = None  # file of a custom async generation server
     name: str | None = None  # its class
 
 
 @dataclass
-class AgentLoopConfig:
+class AgentLoopConfig(ConfigNode):
     num_workers: int = 8  # agent-loop workers of verl's async server mode
     default_agent_loop: str = "single_turn_agent"  # agent loop of rows that name none
     agent_loop_config_path: str | None = None  # custom agent loops' config file
@@ -62,7 +63,7 @@ class AgentLoopConfig:
 
 
 @dataclass
-class CheckpointEngineConfig:
+class CheckpointEngineConfig(ConfigNode):
     backend: str = "naive"  # how weights reach the rollout: naive (in-process) | nccl | nixl | hccl
     update_weights_bucket_megabytes: int = (
         2048  # weight sync: full tensors gathered per bucket before vLLM loads them
@@ -71,14 +72,14 @@ class CheckpointEngineConfig:
 
 
 @dataclass
-class TraceConfig:
+class TraceConfig(ConfigNode):
     backend: str | None = None  # rollout tracing: mlflow | weave
     token2text: bool = False  # decode traced tokens
     max_samples_per_step_per_worker: int | None = None  # traced samples per step; null: all
 
 
 @dataclass
-class PrometheusConfig:
+class PrometheusConfig(ConfigNode):
     enable: bool = False  # export the rollout server's metrics to Prometheus
     port: int = 9090  # Prometheus port
     file: str = "/tmp/ray/session_latest/metrics/prometheus/prometheus.yml"  # Prometheus config file
@@ -86,7 +87,7 @@ class PrometheusConfig:
 
 
 @dataclass
-class RolloutConfig:
+class RolloutConfig(ConfigNode):
     name: str = "auto"  # rollout backend: vllm | hf (transformers generate, the reference); auto: vllm where it is installed, else hf
     mode: str = "async"  # async (verl's server mode) | sync: both run the hybrid engine, generation and training taking turns
     temperature: float = 1.0  # sampling temperature of training rollouts

@@ -10,25 +10,27 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from verl_lite.config.freeze import ConfigNode
+
 # verl's placeholder data paths: defaults a real run must replace (start-up names them when missing)
 VERL_TRAIN = "~/data/rlhf/gsm8k/train.parquet"
 VERL_VAL = "~/data/rlhf/gsm8k/test.parquet"
 
 
 @dataclass
-class ClassRefConfig:
+class ClassRefConfig(ConfigNode):
     path: str | None = None  # python file
     name: str | None = None  # name defined in it
 
 
 @dataclass
-class SamplerConfig:
+class SamplerConfig(ConfigNode):
     class_path: str | None = None  # python file of a custom (curriculum) sampler
     class_name: str | None = None  # its class
 
 
 @dataclass
-class DataConfig:
+class DataConfig(ConfigNode):
     tokenizer: str | None = (
         None  # tokenizer folder; null: the actor model's (model.tokenizer_path, else model.path)
     )
@@ -71,7 +73,7 @@ class DataConfig:
 
 
 @dataclass
-class KLControlConfig:
+class KLControlConfig(ConfigNode):
     type: str = "fixed"  # fixed: constant kl_coef | adaptive: steer the KL towards target_kl
     kl_coef: float = 0.001  # (initial) weight of the KL penalty in the reward
     horizon: int = 10000  # adaptive: responses over which the coefficient adapts
@@ -79,14 +81,14 @@ class KLControlConfig:
 
 
 @dataclass
-class FilterGroupsConfig:
+class FilterGroupsConfig(ConfigNode):
     enable: bool = False  # DAPO dynamic sampling: drop groups whose metric is equal for all responses
     metric: str | None = None  # seq_reward (scores) | seq_final_reward (rewards after KL) | acc | score
     max_num_gen_batches: int = 0  # generation batches allowed per step; <= 0: no limit
 
 
 @dataclass
-class RolloutCorrectionConfig:
+class RolloutCorrectionConfig(ConfigNode):
     rollout_is: str | None = None  # importance weights between rollout and actor: token | sequence
     rollout_is_threshold: float = 2.0  # truncation of those weights
     rollout_rs: str | None = None  # rejection sampling on them
@@ -97,13 +99,13 @@ class RolloutCorrectionConfig:
 
 
 @dataclass
-class PFPPOConfig:
+class PFPPOConfig(ConfigNode):
     reweight_method: str = "pow"  # pf-ppo sample weights: pow | max_min | max_random
     weight_pow: float = 2.0  # exponent of the pow method
 
 
 @dataclass
-class AlgorithmConfig:
+class AlgorithmConfig(ConfigNode):
     rollout_correction: RolloutCorrectionConfig = field(default_factory=RolloutCorrectionConfig)
     gamma: float = 1.0  # discount factor of GAE (and REINFORCE++ returns)
     lam: float = 1.0  # GAE's lambda: bias/variance trade-off of the advantage
@@ -118,7 +120,7 @@ class AlgorithmConfig:
 
 
 @dataclass
-class TrainerConfig:
+class TrainerConfig(ConfigNode):
     balance_batch: bool = True  # give each worker a balanced share of tokens (mini-batches stay the same)
     total_epochs: int = 30  # passes over the training set
     total_training_steps: int | None = None  # cap on training steps; null: total_epochs' worth
@@ -159,7 +161,7 @@ class TrainerConfig:
 
 
 @dataclass
-class RayInitConfig:
+class RayInitConfig(ConfigNode):
     num_cpus: int | None = None  # CPUs for a local Ray; null: all
     runtime_env: dict[str, Any] = field(
         default_factory=dict
@@ -169,13 +171,13 @@ class RayInitConfig:
 
 
 @dataclass
-class RayKwargsConfig:
+class RayKwargsConfig(ConfigNode):
     ray_init: RayInitConfig = field(default_factory=RayInitConfig)
     timeline_json_file: str | None = None  # write Ray's task timeline (chrome://tracing) here at the end
 
 
 @dataclass
-class NsysGlobalConfig:
+class NsysGlobalConfig(ConfigNode):
     discrete: bool = False  # one nsys range per profiled step
     controller_nsight_options: dict[str, Any] = field(
         default_factory=lambda: {
@@ -197,7 +199,7 @@ class NsysGlobalConfig:
 
 
 @dataclass
-class TorchMemoryGlobalConfig:
+class TorchMemoryGlobalConfig(ConfigNode):
     trace_alloc_max_entries: int = 100000  # allocations recorded
     stack_depth: int = 32  # frames per allocation
     context: str = "all"  # allocation contexts recorded
@@ -206,13 +208,13 @@ class TorchMemoryGlobalConfig:
 
 
 @dataclass
-class GlobalToolConfig:
+class GlobalToolConfig(ConfigNode):
     nsys: NsysGlobalConfig = field(default_factory=NsysGlobalConfig)
     torch_memory: TorchMemoryGlobalConfig = field(default_factory=TorchMemoryGlobalConfig)
 
 
 @dataclass
-class GlobalProfilerConfig:
+class GlobalProfilerConfig(ConfigNode):
     tool: str | None = None  # profiler for every role: nsys | npu | torch | torch_memory
     steps: list[int] | None = None  # training steps to profile
     profile_continuous_steps: bool = False  # one trace over consecutive profiled steps
@@ -221,5 +223,5 @@ class GlobalProfilerConfig:
 
 
 @dataclass
-class TransferQueueConfig:
+class TransferQueueConfig(ConfigNode):
     enable: bool = False  # verl's experimental transfer-queue data plane

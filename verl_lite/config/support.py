@@ -167,6 +167,8 @@ RULES: list[Rule] = [
     *_model_rules(f"{ARR}.model"),
     *_model_rules("critic.model"),
     # rollout
+    Rule(f"{ARR}.hybrid_engine", (True,), instead="the actor and its rollout always share each worker"),
+    Rule(f"{ARR}.rollout.mode", ("async", "sync"), instead="async or sync (both run in the hybrid engine)"),
     Rule(
         f"{ARR}.rollout.cudagraph_capture_sizes", ANY, note="vLLM captures its own default sizes (speed only)"
     ),

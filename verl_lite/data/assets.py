@@ -91,3 +91,35 @@ def _build_data(folder: Path) -> dict:
 
 
 _BUILDERS = {"model": _build_model, "data": _build_data}
+
+
+def _resolved(key: str, path: str | None, problems: list[str]) -> str | None:
+    if not path:
+        return path
+    try:
+        return resolve(path)
+    except ValueError as e:
+        problems.append(f"{key}: {e}")
+        return path
+
+
+def resolve_config_paths(cfg) -> list[str]:
+    """Every path of the config made local, in place: verl_lite:// assets built on first use, ~ expanded."""
+    problems: list[str] = []
+    arr = cfg.actor_rollout_ref
+    arr.model.path = _resolved("actor_rollout_ref.model.path", arr.model.path, problems)
+    arr.model.tokenizer_path = _resolved(
+        "actor_rollout_ref.model.tokenizer_path", arr.model.tokenizer_path, problems
+    )
+    for key in ("train_files", "val_files"):
+        files = getattr(cfg.data, key)
+        if files:
+            setattr(cfg.data, key, [_resolved(f"data.{key}", f, problems) for f in files])
+    cfg.data.tokenizer = _resolved("data.tokenizer", cfg.data.tokenizer, problems)
+    for section, model, keys in (
+        ("critic.model", cfg.critic.model, ("path", "tokenizer_path")),
+        ("reward_model.model", cfg.reward_model.model, ("path", "input_tokenizer")),
+    ):
+        for key in keys:
+            setattr(model, key, _resolved(f"{section}.{key}", getattr(model, key), problems))
+    return problems

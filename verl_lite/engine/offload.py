@@ -276,11 +276,22 @@ class PolicyOffload(NoOffload):
         self.log.add(self.phase, False, self.shard_bytes, timed=False)
 
 
-def build_offload(fsdp_cfg, device: torch.device, log: TransferLog) -> NoOffload:
-    """The engine's offload mode from its fsdp_config (notices about combinations are logged by
-    config/validate.py, once, on the driver)."""
+def offload_problems(fsdp_cfg, key: str = "fsdp_config") -> list[str]:
+    """Offload combinations FSDP2 cannot run (checked at start-up and when an engine is built)."""
     if fsdp_cfg.gradient_offload and not fsdp_cfg.offload_policy:
-        raise ValueError("fsdp_config.gradient_offload=True needs fsdp_config.offload_policy=True in FSDP2")
+        return [
+            f"{key}.gradient_offload=True: in FSDP2 gradients live on the host only with {key}.offload_policy=True; "
+            "set offload_policy=True or gradient_offload=False"
+        ]
+    return []
+
+
+def build_offload(fsdp_cfg, device: torch.device, log: TransferLog) -> NoOffload:
+    """The engine's offload mode from its fsdp_config (engine/checks.py says what the combination
+    means once, on the driver, at start-up)."""
+    problems = offload_problems(fsdp_cfg)
+    if problems:
+        raise ValueError(problems[0])
     if fsdp_cfg.offload_policy:
         return PolicyOffload(device, log, fsdp_cfg.reshard_after_forward)
     if fsdp_cfg.param_offload or fsdp_cfg.optimizer_offload:

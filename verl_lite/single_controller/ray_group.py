@@ -86,6 +86,20 @@ class RayResourcePool:
             for i in range(self.n_workers_per_node):
                 yield pg, i
 
+    def device_memory_gb(self) -> list[float]:
+        """The memory of each slot's device (GiB), measured by a short task in the slot, before any
+        worker exists (trainer.auto_offload plans with it)."""
+        probe = ray.remote(dev.device_memory_total_gb)
+        futures = [
+            probe.options(
+                num_cpus=self.bundle.get("CPU", 0),
+                num_gpus=self.bundle.get("GPU", 0),
+                scheduling_strategy=PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=i),
+            ).remote()
+            for pg, i in self.slots()
+        ]
+        return ray.get(futures)
+
     def release(self) -> None:
         for pg in self.placement_groups:
             remove_placement_group(pg)

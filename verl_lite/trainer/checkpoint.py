@@ -131,16 +131,25 @@ def latest_step(root: str) -> int | None:
     return int(text)
 
 
+def resume_problems(trainer_cfg) -> list[str]:
+    """What is wrong with trainer.resume_mode / resume_from_path (start-up and resolve_resume_path)."""
+    t = trainer_cfg
+    if t.resume_mode not in RESUME_MODES:
+        return [f"trainer.resume_mode={t.resume_mode!r} is not one of {list(RESUME_MODES)}"]
+    if t.resume_mode == "resume_path" and not t.resume_from_path:
+        return ["trainer.resume_mode=resume_path needs trainer.resume_from_path=<.../global_step_N>"]
+    return []
+
+
 def resolve_resume_path(trainer_cfg) -> str | None:
     """The checkpoint folder this run resumes from, or None to start from scratch."""
     t = trainer_cfg
+    problems = resume_problems(t)
+    if problems:
+        raise ValueError(problems[0])
     if t.resume_mode == "disable":
         return None
     if t.resume_mode == "resume_path":
-        if not t.resume_from_path:
-            raise ValueError(
-                "trainer.resume_mode=resume_path needs trainer.resume_from_path=<.../global_step_N>"
-            )
         return os.path.abspath(os.path.expanduser(t.resume_from_path))
     step = latest_step(t.default_local_dir)
     if step is None:

@@ -29,11 +29,13 @@ import ray
 
 from verl_lite.algos import ADV_ESTIMATORS
 from verl_lite.algos.kl_ctrl import build_kl_controller
+from verl_lite.config.freeze import freeze
+from verl_lite.config.overrides import apply_to_config
 from verl_lite.config.schema import PPOTrainerConfig
-from verl_lite.config.validate import uses_critic
 from verl_lite.data.rlhf_dataset import EpochSampler, RLHFDataset
 from verl_lite.plan import auto_offload
 from verl_lite.protocol import DataProto
+from verl_lite.roles import uses_critic, uses_ref
 from verl_lite.rollout.base import compute_logprob_diff_metrics
 from verl_lite.single_controller import RayResourcePool, RayWorkerGroup, WorkerError
 from verl_lite.trainer import checkpoint as ckpt
@@ -47,7 +49,7 @@ from verl_lite.trainer.metrics import (
 )
 from verl_lite.trainer.ppo_phases import AlgorithmPhases
 from verl_lite.trainer.tracking import Tracking
-from verl_lite.workers.actor_rollout_ref import ActorRolloutRefWorker, apply_overrides
+from verl_lite.workers.actor_rollout_ref import ActorRolloutRefWorker
 from verl_lite.workers.critic import CriticWorker
 from verl_lite.workers.reward_model import RewardModelWorker
 
@@ -83,8 +85,8 @@ class RayPPOTrainer(AlgorithmPhases):
             len(train_dataset), config.data.train_batch_size, config.data.shuffle, config.data.seed
         )
         self.total_training_steps = self.sampler_steps()
-        actor, alg = config.actor_rollout_ref.actor, config.algorithm
-        self.use_ref = actor.use_kl_loss or alg.use_kl_in_reward
+        alg = config.algorithm
+        self.use_ref = uses_ref(config)
         self.use_critic = uses_critic(config)
         self.adv_fn = ADV_ESTIMATORS.get(alg.adv_estimator)
         self.kl_ctrl = None
@@ -146,10 +148,15 @@ class RayPPOTrainer(AlgorithmPhases):
 
     # --- set-up -------------------------------------------------------------------------------------
     def init_workers(self) -> None:
+        """Reserve the resources, apply trainer.auto_offload's choice to the config, freeze it, then
+        build the worker groups (every group gets its sections of the one frozen config)."""
         t = self.config.trainer
         self.pool = RayResourcePool(
             t.nnodes, t.n_gpus_per_node, self.use_gpu, max_colocate_count=self.num_colocated_groups()
         )
+        if t.auto_offload:
+            self._plan_offload()
+        freeze(self.config)
         role = "actor_rollout_ref" if self.use_ref else "actor_rollout"
         self.actor_rollout_wg = RayWorkerGroup(
             self.pool,
@@ -159,8 +166,7 @@ class RayPPOTrainer(AlgorithmPhases):
             t.dist_timeout_s,
             name="actor_rollout_ref",
         )
-        overrides = self._plan_offload() if t.auto_offload else None
-        info = self.actor_rollout_wg.init_model(overrides)
+        info = self.actor_rollout_wg.init_model()
         self.checkpoint_wgs = {"actor": self.actor_rollout_wg}  # every role with trainable state
         num_nodes = len(set(self.actor_rollout_wg.node_ids()))
         log.info(
@@ -188,12 +194,12 @@ class RayPPOTrainer(AlgorithmPhases):
         """Worker groups sharing each rank's slot: actor(+ref), critic, reward model (ray_group.py)."""
         return 1 + int(self.use_critic) + int(self.config.reward_model.enable)
 
-    def _plan_offload(self) -> dict:
-        """trainer.auto_offload: the planner's choice for the memory the workers actually have."""
-        overrides, message = auto_offload(self.config, self.actor_rollout_wg.device_memory_gb())
+    def _plan_offload(self) -> None:
+        """trainer.auto_offload: the planner's choice for the memory the workers' devices have,
+        applied to the config as if given on the command line (keys linked to them follow)."""
+        overrides, message = auto_offload(self.config, self.pool.device_memory_gb())
         log.info(message)
-        self.config.actor_rollout_ref = apply_overrides(self.config.actor_rollout_ref, overrides)
-        return overrides
+        apply_to_config(self.config, {f"actor_rollout_ref.{k}": v for k, v in overrides.items()})
 
     def shutdown(self) -> None:
         for group in (self.critic_wg, self.rm_wg, getattr(self, "actor_rollout_wg", None)):

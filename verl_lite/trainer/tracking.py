@@ -84,6 +84,12 @@ class FileLogger:
 BACKENDS = ("console", "file", "wandb", "tensorboard")
 
 
+def logger_problems(backends: list[str]) -> list[str]:
+    """trainer.logger names only known backends (checked at start-up and by Tracking)."""
+    unknown = [b for b in backends if b not in BACKENDS]
+    return [f"trainer.logger: unknown backend(s) {unknown}; available: {list(BACKENDS)}"] if unknown else []
+
+
 class Tracking:
     def __init__(
         self,
@@ -94,9 +100,9 @@ class Tracking:
         experiment_name: str = "run",
         config=None,
     ):
-        unknown = [b for b in backends if b not in BACKENDS]
-        if unknown:
-            raise ValueError(f"trainer.logger: unknown backend(s) {unknown}; available: {list(BACKENDS)}")
+        problems = logger_problems(backends)
+        if problems:
+            raise ValueError(problems[0])
         self.loggers = []
         if "console" in backends:
             self.loggers.append(ConsoleLogger(total_steps))

@@ -81,6 +81,23 @@ def can_pin_memory() -> bool:
     return is_cuda_available()
 
 
+DEVICE_SETTINGS = ("auto", "cpu", "cuda")  # trainer.device
+
+
+def device_problems(setting: str, num_gpus: int) -> list[str]:
+    """What is wrong with trainer.device on a machine that sees `num_gpus` GPUs."""
+    if setting not in DEVICE_SETTINGS:
+        return [f"trainer.device={setting!r} is not one of {list(DEVICE_SETTINGS)}"]
+    if setting == "cuda" and num_gpus == 0:
+        return ["trainer.device=cuda but no GPU is visible; use trainer.device=auto or cpu"]
+    return []
+
+
+def uses_gpu(setting: str, num_gpus: int) -> bool:
+    """Whether workers run on GPUs: trainer.device=cuda, or auto where GPUs are visible."""
+    return setting == "cuda" or (setting == "auto" and num_gpus > 0)
+
+
 def num_visible_gpus() -> int:
     return torch.cuda.device_count() if is_cuda_available() else 0
 

@@ -35,22 +35,6 @@ ROLES = ("actor_rollout", "actor_rollout_ref", "ref")
 GB = 1024**3
 
 
-def apply_overrides(config, overrides: dict[str, object]):
-    """A copy of `config` with dotted keys (relative to actor_rollout_ref) replaced."""
-    config = dataclasses.replace(config)
-    for key, value in overrides.items():
-        *path, leaf = key.split(".")
-        node = config
-        for part in path:
-            child = dataclasses.replace(getattr(node, part))
-            setattr(node, part, child)
-            node = child
-        if not hasattr(node, leaf):
-            raise KeyError(f"override actor_rollout_ref.{key}: no such key")
-        setattr(node, leaf, value)
-    return config
-
-
 class ActorRolloutRefWorker(Worker):
     def __init__(self, config: ActorRolloutRefConfig, role: str, dist_timeout_s: int = 600):
         super().__init__()
@@ -62,16 +46,9 @@ class ActorRolloutRefWorker(Worker):
         self.engines: dict[str, FSDPEngine] = {}
 
     @register(Dispatch.ONE_TO_ALL)
-    def device_memory_gb(self) -> float:
-        """Memory one device offers this worker (the planner's budget)."""
-        return dev.device_memory_total_gb()
-
-    @register(Dispatch.ONE_TO_ALL)
-    def init_model(self, overrides: dict | None = None) -> dict:
-        """Build the engines; `overrides` (dotted keys under actor_rollout_ref) come from the planner."""
+    def init_model(self) -> dict:
+        """Build the engines from the (frozen) config the driver prepared."""
         self.init_distributed(self.dist_timeout_s)
-        if overrides:
-            self.config = apply_overrides(self.config, overrides)
         mesh = init_device_mesh(dev.device_type(), (self.world_size,))
         cfg = self.config
         self.tokenizer = load_tokenizer(cfg.model.path, cfg.model.trust_remote_code)

@@ -1,11 +1,13 @@
-"""Config composition through Hydra and start-up validation messages."""
+"""Start-up (verl_lite/startup.py): the config composed through Hydra, resolved and checked by every
+component's registered step; the messages name the key, the value and the fix."""
 
 import pytest
 from hydra.errors import ConfigCompositionException
 
 from verl_lite.config.compose import load_config
+from verl_lite.config.errors import ConfigError
 from verl_lite.config.overrides import OverrideError
-from verl_lite.config.validate import ConfigError, normalize, validate
+from verl_lite.startup import prepare
 
 
 def load(*overrides):
@@ -13,9 +15,18 @@ def load(*overrides):
     return load_config(overrides, "demo")
 
 
+def normalize(cfg) -> list[str]:
+    """Start-up on a CPU machine; [] when it passes."""
+    try:
+        prepare(cfg, num_gpus=0)
+    except ConfigError as e:
+        return e.problems
+    return []
+
+
 def problems(cfg, tmp_path=None):
     with pytest.raises(ConfigError) as info:
-        validate(cfg, num_gpus=0)
+        prepare(cfg, num_gpus=0)
     return "\n".join(info.value.problems)
 
 
@@ -150,7 +161,9 @@ def test_vllm_engine_keys_are_checked():
     )
     assert "max_num_batched_tokens=16 is below max_model_len=24" in msg
     tp2 = ("actor_rollout_ref.rollout.tensor_model_parallel_size=2", "trainer.n_gpus_per_node=2")
-    assert "tensor_model_parallel_size" not in problems(load("actor_rollout_ref.rollout.name=vllm", *tp2))
+    assert "tensor_model_parallel_size" not in "\n".join(
+        normalize(load("actor_rollout_ref.rollout.name=vllm", *tp2))
+    )
     cfg = load(
         "actor_rollout_ref.rollout.name=hf", *tp2
     )  # verl's TP=2 does not apply to hf: said, not refused
@@ -227,7 +240,7 @@ def test_reward_model_needs_a_path_and_the_actors_tokenizer():
     msg = problems(load("reward_model.enable=True", "reward_model.model.path=null"))
     assert "reward_model.enable=True but reward_model.model.path is not set" in msg
     msg = problems(load("reward_model.enable=True", "reward_model.model.path=/x"))
-    assert "reward_model.model.path='/x': no HF model folder" in msg
+    assert "reward_model.model.path='/x': no such folder" in msg
     with pytest.raises(
         ConfigError, match="reward_model.model.input_tokenizer=/t is not supported by verl_lite"
     ):

@@ -1,0 +1,68 @@
+"""The engine's start-up check (registered in verl_lite/startup.py): the FSDP2 and optimizer
+settings of every model the run trains or serves (actor, ref, and the critic and reward model
+when the run has them): dtype names, offload combinations (engine/offload.py's rule, the one
+the engine itself applies), LR schedules."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from verl_lite.engine.offload import offload_problems
+from verl_lite.engine.optim import WARMUP_STYLES
+from verl_lite.engine.parallelize import DTYPES
+
+if TYPE_CHECKING:
+    from verl_lite.config.run import Run
+    from verl_lite.config.schema import PPOTrainerConfig
+
+ARR = "actor_rollout_ref"
+log = logging.getLogger("verl_lite.engine")
+
+
+def fsdp_sections(cfg: PPOTrainerConfig, run: Run) -> list[tuple[str, object]]:
+    """(key, fsdp_config) of every engine the run builds."""
+    arr = cfg.actor_rollout_ref
+    sections = [(f"{ARR}.actor.fsdp_config", arr.actor.fsdp_config)]
+    if run.ref:
+        sections.append((f"{ARR}.ref.fsdp_config", arr.ref.fsdp_config))
+    if run.critic:
+        sections.append(("critic.model.fsdp_config", cfg.critic.model.fsdp_config))
+    if run.reward_model:
+        sections.append(("reward_model.model.fsdp_config", cfg.reward_model.model.fsdp_config))
+    return sections
+
+
+def _fsdp_problems(key: str, fsdp) -> list[str]:
+    mp = fsdp.mixed_precision
+    dtypes = [
+        ("model_dtype", fsdp.model_dtype),
+        ("mixed_precision.param_dtype", mp.param_dtype),
+        ("mixed_precision.reduce_dtype", mp.reduce_dtype),
+        ("mixed_precision.buffer_dtype", mp.buffer_dtype),
+    ]
+    problems = [
+        f"{key}.{name}={value!r} is not one of {sorted(DTYPES)}"
+        for name, value in dtypes
+        if value not in DTYPES
+    ]
+    if fsdp.offload_policy and (fsdp.param_offload or fsdp.optimizer_offload):
+        log.info(
+            "%s.offload_policy=True already keeps params, grads and optimizer state on the host; "
+            "param_offload / optimizer_offload have nothing left to move and are ignored",
+            key,
+        )
+    return problems + offload_problems(fsdp, key)
+
+
+def check_engines(cfg: PPOTrainerConfig, run: Run) -> list[str]:
+    problems = [p for key, fsdp in fsdp_sections(cfg, run) for p in _fsdp_problems(key, fsdp)]
+    optims = [(f"{ARR}.actor.optim", cfg.actor_rollout_ref.actor.optim)]
+    if run.critic:
+        optims.append(("critic.optim", cfg.critic.optim))
+    for key, optim in optims:
+        if optim.lr_scheduler_type not in WARMUP_STYLES:
+            problems.append(
+                f"{key}.lr_scheduler_type={optim.lr_scheduler_type!r} is not one of {list(WARMUP_STYLES)}"
+            )
+    return problems

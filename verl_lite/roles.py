@@ -1,0 +1,36 @@
+"""Which roles a run has, decided once from its config (verl's rules): a critic when critic.enable
+says so, else when the advantage estimator needs one (gae); the reference policy when a KL term
+needs it; a reward model when reward_model.enable. The trainer builds its phases and worker groups
+from these, and start-up checks only the roles that exist (config.run.Run)."""
+
+from __future__ import annotations
+
+from verl_lite.config.common import world_size
+from verl_lite.config.run import Run
+from verl_lite.config.schema import PPOTrainerConfig
+from verl_lite.utils import device as dev
+
+
+def uses_critic(cfg: PPOTrainerConfig) -> bool:
+    if cfg.critic.enable is not None:
+        return bool(cfg.critic.enable)
+    return cfg.algorithm.adv_estimator == "gae"
+
+
+def uses_ref(cfg: PPOTrainerConfig) -> bool:
+    return cfg.actor_rollout_ref.actor.use_kl_loss or cfg.algorithm.use_kl_in_reward
+
+
+def uses_reward_model(cfg: PPOTrainerConfig) -> bool:
+    return cfg.reward_model.enable
+
+
+def run_of(cfg: PPOTrainerConfig, num_gpus: int) -> Run:
+    return Run(
+        world=world_size(cfg),
+        critic=uses_critic(cfg),
+        ref=uses_ref(cfg),
+        reward_model=uses_reward_model(cfg),
+        num_gpus=num_gpus,
+        use_gpu=dev.uses_gpu(cfg.trainer.device, num_gpus),
+    )
