@@ -266,3 +266,53 @@ def test_critic_and_reward_model_must_share_the_actors_vocabulary(tmp_path):
     assert "critic.model.tokenizer_path='/other/tokenizer'" in msg
     msg = problems(load(actor, "reward_model.enable=True", f"reward_model.model.path={tmp_path / 'critic'}"))
     assert "reward_model.model.path=" in msg and "has vocab_size=50 but the actor" in msg
+
+
+def test_verls_renamed_keys_set_what_they_name():
+    """verl's old and new spellings of the same setting: either one works."""
+    arr = "actor_rollout_ref"
+    cfg = load(f"{arr}.actor.optim.clip_grad=0.5", "critic.optim.clip_grad=0.25", f"{arr}.nccl_timeout=123")
+    assert cfg.actor_rollout_ref.actor.grad_clip == 0.5 and cfg.critic.grad_clip == 0.25
+    assert cfg.trainer.dist_timeout_s == 123
+    cfg = load(f"{arr}.actor.grad_clip=0.3")  # verl's legacy-worker name, as before
+    assert cfg.actor_rollout_ref.actor.grad_clip == 0.3
+    cfg = load(
+        f"{arr}.actor.optim.warmup_style=cosine",
+        f"{arr}.rollout.checkpoint_engine.update_weights_bucket_megabytes=64",
+    )
+    prepare(cfg, num_gpus=0)
+    assert cfg.actor_rollout_ref.actor.optim.lr_scheduler_type == "cosine"
+    assert cfg.actor_rollout_ref.rollout.update_weights_bucket_megabytes == 64
+    cfg = load_config([f"{arr}.actor.fsdp_config.dtype=float32"])  # verl's config: bf16 unless dtype says
+    assert cfg.actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype == "float32"
+    assert load_config().actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype == "bfloat16"
+    assert load("reward_model.reward_manager=dapo").reward_manager.name == "dapo"
+
+
+def test_critic_enable_overrides_the_estimators_choice():
+    from verl_lite.roles import uses_critic
+
+    assert uses_critic(load_config([]))  # verl's default estimator is gae
+    assert not uses_critic(load_config(["critic.enable=False"]))
+    assert uses_critic(load("algorithm.adv_estimator=grpo", "critic.enable=True"))
+    assert not uses_critic(load("algorithm.adv_estimator=grpo"))
+
+
+def test_gen_batch_size_may_differ_only_for_dapos_dynamic_sampling():
+    msg = problems(load("data.gen_batch_size=48"))
+    assert "data.gen_batch_size=48 differs from data.train_batch_size=32: only DAPO's dynamic sampling" in msg
+    dapo = ("algorithm.filter_groups.enable=True", "algorithm.filter_groups.metric=seq_reward")
+    assert normalize(load("data.gen_batch_size=48", *dapo)) == []
+    assert "data.gen_batch_size=47 prompts cannot be split over 2 workers" in problems(
+        load("data.gen_batch_size=47", *dapo)
+    )
+
+
+def test_every_registered_step_lives_next_to_its_component():
+    """startup.py only registers: each step is a function of a component's module, returning lines."""
+    from verl_lite import startup
+
+    for step in startup.CHECKS:
+        module = step.fn.__module__
+        assert module.startswith("verl_lite.") and module != "verl_lite.startup", step.name
+        assert module.endswith((".checks", ".validate")), f"{step.name}: {module}"

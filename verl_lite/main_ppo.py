@@ -10,6 +10,7 @@ afterwards when this process started it, so Hydra multirun jobs each get a fresh
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import sys
@@ -43,9 +44,13 @@ def build_datasets(cfg: PPOTrainerConfig, tokenizer):
         d.truncation,
         d.filter_overlong_prompts,
         d.return_raw_chat,
+        shuffle=d.shuffle,
+        seed=d.seed,
+        chat_template_kwargs=dict(d.apply_chat_template_kwargs),
     )
-    train = RLHFDataset(d.train_files, tokenizer, spec)
-    val = RLHFDataset(d.val_files, tokenizer, spec) if d.val_files else None
+    train = RLHFDataset(d.train_files, tokenizer, dataclasses.replace(spec, max_samples=d.train_max_samples))
+    val_spec = dataclasses.replace(spec, max_samples=d.val_max_samples)
+    val = RLHFDataset(d.val_files, tokenizer, val_spec) if d.val_files else None
     return train, val
 
 
@@ -80,7 +85,10 @@ def build_trainer(cfg: PPOTrainerConfig) -> RayPPOTrainer:
     """Everything that can fail on bad input, checked before Ray starts."""
     try:
         run = prepare(cfg)
-        tokenizer = load_tokenizer(actor_tokenizer_path(cfg), cfg.data.trust_remote_code)
+        model = cfg.actor_rollout_ref.model
+        tokenizer = load_tokenizer(
+            actor_tokenizer_path(cfg), cfg.data.trust_remote_code, model.custom_chat_template
+        )
         train, val = build_datasets(cfg, tokenizer)
         score = load_custom_scorer(cfg.custom_reward_function.path, cfg.custom_reward_function.name)
         reward_fn, val_reward_fn = build_reward_fns(cfg, tokenizer, score)
@@ -103,6 +111,8 @@ def run_ppo(cfg: PPOTrainerConfig) -> dict[str, float]:
         return trainer.fit()
     finally:
         trainer.shutdown()
+        if cfg.ray_kwargs.timeline_json_file:  # verl's key: Ray's task timeline, for chrome://tracing
+            ray.timeline(filename=cfg.ray_kwargs.timeline_json_file)
         if started_ray:
             ray.shutdown()
 

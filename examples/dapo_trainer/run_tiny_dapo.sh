@@ -1,13 +1,47 @@
 #!/usr/bin/env bash
-# DAPO: GRPO advantages with clip-higher (asymmetric clip range), token-level loss aggregation, no
-# KL, the overlong-buffer penalty (responses within `len` tokens of max_resp_len lose up to
-# penalty_factor), and dynamic sampling: groups whose responses all score the same are dropped and
-# more prompts are generated until data.train_batch_size prompts are kept. (The tiny task's scorer
-# returns a plain number, so the filter metric is the sequence score; use metric=acc with a scorer
-# that reports 'acc'.) key=value arguments override.
+# DAPO, written as verl's recipe/dapo scripts (with verl_lite.main_ppo for verl.trainer.main_ppo):
+# GRPO advantages with clip-higher (asymmetric clip range), token-level loss aggregation, no KL, the
+# overlong-buffer penalty (responses within `len` tokens of max_resp_len lose up to penalty_factor),
+# and dynamic sampling: prompts are generated data.gen_batch_size at a time, groups whose responses
+# all score the same are dropped, and generation continues until data.train_batch_size prompts are
+# kept. (The tiny task's scorer returns a plain number, so the filter metric is the sequence score;
+# use metric=acc with a scorer that reports 'acc'.)
+# The paths name the embedded tiny model and arithmetic task; swap them (and the sizes) for your own
+# to run it for real. DTYPE=bf16 on GPUs (fp32 here: bf16 is ~10x slower on CPUs). key=value
+# arguments override.
 set -euo pipefail
-${PYTHON:-python3} -m verl_lite.main_ppo --config-name demo \
+ENGINE=${ENGINE:-auto}  # vllm | hf | auto (vllm where installed)
+DTYPE=${DTYPE:-fp32}
+${PYTHON:-python3} -m verl_lite.main_ppo \
     algorithm.adv_estimator=grpo \
+    data.train_files=verl_lite://arith/train.parquet \
+    data.val_files=verl_lite://arith/test.parquet \
+    data.train_batch_size=32 \
+    data.max_prompt_length=16 \
+    data.max_response_length=8 \
+    data.filter_overlong_prompts=True \
+    data.truncation='error' \
+    actor_rollout_ref.model.path=verl_lite://tiny-qwen2-arith \
+    actor_rollout_ref.actor.optim.lr=1e-4 \
+    actor_rollout_ref.model.use_remove_padding=True \
+    actor_rollout_ref.actor.ppo_mini_batch_size=16 \
+    actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=32 \
+    +actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype=$DTYPE \
+    actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=64 \
+    actor_rollout_ref.rollout.tensor_model_parallel_size=1 \
+    actor_rollout_ref.rollout.name=$ENGINE \
+    actor_rollout_ref.rollout.dtype=$DTYPE \
+    actor_rollout_ref.rollout.enforce_eager=True \
+    actor_rollout_ref.rollout.gpu_memory_utilization=0.6 \
+    actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=64 \
+    +actor_rollout_ref.ref.fsdp_config.mixed_precision.param_dtype=$DTYPE \
+    data.gen_batch_size=48 \
+    actor_rollout_ref.rollout.n=8 \
+    actor_rollout_ref.actor.use_kl_loss=False \
+    actor_rollout_ref.actor.clip_ratio_low=0.2 \
+    actor_rollout_ref.actor.clip_ratio_high=0.28 \
+    actor_rollout_ref.actor.clip_ratio_c=10.0 \
+    actor_rollout_ref.actor.loss_agg_mode=token-mean \
     algorithm.use_kl_in_reward=False \
     algorithm.filter_groups.enable=True \
     algorithm.filter_groups.metric=seq_reward \
@@ -17,15 +51,13 @@ ${PYTHON:-python3} -m verl_lite.main_ppo --config-name demo \
     +reward_model.reward_kwargs.overlong_buffer_cfg.len=4 \
     +reward_model.reward_kwargs.overlong_buffer_cfg.penalty_factor=1.0 \
     +reward_model.reward_kwargs.overlong_buffer_cfg.log=True \
-    data.train_batch_size=32 \
-    actor_rollout_ref.rollout.n=8 \
-    actor_rollout_ref.actor.optim.lr=1e-4 \
-    actor_rollout_ref.actor.ppo_mini_batch_size=16 \
-    actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=32 \
-    actor_rollout_ref.actor.use_kl_loss=False \
-    actor_rollout_ref.actor.clip_ratio_low=0.2 \
-    actor_rollout_ref.actor.clip_ratio_high=0.28 \
-    actor_rollout_ref.actor.clip_ratio_c=10.0 \
-    actor_rollout_ref.actor.loss_agg_mode=token-mean \
-    trainer.experiment_name=tiny_arith_dapo \
-    "$@"
+    trainer.critic_warmup=0 \
+    trainer.logger='["console","file"]' \
+    trainer.project_name='verl_lite_examples' \
+    trainer.experiment_name='tiny_arith_dapo' \
+    trainer.val_before_train=False \
+    trainer.n_gpus_per_node=2 \
+    trainer.nnodes=1 \
+    trainer.save_freq=-1 \
+    trainer.test_freq=20 \
+    trainer.total_epochs=1 "$@"

@@ -16,6 +16,7 @@ ONE_STEP = [o for o in SMALL if not o.startswith(("trainer.total_training_steps"
     "trainer.total_training_steps=1",
     "trainer.val_before_train=False",
     "trainer.test_freq=-1",
+    "+actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype=fp32",  # verl's '+' spelling, in a sweep
 ]
 
 

@@ -150,3 +150,38 @@ def test_missing_reward_model_column_and_rows_counted_per_file(tmp_path, tok):
     )
     with pytest.raises(ValueError, match="second.parquet row 1: column 'prompt' holds an empty prompt"):
         RLHFDataset([good, bad], tok, PromptSpec())
+
+
+def test_max_samples_takes_the_first_rows_or_a_seeded_random_subset(tmp_path, tok):
+    """verl's data.train_max_samples / val_max_samples: the first rows, or with data.shuffle a
+    random subset drawn with data.seed."""
+    path = write(tmp_path, [f"{i}+1=" for i in range(10)])
+    first = RLHFDataset(path, tok, PromptSpec(max_samples=3))
+    assert [r["extra_info"]["index"] for r in first.rows] == [0, 1, 2]
+    picks = [
+        [
+            r["extra_info"]["index"]
+            for r in RLHFDataset(path, tok, PromptSpec(max_samples=4, shuffle=True, seed=s)).rows
+        ]
+        for s in (1, 1, 2)
+    ]
+    assert picks[0] == picks[1] != picks[2] and len(set(picks[0])) == 4 and picks[0] != [0, 1, 2, 3]
+    assert (
+        len(RLHFDataset(path, tok, PromptSpec(max_samples=-1)))
+        == len(RLHFDataset(path, tok, PromptSpec(max_samples=50)))
+        == 10
+    )
+
+
+def test_apply_chat_template_kwargs_reach_the_template(tmp_path, tok):
+    """verl's data.apply_chat_template_kwargs are passed to the chat template (e.g. enable_thinking)."""
+    path = write(tmp_path, ["1+2="])
+    templated = build_tokenizer()
+    templated.chat_template = (
+        "{% for m in messages %}{{ m['content'] }}{% endfor %}{% if think %}=?{% endif %}"
+    )
+    plain = RLHFDataset(path, templated, PromptSpec(max_prompt_length=20))
+    thinking = RLHFDataset(
+        path, templated, PromptSpec(max_prompt_length=20, chat_template_kwargs={"think": True})
+    )
+    assert templated.decode(thinking.prompts[0]) == templated.decode(plain.prompts[0]) + "=?"

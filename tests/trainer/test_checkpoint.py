@@ -103,3 +103,17 @@ def test_cli_with_a_missing_resume_path_fails_before_ray(tmp_path):
         f"trainer.resume_from_path={tmp_path}/global_step_3",
         match="trainer.resume_from_path: checkpoint folder",
     )
+
+
+def test_del_local_ckpt_after_load_deletes_the_loaded_checkpoint_and_its_record(tmp_path):
+    """trainer.del_local_ckpt_after_load: the folder resumed from goes, and the latest-step record too
+    when it names that folder (an older checkpoint's record stays)."""
+    root = str(tmp_path)
+    for step in (1, 2):
+        tmp = ckpt.begin(root, step)
+        ckpt.write_trainer_state(tmp, step, {"epoch": 0, "offset": step}, {})
+        ckpt.commit(root, step, tmp)
+    ckpt.delete_loaded(root, ckpt.step_dir(root, 1))
+    assert not os.path.exists(ckpt.step_dir(root, 1)) and ckpt.latest_step(root) == 2
+    ckpt.delete_loaded(root, ckpt.step_dir(root, 2))
+    assert not os.path.exists(ckpt.step_dir(root, 2)) and ckpt.latest_step(root) is None

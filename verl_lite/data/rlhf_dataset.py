@@ -11,7 +11,8 @@ data_source, no reward_model.ground_truth) fails before any worker starts, namin
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -35,6 +36,24 @@ class PromptSpec:
     filter_overlong_prompts: bool = False
     return_raw_chat: bool = False
     require_ground_truth: bool = True  # rule-based rewards need reward_model.ground_truth in every row
+    max_samples: int = -1  # data.train_max_samples / val_max_samples: use this many rows; -1: all
+    shuffle: bool = False  # data.shuffle: max_samples picks a random subset (by seed), else the first rows
+    seed: int | None = None  # data.seed of that subset; null: a fixed default
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)  # data.apply_chat_template_kwargs
+
+
+def _subset(frame: pd.DataFrame, spec: PromptSpec) -> pd.DataFrame:
+    """verl's max_samples: a random subset of the rows with data.shuffle, else the first rows."""
+    total = len(frame)
+    if spec.max_samples <= 0 or spec.max_samples >= total:
+        return frame
+    if spec.shuffle:
+        rng = np.random.default_rng(0 if spec.seed is None else spec.seed)
+        rows = np.sort(rng.choice(total, size=spec.max_samples, replace=False))
+    else:
+        rows = np.arange(spec.max_samples)
+    log.info("max_samples=%d: using %d of %d rows", spec.max_samples, spec.max_samples, total)
+    return frame.iloc[rows].reset_index(drop=True)
 
 
 def _read(files) -> pd.DataFrame:
@@ -92,7 +111,7 @@ class RLHFDataset:
         if spec.truncation not in TRUNCATIONS:
             raise ValueError(f"data.truncation={spec.truncation!r} must be one of {TRUNCATIONS}")
         self.tokenizer, self.spec = tokenizer, spec
-        frame = _read(files)
+        frame = _subset(_read(files), spec)
         for column in (spec.prompt_key, spec.reward_fn_key):
             if column not in frame.columns:
                 raise ValueError(
@@ -107,7 +126,9 @@ class RLHFDataset:
             where = f"{row['__file__']} row {row['__row__']}"
             messages = _messages(row[spec.prompt_key], where, spec.prompt_key)
             _check_row(row, where, spec)
-            text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+            text = tokenizer.apply_chat_template(
+                messages, add_generation_prompt=True, tokenize=False, **spec.chat_template_kwargs
+            )
             ids = tokenizer(text, add_special_tokens=False)["input_ids"]
             ids = self._fit(ids, where)
             if ids is None:

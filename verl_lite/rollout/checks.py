@@ -52,6 +52,18 @@ def check_rollout(cfg: PPOTrainerConfig, run: Run) -> list[str]:
     return problems + (_check_vllm(r, run.world) if r.name == "vllm" else [])
 
 
+def _reserved_engine_kwargs(r) -> list[str]:
+    from verl_lite.rollout.vllm_rollout import RESERVED_VLLM_ARGS
+
+    problems = []
+    for name in dict(r.engine_kwargs.vllm):
+        if name in RESERVED_VLLM_ARGS:
+            key = RESERVED_VLLM_ARGS[name]
+            instead = f"set {key}" if key else "the hybrid engine sets it"
+            problems.append(f"{KEY}.engine_kwargs.vllm.{name} is not supported by verl_lite: {instead}")
+    return problems
+
+
 def _check_vllm(r, world: int) -> list[str]:
     """The vLLM engine's keys; checked only when the vLLM rollout is chosen."""
     problems = []
@@ -86,4 +98,4 @@ def _check_vllm(r, world: int) -> list[str]:
     ):
         if getattr(r, name) <= 0:
             problems.append(f"{KEY}.{name}={getattr(r, name)} must be positive")
-    return problems
+    return problems + _reserved_engine_kwargs(r)

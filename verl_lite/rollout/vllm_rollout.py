@@ -3,8 +3,10 @@
 The engine is created on all ranks together, after the FSDP2 engine, in vLLM's external-launcher
 mode: it joins the worker's existing torch.distributed group instead of starting its own processes
 (vLLM first and a second group for FSDP fails; a separate process per rank costs a weight copy
-through Ray on every sync). It starts from `load_format=dummy`: the first weight sync brings the
-actor's weights, and every later step's sync replaces them (`update_weights`).
+through Ray on every sync). It starts from `rollout.load_format` (verl's default `dummy`: random
+weights, the first weight sync brings the actor's; any other format reads the model folder, which
+holds the actor's initial weights, so no first sync is needed), and every step's sync after an
+update replaces them (`update_weights`). `rollout.engine_kwargs.vllm` adds vLLM engine arguments.
 
 Creating the engine has process-wide side effects (engine_state.py undoes them): it reseeds the
 torch/python/numpy RNGs, replaces `torch.set_num_threads` by a no-op and edits a few environment
@@ -33,6 +35,7 @@ from verl_lite.rollout.base import SamplingParams
 from verl_lite.rollout.engine_state import prepare_engine_env, preserved_process_state
 from verl_lite.rollout.tp_group import TPGroup
 from verl_lite.utils import device as dev
+from verl_lite.utils.hf_model import model_files
 
 GB = 1024**3
 
@@ -73,15 +76,31 @@ def iter_buckets(
         yield from bucket
 
 
+# LLM(...) arguments the hybrid engine sets itself, and the verl_lite key that sets each (if any)
+RESERVED_VLLM_ARGS = {
+    "model": "actor_rollout_ref.model.path",
+    "skip_tokenizer_init": "",
+    "distributed_executor_backend": "",
+    "tensor_parallel_size": "actor_rollout_ref.rollout.tensor_model_parallel_size",
+    "dtype": "actor_rollout_ref.rollout.dtype",
+    "load_format": "actor_rollout_ref.rollout.load_format",
+    "seed": "actor_rollout_ref.rollout.seed",
+    "enable_sleep_mode": "actor_rollout_ref.rollout.free_cache_engine",
+    "logprobs_mode": "actor_rollout_ref.rollout.logprobs_mode",
+}
+
+
 def engine_kwargs(model_cfg, r, enable_sleep_mode: bool) -> dict:
-    """`LLM(...)` arguments from the model and rollout config sections (verl's key names)."""
+    """`LLM(...)` arguments from the model and rollout config sections (verl's key names), then
+    rollout.engine_kwargs.vllm (null values dropped, as verl does); rollout/checks.py refuses the
+    reserved ones at start-up."""
     kwargs = dict(
-        model=model_cfg.path,
+        model=model_files(model_cfg),  # model.use_shm: its /dev/shm copy
         skip_tokenizer_init=True,  # prompts go in as token ids and come out as ids
         trust_remote_code=model_cfg.trust_remote_code,
         hf_overrides=dict(model_cfg.override_config or {}) or None,
         dtype=parse_dtype(r.dtype, "actor_rollout_ref.rollout.dtype"),
-        load_format="dummy",  # random weights, nothing read from disk: the first sync brings them
+        load_format=r.load_format,  # verl's dummy: random weights, nothing read from disk; the first sync brings them
         seed=r.seed,
         distributed_executor_backend="external_launcher",  # join the worker's process group
         tensor_parallel_size=r.tensor_model_parallel_size,
@@ -99,6 +118,7 @@ def engine_kwargs(model_cfg, r, enable_sleep_mode: bool) -> dict:
     if not dev.is_cuda_available():
         # on CPU vLLM reads gpu_memory_utilization as a share of *host* memory, which ranks share
         kwargs["kv_cache_memory_bytes"] = int(r.cpu_kv_cache_gb * GB)
+    kwargs.update({k: v for k, v in dict(r.engine_kwargs.vllm).items() if v is not None})
     return kwargs
 
 
@@ -114,7 +134,7 @@ class VLLMRollout:
         self.bucket_bytes = int(r.update_weights_bucket_megabytes * 1024**2)
         self.can_sleep = r.free_cache_engine and dev.is_cuda_available()  # no sleep mode on CPU
         self.asleep_tags: set[str] = set()
-        self.weights_loaded = False  # load_format=dummy: the first update_weights brings them
+        self.weights_loaded = r.load_format != "dummy"  # dummy: the first update_weights brings them
         self.tp_group = TPGroup(r.tensor_model_parallel_size)  # before LLM(): a clear error on a bad size
         with preserved_process_state():
             self.llm = LLM(**engine_kwargs(model_cfg, r, self.can_sleep))

@@ -131,6 +131,16 @@ def latest_step(root: str) -> int | None:
     return int(text)
 
 
+def delete_loaded(root: str, path: str) -> None:
+    """trainer.del_local_ckpt_after_load: delete the checkpoint a run just resumed from, and the
+    latest-step record of `root` when it names that checkpoint (it would point at nothing)."""
+    path = os.path.abspath(path)
+    step = latest_step(root) if os.path.isdir(root) else None
+    if step is not None and os.path.abspath(step_dir(os.path.abspath(root), step)) == path:
+        os.remove(os.path.join(root, TRACKER))
+    _remove(os.path.dirname(path), path)
+
+
 def resume_problems(trainer_cfg) -> list[str]:
     """What is wrong with trainer.resume_mode / resume_from_path (start-up and resolve_resume_path)."""
     t = trainer_cfg

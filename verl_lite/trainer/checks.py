@@ -71,7 +71,28 @@ def _checkpointing(cfg: PPOTrainerConfig, run: Run) -> list[str]:
     return problems
 
 
+def _generation_batch(cfg: PPOTrainerConfig, run: Run) -> list[str]:
+    """data.gen_batch_size: prompts per generation batch; DAPO's dynamic sampling keeps drawing such
+    batches until train_batch_size prompts are kept, so only there may it differ."""
+    d = cfg.data
+    if d.gen_batch_size == d.train_batch_size:
+        return []
+    if not cfg.algorithm.filter_groups.enable:
+        return [
+            f"data.gen_batch_size={d.gen_batch_size} differs from data.train_batch_size={d.train_batch_size}: "
+            "only DAPO's dynamic sampling (algorithm.filter_groups.enable=True) generates more prompts than it "
+            "trains on; leave data.gen_batch_size unset"
+        ]
+    if d.gen_batch_size <= 0 or d.gen_batch_size % run.world:
+        return [
+            f"data.gen_batch_size={d.gen_batch_size} prompts cannot be split over {run.world} workers; "
+            f"make it a positive multiple of {run.world}"
+        ]
+    return []
+
+
 def check_trainer(cfg: PPOTrainerConfig, run: Run) -> list[str]:
     problems = dev.device_problems(cfg.trainer.device, run.num_gpus)
     problems += logger_problems(cfg.trainer.logger)
+    problems += _generation_batch(cfg, run)
     return problems + _checkpointing(cfg, run)

@@ -81,8 +81,9 @@ class RayPPOTrainer(AlgorithmPhases):
         self.reward_fn, self.val_reward_fn = reward_fn, val_reward_fn
         t = config.trainer
         self.world_size = t.nnodes * t.n_gpus_per_node
+        # prompts per generation batch: data.gen_batch_size (= train_batch_size unless DAPO draws more)
         self.sampler = EpochSampler(
-            len(train_dataset), config.data.train_batch_size, config.data.shuffle, config.data.seed
+            len(train_dataset), config.data.gen_batch_size, config.data.shuffle, config.data.seed
         )
         self.total_training_steps = self.sampler_steps()
         alg = config.algorithm
@@ -219,6 +220,9 @@ class RayPPOTrainer(AlgorithmPhases):
         if t.val_before_train and self.val_dataset is not None:
             last_val = self._validate_timed()
             tracker.log(last_val, step=self.global_steps)
+            if t.val_only:  # verl: validate once, then stop
+                tracker.finish()
+                return last_val
         while self.global_steps < self.total_training_steps:
             for indices in self.sampler.epoch_batches():
                 self.global_steps += 1
@@ -371,6 +375,9 @@ class RayPPOTrainer(AlgorithmPhases):
         if self.kl_ctrl is not None and "kl_coef" in state.get("driver", {}):
             self.kl_ctrl.value = float(state["driver"]["kl_coef"])  # the adaptive controller's state
         log.info("resumed from %s at step %d", self.resume_path, self.global_steps)
+        if self.config.trainer.del_local_ckpt_after_load:
+            ckpt.delete_loaded(self.config.trainer.default_local_dir, self.resume_path)
+            log.info("trainer.del_local_ckpt_after_load=True: deleted %s", self.resume_path)
 
     # --- validation ---------------------------------------------------------------------------------
     def _validate_timed(self) -> dict[str, float]:

@@ -7,9 +7,11 @@ backbone with a scalar head per token) and the scalar reward model.
 from __future__ import annotations
 
 import copy
+import hashlib
 import importlib
 import logging
 import os
+import shutil
 
 import torch
 import transformers
@@ -25,6 +27,29 @@ def check_model_dir(path: str, key: str = "actor_rollout_ref.model.path") -> Non
         raise FileNotFoundError(f"{key}={path!r}: no such folder; point it at a local HF model folder")
     if not os.path.exists(os.path.join(path, "config.json")):
         raise FileNotFoundError(f"{key}={path!r}: no config.json in the folder; is it a HF model folder?")
+
+
+SHM_ROOT = "/dev/shm/verl_lite"
+
+
+def model_files(model_cfg) -> str:
+    """The folder to load `model_cfg`'s weights from: its path, or with model.use_shm (verl's key)
+    a copy in /dev/shm made once per node and reused by every process there (named by the source
+    path and its files' sizes and times, so a changed model gets a new copy)."""
+    if not getattr(model_cfg, "use_shm", False):
+        return model_cfg.path
+    src = os.path.abspath(model_cfg.path)
+    stats = sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in os.scandir(src) if f.is_file())
+    digest = hashlib.sha1(repr((src, stats)).encode()).hexdigest()[:12]
+    target = os.path.join(SHM_ROOT, f"{os.path.basename(src)}-{digest}")
+    if not os.path.isdir(target):
+        tmp = f"{target}.tmp-{os.getpid()}"
+        shutil.copytree(src, tmp)
+        try:
+            os.rename(tmp, target)
+        except OSError:  # another process on this node finished its copy first
+            shutil.rmtree(tmp, ignore_errors=True)
+    return target
 
 
 def _load_config(model_cfg, key: str, **fields):
@@ -45,7 +70,7 @@ def load_causal_lm(model_cfg, dtype: torch.dtype, key: str = "actor_rollout_ref.
     """The model of `model_cfg.path` on the host in `dtype`, with the config's overrides applied."""
     config = _load_config(model_cfg, key)
     return AutoModelForCausalLM.from_pretrained(
-        model_cfg.path, config=config, dtype=dtype, trust_remote_code=model_cfg.trust_remote_code
+        model_files(model_cfg), config=config, dtype=dtype, trust_remote_code=model_cfg.trust_remote_code
     )
 
 
@@ -58,7 +83,7 @@ def _load_token_scorer(model_cfg, dtype: torch.dtype, key: str):
     hf_logging.set_verbosity_error()  # the load report lists the new head on every rank; we say it once
     try:
         model, info = AutoModelForTokenClassification.from_pretrained(
-            model_cfg.path,
+            model_files(model_cfg),
             config=config,
             dtype=dtype,
             trust_remote_code=model_cfg.trust_remote_code,
@@ -117,14 +142,18 @@ def load_reward_model(model_cfg, dtype: torch.dtype, key: str = "reward_model.mo
 MODEL_LOADERS = {"causal_lm": load_causal_lm, "value": load_value_model, "reward": load_reward_model}
 
 
-def load_tokenizer(path: str, trust_remote_code: bool = False):
+def load_tokenizer(path: str, trust_remote_code: bool = False, chat_template: str | None = None):
+    """The tokenizer of `path`; `chat_template` (model.custom_chat_template) replaces its template."""
     if not os.path.isdir(path):
         raise FileNotFoundError(
-            f"tokenizer folder {path!r} does not exist; set data.tokenizer or actor_rollout_ref.model.path"
+            f"tokenizer folder {path!r} does not exist; set data.tokenizer, actor_rollout_ref.model.tokenizer_path "
+            "or actor_rollout_ref.model.path"
         )
     tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
+    if chat_template is not None:
+        tokenizer.chat_template = chat_template
     return tokenizer
 
 

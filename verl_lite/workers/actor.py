@@ -70,6 +70,11 @@ def mini_batch_loss_scale(engine: FSDPEngine, mask: torch.Tensor, response_lengt
     return LossScale(num_tokens=num_tokens, num_seqs=num_seqs, response_length=response_length)
 
 
+def norm_length(cfg: ActorConfig, response_length: int) -> int:
+    """seq-mean-token-sum-norm's constant divisor: actor.loss_scale_factor, else the response length."""
+    return cfg.loss_scale_factor or response_length
+
+
 class PPOActor:
     def __init__(self, engine: FSDPEngine, cfg: ActorConfig, response_length: int, temperature: float):
         self.engine, self.cfg = engine, cfg
@@ -77,7 +82,7 @@ class PPOActor:
         self.policy_loss = POLICY_LOSSES.get(cfg.policy_loss.loss_mode)
 
     def loss_scale(self, mask: torch.Tensor) -> LossScale:
-        return mini_batch_loss_scale(self.engine, mask, self.response_length)
+        return mini_batch_loss_scale(self.engine, mask, norm_length(self.cfg, self.response_length))
 
     def make_loss_fn(self, scale: LossScale):
         cfg = self.cfg

@@ -51,7 +51,11 @@ class ActorRolloutRefWorker(Worker):
         self.init_distributed(self.dist_timeout_s)
         mesh = init_device_mesh(dev.device_type(), (self.world_size,))
         cfg = self.config
-        self.tokenizer = load_tokenizer(cfg.model.path, cfg.model.trust_remote_code)
+        self.tokenizer = load_tokenizer(
+            cfg.model.tokenizer_path or cfg.model.path,
+            cfg.model.trust_remote_code,
+            cfg.model.custom_chat_template,
+        )
         self.response_length = cfg.rollout.response_length
         if self.has_actor:
             a = cfg.actor

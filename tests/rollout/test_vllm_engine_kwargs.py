@@ -1,0 +1,46 @@
+"""The vLLM engine's arguments from verl's keys (pure: no engine is built): rollout.load_format and
+rollout.engine_kwargs.vllm reach LLM(...); arguments the hybrid engine sets itself are refused at
+start-up naming the key to use instead."""
+
+import pytest
+
+from tests.helpers.configs import tiny_model, tiny_rollout
+from verl_lite.config.compose import load_config
+from verl_lite.config.errors import ConfigError
+from verl_lite.rollout import vllm_available
+from verl_lite.rollout.vllm_rollout import engine_kwargs
+from verl_lite.startup import prepare
+
+
+def test_load_format_and_engine_kwargs_reach_the_engine():
+    rollout = tiny_rollout()
+    rollout.load_format = "safetensors"
+    rollout.engine_kwargs.vllm = {"swap_space": 0, "max_logprobs": 2, "block_size": None}
+    kwargs = engine_kwargs(tiny_model("/m"), rollout, enable_sleep_mode=False)
+    assert kwargs["load_format"] == "safetensors" and kwargs["model"] == "/m"
+    assert kwargs["swap_space"] == 0 and kwargs["max_logprobs"] == 2
+    assert "block_size" not in kwargs  # null values are dropped, as verl does
+    assert engine_kwargs(tiny_model("/m"), tiny_rollout(), False)["load_format"] == "dummy"  # verl's default
+
+
+@pytest.mark.skipif(not vllm_available(), reason="checked only with the vLLM rollout")
+def test_engine_kwargs_the_hybrid_engine_sets_are_refused_with_the_key_to_use():
+    cfg = load_config(
+        [
+            "actor_rollout_ref.rollout.name=vllm",
+            "+actor_rollout_ref.rollout.engine_kwargs.vllm.tensor_parallel_size=2",
+            "+actor_rollout_ref.rollout.engine_kwargs.vllm.distributed_executor_backend=mp",
+        ],
+        "demo",
+    )
+    with pytest.raises(ConfigError) as info:
+        prepare(cfg, num_gpus=0)
+    problems = "\n".join(info.value.problems)
+    assert (
+        "engine_kwargs.vllm.tensor_parallel_size is not supported by verl_lite: set "
+        "actor_rollout_ref.rollout.tensor_model_parallel_size" in problems
+    )
+    assert (
+        "engine_kwargs.vllm.distributed_executor_backend is not supported by verl_lite: the hybrid engine"
+        in problems
+    )
