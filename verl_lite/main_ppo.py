@@ -6,6 +6,9 @@ known without workers (verl_lite/startup.py), load the tokenizer, datasets and r
 then start or join Ray, launch the worker groups (the config is frozen before the first one) and
 train. Bad input stops here with one message and exit status 2, before Ray. Ray is shut down
 afterwards when this process started it, so Hydra multirun jobs each get a fresh one.
+
+The components (torch, transformers, Ray: seconds to import) are imported only once the config has
+passed the key checks, so a misspelled key or a refused value is reported in about a second.
 """
 
 from __future__ import annotations
@@ -14,28 +17,26 @@ import dataclasses
 import logging
 import os
 import sys
+from typing import TYPE_CHECKING
 
 import hydra
-import ray
 from omegaconf import DictConfig
 
 from verl_lite.config.compose import build_config, register_schema
 from verl_lite.config.hydra_job import apply_job_output_dir
 from verl_lite.config.overrides import OverrideError, normalize_argv
 from verl_lite.config.schema import PPOTrainerConfig
-from verl_lite.data.rlhf_dataset import PromptSpec, RLHFDataset
-from verl_lite.reward.managers import build_reward_manager
-from verl_lite.reward.scorers import load_custom_scorer
-from verl_lite.startup import prepare
-from verl_lite.trainer.ppo_trainer import RayPPOTrainer, start_ray
-from verl_lite.utils.hf_model import load_tokenizer
-from verl_lite.workers.checks import actor_tokenizer_path
+
+if TYPE_CHECKING:
+    from verl_lite.trainer.ppo_trainer import RayPPOTrainer
 
 log = logging.getLogger("verl_lite")
 register_schema()
 
 
 def build_datasets(cfg: PPOTrainerConfig, tokenizer):
+    from verl_lite.data.rlhf_dataset import PromptSpec, RLHFDataset
+
     d = cfg.data
     spec = PromptSpec(
         d.prompt_key,
@@ -62,6 +63,8 @@ def set_total_training_steps(cfg: PPOTrainerConfig, trainer: RayPPOTrainer) -> N
 def build_reward_fns(cfg: PPOTrainerConfig, tokenizer, score):
     """Training and validation reward managers (reward_manager.name, by default reward_model.reward_manager);
     validation shows one sample."""
+    from verl_lite.reward.managers import build_reward_manager
+
     rm = cfg.reward_model
     return tuple(
         build_reward_manager(
@@ -83,6 +86,12 @@ class SetupError(Exception):
 
 def build_trainer(cfg: PPOTrainerConfig) -> RayPPOTrainer:
     """Everything that can fail on bad input, checked before Ray starts."""
+    from verl_lite.reward.scorers import load_custom_scorer
+    from verl_lite.startup import prepare
+    from verl_lite.trainer.ppo_trainer import RayPPOTrainer
+    from verl_lite.utils.hf_model import load_tokenizer
+    from verl_lite.workers.checks import actor_tokenizer_path
+
     try:
         run = prepare(cfg)
         model = cfg.actor_rollout_ref.model
@@ -103,6 +112,10 @@ def build_trainer(cfg: PPOTrainerConfig) -> RayPPOTrainer:
 
 
 def run_ppo(cfg: PPOTrainerConfig) -> dict[str, float]:
+    import ray
+
+    from verl_lite.trainer.ppo_trainer import start_ray
+
     trainer = build_trainer(cfg)
     started_ray = not ray.is_initialized()
     start_ray(cfg)
