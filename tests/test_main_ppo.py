@@ -55,6 +55,7 @@ REQUIRED = [
     "timing_s/step",
     "perf/throughput",
     "perf/total_num_tokens",
+    "rollout/actor_logprob_abs_diff_max",
     "val-core/verl_lite/arith/reward/mean@1",
 ]
 
@@ -98,6 +99,8 @@ def test_two_step_run_writes_every_metric_finite(two_step_run):
         assert not missing, f"step {row['step']} lacks {missing}"
         bad = {k: v for k, v in row.items() if isinstance(v, float) and not math.isfinite(v)}
         assert not bad, bad
+        # the HF rollout samples the actor's own distribution (no hidden top-k): fp32 on CPU, ~1e-6
+        assert row["rollout/actor_logprob_abs_diff_max"] < 1e-4, row
     assert rows[1]["perf/total_num_tokens"] > 0 and 0 <= rows[2]["critic/score/mean"] <= 1
     assert "step 2 |" in proc.stdout + proc.stderr, "console logger prints one line per step"
 
