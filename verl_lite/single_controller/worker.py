@@ -1,8 +1,9 @@
 """Worker: the base of every Ray worker actor, one per data-parallel rank.
 
 The group passes RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT as environment variables; the
-worker sets its thread count and initialises torch.distributed with the device's backend and a
-bounded timeout (a collective that hangs becomes an error instead of a silent stall).
+worker routes its output (utils/logs.py), sets its thread count and initialises torch.distributed
+with the device's backend and a bounded timeout (a collective that hangs becomes an error instead
+of a silent stall).
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ import torch
 import torch.distributed as dist
 
 from verl_lite.utils import device as dev
+from verl_lite.utils.logs import route_worker_output
 
 
 class Worker:
     def __init__(self):
+        self.log_file = route_worker_output()  # before anything prints: the output's place (utils/logs.py)
         self.rank = int(os.environ["RANK"])
         self.world_size = int(os.environ["WORLD_SIZE"])
         torch.set_num_threads(int(os.environ.get("VERL_LITE_NUM_THREADS", "1")))
