@@ -129,9 +129,11 @@ def run_verl(a, side: str, seed: int, model: str, run: str, eval_file: str, trai
         sys.executable,
         "-m",
         "verl_lite.main_ppo",
+        "--config-name",
+        "demo",  # the CPU demo; every value the comparison depends on is set below
         *verl_overrides(a, side, seed, model, run, eval_file, train),
     ]
-    run_logged(cmd, os.path.join(run + ".console.txt"), env)
+    run_logged(cmd, run + ".console.txt", env)
     with open(os.path.join(run, "metrics.jsonl")) as f:
         rows = [json.loads(line) for line in f]
     steps = [r for r in rows if r["step"] >= FIRST_TIMED_STEP]
