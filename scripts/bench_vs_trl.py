@@ -123,6 +123,29 @@ def run_logged(cmd: list[str], log_path: str, env: dict) -> None:
         raise RuntimeError(f"{' '.join(cmd[:3])} ... failed ({proc.returncode}); its output ends:\n{tail}")
 
 
+WORKER_COMPUTE = (
+    "timing_s/generate_local",
+    "timing_s/update_weights",
+    "timing_s/actor/compute_log_prob",
+    "timing_s/actor/update",
+)
+
+
+def verl_phases(row: dict) -> dict[str, float]:
+    """One step's phases; dispatch is what the step spent outside the workers' own compute (rank 0's)
+    and the driver's reward and advantage math."""
+    driver = row.get("timing_s/reward", 0.0) + row.get("timing_s/adv", 0.0)
+    worker = sum(row.get(k, 0.0) for k in WORKER_COMPUTE)
+    return {
+        "step": row["timing_s/step"],
+        "generate": row.get("timing_s/gen", 0.0),
+        "old_log_prob": row.get("timing_s/old_log_prob", 0.0),
+        "update": row.get("timing_s/update_actor", 0.0),
+        "reward+adv": driver,
+        "dispatch": row["timing_s/step"] - worker - driver,
+    }
+
+
 def run_verl(a, side: str, seed: int, model: str, run: str, eval_file: str, train: str) -> dict:
     env = dict(os.environ, PYTHONPATH=REPO, RAY_DEDUP_LOGS="0")
     cmd = [
@@ -136,29 +159,8 @@ def run_verl(a, side: str, seed: int, model: str, run: str, eval_file: str, trai
     run_logged(cmd, run + ".console.txt", env)
     with open(os.path.join(run, "metrics.jsonl")) as f:
         rows = [json.loads(line) for line in f]
-    steps = [r for r in rows if r["step"] >= FIRST_TIMED_STEP]
-
-    def med(key: str) -> float:
-        return statistics.median(r.get(key, 0.0) for r in steps)
-
-    worker = sum(
-        med(k)
-        for k in (
-            "timing_s/generate_local",
-            "timing_s/update_weights",
-            "timing_s/actor/compute_log_prob",
-            "timing_s/actor/update",
-        )
-    )
-    driver = med("timing_s/reward") + med("timing_s/adv")
-    phases = {
-        "step": med("timing_s/step"),
-        "generate": med("timing_s/gen"),
-        "old_log_prob": med("timing_s/old_log_prob"),
-        "update": med("timing_s/update_actor"),
-        "reward+adv": driver,
-        "dispatch": med("timing_s/step") - worker - driver,
-    }
+    steps = [verl_phases(r) for r in rows if r["step"] >= FIRST_TIMED_STEP]
+    phases = {p: statistics.median(s[p] for s in steps) for p in steps[0]}
     final = os.path.join(run, f"global_step_{a.steps}", "actor", "huggingface")
     return {"phases": phases, "final_model": final}
 

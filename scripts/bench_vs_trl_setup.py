@@ -28,6 +28,9 @@ TOKENIZER_FILES = (
 def _random_model(config, source: str, path: str, seed: int = 0) -> str:
     import torch
     from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
 
     if os.path.exists(os.path.join(path, "config.json")):
         return path
@@ -99,12 +102,14 @@ def evaluate_accuracy(model_dir: str, tokenizer_dir: str, eval_file: str, max_ne
     """Greedy accuracy of `model_dir` on the prompts of `eval_file` (one batch, left-padded)."""
     import pandas as pd
     import torch
+    import transformers
     from transformers import AutoModelForCausalLM, GenerationConfig
 
     from verl_lite.reward.scorers import default_compute_score
     from verl_lite.utils.hf_model import load_tokenizer
 
     torch.set_num_threads(1)
+    transformers.utils.logging.disable_progress_bar()
     tokenizer = load_tokenizer(tokenizer_dir)
     frame = pd.read_parquet(eval_file)
     texts = [
