@@ -113,7 +113,12 @@ class CheckpointConfig:
 
 @dataclass
 class PolicyLossConfig:
-    loss_mode: str = "vanilla"  # registered policy loss (algos/policy_loss.py): vanilla | gspo
+    loss_mode: str = "vanilla"  # policy loss (docs/algorithms.md): vanilla, gspo, geo_mean, cispo, sapo, gpg, clip_cov, kl_cov
+    clip_cov_ratio: float = 0.0002  # clip_cov: fraction of a micro-batch's tokens whose gradient is cut
+    clip_cov_lb: float = 1.0  # clip_cov: a token is a candidate when its covariance exceeds this
+    clip_cov_ub: float = 5.0  # clip_cov: ... and is below this
+    kl_cov_ratio: float = 0.0002  # kl_cov: fraction of a micro-batch's tokens given the |log ratio| penalty
+    ppo_kl_coef: float = 0.1  # kl_cov: weight of that penalty
 
 
 @dataclass
@@ -127,9 +132,11 @@ class ActorConfig:
     ppo_epochs: int = 1  # passes over each training batch
     shuffle: bool = False  # shuffle responses before splitting into mini-batches
     clip_ratio: float = 0.2  # PPO clip range (both sides unless low/high are set)
-    clip_ratio_low: float | None = None  # lower clip range; null: clip_ratio (gspo: 3e-4, the GSPO paper's)
-    clip_ratio_high: float | None = None  # upper clip range; null: clip_ratio (gspo: 4e-4, the GSPO paper's)
+    clip_ratio_low: float | None = None  # lower clip range; null: clip_ratio
+    clip_ratio_high: float | None = None  # upper clip range; null: clip_ratio
     clip_ratio_c: float = 3.0  # dual-clip cap (> 1) on the ratio for negative advantages
+    tau_pos: float = 1.0  # sapo: gate temperature for tokens with A > 0
+    tau_neg: float = 1.05  # sapo: gate temperature for tokens with A <= 0
     loss_agg_mode: str = (
         "token-mean"  # token-mean | seq-mean-token-sum | seq-mean-token-mean | seq-mean-token-sum-norm
     )
