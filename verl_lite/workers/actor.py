@@ -24,6 +24,7 @@ from verl_lite.config.schema import ActorConfig
 from verl_lite.engine.fsdp_engine import FSDPEngine
 
 MODEL_INPUTS = ("input_ids", "attention_mask", "position_ids", "responses")
+LOSS_METRICS = {"clipped": "pg_clipfrac", "clipped_lower": "pg_clipfrac_lower", "approx_kl": "ppo_kl"}
 
 
 def take(tensors: dict[str, torch.Tensor], rows: list[int]) -> dict[str, torch.Tensor]:
@@ -74,7 +75,9 @@ class PPOActor:
     def __init__(self, engine: FSDPEngine, cfg: ActorConfig, response_length: int, temperature: float):
         self.engine, self.cfg = engine, cfg
         self.response_length, self.temperature = response_length, temperature
-        self.policy_loss = POLICY_LOSSES.get(cfg.policy_loss.loss_mode)
+        spec = POLICY_LOSSES.spec(cfg.policy_loss.loss_mode)
+        self.policy_loss, self.policy_loss_kwargs = spec.fn, POLICY_LOSSES.read_keys(spec, cfg)
+        self.pg_agg_mode = spec.agg_mode or cfg.loss_agg_mode  # gspo, sapo, geo_mean fix theirs (as verl)
 
     def loss_scale(self, mask: torch.Tensor) -> LossScale:
         return mini_batch_loss_scale(self.engine, mask, self.response_length)
@@ -92,20 +95,15 @@ class PPOActor:
                 log_prob=logp,
                 advantages=micro["advantages"].to(device),
                 response_mask=mask,
-                clip_ratio_low=cfg.clip_ratio_low,
-                clip_ratio_high=cfg.clip_ratio_high,
-                clip_ratio_c=cfg.clip_ratio_c,
+                **self.policy_loss_kwargs,
             )
-            pg_loss = agg_loss(terms["pg_loss"], mask, cfg.loss_agg_mode, scale)
+            pg_loss = agg_loss(terms["pg_loss"], mask, self.pg_agg_mode, scale)
             entropy = agg_loss(entropy_from_logits(logits), mask, cfg.loss_agg_mode, scale)
             loss = pg_loss - cfg.entropy_coeff * entropy
-            shares = {
-                "pg_loss": pg_loss,
-                "entropy": entropy,
-                "pg_clipfrac": agg_loss(terms["clipped"], mask, "token-mean", scale),
-                "pg_clipfrac_lower": agg_loss(terms["clipped_lower"], mask, "token-mean", scale),
-                "ppo_kl": agg_loss(terms["approx_kl"], mask, "token-mean", scale),
-            }
+            shares = {"pg_loss": pg_loss, "entropy": entropy}
+            for term, metric in LOSS_METRICS.items():  # the indicators this loss reports
+                if term in terms:
+                    shares[metric] = agg_loss(terms[term], mask, "token-mean", scale)
             if cfg.use_kl_loss:
                 kl = kl_penalty(logp, micro["ref_log_prob"].to(device), cfg.kl_loss_type)
                 shares["kl_loss"] = agg_loss(kl, mask, cfg.loss_agg_mode, scale)
