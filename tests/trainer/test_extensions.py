@@ -30,7 +30,12 @@ register_schema()
 ARR = "actor_rollout_ref"
 N = 4  # responses per prompt: every estimator's minimum group size is at most this
 # the batch tensor each trainer phase adds that an estimator may read ("index" is the uid every step has)
-PRODUCED_BY = {"values": "values", "reward_baselines": "gen_max", "old_log_probs": "old_log_prob"}
+PRODUCED_BY = {
+    "values": "values",
+    "reward_baselines": "gen_max",
+    "old_log_probs": "old_log_prob",
+    "sum_pi_squared": "old_log_prob",
+}
 
 
 def load(tmp_path, *overrides):
@@ -66,6 +71,7 @@ def _scored_batch(trainer, rows: int = 8, width: int = 5) -> DataProto:
         "values": torch.randn(rows, width, generator=g) * mask,
         "reward_baselines": torch.rand(rows, generator=g),
         "old_log_probs": -torch.rand(rows, width, generator=g) * mask,
+        "sum_pi_squared": torch.rand(rows, width, generator=g) * mask,
     }
     uid = np.array([f"p{i // N}" for i in range(rows)], dtype=object)
     return DataProto.from_dict(tensors, non_tensors={"uid": uid})

@@ -11,6 +11,7 @@ from verl_lite.algos import (  # noqa: F401  (registers)
     policy_loss_cov,
     policy_loss_pg,
     returns,
+    token_baseline,
 )
 from verl_lite.algos.registry import ADV_ESTIMATORS, POLICY_LOSSES
 

@@ -137,6 +137,9 @@ class ActorConfig:
     clip_ratio_c: float = 3.0  # dual-clip cap (> 1) on the ratio for negative advantages
     tau_pos: float = 1.0  # sapo: gate temperature for tokens with A > 0
     tau_neg: float = 1.05  # sapo: gate temperature for tokens with A <= 0
+    calculate_sum_pi_squared: bool = (
+        False  # compute_log_prob also returns sum_v pi_v^2 per token (optimal_token_baseline needs it)
+    )
     loss_agg_mode: str = (
         "token-mean"  # token-mean | seq-mean-token-sum | seq-mean-token-mean | seq-mean-token-sum-norm
     )

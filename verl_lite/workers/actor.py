@@ -18,7 +18,7 @@ import torch
 
 from verl_lite.algos import POLICY_LOSSES
 from verl_lite.algos.kl import kl_penalty
-from verl_lite.algos.logprob import entropy_from_logits, logprobs_from_logits
+from verl_lite.algos.logprob import entropy_from_logits, logprobs_from_logits, sum_pi_squared_from_logits
 from verl_lite.algos.loss_agg import LossScale, agg_loss
 from verl_lite.config.schema import ActorConfig
 from verl_lite.engine.fsdp_engine import FSDPEngine
@@ -37,30 +37,47 @@ def response_logits(output, micro, temperature: float) -> torch.Tensor:
     return output.logits[:, -width - 1 : -1].float() / temperature  # (bs, R, vocab)
 
 
-def compute_log_prob(
+def _response_token_stats(
     engine: FSDPEngine,
     tensors: dict[str, torch.Tensor],
+    with_sum_pi_squared: bool,
     *,
     micro_size: int,
     max_token_len: int | None,
     temperature: float,
     phase: str,
 ) -> torch.Tensor:
-    """Log-probs of the sampled response tokens, (bs, R), in the rows' original order.
-
-    `max_token_len` (dynamic batching) groups rows by a token budget instead of `micro_size`."""
+    """(S, bs, R) per response token, rows in their original order: log-probs of the sampled tokens
+    and, when asked, sum_v pi_v^2 (optimal_token_baseline's input). `max_token_len` (dynamic batching)
+    groups rows by a token budget instead of `micro_size`."""
 
     def fn(output, micro):
         logits = response_logits(output, micro, temperature)
-        return logprobs_from_logits(logits, micro["responses"].to(logits.device)).cpu()
+        stats = [logprobs_from_logits(logits, micro["responses"].to(logits.device))]
+        if with_sum_pi_squared:
+            stats.append(sum_pi_squared_from_logits(logits))
+        return torch.stack(stats).cpu()
 
     inputs = {k: tensors[k] for k in MODEL_INPUTS}
     groups = engine.micro_batches(inputs["attention_mask"], micro_size, max_token_len)
     outs = engine.forward([take(inputs, g) for g in groups], fn, phase=phase)
-    logp = torch.empty(inputs["responses"].shape, dtype=torch.float32)
+    stats = torch.empty((1 + with_sum_pi_squared, *inputs["responses"].shape), dtype=torch.float32)
     for rows, out in zip(groups, outs):
-        logp[torch.tensor(rows)] = out
-    return logp
+        stats[:, torch.tensor(rows)] = out
+    return stats
+
+
+def compute_log_prob(engine: FSDPEngine, tensors: dict[str, torch.Tensor], **kw) -> torch.Tensor:
+    """Log-probs of the sampled response tokens, (bs, R); keywords as _response_token_stats."""
+    return _response_token_stats(engine, tensors, False, **kw)[0]
+
+
+def compute_log_prob_and_sum_pi_squared(
+    engine: FSDPEngine, tensors: dict[str, torch.Tensor], **kw
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log-probs and sum_v pi_v^2 of each response token, both (bs, R), from one forward."""
+    logp, sum_pi_squared = _response_token_stats(engine, tensors, True, **kw)
+    return logp, sum_pi_squared
 
 
 def mini_batch_loss_scale(engine: FSDPEngine, mask: torch.Tensor, response_length: int) -> LossScale:
