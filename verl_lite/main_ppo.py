@@ -19,7 +19,7 @@ from omegaconf import DictConfig
 from verl_lite.config.compose import register_schema, to_config
 from verl_lite.config.hydra_job import apply_job_output_dir
 from verl_lite.config.schema import PPOTrainerConfig
-from verl_lite.config.validate import validate
+from verl_lite.config.validate import check_placeholders, validate
 from verl_lite.data import assets
 from verl_lite.data.rlhf_dataset import PromptSpec, RLHFDataset
 from verl_lite.reward.managers import build_reward_manager
@@ -45,6 +45,9 @@ def resolve_assets(cfg: PPOTrainerConfig) -> None:
     for model in (cfg.critic.model, cfg.reward_model.model):
         if model.path:
             model.path = assets.resolve(model.path)
+    for model, key in ((cfg.critic.model, "tokenizer_path"), (cfg.reward_model.model, "input_tokenizer")):
+        if getattr(model, key):
+            setattr(model, key, assets.resolve(getattr(model, key)))
 
 
 def build_datasets(cfg: PPOTrainerConfig, tokenizer):
@@ -91,6 +94,7 @@ class SetupError(Exception):
 def build_trainer(cfg: PPOTrainerConfig) -> RayPPOTrainer:
     """Everything that can fail on bad input, checked before Ray starts."""
     try:
+        check_placeholders(cfg)
         resolve_assets(cfg)
         validate(cfg, num_gpus=dev.num_visible_gpus())
         tokenizer = load_tokenizer(

@@ -8,25 +8,21 @@ gives a finite loss with a gradient and the metrics the loss reports. Refused an
 start-up with one line.
 """
 
-import os
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 
 from verl_lite.algos import ADV_ESTIMATORS, POLICY_LOSSES
 from verl_lite.algos.loss_agg import LossScale
-from verl_lite.config.compose import register_schema, to_config
+from verl_lite.config.compose import load_config
 from verl_lite.config.schema import TINY_MODEL, TINY_TRAIN
 from verl_lite.config.validate import ConfigError, validate
 from verl_lite.main_ppo import SetupError, build_trainer, resolve_assets
 from verl_lite.protocol import DataProto
 from verl_lite.workers.actor import PPOActor
 
-CONF_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "conf")
-register_schema()
 ARR = "actor_rollout_ref"
 N = 4  # responses per prompt: every estimator's minimum group size is at most this
 # the batch tensor each trainer phase adds that an estimator may read ("index" is the uid every step has)
@@ -39,6 +35,7 @@ PRODUCED_BY = {
 
 
 def load(tmp_path, *overrides):
+    """The demo config (tiny model and task, fp32, CPU) at a small batch, with `overrides`."""
     base = [
         f"{ARR}.model.path={TINY_MODEL}",
         f"data.train_files={TINY_TRAIN}",
@@ -53,8 +50,7 @@ def load(tmp_path, *overrides):
         "trainer.resume_mode=disable",
         f"trainer.default_local_dir={tmp_path}",
     ]
-    with initialize_config_dir(config_dir=os.path.abspath(CONF_DIR), version_base=None):
-        cfg = to_config(compose(config_name="ppo_trainer", overrides=[*base, *overrides]))
+    cfg = load_config([*base, *overrides], "demo")
     resolve_assets(cfg)  # the embedded model and data, as the CLI does before validating
     return cfg
 
