@@ -43,6 +43,7 @@ from verl_lite.trainer.metrics import (
     compute_data_metrics,
     compute_throughput_metrics,
     compute_val_metrics,
+    compute_variance_proxy_metrics,
     timer,
 )
 from verl_lite.trainer.ppo_phases import AlgorithmPhases
@@ -262,6 +263,7 @@ class RayPPOTrainer(AlgorithmPhases):
         metrics.update(compute_data_metrics(batch, self.config.data.max_prompt_length, self.response_length))
         metrics.update({f"timing_s/{k}": v for k, v in timings.items()})
         metrics.update(compute_throughput_metrics(batch, timings["step"], self.world_size))
+        metrics.update(compute_variance_proxy_metrics(batch, metrics.get("actor/grad_norm")))
         metrics["training/global_step"] = self.global_steps
         metrics["training/epoch"] = self.sampler.epoch
         return metrics
