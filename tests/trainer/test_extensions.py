@@ -167,10 +167,14 @@ def test_spec_rules_are_checked_before_ray(tmp_path):
         (f"{ARR}.actor.clip_ratio_c=1.0",): f"{ARR}.actor.clip_ratio_c=1.0 must be > 1",
         ("algorithm.adv_estimator=optimal_token_baseline",): "algorithm.adv_estimator=optimal_token_baseline "
         f"needs {ARR}.actor.calculate_sum_pi_squared=True, got False",
+        ("algorithm.adv_estimator=gae", "critic.enable=False"): "algorithm.adv_estimator=gae needs a critic",
     }
     for overrides, line in cases.items():
         with pytest.raises(ConfigError) as info:
             validate(load(tmp_path, *overrides), 0)
         assert any(p.startswith(line) for p in info.value.problems), info.value.problems
+    # critic.enable=True trains a critic whatever the estimator (verl's need_critic)
+    trainer = build_trainer(load(tmp_path, "algorithm.adv_estimator=grpo", "critic.enable=True"))
+    assert trainer.use_critic and "update_critic" in [phase for phase, _ in trainer.phases]
     # the dual-clip cap is vanilla's key: other losses do not read it (verl checks it in vanilla only)
     validate(load(tmp_path, f"{ARR}.actor.policy_loss.loss_mode=gspo", f"{ARR}.actor.clip_ratio_c=1.0"), 0)

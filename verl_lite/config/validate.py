@@ -15,6 +15,7 @@ import os
 from verl_lite.algos.kl import KL_TYPES, is_kl_type
 from verl_lite.algos.loss_agg import LOSS_AGG_MODES
 from verl_lite.config.common import ARR, STRATEGIES, fsdp_dtypes, per_gpu, world_size
+from verl_lite.config.errors import ConfigError
 from verl_lite.config.schema import VERL_MODEL, VERL_REWARD_MODEL, VERL_TRAIN, VERL_VAL, PPOTrainerConfig
 from verl_lite.config.validate_roles import (
     check_algorithm,
@@ -36,15 +37,6 @@ from verl_lite.rollout import ROLLOUT_NAMES
 from verl_lite.trainer.tracking import BACKENDS
 
 log = logging.getLogger(__name__)
-
-
-class ConfigError(ValueError):
-    def __init__(self, problems: list[str]):
-        self.problems = problems
-        if len(problems) == 1:  # one line
-            super().__init__(f"invalid config: {problems[0]}")
-        else:
-            super().__init__("invalid config:\n  - " + "\n  - ".join(problems))
 
 
 def _clip_bounds(a) -> tuple[float, float]:
@@ -204,7 +196,7 @@ def _check_choices(cfg: PPOTrainerConfig, problems: list[str]) -> None:
         (f"{ARR}.actor.strategy", a.strategy, STRATEGIES),
         (f"{ARR}.actor.loss_agg_mode", a.loss_agg_mode, LOSS_AGG_MODES),
         (f"{ARR}.actor.optim.lr_scheduler_type", a.optim.lr_scheduler_type, WARMUP_STYLES),
-        ("reward_model.reward_manager", cfg.reward_model.reward_manager, REWARD_MANAGERS.names()),
+        ("reward_manager.name", cfg.reward_manager.name, REWARD_MANAGERS.names()),
         ("data.truncation", cfg.data.truncation, TRUNCATIONS),
         (f"{ARR}.rollout.name", arr.rollout.name, ROLLOUT_NAMES),
         (f"{ARR}.rollout.mode", arr.rollout.mode, ("async", "sync")),
@@ -284,9 +276,9 @@ def check_placeholders(cfg: PPOTrainerConfig) -> None:
         candidates.append(("reward_model.model.path", cfg.reward_model.model.path, VERL_REWARD_MODEL))
     candidates += [("data.train_files", d.train_files, VERL_TRAIN), ("data.val_files", d.val_files, VERL_VAL)]
     missing = [
-        f"{key}={value}"
+        f"{key}={placeholder}"
         for key, value, placeholder in candidates
-        if value == placeholder and not os.path.exists(os.path.expanduser(placeholder))
+        if value in (placeholder, [placeholder]) and not os.path.exists(os.path.expanduser(placeholder))
     ]
     if missing:
         raise ConfigError(

@@ -85,7 +85,9 @@ def check_vllm(cfg: PPOTrainerConfig, problems: list[str]) -> None:
 
 
 def uses_critic(cfg: PPOTrainerConfig) -> bool:
-    """A value model is trained when the advantage estimator's spec needs one (gae), as in verl."""
+    """critic.enable when set; else whether the advantage estimator's spec needs a critic (gae), as in verl."""
+    if cfg.critic.enable is not None:
+        return cfg.critic.enable
     name = cfg.algorithm.adv_estimator
     return ADV_ESTIMATORS.problem(name) is None and ADV_ESTIMATORS.spec(name).needs_critic
 
@@ -262,6 +264,11 @@ def _check_estimator(cfg: PPOTrainerConfig, problems: list[str]) -> None:
             f"algorithm.adv_estimator={name} needs {ARR}.rollout.n >= {spec.min_group_size} "
             f"({spec.why_group}), got {n}"
         )
+    if spec.needs_critic and cfg.critic.enable is False:
+        problems.append(
+            f"algorithm.adv_estimator={name} needs a critic (its values), but critic.enable=False; "
+            "set critic.enable=True (or leave it null) or choose an estimator without a critic"
+        )
     for key, wanted in spec.requires:
         value = select(cfg, key)
         if value != wanted:
@@ -308,12 +315,6 @@ def check_reward_model(cfg: PPOTrainerConfig, problems: list[str]) -> None:
         problems.append(f"reward_model.model.path={path!r}: no HF model folder (config.json) there")
     else:
         _check_same_vocab(cfg, "reward_model.model.path", path, problems)
-    if rm.model.input_tokenizer:
-        problems.append(
-            f"reward_model.model.input_tokenizer={rm.model.input_tokenizer} is not supported by verl_lite: the "
-            "reward model reads the actor's token ids as they are (no chat-template switch); use a reward model "
-            "that shares the actor's tokenizer and set reward_model.model.input_tokenizer=null"
-        )
     size = rm.micro_batch_size_per_gpu
     if not rm.use_dynamic_bsz and (size is None or size <= 0):
         problems.append(f"reward_model.micro_batch_size_per_gpu must be a positive integer, got {size}")
