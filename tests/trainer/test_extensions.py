@@ -161,9 +161,8 @@ def test_spec_rules_are_checked_before_ray(tmp_path):
         (
             f"{ARR}.actor.policy_loss.loss_mode=kl_cov",
             f"{ARR}.actor.policy_loss.kl_cov_ratio=0",
-        ): f"{ARR}.actor."
-        "policy_loss.kl_cov_ratio=0.0 must be > 0 (fraction of tokens to penalise) (actor_rollout_ref.actor."
-        "policy_loss.loss_mode=kl_cov)",
+        ): f"{ARR}.actor.policy_loss.kl_cov_ratio=0.0 must be > 0 (fraction of tokens to penalise); "
+        f"{ARR}.actor.policy_loss.loss_mode=kl_cov reads it",
         (f"{ARR}.actor.clip_ratio_c=1.0",): f"{ARR}.actor.clip_ratio_c=1.0 must be > 1",
         ("algorithm.adv_estimator=optimal_token_baseline",): "algorithm.adv_estimator=optimal_token_baseline "
         f"needs {ARR}.actor.calculate_sum_pi_squared=True, got False",

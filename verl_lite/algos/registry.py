@@ -124,7 +124,9 @@ class Registry:
         for key, ok, requirement in spec.checks:
             value = select(node, key)
             if not ok(value):
-                problems.append(f"{self.full_key(key)}={value} {requirement} ({self.config_key}={spec.name})")
+                problems.append(
+                    f"{self.full_key(key)}={value} {requirement}; {self.config_key}={spec.name} reads it"
+                )
         return problems
 
 
