@@ -18,7 +18,7 @@ from verl_lite.algos import ADV_ESTIMATORS, POLICY_LOSSES
 from verl_lite.algos.loss_agg import LossScale
 from verl_lite.config.compose import load_config
 from verl_lite.config.schema import TINY_MODEL, TINY_TRAIN
-from verl_lite.config.validate import ConfigError, validate
+from verl_lite.config.validate import ConfigError, check_placeholders, validate
 from verl_lite.main_ppo import SetupError, build_trainer, resolve_assets
 from verl_lite.protocol import DataProto
 from verl_lite.workers.actor import PPOActor
@@ -172,8 +172,14 @@ def test_spec_rules_are_checked_before_ray(tmp_path):
         with pytest.raises(ConfigError) as info:
             validate(load(tmp_path, *overrides), 0)
         assert any(p.startswith(line) for p in info.value.problems), info.value.problems
-    # critic.enable=True trains a critic whatever the estimator (verl's need_critic)
+    # critic.enable=True trains a critic whatever the estimator (verl's need_critic), so its path matters
     trainer = build_trainer(load(tmp_path, "algorithm.adv_estimator=grpo", "critic.enable=True"))
     assert trainer.use_critic and "update_critic" in [phase for phase, _ in trainer.phases]
+    placeholder = "critic.model.path='~/models/deepseek-llm-7b-chat'"
+    with pytest.raises(
+        ConfigError, match="critic.model.path=~/models/deepseek-llm-7b-chat: verl's placeholder"
+    ):
+        check_placeholders(load_config(["critic.enable=True", placeholder], "demo"))
+    check_placeholders(load_config(["critic.enable=False", placeholder], "demo"))  # no critic: no matter
     # the dual-clip cap is vanilla's key: other losses do not read it (verl checks it in vanilla only)
     validate(load(tmp_path, f"{ARR}.actor.policy_loss.loss_mode=gspo", f"{ARR}.actor.clip_ratio_c=1.0"), 0)

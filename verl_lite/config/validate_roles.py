@@ -176,8 +176,9 @@ def check_critic(cfg: PPOTrainerConfig, problems: list[str]) -> None:
         problems.append(f"critic.cliprange_value={c.cliprange_value} must be > 0")
     if c.model.path == VERL_MODEL and not os.path.isdir(os.path.expanduser(VERL_MODEL)):
         problems.append(
-            f"critic.model.path={c.model.path!r} is verl's placeholder and algorithm.adv_estimator=gae trains a "
-            "critic; set critic.model.path (e.g. the actor's model)"
+            f"critic.model.path={c.model.path!r} is verl's placeholder and this run trains a critic "
+            f"(algorithm.adv_estimator={cfg.algorithm.adv_estimator}, critic.enable={c.enable}); "
+            "set critic.model.path (e.g. the actor's model)"
         )
     elif not os.path.isfile(os.path.join(c.model.path, "config.json")):
         problems.append(f"critic.model.path={c.model.path!r}: no HF model folder (config.json) there")
