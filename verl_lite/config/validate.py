@@ -33,7 +33,7 @@ from verl_lite.engine.checkpoint import CONTENTS
 from verl_lite.engine.optim import WARMUP_STYLES
 from verl_lite.engine.parallelize import DTYPES
 from verl_lite.reward.managers import REWARD_MANAGERS
-from verl_lite.rollout import ROLLOUT_NAMES
+from verl_lite.rollout import ROLLOUTS
 from verl_lite.trainer.tracking import BACKENDS
 
 log = logging.getLogger(__name__)
@@ -210,7 +210,7 @@ def _check_choices(cfg: PPOTrainerConfig, problems: list[str]) -> None:
         ("algorithm.adv_estimator", cfg.algorithm.adv_estimator, ADV_ESTIMATORS.names()),
         ("reward_model.reward_manager", cfg.reward_model.reward_manager, REWARD_MANAGERS.names()),
         ("data.truncation", cfg.data.truncation, TRUNCATIONS),
-        (f"{ARR}.rollout.name", arr.rollout.name, ROLLOUT_NAMES),
+        (f"{ARR}.rollout.name", arr.rollout.name, tuple(ROLLOUTS.names())),
         (f"{ARR}.rollout.mode", arr.rollout.mode, ("sync",)),
         (f"{ARR}.rollout.dtype", arr.rollout.dtype, tuple(DTYPES)),
         *[

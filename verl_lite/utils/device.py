@@ -15,6 +15,12 @@ def is_cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
+def has_accelerator() -> bool:
+    """Whether this process computes on an accelerator (a GPU) rather than on the host: the question
+    other modules ask, in words that do not name the accelerator."""
+    return is_cuda_available()
+
+
 def device_type() -> str:
     """'cuda' when a GPU is visible to this process, else 'cpu'."""
     return "cuda" if is_cuda_available() else "cpu"
@@ -164,6 +170,11 @@ def measure_link_gbps(num_bytes: int = 256 * 1024**2) -> float:
     host.to(target, copy=True)
     synchronize()
     return num_bytes / 1024**3 / (time.perf_counter() - start)
+
+
+def fork_rng():
+    """A context that restores the host generator and this process's device generator afterwards."""
+    return torch.random.fork_rng(devices=[torch.cuda.current_device()] if is_cuda_available() else [])
 
 
 def device_rng_states() -> list[torch.Tensor] | None:
