@@ -6,6 +6,7 @@ runs on a CPU-only machine (gloo, fp32) and on GPUs (nccl, bf16) without `if cud
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import torch
@@ -185,3 +186,44 @@ def device_rng_states() -> list[torch.Tensor] | None:
 def set_device_rng_states(states: list[torch.Tensor] | None) -> None:
     if states is not None:
         torch.cuda.set_rng_state_all(states)
+
+
+# --- side streams and events (activation offload); no-ops without CUDA, where copies are synchronous ---
+def new_stream():
+    """A side stream for copies that overlap compute (None without CUDA)."""
+    return torch.cuda.Stream() if is_cuda_available() else None
+
+
+def on_stream(stream):
+    """Run the enclosed ops on `stream` (the current stream when None)."""
+    return torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()
+
+
+def stream_wait(waiter, waitee) -> None:
+    """Work queued on `waiter` from now on starts after what `waitee` has queued so far (None: the
+    current stream; nothing to order without CUDA)."""
+    if not is_cuda_available() or waiter is waitee:
+        return
+    current = torch.cuda.current_stream()
+    (waiter or current).wait_stream(waitee or current)
+
+
+def mark_used_on(tensor: torch.Tensor, stream) -> None:
+    """Tell the caching allocator `tensor` is in use on `stream` (None: the current stream), so its memory
+    is not reused before that stream's queued work is done."""
+    if is_cuda_available() and tensor.is_cuda:
+        tensor.record_stream(stream if stream is not None else torch.cuda.current_stream())
+
+
+def timing_event(stream=None):
+    """A recorded timing event on `stream` (None without CUDA); `elapsed_s(a, b)` after a sync."""
+    if not is_cuda_available():
+        return None
+    event = torch.cuda.Event(enable_timing=True)
+    event.record(stream)
+    return event
+
+
+def elapsed_s(start, stop) -> float:
+    stop.synchronize()
+    return start.elapsed_time(stop) / 1000.0
