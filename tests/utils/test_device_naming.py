@@ -4,7 +4,9 @@ Everything else asks that module (has_accelerator, dist_backend, can_pin_memory,
 the same code runs on a CPU-only machine and on GPUs, and a second accelerator would change one
 file. Read from the source's tokens: names (`torch.cuda`, `is_cuda_available`, `pin_memory=`) and
 identifier-like string literals (`"cuda"`, `f"cuda:{i}"`, `"gloo"`, `"CUDA_VISIBLE_DEVICES"`);
-comments, docstrings and messages written as sentences may mention CUDA.
+comments, docstrings and messages written as sentences may mention CUDA. The config schema and its
+support table are exempt: they spell verl's key names and values (`nccl_timeout`,
+`cudagraph_capture_sizes`, profiler options), the user's vocabulary, which nothing branches on.
 """
 
 import ast
@@ -17,6 +19,7 @@ import verl_lite
 
 PACKAGE = os.path.dirname(os.path.abspath(verl_lite.__file__))
 ALLOWED = {os.path.join("utils", "device.py")}
+CONFIG_SURFACE = re.compile(r"^config[/\\](schema\w*|support)\.py$")
 ACCELERATOR = re.compile(r"cuda|nccl|gloo", re.IGNORECASE)
 
 
@@ -73,7 +76,9 @@ def test_only_utils_device_names_the_accelerator():
         for name in sorted(files):
             path = os.path.join(folder, name)
             rel = os.path.relpath(path, PACKAGE)
-            if name.endswith(".py") and rel not in ALLOWED:
+            if name.endswith(".py") and rel not in ALLOWED and not CONFIG_SURFACE.match(rel):
                 with open(path) as f:
-                    offenders += [f"verl_lite/{rel}:{line}: {tok}" for line, tok in offending_tokens(f.read())]
+                    offenders += [
+                        f"verl_lite/{rel}:{line}: {tok}" for line, tok in offending_tokens(f.read())
+                    ]
     assert not offenders, "ask verl_lite/utils/device.py instead:\n" + "\n".join(offenders)

@@ -35,6 +35,7 @@ from verl_lite.engine.parallelize import DTYPES
 from verl_lite.reward.managers import REWARD_MANAGERS
 from verl_lite.rollout import ROLLOUTS
 from verl_lite.trainer.tracking import BACKENDS
+from verl_lite.utils import device as dev
 
 log = logging.getLogger(__name__)
 
@@ -208,7 +209,7 @@ def _check_choices(cfg: PPOTrainerConfig, problems: list[str]) -> None:
             for section, fsdp in _fsdp_configs(cfg)
             for name, value in fsdp_dtypes(fsdp)
         ],
-        ("trainer.device", cfg.trainer.device, ("auto", "cpu", "cuda")),
+        ("trainer.device", cfg.trainer.device, dev.DEVICE_CHOICES),
     ]
     for key, value, allowed in choices:
         if value not in allowed:
@@ -363,7 +364,7 @@ def validate(cfg: PPOTrainerConfig, num_gpus: int) -> None:
         check_critic(cfg, problems)
     _check_paths(cfg, problems)
     _check_checkpointing(cfg, problems)
-    if cfg.trainer.device == "cuda" and num_gpus == 0:
+    if dev.requires_accelerator(cfg.trainer.device) and num_gpus == 0:
         problems.append("trainer.device=cuda but no GPU is visible; use trainer.device=auto or cpu")
     if problems:
         raise ConfigError(problems)

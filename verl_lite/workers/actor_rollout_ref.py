@@ -208,7 +208,7 @@ class ActorRolloutRefWorker(Worker):
         out["perf/cpu_memory_used_gb"] = psutil.virtual_memory().used / GB
         out["perf/cpu_memory_rss_gb"] = psutil.Process(os.getpid()).memory_info().rss / GB
         total = dev.device_memory_total_gb()
-        if dev.is_cuda_available():
+        if dev.has_accelerator():
             out["perf/device_memory_total_gb"] = total
             util = dev.device_utilization()
             if util is not None:
