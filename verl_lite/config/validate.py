@@ -33,8 +33,9 @@ from verl_lite.engine.checkpoint import CONTENTS
 from verl_lite.engine.optim import WARMUP_STYLES
 from verl_lite.engine.parallelize import DTYPES
 from verl_lite.reward.managers import REWARD_MANAGERS
-from verl_lite.rollout import ROLLOUT_NAMES
+from verl_lite.rollout import ROLLOUTS
 from verl_lite.trainer.tracking import BACKENDS
+from verl_lite.utils import device as dev
 
 log = logging.getLogger(__name__)
 
@@ -198,7 +199,7 @@ def _check_choices(cfg: PPOTrainerConfig, problems: list[str]) -> None:
         (f"{ARR}.actor.optim.lr_scheduler_type", a.optim.lr_scheduler_type, WARMUP_STYLES),
         ("reward_manager.name", cfg.reward_manager.name, REWARD_MANAGERS.names()),
         ("data.truncation", cfg.data.truncation, TRUNCATIONS),
-        (f"{ARR}.rollout.name", arr.rollout.name, ROLLOUT_NAMES),
+        (f"{ARR}.rollout.name", arr.rollout.name, tuple(ROLLOUTS.names())),
         (f"{ARR}.rollout.mode", arr.rollout.mode, ("async", "sync")),
         (f"{ARR}.rollout.dtype", arr.rollout.dtype, tuple(DTYPES)),
         *[
@@ -206,7 +207,7 @@ def _check_choices(cfg: PPOTrainerConfig, problems: list[str]) -> None:
             for section, fsdp in _fsdp_configs(cfg)
             for name, value in fsdp_dtypes(fsdp)
         ],
-        ("trainer.device", cfg.trainer.device, ("auto", "cpu", "cuda")),
+        ("trainer.device", cfg.trainer.device, dev.DEVICE_CHOICES),
     ]
     for key, value, allowed in choices:
         if value not in allowed:
@@ -356,7 +357,7 @@ def validate(cfg: PPOTrainerConfig, num_gpus: int) -> None:
         check_critic(cfg, problems)
     _check_paths(cfg, problems)
     _check_checkpointing(cfg, problems)
-    if cfg.trainer.device == "cuda" and num_gpus == 0:
+    if dev.requires_accelerator(cfg.trainer.device) and num_gpus == 0:
         problems.append("trainer.device=cuda but no GPU is visible; use trainer.device=auto or cpu")
     if problems:
         raise ConfigError(problems)

@@ -84,7 +84,7 @@ class ActorRolloutRefWorker(Worker):
             self.actor = PPOActor(self.engines["actor"], a, self.response_length, cfg.rollout.temperature)
             # after the FSDP2 engine, on every rank together: vLLM joins the existing process group
             self.rollout = build_rollout(cfg.rollout.name, cfg.model, cfg.rollout, self.tokenizer, self.rank)
-            self.rollout_is_stale = not self.rollout.weights_loaded  # vLLM starts from dummy weights
+            self.rollout_is_stale = False  # the actor has not moved; a backend without weights asks to sync
         if self.has_ref:
             self.engines["ref"] = FSDPEngine(cfg.model, cfg.ref.fsdp_config, mesh, role="ref")
         dev.reset_peak_memory()
@@ -106,7 +106,7 @@ class ActorRolloutRefWorker(Worker):
         )
 
     def _sync_rollout_weights(self) -> dict[str, float]:
-        if not self.rollout_is_stale:
+        if not self.rollout.needs_sync(actor_changed=self.rollout_is_stale):
             return {}
         start = time.perf_counter()
         stats = self.rollout.update_weights(self.engines["actor"].iter_full_params())
@@ -215,7 +215,7 @@ class ActorRolloutRefWorker(Worker):
         out["perf/cpu_memory_used_gb"] = psutil.virtual_memory().used / GB
         out["perf/cpu_memory_rss_gb"] = psutil.Process(os.getpid()).memory_info().rss / GB
         total = dev.device_memory_total_gb()
-        if dev.is_cuda_available():
+        if dev.has_accelerator():
             out["perf/device_memory_total_gb"] = total
             util = dev.device_utilization()
             if util is not None:
