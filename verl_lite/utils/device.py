@@ -34,9 +34,46 @@ def local_device() -> torch.device:
     return torch.device("cpu")
 
 
+VISIBLE_DEVICES_ENV = "CUDA_VISIBLE_DEVICES"  # what Ray narrows to a GPU worker's own device(s)
+
+
+def visible_ordinal(assigned_ids: list[str], visible_devices: str | None) -> int:
+    """The ordinal, among the devices this process sees, of the first device assigned to it.
+
+    Ray normally sets CUDA_VISIBLE_DEVICES to a GPU worker's own device(s), so this is 0 on every
+    rank; with RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES (or any launcher that leaves every device
+    visible) it is the assigned device's position in the visible list (its id when unset).
+    No assigned device (a CPU worker): 0."""
+    if not assigned_ids:
+        return 0
+    if not visible_devices:
+        return int(assigned_ids[0])
+    visible = [v.strip() for v in visible_devices.split(",")]
+    if assigned_ids[0] not in visible:
+        raise RuntimeError(
+            f"device {assigned_ids[0]} was assigned to this worker but {VISIBLE_DEVICES_ENV}="
+            f"{visible_devices} hides it; leave {VISIBLE_DEVICES_ENV} to Ray"
+        )
+    return visible.index(assigned_ids[0])
+
+
 def set_local_device() -> None:
+    """Compute on device LOCAL_RANK (an ordinal among the visible devices; 0 when unset)."""
     if is_cuda_available():
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)) % torch.cuda.device_count())
+        ordinal, count = int(os.environ.get("LOCAL_RANK", 0)), torch.cuda.device_count()
+        if ordinal >= count:
+            raise RuntimeError(
+                f"LOCAL_RANK={ordinal} but this process sees {count} device(s) "
+                f"({VISIBLE_DEVICES_ENV}={os.environ.get(VISIBLE_DEVICES_ENV)}): LOCAL_RANK must be "
+                "an ordinal among the visible devices"
+            )
+        torch.cuda.set_device(ordinal)
+
+
+def local_ordinal() -> int:
+    """This process's device as an ordinal among its visible devices (0 on a CPU-only machine):
+    the LOCAL_RANK vLLM's external launcher must see to pick the device torch computes on."""
+    return torch.cuda.current_device() if is_cuda_available() else 0
 
 
 def can_pin_memory() -> bool:
