@@ -99,10 +99,11 @@ class _LinearLogProbEntropy(torch.autograd.Function):
             if use_entropy:
                 g.sub_(logq)
             del logq
-            g = g.div_(t).to(weight.dtype)
+            g = g.div_(t)
             if grad_h is not None:
-                grad_h[s : s + chunk] = g @ weight
-            grad_w.add_((g.t() @ h).float())
+                grad_h[s : s + chunk] = g.to(weight.dtype) @ weight
+            grad_w.addmm_(g.t(), h.float())  # accumulated in float32, in place (no (V, D) temporary)
+            del g  # before the next chunk's logits exist
         return grad_h, grad_w.to(weight.dtype), None, None, None, None
 
 
