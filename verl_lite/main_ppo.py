@@ -107,7 +107,7 @@ def build_trainer(cfg: PPOTrainerConfig) -> RayPPOTrainer:
         reward_fn, val_reward_fn = build_reward_fns(cfg, tokenizer, score)
     except (ValueError, FileNotFoundError, AttributeError) as e:
         raise SetupError(str(e)) from e
-    use_gpu = cfg.trainer.device == "cuda" or (cfg.trainer.device == "auto" and dev.num_visible_gpus() > 0)
+    use_gpu = dev.wants_accelerator(cfg.trainer.device)
     try:  # also finds and checks the checkpoint to resume from
         trainer = RayPPOTrainer(cfg, train, val, reward_fn, val_reward_fn, use_gpu, tokenizer=tokenizer)
     except (ValueError, FileNotFoundError) as e:

@@ -32,6 +32,13 @@ class EchoWorker(Worker):
         return self.rank, self.world_size, os.environ.get("MASTER_PORT", "")
 
     @register(Dispatch.ONE_TO_ALL)
+    def mark_exit(self, folder: str) -> None:
+        """Write a file when this process exits normally (atexit does not run when it is killed)."""
+        import atexit
+
+        atexit.register(lambda: open(os.path.join(folder, f"exited-{self.rank}"), "w").close())
+
+    @register(Dispatch.ONE_TO_ALL)
     def fail_on(self, rank: int) -> int:
         if self.rank == rank:
             raise ValueError("boom")

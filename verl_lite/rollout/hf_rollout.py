@@ -17,13 +17,14 @@ import torch
 from transformers import GenerationConfig
 
 from verl_lite.engine.parallelize import parse_dtype
-from verl_lite.rollout.base import SamplingParams
+from verl_lite.rollout.base import Rollout, SamplingParams
 from verl_lite.utils import device as dev
 from verl_lite.utils.hf_model import load_causal_lm
 
 
-class HFRollout:
+class HFRollout(Rollout):
     def __init__(self, model_cfg, rollout_cfg, tokenizer, rank: int):
+        super().__init__(rollout_cfg.seed, rank)
         dtype = parse_dtype(rollout_cfg.dtype, "actor_rollout_ref.rollout.dtype")
         self.model = load_causal_lm(model_cfg, dtype).to(dev.local_device()).eval()
         self.params = dict(self.model.named_parameters())
@@ -31,23 +32,10 @@ class HFRollout:
         # come back from generation_config.json and stop ignore_eos runs; EOS is passed per call instead
         self.model.generation_config.eos_token_id = None
         self.eos_id, self.pad_id = tokenizer.eos_token_id, tokenizer.pad_token_id
-        self.seed, self.rank = rollout_cfg.seed, rank
-        self.num_calls, self.num_val_calls = 0, 0
         self.weights_loaded = True  # loaded from the same folder as the actor
 
-    def state_dict(self) -> dict[str, int]:
-        return {"num_calls": self.num_calls, "num_val_calls": self.num_val_calls}
-
-    def load_state_dict(self, state: dict[str, int]) -> None:
-        self.num_calls, self.num_val_calls = int(state["num_calls"]), int(state["num_val_calls"])
-
     def _call_seed(self, validate: bool) -> int:
-        if validate:
-            self.num_val_calls += 1
-            key = (self.seed, self.rank, self.num_val_calls, 1)
-        else:
-            self.num_calls += 1
-            key = (self.seed, self.rank, self.num_calls)
+        key = (self.seed, self.rank, *self.next_call(validate))
         return hash(key) % (2**63)  # ints only: tuple hashes of ints do not vary between processes
 
     @torch.no_grad()
@@ -81,7 +69,7 @@ class HFRollout:
             prompt_ids.repeat_interleave(params.n, 0),
             prompt_mask.repeat_interleave(params.n, 0),
         )
-        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        with dev.fork_rng():
             torch.manual_seed(seed)
             out = self.model.generate(
                 input_ids=prompt_ids.to(device),

@@ -113,6 +113,7 @@ class RayWorkerGroup:
         remote_cls = ray.remote(worker_cls)
         slots = list(pool.slots())
         self.workers = []
+        self.failed = False  # a method raised or a worker died: shutdown kills at once
         master = None
         for rank, (pg, bundle_index) in enumerate(slots):
             env = {
@@ -172,11 +173,13 @@ class RayWorkerGroup:
             try:
                 ray.get(done[0])
             except RayTaskError as e:
+                self.failed = True
                 # a rank that dies makes its peers' collectives fail too, sometimes first: name the
                 # dead rank as the cause when one is found among the others
                 self._raise_if_one_died(method, pending, rank_of)
                 raise WorkerError(f"{self.name} rank {rank} raised in {method}: {e.cause!r}\n{e}") from e
             except RayActorError as e:
+                self.failed = True
                 raise WorkerError(f"{self.name} rank {rank} died during {method}: {e}") from e
         return ray.get(futures)
 
@@ -192,7 +195,19 @@ class RayWorkerGroup:
             except RayTaskError:
                 pass
 
-    def shutdown(self) -> None:
-        for w in self.workers:
-            ray.kill(w)
+    def shutdown(self, grace_s: float = 30.0) -> None:
+        """End the workers: first by letting each process exit normally, so libraries release what
+        they hold outside it (vLLM's CPU engine leaves its shared-memory files in /dev/shm when
+        killed, and the next tensor-parallel run on the machine fails on them); a worker still busy
+        after `grace_s` is killed. An exiting process is left to finish: Ray reports the actor dead
+        before the process has run its exit handlers, and killing it then would cut them short."""
+        if not self.workers:
+            return
+        if self.failed:  # its ranks may be stuck in a collective with the failed one: no grace
+            grace_s = 0.0
+        exits = [w.__ray_terminate__.remote() for w in self.workers]
+        _, busy = ray.wait(exits, num_returns=len(exits), timeout=grace_s)
+        for w, exit_ref in zip(self.workers, exits):
+            if exit_ref in busy:
+                ray.kill(w)
         self.workers = []
