@@ -27,7 +27,7 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from verl_lite.single_controller.decorator import DISPATCH_ATTR, collect_results, dispatch_args
+from verl_lite.single_controller.decorator import DISPATCH_ATTR, MESH_ATTR, collect_results, dispatch_args
 from verl_lite.utils import device as dev
 from verl_lite.utils import logs
 
@@ -153,16 +153,27 @@ class RayWorkerGroup:
         """The Ray node id of each rank, in rank order."""
         return self._get_all("get_node_id", [w.get_node_id.remote() for w in self.workers])
 
+    def set_data_layout(self, mesh: str, ranks_per_shard: int) -> None:
+        """Methods registered with `mesh` send each chunk of data to `ranks_per_shard` consecutive
+        ranks (a sequence-parallel group) and gather one result per group."""
+        if ranks_per_shard < 1 or self.world_size % ranks_per_shard:
+            raise ValueError(
+                f"{self.name}: {ranks_per_shard} ranks per shard do not divide {self.world_size}"
+            )
+        self.ranks_per_shard[mesh] = ranks_per_shard
+
     def _bind_methods(self, worker_cls: type) -> None:
+        self.ranks_per_shard: dict[str, int] = {}
         for method_name, fn in inspect.getmembers(worker_cls, predicate=inspect.isfunction):
-            mode = getattr(fn, DISPATCH_ATTR, None)
+            mode, mesh = getattr(fn, DISPATCH_ATTR, None), getattr(fn, MESH_ATTR, None)
             if mode is None:
                 continue
 
-            def group_method(*args, _name=method_name, _mode=mode, **kwargs):
-                per_rank = dispatch_args(_mode, self.world_size, args, kwargs)
+            def group_method(*args, _name=method_name, _mode=mode, _mesh=mesh, **kwargs):
+                shard = self.ranks_per_shard.get(_mesh, 1)
+                per_rank = dispatch_args(_mode, self.world_size, args, kwargs, shard)
                 futures = [getattr(w, _name).remote(*a, **kw) for w, (a, kw) in zip(self.workers, per_rank)]
-                return collect_results(_mode, self._get_all(_name, futures))
+                return collect_results(_mode, self._get_all(_name, futures), shard)
 
             setattr(self, method_name, functools.wraps(fn)(group_method))
 
