@@ -4,8 +4,10 @@ Compose the config with Hydra (verl's '+' spellings and unknown keys are handled
 config/overrides.py), build it (config/compose.py), resolve and check everything that can be
 known without workers (verl_lite/startup.py), load the tokenizer, datasets and reward manager,
 then start or join Ray, launch the worker groups (the config is frozen before the first one) and
-train. Bad input stops here with one message and exit status 2, before Ray. Ray is shut down
-afterwards when this process started it, so Hydra multirun jobs each get a fresh one.
+train. Bad input stops here with one message and exit status 2, before Ray. The driver's and the
+workers' output is routed before anything starts (utils/logs.py): the console shows the run, the
+run folder's log files keep the rest. Ray is shut down afterwards when this process started it,
+so Hydra multirun jobs each get a fresh one.
 
 The components (torch, transformers, Ray: seconds to import) are imported only once the config has
 passed the key checks, so a misspelled key or a refused value is reported in about a second.
@@ -20,6 +22,7 @@ import sys
 from typing import TYPE_CHECKING
 
 import hydra
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from verl_lite.config.compose import build_config, register_schema
@@ -78,6 +81,13 @@ def build_reward_fns(cfg: PPOTrainerConfig, tokenizer, score):
         )
         for num_examine in (0, 1)
     )
+
+
+def run_dir(cfg: PPOTrainerConfig) -> str:
+    """The run's folder for its log files: Hydra's job folder (beside .hydra/), else default_local_dir."""
+    if HydraConfig.initialized():
+        return HydraConfig.get().runtime.output_dir
+    return cfg.trainer.default_local_dir
 
 
 class SetupError(Exception):
@@ -139,6 +149,11 @@ def main(config: DictConfig) -> None:
             apply_job_output_dir(cfg)
         except ValueError as e:
             raise SetupError(str(e)) from e
+        from verl_lite.utils.logs import setup_driver_logging
+
+        folder = run_dir(cfg)
+        log_file = setup_driver_logging(folder)
+        log.info("logs: %s (driver), %s (workers)", log_file, os.path.join(folder, "logs"))
         run_ppo(cfg)
     except SetupError as e:
         print(f"verl_lite: {e}", file=sys.stderr)

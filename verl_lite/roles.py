@@ -1,10 +1,11 @@
 """Which roles a run has, decided once from its config (verl's rules): a critic when critic.enable
-says so, else when the advantage estimator needs one (gae); the reference policy when a KL term
+says so, else when the advantage estimator's registered spec needs one (gae); the reference policy when a KL term
 needs it; a reward model when reward_model.enable. The trainer builds its phases and worker groups
 from these, and start-up checks only the roles that exist (config.run.Run)."""
 
 from __future__ import annotations
 
+from verl_lite.algos import ADV_ESTIMATORS
 from verl_lite.config.common import world_size
 from verl_lite.config.run import Run
 from verl_lite.config.schema import PPOTrainerConfig
@@ -12,9 +13,11 @@ from verl_lite.utils import device as dev
 
 
 def uses_critic(cfg: PPOTrainerConfig) -> bool:
+    """critic.enable when set; else whether the advantage estimator's spec needs a critic (gae)."""
     if cfg.critic.enable is not None:
         return bool(cfg.critic.enable)
-    return cfg.algorithm.adv_estimator == "gae"
+    name = cfg.algorithm.adv_estimator
+    return ADV_ESTIMATORS.problem(name) is None and ADV_ESTIMATORS.spec(name).needs_critic
 
 
 def uses_ref(cfg: PPOTrainerConfig) -> bool:
@@ -32,5 +35,5 @@ def run_of(cfg: PPOTrainerConfig, num_gpus: int) -> Run:
         ref=uses_ref(cfg),
         reward_model=uses_reward_model(cfg),
         num_gpus=num_gpus,
-        use_gpu=dev.uses_gpu(cfg.trainer.device, num_gpus),
+        use_gpu=dev.wants_accelerator(cfg.trainer.device),
     )

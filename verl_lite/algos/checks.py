@@ -1,15 +1,18 @@
-"""The algorithm's start-up check (registered in verl_lite/startup.py): estimator and loss names,
-KL options, discounting, group sizes, DAPO's group filter. Names come from the registries, the
-KL controller's rule from kl_ctrl.py (the one the controller itself applies)."""
+"""The algorithm's start-up check (registered in verl_lite/startup.py): the advantage estimator and
+the policy loss by their registered specs (algos/registry.py: names, group sizes, required keys,
+value checks), loss aggregation, KL options, discounting, DAPO's group filter. The KL controller's
+rule is kl_ctrl.py's, the one the controller itself applies."""
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from verl_lite.algos import ADV_ESTIMATORS, POLICY_LOSSES
 from verl_lite.algos.kl import KL_TYPES, is_kl_type
 from verl_lite.algos.kl_ctrl import kl_ctrl_problems
 from verl_lite.algos.loss_agg import LOSS_AGG_MODES
+from verl_lite.algos.registry import select
 
 if TYPE_CHECKING:
     from verl_lite.config.run import Run
@@ -17,22 +20,65 @@ if TYPE_CHECKING:
 
 ARR = "actor_rollout_ref"
 FILTER_METRICS = ("seq_reward", "seq_final_reward", "acc", "score")
-GROUP_ESTIMATORS = ("grpo", "rloo")  # a baseline from the other responses to the same prompt
+log = logging.getLogger("verl_lite.algos")
 
 
-def _choices(cfg: PPOTrainerConfig, run: Run) -> list[str]:
+def _estimator(cfg: PPOTrainerConfig) -> list[str]:
+    name, n = cfg.algorithm.adv_estimator, cfg.actor_rollout_ref.rollout.n
+    problem = ADV_ESTIMATORS.problem(name)
+    if problem:
+        return [problem]
+    spec, problems = ADV_ESTIMATORS.spec(name), []
+    if n < spec.min_group_size:
+        problems.append(
+            f"algorithm.adv_estimator={name} needs {ARR}.rollout.n >= {spec.min_group_size} ({spec.why_group}), got {n}"
+        )
+    if spec.needs_critic and cfg.critic.enable is False:
+        problems.append(
+            f"algorithm.adv_estimator={name} needs a critic (its values), but critic.enable=False; "
+            "set critic.enable=True (or leave it null) or choose an estimator without a critic"
+        )
+    for key, wanted in spec.requires:
+        value = select(cfg, key)
+        if value != wanted:
+            problems.append(f"algorithm.adv_estimator={name} needs {key}={wanted}, got {value}")
+    return problems + ADV_ESTIMATORS.check_values(spec, cfg)
+
+
+def _policy_loss(actor) -> list[str]:
+    mode = actor.policy_loss.loss_mode
+    problem = POLICY_LOSSES.problem(mode)
+    if problem:
+        return [problem]
+    spec = POLICY_LOSSES.spec(mode)
+    if spec.agg_mode and spec.agg_mode != actor.loss_agg_mode:
+        log.info(
+            "%s.actor.policy_loss.loss_mode=%s aggregates pg_loss %s, as in verl; loss_agg_mode=%s applies "
+            "to the entropy and KL terms",
+            ARR,
+            mode,
+            spec.agg_mode,
+            actor.loss_agg_mode,
+        )
+    if not spec.split_invariant:
+        log.info(
+            "%s.actor.policy_loss.loss_mode=%s picks its tokens within each micro-batch, as in verl: its "
+            "update depends on the micro-batch size and the number of workers",
+            ARR,
+            mode,
+        )
+    return list(POLICY_LOSSES.check_values(spec, actor))
+
+
+def _options(cfg: PPOTrainerConfig, run: Run) -> list[str]:
     a, alg = cfg.actor_rollout_ref.actor, cfg.algorithm
-    choices = [
-        (f"{ARR}.actor.loss_agg_mode", a.loss_agg_mode, LOSS_AGG_MODES),
-        (f"{ARR}.actor.policy_loss.loss_mode", a.policy_loss.loss_mode, POLICY_LOSSES.names()),
-        ("algorithm.adv_estimator", alg.adv_estimator, ADV_ESTIMATORS.names()),
-    ]
+    aggs = [(f"{ARR}.actor.loss_agg_mode", a.loss_agg_mode)]
     if run.critic:
-        choices.append(("critic.loss_agg_mode", cfg.critic.loss_agg_mode, LOSS_AGG_MODES))
+        aggs.append(("critic.loss_agg_mode", cfg.critic.loss_agg_mode))
     problems = [
-        f"{key}={value!r} is not one of {list(allowed)}"
-        for key, value, allowed in choices
-        if value not in allowed
+        f"{key}={value!r} is not one of {list(LOSS_AGG_MODES)}"
+        for key, value in aggs
+        if value not in LOSS_AGG_MODES
     ]
     if not is_kl_type(a.kl_loss_type):
         problems.append(
@@ -40,28 +86,16 @@ def _choices(cfg: PPOTrainerConfig, run: Run) -> list[str]:
         )
     if not is_kl_type(alg.kl_penalty):
         problems.append(f"algorithm.kl_penalty={alg.kl_penalty!r} is not one of {list(KL_TYPES)}")
-    return problems
-
-
-def check_algorithm(cfg: PPOTrainerConfig, run: Run) -> list[str]:
-    alg, n = cfg.algorithm, cfg.actor_rollout_ref.rollout.n
-    problems = _choices(cfg, run)
     problems += [
         f"{key}={value} must be in [0, 1]"
         for key, value in (("algorithm.gamma", alg.gamma), ("algorithm.lam", alg.lam))
         if not 0.0 <= value <= 1.0
     ]
-    ctrl = alg.kl_ctrl
-    problems += kl_ctrl_problems(ctrl.type, ctrl.target_kl, ctrl.horizon)
-    if cfg.actor_rollout_ref.actor.clip_ratio_c <= 1.0:
-        problems.append(
-            f"{ARR}.actor.clip_ratio_c={cfg.actor_rollout_ref.actor.clip_ratio_c} must be > 1 (the dual-clip cap)"
-        )
-    if alg.adv_estimator in GROUP_ESTIMATORS and n < 2:
-        problems.append(
-            f"algorithm.adv_estimator={alg.adv_estimator} needs {ARR}.rollout.n >= 2 (a group per prompt), got {n}"
-        )
-    fg = alg.filter_groups
+    return problems + kl_ctrl_problems(alg.kl_ctrl.type, alg.kl_ctrl.target_kl, alg.kl_ctrl.horizon)
+
+
+def _filter_groups(cfg: PPOTrainerConfig) -> list[str]:
+    fg, n, problems = cfg.algorithm.filter_groups, cfg.actor_rollout_ref.rollout.n, []
     if fg.enable and fg.metric not in FILTER_METRICS:
         problems.append(
             f"algorithm.filter_groups.metric={fg.metric!r} is not one of {list(FILTER_METRICS)} "
@@ -72,3 +106,9 @@ def check_algorithm(cfg: PPOTrainerConfig, run: Run) -> list[str]:
             f"algorithm.filter_groups.enable=True needs {ARR}.rollout.n >= 2 (groups to compare), got {n}"
         )
     return problems
+
+
+def check_algorithm(cfg: PPOTrainerConfig, run: Run) -> list[str]:
+    return (
+        _estimator(cfg) + _policy_loss(cfg.actor_rollout_ref.actor) + _options(cfg, run) + _filter_groups(cfg)
+    )

@@ -8,7 +8,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from verl_lite.engine.parallelize import DTYPES
-from verl_lite.rollout import ROLLOUT_NAMES, resolve_rollout_name, vllm_available
+from verl_lite.rollout import ROLLOUTS, resolve_rollout_name, vllm_available
 
 if TYPE_CHECKING:
     from verl_lite.config.run import Run
@@ -46,7 +46,10 @@ def check_rollout(cfg: PPOTrainerConfig, run: Run) -> list[str]:
     r = cfg.actor_rollout_ref.rollout
     problems = [
         f"{KEY}.{key}={value!r} is not one of {list(allowed)}"
-        for key, value, allowed in (("name", r.name, ROLLOUT_NAMES), ("dtype", r.dtype, tuple(DTYPES)))
+        for key, value, allowed in (
+            ("name", r.name, tuple(ROLLOUTS.names())),
+            ("dtype", r.dtype, tuple(DTYPES)),
+        )
         if value not in allowed
     ]
     return problems + (_check_vllm(r, run.world) if r.name == "vllm" else [])
