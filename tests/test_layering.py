@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1] / "verl_lite"
 # unit (a package under verl_lite/, or a top-level module) -> the other units it may import
 BELOW_STARTUP = {
     "config", "algos", "utils", "protocol", "engine", "rollout", "data", "reward",
-    "single_controller", "roles", "workers", "plan", "trainer",
+    "single_controller", "roles", "workers", "plan", "plan_memory", "trainer",
 }  # fmt: skip
 ALLOWED: dict[str, set[str]] = {
     "config": set(),  # the bottom layer: composed, checked and frozen before anything it configures
@@ -29,7 +29,8 @@ ALLOWED: dict[str, set[str]] = {
     "single_controller": {"protocol", "utils"},
     "roles": {"config", "algos", "utils"},
     "workers": {"config", "algos", "engine", "rollout", "protocol", "single_controller", "utils", "data"},
-    "plan": {"config", "data", "engine", "rollout", "utils", "roles"},
+    "plan": {"config", "data", "engine", "rollout", "utils", "roles", "plan_memory"},
+    "plan_memory": {"config", "engine", "rollout", "roles"},
     "trainer": BELOW_STARTUP - {"trainer"},
     "startup": BELOW_STARTUP,  # registers every component's start-up step
     "main_ppo": BELOW_STARTUP | {"startup"},

@@ -20,8 +20,10 @@ def uses_critic(cfg: PPOTrainerConfig) -> bool:
     return ADV_ESTIMATORS.problem(name) is None and ADV_ESTIMATORS.spec(name).needs_critic
 
 
-def uses_ref(cfg: PPOTrainerConfig) -> bool:
-    return cfg.actor_rollout_ref.actor.use_kl_loss or cfg.algorithm.use_kl_in_reward
+def uses_reference(cfg: PPOTrainerConfig) -> bool:
+    """A reference policy is built when a KL term needs it: in the loss or in the reward (verl's rule;
+    the trainer and the memory planner both ask here)."""
+    return bool(cfg.actor_rollout_ref.actor.use_kl_loss or cfg.algorithm.use_kl_in_reward)
 
 
 def uses_reward_model(cfg: PPOTrainerConfig) -> bool:
@@ -32,7 +34,7 @@ def run_of(cfg: PPOTrainerConfig, num_gpus: int) -> Run:
     return Run(
         world=world_size(cfg),
         critic=uses_critic(cfg),
-        ref=uses_ref(cfg),
+        ref=uses_reference(cfg),
         reward_model=uses_reward_model(cfg),
         num_gpus=num_gpus,
         use_gpu=dev.wants_accelerator(cfg.trainer.device),

@@ -103,7 +103,7 @@ class RolloutConfig(ConfigNode):
     )
     cudagraph_capture_sizes: list[int] | None = None  # vLLM: batch sizes captured as CUDA graphs (speed only)
     free_cache_engine: bool = (
-        True  # GPU: release weights and KV cache after generation (vLLM sleep); no-op on CPU
+        True  # GPU: release weights and KV cache after generation (vLLM sleep level 2); no-op on CPU
     )
     tensor_model_parallel_size: int = 2  # ranks per vLLM engine (TP), must divide the world; the hf rollout has no TP: each worker generates alone
     data_parallel_size: int = 1  # vLLM data parallelism inside one engine

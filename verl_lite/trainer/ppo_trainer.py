@@ -35,7 +35,7 @@ from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.data.rlhf_dataset import EpochSampler, RLHFDataset
 from verl_lite.plan import auto_offload
 from verl_lite.protocol import DataProto
-from verl_lite.roles import uses_critic, uses_ref
+from verl_lite.roles import uses_critic, uses_reference
 from verl_lite.rollout.base import compute_logprob_diff_metrics
 from verl_lite.single_controller import RayResourcePool, RayWorkerGroup, WorkerError
 from verl_lite.trainer import checkpoint as ckpt
@@ -88,7 +88,7 @@ class RayPPOTrainer(AlgorithmPhases):
         )
         self.total_training_steps = self.sampler_steps()
         alg = config.algorithm
-        self.use_ref = uses_ref(config)
+        self.use_ref = uses_reference(config)
         self.use_critic = uses_critic(config)
         self.adv_spec = ADV_ESTIMATORS.spec(alg.adv_estimator)
         self.adv_kwargs = ADV_ESTIMATORS.read_keys(self.adv_spec, config)  # the keys the estimator reads
@@ -215,7 +215,7 @@ class RayPPOTrainer(AlgorithmPhases):
     def _plan_offload(self) -> None:
         """trainer.auto_offload: the planner's choice for the memory the workers' devices have,
         applied to the config as if given on the command line (keys linked to them follow)."""
-        overrides, message = auto_offload(self.config, self.pool.device_memory_gb())
+        overrides, message = auto_offload(self.config, self.pool.device_memory_gb(), accelerator=self.use_gpu)
         log.info(message)
         apply_to_config(self.config, {f"actor_rollout_ref.{k}": v for k, v in overrides.items()})
 
