@@ -16,6 +16,7 @@ passed the key checks, so a misspelled key or a refused value is reported in abo
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import logging
 import os
 import sys
@@ -140,6 +141,13 @@ def run_ppo(cfg: PPOTrainerConfig) -> dict[str, float]:
             ray.shutdown()
 
 
+def import_components() -> None:
+    """Ray, torch and transformers (seconds to import), once the keys have passed: their loggers must
+    exist before utils/logs.py routes them off the console."""
+    for name in ("ray", "transformers", "verl_lite.trainer.ppo_trainer"):
+        importlib.import_module(name)
+
+
 @hydra.main(config_path="../conf", config_name="ppo_trainer", version_base=None)
 def main(config: DictConfig) -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -149,6 +157,7 @@ def main(config: DictConfig) -> None:
             apply_job_output_dir(cfg)
         except ValueError as e:
             raise SetupError(str(e)) from e
+        import_components()
         from verl_lite.utils.logs import setup_driver_logging
 
         folder = run_dir(cfg)
