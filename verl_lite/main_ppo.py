@@ -24,7 +24,7 @@ from verl_lite import preflight
 from verl_lite.config.compose import register_schema, to_config
 from verl_lite.config.hydra_job import apply_job_output_dir
 from verl_lite.config.schema import PPOTrainerConfig
-from verl_lite.config.validate import validate
+from verl_lite.config.validate import check_placeholders, validate
 from verl_lite.data import assets
 from verl_lite.data.rlhf_dataset import PromptSpec, RLHFDataset
 from verl_lite.errors import InputError, RunError, one_line
@@ -52,6 +52,9 @@ def resolve_assets(cfg: PPOTrainerConfig) -> None:
     for model in (cfg.critic.model, cfg.reward_model.model):
         if model.path:
             model.path = assets.resolve(model.path)
+    for model, key in ((cfg.critic.model, "tokenizer_path"), (cfg.reward_model.model, "input_tokenizer")):
+        if getattr(model, key):
+            setattr(model, key, assets.resolve(getattr(model, key)))
 
 
 def build_datasets(cfg: PPOTrainerConfig, tokenizer):
@@ -114,6 +117,7 @@ def build_trainer(cfg: PPOTrainerConfig) -> RayPPOTrainer:
     num_gpus = dev.num_visible_gpus()
     use_gpu = cfg.trainer.device == "cuda" or (cfg.trainer.device == "auto" and num_gpus > 0)
     try:
+        check_placeholders(cfg)
         resolve_assets(cfg)
         _raise_if(preflight.check_values(cfg))  # the checks below read these values
         _raise_if(

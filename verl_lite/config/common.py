@@ -6,6 +6,7 @@ from __future__ import annotations
 from verl_lite.config.schema import PPOTrainerConfig
 
 ARR = "actor_rollout_ref"
+STRATEGIES = ("fsdp", "fsdp2")  # verl's names; both mean FSDP2 (fully_shard) here
 
 
 def world_size(cfg: PPOTrainerConfig) -> int:

@@ -17,6 +17,7 @@ import tokenize
 from pathlib import Path
 
 from verl_lite.config import schema
+from verl_lite.config.deviations import DEVIATIONS
 from verl_lite.config.schema import PPOTrainerConfig
 
 REGENERATE = "python -m verl_lite.config.docs > docs/config.md"
@@ -78,17 +79,27 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
+def deviations() -> list[str]:
+    """The deviations list (config/deviations.py): key, verl_lite's default, why."""
+    out = ["## Deviations from verl", ""]
+    out += [f"- `{d.key}` = `{format_default(d.default)}`: {d.reason}." for d in DEVIATIONS]
+    return out + [""]
+
+
 def render() -> str:
     comments = field_comments(Path(schema.__file__).read_text())
     out = [
         "# Config reference",
         "",
         f"Generated from `verl_lite/config/schema.py` by `{REGENERATE}`; do not edit by hand.",
-        "Every key can be set on the command line (`key=value`, Hydra syntax); keys and meanings follow",
-        "verl's `ppo_trainer.yaml`. A `verl_lite://` path names an embedded asset built on first use.",
-        "Start-up validation (`verl_lite/config/validate.py`) checks the values together and names the",
-        "key, the value and the fix when something does not fit.",
+        "Every key can be set on the command line (`key=value`, Hydra syntax). Keys, meanings and defaults",
+        "are verl's composed `ppo_trainer` config (verl commit b178a3c); a default written `${key}` follows",
+        "that key, as in verl. The embedded tiny CPU demo is the named config `conf/demo.yaml`",
+        "(`python -m verl_lite.main_ppo --config-name demo`), which changes only the values it lists.",
+        "A `verl_lite://` path names an embedded asset built on first use. Start-up validation checks",
+        "the values together and names the key, the value and the fix when something does not fit.",
         "",
+        *deviations(),
     ]
     for path, about, rows in sections(PPOTrainerConfig(), "", comments):
         out += [f"## {path}", ""]

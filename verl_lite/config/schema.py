@@ -1,12 +1,17 @@
 """The typed config schema: every key, its default and its meaning, in one place.
 
-Keys and meanings follow verl's ppo_trainer.yaml, so a verl command line works unchanged for the
-features verl_lite has. Defaults are the embedded tiny run's: `python -m verl_lite.main_ppo` with no
-overrides trains GRPO on a small arithmetic task on CPU. Hydra composes conf/ppo_trainer.yaml on top
-of this schema (registered in config/__init__.py), so an unknown key is Hydra's own error.
+Keys, meanings and defaults are verl's composed ppo_trainer config (verl commit
+b178a3cd56f58b2d502255daba591e92833930a7), so a verl command line means here what it means in verl.
+verl's links between keys are kept as OmegaConf interpolations in the defaults (`${...}`): the
+rollout's lengths follow data's, the ref's and rollout's log-prob batching follow the actor's, the
+critic follows the actor, ... The few deliberate deviations are listed in docs/config.md with their
+reasons. The embedded tiny CPU demo is a named config on top of this one (conf/demo.yaml).
 
-A `verl_lite://` path names an embedded asset that is built on first use (data/assets.py).
-The comment after each field is its documentation (docs/config.md is generated from it).
+Hydra composes conf/ppo_trainer.yaml on top of this schema (config/compose.py), so an unknown key
+is an error. A `verl_lite://` path names an embedded asset that is built on first use
+(data/assets.py). The comment after each field is its documentation (docs/config.md is generated
+from it). A schema dataclass built directly in Python keeps its `${...}` defaults as strings: build
+configs through compose (or resolve them with OmegaConf) wherever a linked key is read.
 """
 
 from __future__ import annotations
@@ -18,21 +23,27 @@ TINY_MODEL = "verl_lite://tiny-qwen2-arith"
 TINY_TRAIN = "verl_lite://arith/train.parquet"
 TINY_VAL = "verl_lite://arith/test.parquet"
 
+# verl's placeholder paths: defaults a real run must replace (main_ppo names them when missing)
+VERL_MODEL = "~/models/deepseek-llm-7b-chat"
+VERL_REWARD_MODEL = "~/models/FsfairX-LLaMA3-RM-v0.1"
+VERL_TRAIN = "~/data/rlhf/gsm8k/train.parquet"
+VERL_VAL = "~/data/rlhf/gsm8k/test.parquet"
+
 
 @dataclass
 class DataConfig:
     tokenizer: str | None = None  # tokenizer folder; null: the actor model's
-    train_files: Any = TINY_TRAIN  # parquet file or list of files, verl's RLHF layout
-    val_files: Any = TINY_VAL  # parquet file or list of files for validation
+    train_files: Any = VERL_TRAIN  # parquet file or list of files, verl's RLHF layout
+    val_files: Any = VERL_VAL  # parquet file or list of files for validation
     prompt_key: str = "prompt"  # column holding the chat messages
     reward_fn_key: str = "data_source"  # column that picks the reward scorer
-    max_prompt_length: int = 16  # prompt tokens after the chat template (left-padded to this)
-    max_response_length: int = 8  # generated tokens per response
-    train_batch_size: int = 32  # prompts per training step (global)
+    max_prompt_length: int = 512  # prompt tokens after the chat template (left-padded to this)
+    max_response_length: int = 512  # generated tokens per response
+    train_batch_size: int = 1024  # prompts per training step (global)
     val_batch_size: int | None = None  # prompts per validation batch; null: the whole validation set
-    return_raw_chat: bool = False  # keep the raw messages in the batch
+    return_raw_chat: bool = True  # keep the raw messages in the batch
     shuffle: bool = True  # shuffle the training set every epoch
-    seed: int = 1  # seed of the shuffling
+    seed: int | None = None  # seed of the shuffling; null: a fixed default seed
     truncation: str = "error"  # prompt over max_prompt_length: error | left | right
     filter_overlong_prompts: bool = False  # drop prompts over max_prompt_length at load (counted, logged)
     trust_remote_code: bool = False  # passed to the tokenizer loader
@@ -40,12 +51,12 @@ class DataConfig:
 
 @dataclass
 class ModelConfig:
-    path: str = TINY_MODEL  # local HF causal-LM folder (config, weights, tokenizer)
+    path: str = VERL_MODEL  # local HF causal-LM folder (config, weights, tokenizer)
     override_config: dict[str, Any] = field(default_factory=dict)  # HF config fields to override
-    enable_gradient_checkpointing: bool = False  # recompute activations in backward
+    enable_gradient_checkpointing: bool = True  # recompute activations in backward
     trust_remote_code: bool = False  # passed to the model loader
     external_lib: str | None = None  # module imported before loading (registers custom models)
-    use_remove_padding: bool = False  # pack sequences without padding into one row for forward passes
+    use_remove_padding: bool = True  # pack sequences without padding into one row for forward passes
 
 
 @dataclass
@@ -55,7 +66,9 @@ class WrapPolicyConfig:
 
 @dataclass
 class MixedPrecisionConfig:
-    param_dtype: str = "fp32"  # dtype params are gathered in for forward/backward (bf16 on GPUs for speed)
+    param_dtype: str = (
+        "bf16"  # dtype params are gathered in for forward/backward (fp32 on CPUs: bf16 is slow there)
+    )
     reduce_dtype: str = "fp32"  # dtype gradients are reduce-scattered in
     buffer_dtype: str = "fp32"  # dtype of module buffers (rotary tables stay fp32 unless set)
 
@@ -80,18 +93,19 @@ class FSDPConfig:
     wrap_policy: WrapPolicyConfig = field(default_factory=WrapPolicyConfig)
     mixed_precision: MixedPrecisionConfig = field(default_factory=MixedPrecisionConfig)
     model_dtype: str = "fp32"  # dtype the sharded (master) params are kept in
-    use_orig_params: bool | None = None  # FSDP1 key: accepted; FSDP2 always keeps the original parameters
+    use_orig_params: bool = False  # FSDP1 key: accepted; FSDP2 always keeps the original parameters
     limit_all_gathers: bool | None = None  # FSDP1 key: accepted; FSDP2 bounds in-flight all-gathers itself
 
 
 @dataclass
 class OptimConfig:
-    lr: float = 1e-4  # AdamW learning rate (verl: 1e-6, for billion-parameter models)
+    lr: float = 1e-6  # AdamW learning rate
     betas: list[float] = field(default_factory=lambda: [0.9, 0.999])  # AdamW betas
     weight_decay: float = 0.01  # AdamW decoupled weight decay
     lr_warmup_steps: int = -1  # warm-up training steps; -1: use lr_warmup_steps_ratio
     lr_warmup_steps_ratio: float = 0.0  # warm-up as a fraction of all training steps
-    warmup_style: str = "constant"  # schedule after warm-up: constant | cosine
+    lr_scheduler_type: str = "constant"  # schedule after warm-up: constant | cosine
+    warmup_style: str | None = None  # verl's deprecated name of lr_scheduler_type; set: it wins
     min_lr_ratio: float = 0.0  # cosine floor as a fraction of lr
     num_cycles: float = 0.5  # cosine cycles over the run
     total_training_steps: int = -1  # filled in by the trainer: training steps of the whole run
@@ -106,9 +120,7 @@ class CheckpointConfig:
             "extra",
         ]  # what a checkpoint holds: model | optimizer | extra (lr schedule, RNG, rollout state) | hf_model (full weights, safetensors)
     )
-    load_contents: list[str] | None = (
-        None  # what a resume restores (model, optimizer, extra); null: save_contents
-    )
+    load_contents: list[str] = "${.save_contents}"  # what a resume restores (model, optimizer, extra)
 
 
 @dataclass
@@ -118,17 +130,17 @@ class PolicyLossConfig:
 
 @dataclass
 class ActorConfig:
-    strategy: str = "fsdp2"  # the only strategy: FSDP2 (fully_shard)
-    ppo_mini_batch_size: int = 16  # prompts per optimizer step (global; x rollout.n responses)
+    strategy: str = "fsdp"  # fsdp | fsdp2: both run FSDP2 (fully_shard)
+    ppo_mini_batch_size: int = 256  # prompts per optimizer step (global; x rollout.n responses)
     ppo_micro_batch_size: int | None = None  # deprecated global micro size; use the per-GPU key
-    ppo_micro_batch_size_per_gpu: int | None = 32  # responses per forward/backward on one worker
+    ppo_micro_batch_size_per_gpu: int | None = None  # responses per forward/backward on one worker
     use_dynamic_bsz: bool = False  # token-budgeted micro-batches (ppo_max_token_len_per_gpu)
     ppo_max_token_len_per_gpu: int = 16384  # token budget per micro-batch with use_dynamic_bsz
     ppo_epochs: int = 1  # passes over each training batch
     shuffle: bool = False  # shuffle responses before splitting into mini-batches
     clip_ratio: float = 0.2  # PPO clip range (both sides unless low/high are set)
-    clip_ratio_low: float | None = None  # lower clip range; null: clip_ratio (gspo: 3e-4, the GSPO paper's)
-    clip_ratio_high: float | None = None  # upper clip range; null: clip_ratio (gspo: 4e-4, the GSPO paper's)
+    clip_ratio_low: float | None = 0.2  # lower clip range; null: clip_ratio
+    clip_ratio_high: float | None = 0.2  # upper clip range; null: clip_ratio
     clip_ratio_c: float = 3.0  # dual-clip cap (> 1) on the ratio for negative advantages
     loss_agg_mode: str = (
         "token-mean"  # token-mean | seq-mean-token-sum | seq-mean-token-mean | seq-mean-token-sum-norm
@@ -147,9 +159,13 @@ class ActorConfig:
 @dataclass
 class RefConfig:
     log_prob_micro_batch_size: int | None = None  # deprecated global size; use the per-GPU key
-    log_prob_micro_batch_size_per_gpu: int | None = 64  # responses per ref forward on one worker
-    log_prob_use_dynamic_bsz: bool = False  # token-budgeted ref forwards
-    log_prob_max_token_len_per_gpu: int = 16384  # token budget per ref forward
+    log_prob_micro_batch_size_per_gpu: int | None = None  # responses per ref forward on one worker
+    log_prob_use_dynamic_bsz: bool = (
+        "${actor_rollout_ref.actor.use_dynamic_bsz}"  # token-budgeted ref forwards
+    )
+    log_prob_max_token_len_per_gpu: int = (
+        "${actor_rollout_ref.actor.ppo_max_token_len_per_gpu}"  # token budget per ref forward
+    )
     fsdp_config: FSDPConfig = field(default_factory=FSDPConfig)
 
 
@@ -165,34 +181,38 @@ class SamplingKwargs:
 @dataclass
 class RolloutConfig:
     name: str = "auto"  # rollout backend: vllm | hf (transformers generate, the reference); auto: vllm where it is installed, else hf
-    mode: str = "sync"  # sync: the hybrid engine, generation and training take turns
+    mode: str = "async"  # async (verl's server mode) | sync: both run the hybrid engine, generation and training taking turns
     temperature: float = 1.0  # sampling temperature of training rollouts
     top_k: int = -1  # -1: no top-k
     top_p: float = 1.0  # nucleus sampling mass (1.0: off)
     do_sample: bool = True  # False: greedy decoding for training rollouts
-    n: int = 8  # responses per prompt
-    prompt_length: int | None = None  # null: data.max_prompt_length
-    response_length: int | None = None  # null: data.max_response_length
+    n: int = 1  # responses per prompt
+    prompt_length: int = "${data.max_prompt_length}"  # prompt tokens the rollout takes (left-padded)
+    response_length: int = "${data.max_response_length}"  # most tokens generated per response
     ignore_eos: bool = False  # keep generating past EOS up to response_length
     seed: int = 0  # seed of the rollout's own sampling generator (per rank and call)
-    dtype: str = "fp32"  # dtype of the rollout copy of the weights
+    dtype: str = "bfloat16"  # dtype of the rollout copy of the weights
     log_prob_micro_batch_size: int | None = None  # deprecated global size; use the per-GPU key
-    log_prob_micro_batch_size_per_gpu: int | None = 64  # responses per old-log-prob forward
-    log_prob_use_dynamic_bsz: bool = False  # token-budgeted old-log-prob forwards
-    log_prob_max_token_len_per_gpu: int = 16384  # token budget per old-log-prob forward
+    log_prob_micro_batch_size_per_gpu: int | None = None  # responses per old-log-prob forward
+    log_prob_use_dynamic_bsz: bool = (
+        "${actor_rollout_ref.actor.use_dynamic_bsz}"  # token-budgeted old-log-prob forwards
+    )
+    log_prob_max_token_len_per_gpu: int = (
+        "${actor_rollout_ref.actor.ppo_max_token_len_per_gpu}"  # token budget per old-log-prob forward
+    )
     val_kwargs: SamplingKwargs = field(default_factory=SamplingKwargs)
     # vLLM engine (name=vllm); keys and meanings as verl's, see docs/hybrid_engine.md
     gpu_memory_utilization: float = 0.5  # share of the GPU vLLM may use for weights and KV cache
     enforce_eager: bool = (
-        True  # no CUDA graphs / torch.compile (verl: False); on CPU False means an inductor compile at start
+        False  # no CUDA graphs / torch.compile; on CPU False means an inductor compile at start
     )
     free_cache_engine: bool = (
         True  # GPU: sleep the engine after generation (weights to host, KV cache freed); no-op on CPU
     )
-    tensor_model_parallel_size: int = 1  # ranks per vLLM engine (TP): must divide the world; >1 only for models too big for one device (verl: 2)
+    tensor_model_parallel_size: int = 2  # ranks per vLLM engine (TP), must divide the world; the hf rollout has no TP: each worker generates alone
     max_num_batched_tokens: int = 8192  # tokens per vLLM scheduler step
     max_model_len: int | None = None  # longest prompt + response; null: prompt_length + response_length
-    max_num_seqs: int = 1024  # sequences vLLM runs at once
+    max_num_seqs: int = 256  # sequences vLLM runs at once
     enable_chunked_prefill: bool = True  # split long prefills across scheduler steps
     enable_prefix_caching: bool = True  # reuse KV of shared prompt prefixes (reset at every weight sync)
     disable_log_stats: bool = True  # no vLLM throughput logging
@@ -215,59 +235,73 @@ class ActorRolloutRefConfig:
 
 @dataclass
 class CriticModelConfig(ModelConfig):
-    path: str | None = None  # value model folder (its LM backbone + a new scalar head); null: the actor's
+    path: str = VERL_MODEL  # value model folder (its LM backbone + a new scalar head)
     tokenizer_path: str | None = (
-        None  # tokenizer folder; null: the critic model's (must match the actor's ids)
+        "${actor_rollout_ref.model.path}"  # tokenizer folder (must give the actor's ids); null: the critic model's
     )
+    external_lib: str | None = "${actor_rollout_ref.model.external_lib}"  # module imported before loading
+    trust_remote_code: bool = "${actor_rollout_ref.model.trust_remote_code}"  # passed to the model loader
+    use_remove_padding: bool = False  # pack sequences without padding into one row for forward passes
     fsdp_config: FSDPConfig = field(default_factory=FSDPConfig)  # the critic's own FSDP2 and offload modes
 
 
 @dataclass
 class CriticConfig:
-    strategy: str = "fsdp2"  # the only strategy: FSDP2 (fully_shard)
-    optim: OptimConfig = field(default_factory=OptimConfig)  # the value model's AdamW and LR schedule
+    strategy: str = "fsdp"  # fsdp | fsdp2: both run FSDP2 (fully_shard)
+    optim: OptimConfig = field(
+        default_factory=lambda: OptimConfig(lr=1e-5)
+    )  # the value model's AdamW and LR schedule
     model: CriticModelConfig = field(default_factory=CriticModelConfig)
     checkpoint: CheckpointConfig = field(
         default_factory=CheckpointConfig
     )  # what the critic's checkpoints hold and what a resume loads (as the actor's)
-    ppo_mini_batch_size: int | None = None  # prompts per critic optimizer step (global); null: the actor's
+    ppo_mini_batch_size: int = (
+        "${actor_rollout_ref.actor.ppo_mini_batch_size}"  # prompts per critic optimizer step (global)
+    )
     ppo_micro_batch_size: int | None = None  # deprecated global micro size; use the per-GPU key
     ppo_micro_batch_size_per_gpu: int | None = (
-        None  # responses per forward/backward on one worker; null: the actor's
+        "${.ppo_micro_batch_size}"  # responses per forward/backward on one worker (verl's link to the global key)
     )
-    forward_micro_batch_size: int | None = None  # deprecated global size; use the per-GPU key
+    forward_micro_batch_size: int | None = (
+        "${.ppo_micro_batch_size}"  # deprecated global size; use the per-GPU key
+    )
     forward_micro_batch_size_per_gpu: int | None = (
-        None  # responses per compute_values forward; null: ppo_micro_batch_size_per_gpu
+        "${.ppo_micro_batch_size_per_gpu}"  # responses per compute_values forward on one worker
     )
-    use_dynamic_bsz: bool | None = None  # token-budgeted micro-batches; null: the actor's
+    use_dynamic_bsz: bool = "${actor_rollout_ref.actor.use_dynamic_bsz}"  # token-budgeted micro-batches
     ppo_max_token_len_per_gpu: int = 32768  # token budget per training micro-batch with use_dynamic_bsz
-    forward_max_token_len_per_gpu: int | None = (
-        None  # token budget per values forward; null: ppo_max_token_len_per_gpu
-    )
-    ppo_epochs: int | None = None  # passes over each training batch; null: the actor's
+    forward_max_token_len_per_gpu: int = "${.ppo_max_token_len_per_gpu}"  # token budget per values forward
+    ppo_epochs: int = "${actor_rollout_ref.actor.ppo_epochs}"  # passes over each training batch
     cliprange_value: float = 0.5  # values may move at most this far from the rollout's values (clipped loss)
     grad_clip: float = 1.0  # max global grad norm
-    loss_agg_mode: str | None = None  # aggregation of the value loss; null: the actor's loss_agg_mode
+    loss_agg_mode: str = "${actor_rollout_ref.actor.loss_agg_mode}"  # aggregation of the value loss
 
 
 @dataclass
 class RewardModelModelConfig(ModelConfig):
-    path: str | None = None  # scalar reward model folder (AutoModelForSequenceClassification, num_labels=1)
-    input_tokenizer: str | None = (
-        None  # must be null: the reward model reads the actor's token ids as they are
+    path: str | None = (
+        VERL_REWARD_MODEL  # scalar reward model folder (AutoModelForSequenceClassification, num_labels=1)
     )
+    input_tokenizer: str | None = (
+        "${actor_rollout_ref.model.path}"  # verl re-tokenises with it; here must be null: the reward model reads the actor's ids
+    )
+    external_lib: str | None = "${actor_rollout_ref.model.external_lib}"  # module imported before loading
+    use_remove_padding: bool = False  # pack sequences without padding into one row for forward passes
+    enable_gradient_checkpointing: bool = False  # forward only: nothing to recompute
     fsdp_config: FSDPConfig = field(default_factory=FSDPConfig)  # FSDP2 and offload modes of the reward model
 
 
 @dataclass
 class RewardModelConfig:
     enable: bool = False  # score responses with a reward model (its score replaces the rule reward)
-    strategy: str = "fsdp2"  # the only strategy: FSDP2 (fully_shard)
+    strategy: str = "fsdp"  # fsdp | fsdp2: both run FSDP2 (fully_shard)
     model: RewardModelModelConfig = field(default_factory=RewardModelModelConfig)
     micro_batch_size: int | None = None  # deprecated global size; use the per-GPU key
-    micro_batch_size_per_gpu: int | None = 64  # responses per reward-model forward on one worker
-    use_dynamic_bsz: bool = False  # token-budgeted reward-model forwards
-    forward_max_token_len_per_gpu: int = 32768  # token budget per reward-model forward
+    micro_batch_size_per_gpu: int | None = None  # responses per reward-model forward on one worker
+    use_dynamic_bsz: bool = "${critic.use_dynamic_bsz}"  # token-budgeted reward-model forwards
+    forward_max_token_len_per_gpu: int = (
+        "${critic.forward_max_token_len_per_gpu}"  # token budget per reward-model forward
+    )
     reward_manager: str = "naive"  # naive (rule scorers by data_source) | dapo (naive + overlong penalty)
     reward_kwargs: dict[str, Any] = field(
         default_factory=dict  # manager's extra args, added with '+'; dapo: max_resp_len, overlong_buffer_cfg.{enable,len,penalty_factor,log}
@@ -300,7 +334,7 @@ class FilterGroupsConfig:
 
 @dataclass
 class AlgorithmConfig:
-    adv_estimator: str = "grpo"  # registered advantage estimator (algos/advantages.py)
+    adv_estimator: str = "gae"  # registered advantage estimator (algos/advantages.py); gae trains a critic
     norm_adv_by_std_in_grpo: bool = True  # GRPO: divide by the group's std (False: Dr.GRPO)
     gamma: float = 1.0  # discount factor of GAE (and REINFORCE++ returns)
     lam: float = 1.0  # GAE's lambda: bias/variance trade-off of the advantage
@@ -312,22 +346,22 @@ class AlgorithmConfig:
 
 @dataclass
 class TrainerConfig:
-    project_name: str = "verl_lite"  # W&B project / output folder name
-    experiment_name: str = "tiny_arith_grpo"  # W&B run name / output folder name
+    project_name: str = "verl_examples"  # W&B project / output folder name
+    experiment_name: str = "gsm8k"  # W&B run name / output folder name
     logger: list[str] = field(
-        default_factory=lambda: ["console", "file"]
+        default_factory=lambda: ["console", "wandb"]
     )  # console, file, wandb, tensorboard
     log_val_generations: int = 0  # validation samples (input, output, score) shown per validation
     rollout_data_dir: str | None = None  # dump each training step's generations to <dir>/<step>.jsonl
     validation_data_dir: str | None = None  # dump each validation's generations to <dir>/<step>.jsonl
     nnodes: int = 1  # nodes of workers
-    n_gpus_per_node: int = 2  # workers per node (GPUs, or CPU processes without GPUs)
+    n_gpus_per_node: int = 8  # workers per node (GPUs, or CPU processes without GPUs)
     total_epochs: int = 30  # passes over the training set
-    total_training_steps: int | None = 120  # cap on training steps; null: total_epochs' worth
+    total_training_steps: int | None = None  # cap on training steps; null: total_epochs' worth
     val_before_train: bool = True  # validate once before the first step
-    test_freq: int = 20  # validate every this many steps (and at the end); -1: never
+    test_freq: int = -1  # validate every this many steps (and at the end); -1: never
     default_local_dir: str = "checkpoints/${trainer.project_name}/${trainer.experiment_name}"  # metrics.jsonl, checkpoints, trackers
-    device: str = "auto"  # auto | cpu | cuda
+    device: str = "auto"  # auto: cuda where a GPU is visible, else cpu | cpu | cuda
     dist_timeout_s: int = 600  # torch.distributed timeout: a hang becomes an error after this
     auto_offload: bool = False  # apply the memory planner's actor offload and micro-batch at start-up
     device_memory_gb: float | None = None  # auto_offload's budget per device; null: what workers report
