@@ -16,22 +16,21 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 
 from tests.helpers.bad_inputs import build_data_files, build_model_folders, damaged_checkpoints
 from verl_lite import main_ppo
-from verl_lite.config.compose import register_schema
+from verl_lite.config.compose import compose_config
 
-CONF = str(Path(__file__).resolve().parents[1] / "conf")
 ARR = "actor_rollout_ref"
 TIMES: dict[str, tuple[str, float]] = {}  # case -> (outcome, seconds), printed at the end
 
-# Every value the cases depend on, set explicitly (the schema's defaults are not assumed).
+# The demo config, with every value the cases depend on set explicitly.
 BASE = [
     f"{ARR}.model.path=verl_lite://tiny-qwen2-arith",
+    "data.train_files=verl_lite://arith/train.parquet",
+    "data.val_files=verl_lite://arith/test.parquet",
     "data.max_prompt_length=16",
     "data.max_response_length=8",
     "data.train_batch_size=8",
@@ -40,21 +39,21 @@ BASE = [
     "data.filter_overlong_prompts=False",
     f"{ARR}.rollout.name=hf",
     f"{ARR}.rollout.n=4",
-    f"{ARR}.rollout.response_length=null",
-    f"{ARR}.rollout.prompt_length=null",
     f"{ARR}.actor.ppo_mini_batch_size=4",
     f"{ARR}.actor.ppo_micro_batch_size_per_gpu=4",
     f"{ARR}.rollout.log_prob_micro_batch_size_per_gpu=8",
     f"{ARR}.ref.log_prob_micro_batch_size_per_gpu=8",
     f"{ARR}.actor.use_dynamic_bsz=False",
     f"{ARR}.actor.fsdp_config.model_dtype=fp32",
+    f"{ARR}.actor.fsdp_config.mixed_precision.param_dtype=fp32",
     f"{ARR}.rollout.dtype=fp32",
+    f"{ARR}.rollout.tensor_model_parallel_size=1",
     "algorithm.adv_estimator=grpo",
     "reward_model.enable=False",
     "custom_reward_function.path=null",
     "trainer.nnodes=1",
     "trainer.n_gpus_per_node=2",
-    "trainer.device=auto",
+    "trainer.device=cpu",
     "trainer.logger=[console]",
     "trainer.total_training_steps=1",
     "trainer.val_before_train=False",
@@ -87,7 +86,7 @@ CASES = [
         ["data.train_batch_size=0 must be a positive integer"],
     ),
     ("data_prompt_length_negative", ["data.max_prompt_length=-4"], ["data.max_prompt_length=-4 must be"]),
-    ("data_seed_negative", ["data.seed=-1"], ["data.seed=-1 must be an integer >= 0"]),
+    ("data_seed_negative", ["data.seed=-1"], ["data.seed=-1 must be an integer >= 0 or null"]),
     (
         "actor_clip_ratio_negative",
         [f"{ARR}.actor.clip_ratio=-0.2"],
@@ -151,7 +150,7 @@ CASES = [
     (
         "rollout_response_length_zero",
         [f"{ARR}.rollout.response_length=0"],
-        [f"{ARR}.rollout.response_length=0 must be a positive integer or null"],
+        [f"{ARR}.rollout.response_length=0 must be a positive integer"],
     ),
     (
         "rollout_response_length_negative",
@@ -438,9 +437,7 @@ def bad(tmp_path_factory):
 
 
 def _compose(overrides: list[str]):
-    register_schema()
-    with initialize_config_dir(config_dir=CONF, version_base=None):
-        return compose("ppo_trainer", overrides=overrides)
+    return compose_config(overrides, "demo")
 
 
 def _no_ray(cfg):
@@ -540,8 +537,37 @@ def test_cluster_without_room_is_refused_after_joining_before_workers(
     )
 
 
+def test_a_failed_phase_is_reported_as_one_line_with_exit_2(tmp_path, monkeypatch, capsys):
+    """A WorkerError's long form (Ray's multi-line text, the remote traceback) goes to the log; the
+    user gets its first line, as for start-up errors (test_faults.py kills a real worker)."""
+    from verl_lite.single_controller import WorkerError
+
+    def dies(cfg, links=None):
+        raise WorkerError(
+            "trainer phase 'update_actor' at step 2 failed: actor_rollout_ref rank 1 died during update_actor: "
+            "The actor died unexpectedly before finishing this task.\n\tclass_name: ActorRolloutRefWorker"
+        )
+
+    monkeypatch.setattr(main_ppo, "run_ppo", dies)
+    with pytest.raises(SystemExit) as info:
+        main_ppo.run(_compose([*BASE, f"trainer.default_local_dir={tmp_path}/run"]))
+    lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("verl_lite: ")]
+    assert info.value.code == 2 and len(lines) == 1
+    assert lines[0].endswith(
+        "rank 1 died during update_actor: The actor died unexpectedly before finishing this task."
+    )
+
+
 def _cli(tmp_path, *overrides, timeout=600):
-    cmd = [sys.executable, "-m", "verl_lite.main_ppo", f"hydra.run.dir={tmp_path}/hydra", *BASE, *overrides]
+    cmd = [
+        sys.executable,
+        "-m",
+        "verl_lite.main_ppo",
+        "--config-name",
+        "demo",
+        f"hydra.run.dir={tmp_path}/hydra",
+    ]
+    cmd += [*BASE, *overrides]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=dict(os.environ))
 
 

@@ -18,10 +18,11 @@ import sys
 
 import hydra
 import ray
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from verl_lite import preflight
 from verl_lite.config.compose import register_schema, to_config
+from verl_lite.config.domains import linked_keys
 from verl_lite.config.hydra_job import apply_job_output_dir
 from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.config.validate import check_placeholders, validate
@@ -112,14 +113,15 @@ def _setup_error(e: Exception) -> SetupError:
     return SetupError(problems[0] if len(problems) == 1 else str(e))
 
 
-def build_trainer(cfg: PPOTrainerConfig) -> RayPPOTrainer:
-    """Everything that can fail on bad input, checked before Ray starts (preflight.py lists what)."""
+def build_trainer(cfg: PPOTrainerConfig, links: dict[str, str] | None = None) -> RayPPOTrainer:
+    """Everything that can fail on bad input, checked before Ray starts (preflight.py lists what).
+    `links`: the composed config's `${...}` links, so a bad value is named once, where it was set."""
     num_gpus = dev.num_visible_gpus()
     use_gpu = cfg.trainer.device == "cuda" or (cfg.trainer.device == "auto" and num_gpus > 0)
     try:
         check_placeholders(cfg)
         resolve_assets(cfg)
-        _raise_if(preflight.check_values(cfg))  # the checks below read these values
+        _raise_if(preflight.check_values(cfg, links))  # the checks below read these values
         _raise_if(
             preflight.check_data_files(cfg)
             + preflight.check_reward_file(cfg)
@@ -143,8 +145,8 @@ def build_trainer(cfg: PPOTrainerConfig) -> RayPPOTrainer:
     return trainer
 
 
-def run_ppo(cfg: PPOTrainerConfig) -> dict[str, float]:
-    trainer = build_trainer(cfg)
+def run_ppo(cfg: PPOTrainerConfig, links: dict[str, str] | None = None) -> dict[str, float]:
+    trainer = build_trainer(cfg, links)
     started_ray = not ray.is_initialized()
     start_ray(cfg)
     try:
@@ -165,12 +167,13 @@ def run(config: DictConfig) -> None:
     failed run."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     try:
+        links = linked_keys(OmegaConf.to_container(config, resolve=False))
         cfg = to_config(config)
         try:
             apply_job_output_dir(cfg)
         except ValueError as e:
             raise SetupError(str(e)) from e
-        run_ppo(cfg)
+        run_ppo(cfg, links)
     except SetupError as e:
         print(f"verl_lite: {e}", file=sys.stderr)
         sys.exit(2)

@@ -38,8 +38,9 @@ from verl_lite.utils.model_files import (
 ARR = "actor_rollout_ref"
 
 
-def check_values(cfg: PPOTrainerConfig) -> list[str]:
-    return check_domains(cfg)
+def check_values(cfg: PPOTrainerConfig, links: dict[str, str] | None = None) -> list[str]:
+    """`links`: keys that follow another key in the composed config (config/domains.linked_keys)."""
+    return check_domains(cfg, links=links)
 
 
 def check_data_files(cfg: PPOTrainerConfig) -> list[str]:
@@ -54,7 +55,9 @@ def check_reward_file(cfg: PPOTrainerConfig) -> list[str]:
     if not path or os.path.isfile(path):
         return []
     what = "is a directory" if os.path.isdir(path) else "does not exist"
-    return [f"custom_reward_function.path={path!r} {what}; point it at the .py file defining the reward function"]
+    return [
+        f"custom_reward_function.path={path!r} {what}; point it at the .py file defining the reward function"
+    ]
 
 
 def tokenizer_source(cfg: PPOTrainerConfig) -> tuple[str, str]:

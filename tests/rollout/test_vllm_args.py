@@ -56,3 +56,34 @@ def test_linear_rope_scaling_extends_the_positions():
         derived_max_len({"max_position_embeddings": 4096, "rope_scaling": {"rope_type": "yarn", "factor": 4}})
         == 4096
     )
+
+
+def test_scheduler_rules_agree_with_vllms_own_checks():
+    """The same verdict as vLLM's SchedulerConfig on a grid of token budgets, sequence counts, lengths."""
+    import itertools
+
+    import pytest
+
+    scheduler = pytest.importorskip("vllm.config.scheduler")
+    for tokens, seqs, model_len, chunked in itertools.product((16, 24, 64), (8, 64), (24,), (True, False)):
+        r = rollout(
+            max_num_batched_tokens=tokens,
+            max_num_seqs=seqs,
+            max_model_len=model_len,
+            enable_chunked_prefill=chunked,
+        )
+        ours = [p for p in check_engine_args(r, QWEN_TINY, "m", on_gpu=True) if "max_num_batched_tokens" in p]
+        if not chunked and tokens < model_len:  # this rule is validate_roles.check_vllm's (same numbers)
+            ours.append("below max_model_len without chunked prefill")
+        try:
+            scheduler.SchedulerConfig(
+                max_model_len=model_len,
+                is_encoder_decoder=False,
+                max_num_batched_tokens=tokens,
+                max_num_seqs=seqs,
+                enable_chunked_prefill=chunked,
+            )
+            vllm_refuses = False
+        except ValueError:
+            vllm_refuses = True
+        assert bool(ours) == vllm_refuses, (tokens, seqs, model_len, chunked, ours)

@@ -8,6 +8,10 @@ taken for "unset") and returns one line per value outside its domain, naming key
 is allowed. Hydra already refuses a value of the wrong type (`lr=fast`), but not `lr=nan` or
 `lr=-1`, and a wrong value here would otherwise train silently wrong or fail late in a worker.
 
+A key whose value is a link to another key (`critic.ppo_epochs: ${actor_rollout_ref.actor.ppo_epochs}`)
+is not checked when the key it follows is in the table: a bad value is reported once, under the
+key the user set. `linked_keys` finds the links in the composed config before it is resolved.
+
 Rules that relate several keys (batch geometry, lengths against the model) live with the checks of
 the component they concern; this table holds only what one value alone can get wrong.
 """
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -92,7 +97,7 @@ DOMAINS: dict[str, Domain] = {
     "data.val_batch_size": POS_INT.or_null("the whole validation set in one batch"),
     "data.max_prompt_length": POS_INT,
     "data.max_response_length": POS_INT,
-    "data.seed": NON_NEG_INT,
+    "data.seed": NON_NEG_INT.or_null("a fixed default seed"),
     # actor
     f"{ARR}.actor.ppo_mini_batch_size": POS_INT,
     f"{ARR}.actor.ppo_micro_batch_size": MICRO,
@@ -113,8 +118,8 @@ DOMAINS: dict[str, Domain] = {
     f"{ARR}.ref.log_prob_max_token_len_per_gpu": POS_INT,
     **_sampling(f"{ARR}.rollout"),
     **_sampling(f"{ARR}.rollout.val_kwargs"),
-    f"{ARR}.rollout.prompt_length": POS_INT.or_null("data.max_prompt_length"),
-    f"{ARR}.rollout.response_length": POS_INT.or_null("data.max_response_length"),
+    f"{ARR}.rollout.prompt_length": POS_INT,
+    f"{ARR}.rollout.response_length": POS_INT,
     f"{ARR}.rollout.log_prob_micro_batch_size": MICRO,
     f"{ARR}.rollout.log_prob_micro_batch_size_per_gpu": MICRO,
     f"{ARR}.rollout.log_prob_max_token_len_per_gpu": POS_INT,
@@ -179,10 +184,40 @@ def lookup(cfg, key: str):
     return node
 
 
-def check_domains(cfg, domains: dict[str, Domain] = DOMAINS) -> list[str]:
-    """One line per value outside its domain: `<key>=<value> must be <domain>`."""
+_LINK = re.compile(r"^\$\{(\.*)([\w.]+)\}$")
+
+
+def _target(prefix: str, dots: str, name: str) -> str:
+    """The absolute key of a link: `${a.b}` is absolute; `${.b}` is in the same node, `${..b}` above it."""
+    if not dots:
+        return name
+    parts = prefix.rstrip(".").split(".") if prefix else []
+    base = parts[: len(parts) - (len(dots) - 1)]
+    return ".".join([*base, name])
+
+
+def linked_keys(raw: dict, prefix: str = "") -> dict[str, str]:
+    """{key: the key it links to} for every value of the unresolved config (a nested dict, as
+    OmegaConf.to_container(cfg, resolve=False) gives it) that is exactly `${other.key}` (or relative)."""
+    links = {}
+    for name, value in raw.items():
+        key = f"{prefix}{name}"
+        if isinstance(value, dict):
+            links |= linked_keys(value, key + ".")
+        elif isinstance(value, str) and (m := _LINK.match(value)):
+            links[key] = _target(prefix, m.group(1), m.group(2))
+    return links
+
+
+def check_domains(
+    cfg, domains: dict[str, Domain] = DOMAINS, links: dict[str, str] | None = None
+) -> list[str]:
+    """One line per value outside its domain: `<key>=<value> must be <domain>`. A key in `links`
+    that follows a key of the table is left to that key."""
     problems = []
     for key, domain in domains.items():
+        if (links or {}).get(key) in domains:
+            continue
         value = lookup(cfg, key)
         if not domain.holds(value):
             problems.append(f"{key}={_show(value)} must be {domain.says}")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 
 import torch
 from torch.distributed.checkpoint.metadata import BytesStorageMetadata
@@ -25,13 +26,24 @@ from verl_lite.engine.checkpoint import MODEL_DIR, OPTIM_DIR, extra_state_name, 
 from verl_lite.trainer.checkpoint import DATA_FILE
 
 
+def _refusal_reason(e: Exception) -> str:
+    """What torch.load(weights_only=True) refused, in a few words."""
+    text = " ".join(str(e).split())
+    found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", text)
+    if found:
+        return f"it names {found.group(1)}, which a tensor file never does"
+    found = re.search(r"WeightsUnpickler error: (.*?) Check the documentation", text)
+    if found:
+        return f"the safe unpickler refused it: {found.group(1)}"
+    return f"{type(e).__name__}: {text[:200]}"
+
+
 def _safe_load(file: str, key: str):
     try:
         return torch.load(file, weights_only=True)
     except Exception as e:  # UnpicklingError for crafted files, EOFError/RuntimeError for cut ones
-        reason = " ".join(str(e).split())[:300]
         raise ValueError(
-            f"{key}: refusing to load {file}: not a plain tensor file ({type(e).__name__}: {reason}); "
+            f"{key}: refusing to load {file}: not a plain tensor file ({_refusal_reason(e)}); "
             "point the resume at a checkpoint written by verl_lite"
         ) from e
 
@@ -80,9 +92,7 @@ def _dcp_problems(folder: str, key: str) -> list[str]:
             try:
                 torch.load(io.BytesIO(raw), weights_only=True)
             except Exception as e:
-                problems.append(
-                    f"{key}: refusing to load {file}: item {index.fqn!r} is not plain data ({type(e).__name__})"
-                )
+                problems.append(f"{key}: refusing to load {file}: item {index.fqn!r}: {_refusal_reason(e)}")
     return problems
 
 
