@@ -2,8 +2,10 @@
 
 Compose the config with Hydra, resolve embedded assets, validate everything that can be checked
 without workers (config values, files, model folders, the datasets themselves, the machine; see
-preflight.py), then start or join Ray, launch the worker group and train. Ray is shut down
-afterwards when this process started it, so Hydra multirun jobs each get a fresh one.
+preflight.py), then start or join Ray, launch the worker group and train. The driver's and the
+workers' output is routed before anything starts (utils/logs.py): the console shows the run, the
+run folder's log files keep the rest. Ray is shut down afterwards when this process started it, so
+Hydra multirun jobs each get a fresh one.
 
 Bad input found at start-up (InputError, ConfigError) and failures while training (RunError: a
 reward function that fails or hangs; WorkerError: a worker that raises or dies) end the run the
@@ -18,12 +20,14 @@ import sys
 
 import hydra
 import ray
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from verl_lite import preflight
-from verl_lite.config.compose import register_schema, to_config
+from verl_lite.config.compose import build_config, register_schema
 from verl_lite.config.domains import linked_keys
 from verl_lite.config.hydra_job import apply_job_output_dir
+from verl_lite.config.overrides import OverrideError, normalize_argv
 from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.config.validate import check_placeholders, validate
 from verl_lite.data import assets
@@ -35,6 +39,7 @@ from verl_lite.single_controller import WorkerError
 from verl_lite.trainer.ppo_trainer import RayPPOTrainer, start_ray
 from verl_lite.utils import device as dev
 from verl_lite.utils.hf_model import load_tokenizer
+from verl_lite.utils.logs import setup_driver_logging
 
 log = logging.getLogger("verl_lite")
 register_schema()
@@ -79,12 +84,12 @@ def set_total_training_steps(cfg: PPOTrainerConfig, trainer: RayPPOTrainer) -> N
 
 
 def build_reward_fns(cfg: PPOTrainerConfig, tokenizer, score, train=None, val=None):
-    """Training and validation reward managers (reward_model.reward_manager); validation shows one sample.
-    Each names a failing sample by its dataset's file and row."""
+    """Training and validation reward managers (reward_manager.name, by default reward_model.reward_manager);
+    validation shows one sample. Each names a failing sample by its dataset's file and row."""
     rm = cfg.reward_model
     return tuple(
         build_reward_manager(
-            rm.reward_manager,
+            cfg.reward_manager.name,
             tokenizer,
             score,
             cfg.data.reward_fn_key,
@@ -96,6 +101,13 @@ def build_reward_fns(cfg: PPOTrainerConfig, tokenizer, score, train=None, val=No
         )
         for num_examine, dataset in ((0, train), (1, val))
     )
+
+
+def run_dir(cfg: PPOTrainerConfig) -> str:
+    """The run's folder for its log files: Hydra's job folder (beside .hydra/), else default_local_dir."""
+    if HydraConfig.initialized():
+        return HydraConfig.get().runtime.output_dir
+    return cfg.trainer.default_local_dir
 
 
 class SetupError(Exception):
@@ -117,7 +129,7 @@ def build_trainer(cfg: PPOTrainerConfig, links: dict[str, str] | None = None) ->
     """Everything that can fail on bad input, checked before Ray starts (preflight.py lists what).
     `links`: the composed config's `${...}` links, so a bad value is named once, where it was set."""
     num_gpus = dev.num_visible_gpus()
-    use_gpu = cfg.trainer.device == "cuda" or (cfg.trainer.device == "auto" and num_gpus > 0)
+    use_gpu = dev.wants_accelerator(cfg.trainer.device)
     try:
         check_placeholders(cfg)
         resolve_assets(cfg)
@@ -167,12 +179,15 @@ def run(config: DictConfig) -> None:
     failed run."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     try:
-        links = linked_keys(OmegaConf.to_container(config, resolve=False))
-        cfg = to_config(config)
         try:
+            links = linked_keys(OmegaConf.to_container(config, resolve=False))
+            cfg = build_config(config)
             apply_job_output_dir(cfg)
         except ValueError as e:
-            raise SetupError(str(e)) from e
+            raise _setup_error(e) from e
+        folder = run_dir(cfg)
+        log_file = setup_driver_logging(folder)
+        log.info("logs: %s (driver), %s (workers)", log_file, os.path.join(folder, "logs"))
         run_ppo(cfg, links)
     except SetupError as e:
         print(f"verl_lite: {e}", file=sys.stderr)
@@ -191,4 +206,9 @@ def main(config: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    try:  # verl's `+key` spellings and unknown keys, before Hydra (sweeps included)
+        sys.argv[1:] = normalize_argv(sys.argv[1:])
+    except OverrideError as e:
+        print(f"verl_lite: {e}", file=sys.stderr)
+        sys.exit(2)
     main()
