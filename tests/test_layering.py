@@ -13,27 +13,28 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1] / "verl_lite"
 
 # unit (a package under verl_lite/, or a top-level module) -> the other units it may import
-BELOW_STARTUP = {
+BELOW_PREFLIGHT = {
     "config", "algos", "utils", "protocol", "engine", "rollout", "data", "reward",
-    "single_controller", "roles", "workers", "plan", "plan_memory", "trainer",
+    "single_controller", "roles", "workers", "plan", "plan_memory", "trainer", "errors",
 }  # fmt: skip
 ALLOWED: dict[str, set[str]] = {
     "config": set(),  # the bottom layer: composed, checked and frozen before anything it configures
     "algos": set(),  # pure tensor math
     "utils": set(),
+    "errors": set(),  # RunError: any unit above the bottom may raise it
     "protocol": set(),
     "engine": {"config", "algos", "utils"},  # tensors in and out: never DataProto, workers or the trainer
     "rollout": {"config", "engine", "utils"},
     "data": {"config", "protocol", "utils"},
-    "reward": {"config", "algos", "protocol", "utils"},
+    "reward": {"config", "algos", "protocol", "utils", "errors"},
     "single_controller": {"protocol", "utils"},
     "roles": {"config", "algos", "utils"},
     "workers": {"config", "algos", "engine", "rollout", "protocol", "single_controller", "utils", "data"},
     "plan": {"config", "data", "engine", "rollout", "utils", "roles", "plan_memory"},
     "plan_memory": {"config", "engine", "rollout", "roles"},
-    "trainer": BELOW_STARTUP - {"trainer"},
-    "startup": BELOW_STARTUP,  # registers every component's start-up step
-    "main_ppo": BELOW_STARTUP | {"startup"},
+    "trainer": BELOW_PREFLIGHT - {"trainer"},
+    "preflight": BELOW_PREFLIGHT,  # registers every component's start-up step
+    "main_ppo": BELOW_PREFLIGHT | {"preflight"},
     "doctor": {"config", "utils", "rollout", "engine", "data"},
     "model_merger": {"config", "engine", "utils"},
 }

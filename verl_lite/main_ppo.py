@@ -2,12 +2,15 @@
 
 Compose the config with Hydra (verl's '+' spellings and unknown keys are handled on argv first,
 config/overrides.py), build it (config/compose.py), resolve and check everything that can be
-known without workers (verl_lite/startup.py), load the tokenizer, datasets and reward manager,
-then start or join Ray, launch the worker groups (the config is frozen before the first one) and
-train. Bad input stops here with one message and exit status 2, before Ray. The driver's and the
-workers' output is routed before anything starts (utils/logs.py): the console shows the run, the
-run folder's log files keep the rest. Ray is shut down afterwards when this process started it,
-so Hydra multirun jobs each get a fresh one.
+known without workers (verl_lite/preflight.py), load the tokenizer, datasets and reward manager
+(each checked there too), then start or join Ray, launch the worker groups (the config is frozen
+before the first one) and train. The driver's and the workers' output is routed before anything
+starts (utils/logs.py): the console shows the run, the run folder's log files keep the rest. Ray
+is shut down afterwards when this process started it, so Hydra multirun jobs each get a fresh one.
+
+Bad input found at start-up (ConfigError) and failures while training (RunError: a reward function
+that fails or hangs; WorkerError: a worker that raises or dies) end the run the same way: one line
+`verl_lite: ...` on stderr and exit status 2.
 
 The components (torch, transformers, Ray: seconds to import) are imported only once the config has
 passed the key checks, so a misspelled key or a refused value is reported in about a second.
@@ -24,12 +27,14 @@ from typing import TYPE_CHECKING
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from verl_lite.config.compose import build_config, register_schema
+from verl_lite.config.domains import linked_keys
 from verl_lite.config.hydra_job import apply_job_output_dir
 from verl_lite.config.overrides import OverrideError, normalize_argv
 from verl_lite.config.schema import PPOTrainerConfig
+from verl_lite.errors import RunError, one_line
 
 if TYPE_CHECKING:
     from verl_lite.trainer.ppo_trainer import RayPPOTrainer
@@ -64,9 +69,9 @@ def set_total_training_steps(cfg: PPOTrainerConfig, trainer: RayPPOTrainer) -> N
     cfg.critic.optim.total_training_steps = trainer.total_training_steps
 
 
-def build_reward_fns(cfg: PPOTrainerConfig, tokenizer, score):
+def build_reward_fns(cfg: PPOTrainerConfig, tokenizer, score, train=None, val=None):
     """Training and validation reward managers (reward_manager.name, by default reward_model.reward_manager);
-    validation shows one sample."""
+    validation shows one sample. Each names a failing sample by its dataset's file and row."""
     from verl_lite.reward.managers import build_reward_manager
 
     rm = cfg.reward_model
@@ -79,8 +84,10 @@ def build_reward_fns(cfg: PPOTrainerConfig, tokenizer, score):
             num_examine,
             rm.reward_kwargs,
             cfg.actor_rollout_ref.rollout.response_length,
+            timeout=rm.timeout,
+            locate=dataset.where if dataset is not None else None,
         )
-        for num_examine in (0, 1)
+        for num_examine, dataset in ((0, train), (1, val))
     )
 
 
@@ -95,42 +102,62 @@ class SetupError(Exception):
     """Bad input found before any worker starts: reported as one message, exit status 2."""
 
 
-def build_trainer(cfg: PPOTrainerConfig) -> RayPPOTrainer:
-    """Everything that can fail on bad input, checked before Ray starts."""
+def _setup_error(e: Exception) -> SetupError:
+    """One problem is one line; several are listed under one heading (ConfigError)."""
+    problems = getattr(e, "problems", None) or []
+    return SetupError(problems[0] if len(problems) == 1 else str(e))
+
+
+def build_trainer(cfg: PPOTrainerConfig, links: dict[str, str] | None = None) -> RayPPOTrainer:
+    """Everything that can fail on bad input, checked before Ray starts (preflight.py lists what).
+    `links`: the composed config's `${...}` links, so a bad value is named once, where it was set."""
+    from verl_lite import preflight
     from verl_lite.reward.scorers import load_custom_scorer
-    from verl_lite.startup import prepare
     from verl_lite.trainer.ppo_trainer import RayPPOTrainer
     from verl_lite.utils.hf_model import load_tokenizer
     from verl_lite.workers.checks import actor_tokenizer_path
 
     try:
-        run = prepare(cfg)
+        run = preflight.prepare(cfg, links=links)
         model = cfg.actor_rollout_ref.model
         tokenizer = load_tokenizer(
             actor_tokenizer_path(cfg), cfg.data.trust_remote_code, model.custom_chat_template
         )
+        preflight.check_tokenizer_fit(cfg, run, tokenizer)
         train, val = build_datasets(cfg, tokenizer)
+        preflight.check_datasets(cfg, run, train, val)
         score = load_custom_scorer(cfg.custom_reward_function.path, cfg.custom_reward_function.name)
-        reward_fn, val_reward_fn = build_reward_fns(cfg, tokenizer, score)
+        reward_fn, val_reward_fn = build_reward_fns(cfg, tokenizer, score, train, val)
     except (ValueError, FileNotFoundError, AttributeError) as e:
-        raise SetupError(str(e)) from e
+        raise _setup_error(e) from e
     try:  # also finds and checks the checkpoint to resume from
         trainer = RayPPOTrainer(cfg, train, val, reward_fn, val_reward_fn, run.use_gpu, tokenizer=tokenizer)
     except (ValueError, FileNotFoundError) as e:
-        raise SetupError(str(e)) from e
+        raise _setup_error(e) from e
     set_total_training_steps(cfg, trainer)
     return trainer
 
 
-def run_ppo(cfg: PPOTrainerConfig) -> dict[str, float]:
+def start_ray(cfg: PPOTrainerConfig) -> None:
+    from verl_lite.trainer.ppo_trainer import start_ray as start
+
+    start(cfg)
+
+
+def run_ppo(cfg: PPOTrainerConfig, links: dict[str, str] | None = None) -> dict[str, float]:
     import ray
 
-    from verl_lite.trainer.ppo_trainer import start_ray
+    from verl_lite import preflight
 
-    trainer = build_trainer(cfg)
+    trainer = build_trainer(cfg, links)
     started_ray = not ray.is_initialized()
     start_ray(cfg)
     try:
+        if preflight.joins_cluster(cfg) or not started_ray:  # the nodes are known only now
+            try:
+                preflight.check_cluster(cfg)
+            except ValueError as e:
+                raise _setup_error(e) from e
         trainer.init_workers()
         return trainer.fit()
     finally:
@@ -148,25 +175,49 @@ def import_components() -> None:
         importlib.import_module(name)
 
 
-@hydra.main(config_path="../conf", config_name="ppo_trainer", version_base=None)
-def main(config: DictConfig) -> None:
+def run(config: DictConfig) -> None:
+    """The CLI's body (Hydra main and tests call it): train, or exit 2 with one line on bad input or a
+    failed run."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     try:
         try:
+            links = linked_keys(OmegaConf.to_container(config, resolve=False))
             cfg = build_config(config)
             apply_job_output_dir(cfg)
         except ValueError as e:
-            raise SetupError(str(e)) from e
+            raise _setup_error(e) from e
         import_components()
         from verl_lite.utils.logs import setup_driver_logging
 
         folder = run_dir(cfg)
         log_file = setup_driver_logging(folder)
         log.info("logs: %s (driver), %s (workers)", log_file, os.path.join(folder, "logs"))
-        run_ppo(cfg)
+        run_ppo(cfg, links)
     except SetupError as e:
         print(f"verl_lite: {e}", file=sys.stderr)
         sys.exit(2)
+    except RunError as e:
+        _report_failure(e)
+    except Exception as e:
+        from verl_lite.single_controller import WorkerError
+
+        if not isinstance(e, WorkerError):
+            raise
+        _report_failure(e)
+
+
+def _report_failure(e: Exception) -> None:
+    """A failed run: the long form (a remote traceback) to the log, its first line to the user, exit 2."""
+    detail = getattr(e, "detail", "") or str(e)
+    if detail != str(e) or "\n" in detail:
+        log.error("%s", detail)
+    print(f"verl_lite: {one_line(str(e).splitlines()[0])}", file=sys.stderr)
+    sys.exit(2)
+
+
+@hydra.main(config_path="../conf", config_name="ppo_trainer", version_base=None)
+def main(config: DictConfig) -> None:
+    run(config)
 
 
 if __name__ == "__main__":

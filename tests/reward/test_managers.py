@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from tests.test_main_ppo import SMALL, read_metrics, run_cli
-from tests.test_startup import load
+from tests.test_preflight import load
 from verl_lite.data.tiny_tokenizer import build_tokenizer
 from verl_lite.main_ppo import SetupError, build_trainer
 from verl_lite.protocol import DataProto

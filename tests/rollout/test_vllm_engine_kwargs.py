@@ -7,9 +7,9 @@ import pytest
 from tests.helpers.configs import tiny_model, tiny_rollout
 from verl_lite.config.compose import load_config
 from verl_lite.config.errors import ConfigError
+from verl_lite.preflight import prepare
 from verl_lite.rollout import vllm_available
 from verl_lite.rollout.vllm_rollout import engine_kwargs
-from verl_lite.startup import prepare
 
 
 def test_load_format_and_engine_kwargs_reach_the_engine():

@@ -21,9 +21,9 @@ from verl_lite.config.errors import ConfigError
 from verl_lite.config.schema import TINY_MODEL, TINY_TRAIN
 from verl_lite.data.assets import resolve_config_paths
 from verl_lite.main_ppo import SetupError, build_trainer
+from verl_lite.preflight import prepare
 from verl_lite.protocol import DataProto
 from verl_lite.roles import run_of
-from verl_lite.startup import prepare
 from verl_lite.trainer.checks import check_placeholders
 from verl_lite.workers.actor import PPOActor
 

@@ -1,4 +1,4 @@
-"""The algorithm's start-up check (registered in verl_lite/startup.py): the advantage estimator and
+"""The algorithm's start-up check (registered in verl_lite/preflight.py): the advantage estimator and
 the policy loss by their registered specs (algos/registry.py: names, group sizes, required keys,
 value checks), loss aggregation, KL options, discounting, DAPO's group filter. The KL controller's
 rule is kl_ctrl.py's, the one the controller itself applies."""

@@ -1,9 +1,9 @@
 """The config's own start-up checks: values and their arithmetic, no component knowledge.
 
-Sizes that must be positive, batch geometry (how train_batch_size, mini-batches, rollout.n and
+Values wrong only together, batch geometry (how train_batch_size, mini-batches, rollout.n and
 micro-batches split over the workers, for the actor and for the critic), token budgets that must
 hold one sequence. Each function returns one line per problem, naming the key, the value and the
-fix; verl_lite/startup.py runs them with the components' own checks.
+fix; verl_lite/preflight.py runs them (after config/domains.py's one-value rules) with the components' own checks.
 """
 
 from __future__ import annotations
@@ -13,33 +13,10 @@ from verl_lite.config.run import Run
 from verl_lite.config.schema import PPOTrainerConfig
 
 
-def check_values(cfg: PPOTrainerConfig, run: Run) -> list[str]:
+def check_relations(cfg: PPOTrainerConfig, run: Run) -> list[str]:
+    """Values that are wrong only together (one value alone is config/domains.py's)."""
     problems: list[str] = []
-    arr, t = cfg.actor_rollout_ref, cfg.trainer
-    r = arr.rollout
-    positive = [
-        ("data.train_batch_size", cfg.data.train_batch_size),
-        ("data.max_prompt_length", cfg.data.max_prompt_length),
-        ("data.max_response_length", cfg.data.max_response_length),
-        (f"{ARR}.actor.ppo_mini_batch_size", arr.actor.ppo_mini_batch_size),
-        (f"{ARR}.actor.ppo_epochs", arr.actor.ppo_epochs),
-        (f"{ARR}.rollout.n", r.n),
-        (f"{ARR}.rollout.val_kwargs.n", r.val_kwargs.n),
-        ("trainer.nnodes", t.nnodes),
-        ("trainer.n_gpus_per_node", t.n_gpus_per_node),
-        ("trainer.total_epochs", t.total_epochs),
-    ]
-    problems += [
-        f"{key}={value} must be a positive integer" for key, value in positive if value is None or value <= 0
-    ]
-    if t.total_training_steps is not None and t.total_training_steps <= 0:
-        problems.append(f"trainer.total_training_steps={t.total_training_steps} must be positive or null")
-    if t.log_val_generations < 0:
-        problems.append(f"trainer.log_val_generations={t.log_val_generations} must be >= 0 (0: log none)")
-    if t.device_memory_gb is not None and t.device_memory_gb <= 0:
-        problems.append(
-            f"trainer.device_memory_gb={t.device_memory_gb} must be a positive size in GB, or null"
-        )
+    r = cfg.actor_rollout_ref.rollout
     if r.do_sample and r.temperature <= 0:
         problems.append(
             f"{ARR}.rollout.temperature={r.temperature} must be > 0 when do_sample=True (or set do_sample=False)"
@@ -109,11 +86,8 @@ def check_batch_geometry(cfg: PPOTrainerConfig, run: Run) -> list[str]:
         sub = getattr(arr, section)
         key = f"{ARR}.{section}.log_prob_max_token_len_per_gpu"
         budgets.append((key, sub.log_prob_use_dynamic_bsz, sub.log_prob_max_token_len_per_gpu))
-        size = sub.log_prob_micro_batch_size_per_gpu
-        if not sub.log_prob_use_dynamic_bsz and (size is None or size <= 0):
-            problems.append(
-                f"{ARR}.{section}.log_prob_micro_batch_size_per_gpu must be a positive integer, got {size}"
-            )
+        if not sub.log_prob_use_dynamic_bsz and sub.log_prob_micro_batch_size_per_gpu is None:
+            problems.append(f"{ARR}.{section}.log_prob_micro_batch_size_per_gpu is not set; set it (e.g. 8)")
     problems += _budgets(budgets, seq_len)
     if not a.use_dynamic_bsz:  # with dynamic batching, micro-batches come from the token budget
         detail = f"ppo_mini_batch_size {a.ppo_mini_batch_size} x rollout.n {n} / {world} workers"
@@ -132,14 +106,6 @@ def check_critic_geometry(cfg: PPOTrainerConfig, run: Run) -> list[str]:
     if not run.critic:
         return []
     c, n, problems = cfg.critic, cfg.actor_rollout_ref.rollout.n, []
-    if c.ppo_mini_batch_size <= 0 or c.ppo_epochs <= 0:
-        return [
-            f"critic.ppo_mini_batch_size={c.ppo_mini_batch_size} and critic.ppo_epochs={c.ppo_epochs} must be positive"
-        ]
-    if c.cliprange_value <= 0:
-        problems.append(f"critic.cliprange_value={c.cliprange_value} must be > 0")
-    if cfg.trainer.critic_warmup < 0:
-        problems.append(f"trainer.critic_warmup={cfg.trainer.critic_warmup} must be >= 0")
     local_mini = _split(
         "critic.ppo_mini_batch_size", c.ppo_mini_batch_size, n, run.world, cfg.data.train_batch_size, problems
     )
@@ -162,9 +128,6 @@ def check_critic_geometry(cfg: PPOTrainerConfig, run: Run) -> list[str]:
             "critic mini-batch",
             detail,
         )
-        forward = c.forward_micro_batch_size_per_gpu
-        if forward is None or forward <= 0:
-            problems.append(
-                f"critic.forward_micro_batch_size_per_gpu must be a positive integer, got {forward}"
-            )
+        if c.forward_micro_batch_size_per_gpu is None:
+            problems.append("critic.forward_micro_batch_size_per_gpu is not set; set it (e.g. 8)")
     return problems

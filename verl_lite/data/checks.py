@@ -1,12 +1,13 @@
-"""The data's start-up check (registered in verl_lite/startup.py): truncation mode and the files
-and tokenizer folder the run reads (read themselves later, before Ray, by RLHFDataset)."""
+"""The data's start-up steps (registered in verl_lite/preflight.py): the truncation mode, the
+parquet files the run reads (data/files.py; their rows are read later, before Ray, by RLHFDataset),
+the sample caps, and, once the datasets are loaded, that a training batch fits the data."""
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
-from verl_lite.data.rlhf_dataset import TRUNCATIONS
+from verl_lite.data.files import check_parquet_files
+from verl_lite.data.rlhf_dataset import TRUNCATIONS, RLHFDataset, check_batch_fits
 
 if TYPE_CHECKING:
     from verl_lite.config.run import Run
@@ -17,19 +18,16 @@ def check_data(cfg: PPOTrainerConfig, run: Run) -> list[str]:
     d, problems = cfg.data, []
     if d.truncation not in TRUNCATIONS:
         problems.append(f"data.truncation={d.truncation!r} is not one of {list(TRUNCATIONS)}")
-    for key in ("train_files", "val_files"):
-        files = getattr(d, key)
-        if key == "train_files" and not files:
-            problems.append("data.train_files is empty; point it at one or more parquet files")
-        for f in files or []:
-            if not os.path.isfile(f):
-                problems.append(
-                    f"data.{key}: {f!r} does not exist; generate it or point data.{key} at a parquet file"
-                )
+    problems += check_parquet_files(d.train_files, "data.train_files")
+    problems += check_parquet_files(d.val_files, "data.val_files", required=False)
     for key in ("train_max_samples", "val_max_samples"):
         value = getattr(d, key)
         if value == 0 or value < -1:
             problems.append(f"data.{key}={value} must be -1 (all rows) or a positive number of rows")
-    if d.tokenizer and not os.path.isdir(d.tokenizer):
-        problems.append(f"data.tokenizer={d.tokenizer!r}: no such folder")
     return problems
+
+
+def check_batch(cfg: PPOTrainerConfig, run: Run, train: RLHFDataset, val: RLHFDataset | None) -> list[str]:
+    """A training batch (drop_last) no larger than the loaded training set."""
+    problem = check_batch_fits(train, cfg.data.train_batch_size, "data.train_batch_size", "data.train_files")
+    return [problem] if problem else []

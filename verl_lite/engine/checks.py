@@ -1,4 +1,4 @@
-"""The engine's start-up check (registered in verl_lite/startup.py): the FSDP2 and optimizer
+"""The engine's start-up check (registered in verl_lite/preflight.py): the FSDP2 and optimizer
 settings of every model the run trains or serves (actor, ref, and the critic and reward model
 when the run has them): dtype names, offload combinations (engine/offload.py's rule, the one
 the engine itself applies), LR schedules."""

@@ -1,6 +1,8 @@
-"""The rollout's start-up steps (registered in verl_lite/startup.py): `resolve_rollout` fills what
+"""The rollout's start-up steps (registered in verl_lite/preflight.py): `resolve_rollout` fills what
 the rollout derives (rollout.name=auto, max_model_len) and says once what verl_lite does with
-verl's async mode and with TP on the hf backend; `check_rollout` names bad rollout values."""
+verl's async mode and with TP on the hf backend; `check_rollout` names bad rollout values;
+`check_vllm_engine` holds the vLLM engine's own argument rules against the actor's model
+(rollout/vllm_args.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ from typing import TYPE_CHECKING
 
 from verl_lite.engine.parallelize import DTYPES
 from verl_lite.rollout import ROLLOUTS, resolve_rollout_name, vllm_available
+from verl_lite.rollout.vllm_args import check_engine_args
+from verl_lite.utils.model_files import read_config
 
 if TYPE_CHECKING:
     from verl_lite.config.run import Run
@@ -68,20 +72,18 @@ def _reserved_engine_kwargs(r) -> list[str]:
 
 
 def _check_vllm(r, world: int) -> list[str]:
-    """The vLLM engine's keys; checked only when the vLLM rollout is chosen."""
+    """The vLLM engine's keys together (one value alone: config/domains.py); only for the vLLM rollout."""
     problems = []
     if not vllm_available():
         problems.append(
             f"{KEY}.name=vllm but vLLM is not installed; run `make install` (VLLM=cpu or VLLM=cuda) or set {KEY}.name=hf"
         )
     tp = r.tensor_model_parallel_size
-    if tp < 1 or world % tp:
+    if world % tp:
         problems.append(
             f"{KEY}.tensor_model_parallel_size={tp} must divide the {world} workers (trainer.nnodes x "
             f"trainer.n_gpus_per_node): each engine spans {tp} consecutive ranks; use a divisor of {world}"
         )
-    if not 0 < r.gpu_memory_utilization <= 1:
-        problems.append(f"{KEY}.gpu_memory_utilization={r.gpu_memory_utilization} must be in (0, 1]")
     seq_len = r.prompt_length + r.response_length
     if r.max_model_len < seq_len:
         problems.append(
@@ -93,12 +95,14 @@ def _check_vllm(r, world: int) -> list[str]:
             f"{KEY}.max_num_batched_tokens={r.max_num_batched_tokens} is below max_model_len={r.max_model_len} "
             "without chunked prefill; raise it or set enable_chunked_prefill=True"
         )
-    for name in (
-        "max_num_seqs",
-        "max_num_batched_tokens",
-        "update_weights_bucket_megabytes",
-        "cpu_kv_cache_gb",
-    ):
-        if getattr(r, name) <= 0:
-            problems.append(f"{KEY}.{name}={getattr(r, name)} must be positive")
     return problems + _reserved_engine_kwargs(r)
+
+
+def check_vllm_engine(cfg: PPOTrainerConfig, run: Run) -> list[str]:
+    """vLLM's own engine-argument rules against the actor model's config.json (the folder is known good)."""
+    r = cfg.actor_rollout_ref.rollout
+    if r.name != "vllm":
+        return []
+    model = cfg.actor_rollout_ref.model
+    config = read_config(model.path) | dict(model.override_config or {})
+    return check_engine_args(r, config, "actor_rollout_ref.model.path", run.use_gpu)

@@ -1,4 +1,4 @@
-"""The trainer's start-up checks (registered in verl_lite/startup.py): verl's placeholder paths
+"""The trainer's start-up checks (registered in verl_lite/preflight.py): verl's placeholder paths
 (checked first, alone: one message), the device, the trackers, and checkpointing (resume mode,
 what checkpoints hold, how many are kept). Each rule is the one the trainer itself applies."""
 

@@ -1,14 +1,26 @@
-"""The models' start-up check (registered in verl_lite/startup.py): every model folder the run
-loads (the actor's; the critic's and the reward model's when the run has them) is a HF model
-folder, and the critic and reward model read the actor's token ids, so their vocabularies match."""
+"""The models' start-up steps (registered in verl_lite/preflight.py).
+
+`check_models`: every model folder the run loads (the actor's; the critic's and the reward model's
+when the run has them) is a HF model folder with its weights whole (utils/model_files.py), the
+tokenizer folder has tokenizer files, and the critic and reward model read the actor's token ids,
+so their vocabularies match. `check_positions`: prompt + response fit every model's positions.
+`check_tokenizer` (once the tokenizer is loaded): a real tokenizer with a chat template whose ids
+the actor's embedding has.
+"""
 
 from __future__ import annotations
 
-import json
 import os
 from typing import TYPE_CHECKING
 
 from verl_lite.utils.hf_model import check_model_dir
+from verl_lite.utils.model_files import (
+    max_positions,
+    read_config,
+    tokenizer_files_problem,
+    tokenizer_problems,
+    weight_problems,
+)
 
 if TYPE_CHECKING:
     from verl_lite.config.run import Run
@@ -17,10 +29,30 @@ if TYPE_CHECKING:
 ARR = "actor_rollout_ref"
 
 
-def actor_tokenizer_path(cfg: PPOTrainerConfig) -> str:
-    """The tokenizer the run uses: data.tokenizer, else model.tokenizer_path, else the model's folder."""
+def tokenizer_source(cfg: PPOTrainerConfig) -> tuple[str, str]:
+    """(key, folder) of the run's tokenizer: data.tokenizer, else model.tokenizer_path, else the model."""
     model = cfg.actor_rollout_ref.model
-    return cfg.data.tokenizer or model.tokenizer_path or model.path
+    if cfg.data.tokenizer:
+        return "data.tokenizer", cfg.data.tokenizer
+    if model.tokenizer_path:
+        return f"{ARR}.model.tokenizer_path", model.tokenizer_path
+    return f"{ARR}.model.path", model.path
+
+
+def actor_tokenizer_path(cfg: PPOTrainerConfig) -> str:
+    return tokenizer_source(cfg)[1]
+
+
+def model_folders(cfg: PPOTrainerConfig, run: Run) -> list[tuple[str, str, dict]]:
+    """(key, folder, override_config) of every model the workers load from disk, the actor's first."""
+    model = cfg.actor_rollout_ref.model
+    folders = [(f"{ARR}.model.path", model.path, model.override_config)]
+    if run.critic:
+        folders.append(("critic.model.path", cfg.critic.model.path, cfg.critic.model.override_config))
+    if run.reward_model and cfg.reward_model.model.path:
+        rm = cfg.reward_model.model
+        folders.append(("reward_model.model.path", rm.path, rm.override_config))
+    return folders
 
 
 def _model_dir(key: str, path: str | None) -> list[str]:
@@ -28,16 +60,14 @@ def _model_dir(key: str, path: str | None) -> list[str]:
         check_model_dir(path or "", key)
     except FileNotFoundError as e:
         return [str(e)]
-    return []
+    return weight_problems(path, key)
 
 
 def _vocab_size(path: str) -> int | None:
     try:
-        with open(os.path.join(path, "config.json")) as f:
-            config = json.load(f)
+        return read_config(path).get("vocab_size")
     except (OSError, ValueError):
         return None
-    return config.get("vocab_size", (config.get("text_config") or {}).get("vocab_size"))
 
 
 def _same_vocab(cfg: PPOTrainerConfig, key: str, path: str) -> list[str]:
@@ -74,10 +104,17 @@ def _reward_model(cfg: PPOTrainerConfig) -> list[str]:
     problems = _model_dir("reward_model.model.path", rm.model.path) or _same_vocab(
         cfg, "reward_model.model.path", rm.model.path
     )
-    size = rm.micro_batch_size_per_gpu
-    if not rm.use_dynamic_bsz and (size is None or size <= 0):
-        problems.append(f"reward_model.micro_batch_size_per_gpu must be a positive integer, got {size}")
+    if not rm.use_dynamic_bsz and rm.micro_batch_size_per_gpu is None:
+        problems.append("reward_model.micro_batch_size_per_gpu is not set; set it (e.g. 8)")
     return problems
+
+
+def _tokenizer_folder(cfg: PPOTrainerConfig) -> list[str]:
+    key, path = tokenizer_source(cfg)
+    if not os.path.isdir(path):
+        return [] if key == f"{ARR}.model.path" else [f"{key}={path!r}: no such folder"]
+    problem = tokenizer_files_problem(path, key)
+    return [problem] if problem else []
 
 
 def check_models(cfg: PPOTrainerConfig, run: Run) -> list[str]:
@@ -86,4 +123,27 @@ def check_models(cfg: PPOTrainerConfig, run: Run) -> list[str]:
         problems += _critic(cfg)
     if run.reward_model:
         problems += _reward_model(cfg)
+    return problems + _tokenizer_folder(cfg)
+
+
+def check_positions(cfg: PPOTrainerConfig, run: Run) -> list[str]:
+    """prompt + response within every model's positions (max_position_embeddings, with override_config)."""
+    r, problems = cfg.actor_rollout_ref.rollout, []
+    seq = cfg.data.max_prompt_length + r.response_length
+    for key, path, override in model_folders(cfg, run):
+        limit = max_positions(read_config(path) | dict(override or {}))
+        if limit is not None and seq > limit:
+            problems.append(
+                f"data.max_prompt_length + {ARR}.rollout.response_length = {cfg.data.max_prompt_length} + "
+                f"{r.response_length} = {seq} tokens is longer than the model's {limit} positions "
+                f"({key}={path!r}, max_position_embeddings); shorten them to fit {limit}"
+            )
     return problems
+
+
+def check_tokenizer(cfg: PPOTrainerConfig, run: Run, tokenizer) -> list[str]:
+    """The loaded tokenizer: a vocabulary, a chat template, ids within the actor's embedding."""
+    key, path = tokenizer_source(cfg)
+    model = cfg.actor_rollout_ref.model
+    actor = read_config(model.path) | dict(model.override_config or {})
+    return tokenizer_problems(tokenizer, key, path, actor.get("vocab_size"), f"{ARR}.model.path")

@@ -1,4 +1,4 @@
-"""Start-up (verl_lite/startup.py): the config composed through Hydra, resolved and checked by every
+"""Start-up (verl_lite/preflight.py): the config composed through Hydra, resolved and checked by every
 component's registered step; the messages name the key, the value and the fix."""
 
 import pytest
@@ -7,7 +7,7 @@ from hydra.errors import ConfigCompositionException
 from verl_lite.config.compose import load_config
 from verl_lite.config.errors import ConfigError
 from verl_lite.config.overrides import OverrideError
-from verl_lite.startup import prepare
+from verl_lite.preflight import prepare
 
 
 def load(*overrides):
@@ -309,10 +309,17 @@ def test_gen_batch_size_may_differ_only_for_dapos_dynamic_sampling():
 
 
 def test_every_registered_step_lives_next_to_its_component():
-    """startup.py only registers: each step is a function of a component's module, returning lines."""
-    from verl_lite import startup
+    """preflight.py only registers: each check is a function of a component's module, returning lines."""
+    from verl_lite import preflight
 
-    for step in startup.CHECKS:
-        module = step.fn.__module__
-        assert module.startswith("verl_lite.") and module != "verl_lite.startup", step.name
-        assert module.endswith((".checks", ".validate")), f"{step.name}: {module}"
+    for phase in (
+        preflight.VALUES,
+        preflight.CHECKS,
+        preflight.TOKENIZER,
+        preflight.DATASETS,
+        preflight.CLUSTER,
+    ):
+        for step in phase:
+            module = step.fn.__module__
+            assert module.startswith("verl_lite.") and module != "verl_lite.preflight", step.name
+            assert module.endswith((".checks", ".validate", ".domains")), f"{step.name}: {module}"
