@@ -145,12 +145,15 @@ def test_vllm_engine_keys_are_checked():
             "actor_rollout_ref.rollout.tensor_model_parallel_size=3",
             "trainer.n_gpus_per_node=2",
             "actor_rollout_ref.rollout.max_model_len=10",
-            "actor_rollout_ref.rollout.gpu_memory_utilization=1.5",
         )
     )
     assert "rollout.tensor_model_parallel_size=3 must divide the 2 workers" in msg
     assert "rollout.max_model_len=10 is below prompt_length + response_length = 24" in msg
-    assert "rollout.gpu_memory_utilization=1.5" in msg
+    # one value out of its domain is config/domains.py's, reported before anything is derived
+    msg = problems(
+        load("actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.rollout.gpu_memory_utilization=1.5")
+    )
+    assert msg == "actor_rollout_ref.rollout.gpu_memory_utilization=1.5 must be a number in (0, 1]"
     assert ("vLLM is not installed" in msg) == (not vllm_available())
     msg = problems(
         load(
@@ -174,13 +177,14 @@ def test_vllm_engine_keys_are_checked():
 def test_checkpoint_keys_are_validated():
     cfg = load(
         "trainer.resume_mode=sometimes",
-        "trainer.max_actor_ckpt_to_keep=0",
         "trainer.save_freq=2",
         "actor_rollout_ref.actor.checkpoint.save_contents=[optimizer,weights]",
     )
     found = problems(cfg)
     assert "trainer.resume_mode='sometimes' is not one of" in found
-    assert "trainer.max_actor_ckpt_to_keep=0 must be a positive integer" in found
+    assert "trainer.max_actor_ckpt_to_keep=0 must be a positive integer" in problems(
+        load("trainer.max_actor_ckpt_to_keep=0")
+    )
     assert "checkpoint.save_contents: ['weights'] not among" in found
     assert "lacks 'model'" in found
     assert "trainer.resume_from_path" in problems(load("trainer.resume_mode=resume_path"))
@@ -205,13 +209,13 @@ def test_critic_keys_default_to_the_actors_and_are_checked_like_the_actors():
             "algorithm.adv_estimator=gae",
             "critic.ppo_mini_batch_size=8",
             "critic.ppo_micro_batch_size_per_gpu=5",
-            "critic.cliprange_value=0",
         )
     )
     assert (
         "critic.ppo_micro_batch_size_per_gpu=5 does not divide the per-worker critic mini-batch of 32" in msg
     )
-    assert "critic.cliprange_value=0.0 must be > 0" in msg
+    msg = problems(load("algorithm.adv_estimator=gae", "critic.cliprange_value=0"))
+    assert "critic.cliprange_value=0.0 must be a finite number > 0" in msg
     msg = problems(load("algorithm.adv_estimator=gae", "critic.ppo_mini_batch_size=5"))
     assert "data.train_batch_size=32 is not a multiple of critic.ppo_mini_batch_size=5" in msg
     msg = problems(load("algorithm.adv_estimator=gae", "critic.model.path=/no/such/critic"))
@@ -224,13 +228,12 @@ def test_algorithm_keys_are_checked_with_their_names():
             "algorithm.use_kl_in_reward=True",
             "algorithm.kl_penalty=nope",
             "algorithm.kl_ctrl.type=pid",
-            "algorithm.lam=1.5",
             "algorithm.filter_groups.enable=True",
         )
     )
     assert "algorithm.kl_penalty='nope'" in msg
     assert "algorithm.kl_ctrl.type='pid' is not one of ['fixed', 'adaptive']" in msg
-    assert "algorithm.lam=1.5 must be in [0, 1]" in msg
+    assert "algorithm.lam=1.5 must be a number in [0, 1]" in problems(load("algorithm.lam=1.5"))
     assert "algorithm.filter_groups.metric=None is not one of" in msg
     msg = problems(load("algorithm.kl_ctrl.type=adaptive", "algorithm.kl_ctrl.target_kl=0"))
     assert "algorithm.kl_ctrl.type=adaptive needs algorithm.kl_ctrl.target_kl > 0" in msg
@@ -250,9 +253,13 @@ def test_reward_model_needs_a_path_and_the_actors_tokenizer():
 def test_critic_and_reward_model_must_share_the_actors_vocabulary(tmp_path):
     import json
 
+    import torch
+    from safetensors.torch import save_file
+
     for name, vocab in (("actor", 115), ("critic", 50)):
         (tmp_path / name).mkdir()
         (tmp_path / name / "config.json").write_text(json.dumps({"model_type": "qwen2", "vocab_size": vocab}))
+        save_file({"w": torch.zeros(1)}, str(tmp_path / name / "model.safetensors"))
     actor = f"actor_rollout_ref.model.path={tmp_path / 'actor'}"
     msg = problems(
         load(

@@ -75,12 +75,12 @@ CHECKS: list[Step] = [
     Step("reward", check_reward),
     Step("data", check_data),
     Step("trainer", check_trainer),
-    Step("machine", check_machine),
     Step("models", check_models),
     Step("batch geometry", validate.check_batch_geometry, needs_clean=True),
     Step("critic batch geometry", validate.check_critic_geometry, needs_clean=True),
     Step("model positions", check_positions, needs_clean=True),
     Step("vLLM engine arguments", check_vllm_engine, needs_clean=True),
+    Step("machine", check_machine),  # whatever the steps above found
 ]
 
 TOKENIZER: list[Step] = [

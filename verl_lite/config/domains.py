@@ -13,7 +13,10 @@ is not checked when the key it follows is in the table: a bad value is reported 
 key the user set. `linked_keys` finds the links in the composed config before it is resolved.
 
 Rules that relate several keys (batch geometry, lengths against the model) live with the checks of
-the component they concern; this table holds only what one value alone can get wrong.
+the component they concern; this table holds only what one value alone can get wrong. Keys whose
+rule depends on which algorithm runs are their component's: a policy loss's own keys (clip_ratio_c,
+clip_cov_ratio, tau_pos, ...) are checked by its registered spec (algos/), algorithm.kl_ctrl by
+algos/kl_ctrl.kl_ctrl_problems (target_kl and horizon matter only for the adaptive controller).
 """
 
 from __future__ import annotations
@@ -65,7 +68,6 @@ BETAS = Domain(
 )
 TOP_K = Domain(lambda v: _is_int(v) and v >= -1, "-1 (no top-k) or a positive integer")
 WARMUP_STEPS = Domain(lambda v: _is_int(v) and v >= -1, "-1 (use lr_warmup_steps_ratio) or an integer >= 0")
-DUAL_CLIP = Domain(lambda v: _is_num(v) and v > 1, "a finite number > 1 (the dual-clip cap on the ratio)")
 FREQ = Domain(_is_int, "an integer (a step count; <= 0: never)")
 
 
@@ -110,7 +112,6 @@ DOMAINS: dict[str, Domain] = {
     f"{ARR}.actor.clip_ratio": UNIT_OPEN,
     f"{ARR}.actor.clip_ratio_low": UNIT_OPEN.or_null("clip_ratio"),
     f"{ARR}.actor.clip_ratio_high": POS.or_null("clip_ratio"),
-    f"{ARR}.actor.clip_ratio_c": DUAL_CLIP,
     f"{ARR}.actor.entropy_coeff": NON_NEG,
     f"{ARR}.actor.kl_loss_coef": NON_NEG,
     f"{ARR}.actor.grad_clip": POS,
@@ -155,8 +156,6 @@ DOMAINS: dict[str, Domain] = {
     "algorithm.gamma": UNIT,
     "algorithm.lam": UNIT,
     "algorithm.kl_ctrl.kl_coef": NON_NEG,
-    "algorithm.kl_ctrl.horizon": POS_INT,
-    "algorithm.kl_ctrl.target_kl": POS,
     # trainer and Ray
     "trainer.nnodes": POS_INT,
     "trainer.n_gpus_per_node": POS_INT,

@@ -49,12 +49,7 @@ def check_placeholders(cfg: PPOTrainerConfig, run: Run) -> list[str]:
 def _checkpointing(cfg: PPOTrainerConfig, run: Run) -> list[str]:
     t = cfg.trainer
     problems = resume_problems(t)
-    for key in ("max_actor_ckpt_to_keep", "max_critic_ckpt_to_keep"):
-        value = getattr(t, key)
-        if value is not None and value < 1:
-            problems.append(
-                f"trainer.{key}={value} must be a positive integer, or null to keep every checkpoint"
-            )
+    # max_*_ckpt_to_keep positive or null: config/domains.py
     sections = [(f"{ARR}.actor.checkpoint", cfg.actor_rollout_ref.actor.checkpoint)]
     if run.critic:
         sections.append(("critic.checkpoint", cfg.critic.checkpoint))
