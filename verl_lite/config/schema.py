@@ -57,6 +57,11 @@ class ModelConfig:
     trust_remote_code: bool = False  # passed to the model loader
     external_lib: str | None = None  # module imported before loading (registers custom models)
     use_remove_padding: bool = True  # pack sequences without padding into one row for forward passes
+    lora_rank: int = 0  # > 0: train LoRA adapters of this rank on the frozen model; 0: full tuning
+    lora_alpha: int = 16  # LoRA scaling: the adapter's update is multiplied by lora_alpha / lora_rank
+    target_modules: Any = "all-linear"  # adapted modules: all-linear (all but the output head) or a list
+    exclude_modules: Any = None  # modules never adapted (a list of names or a regex); null: none
+    lora_adapter_path: str | None = None  # continue training this saved PEFT adapter (rank, targets)
 
 
 @dataclass
@@ -216,6 +221,8 @@ class RolloutConfig:
     enable_chunked_prefill: bool = True  # split long prefills across scheduler steps
     enable_prefix_caching: bool = True  # reuse KV of shared prompt prefixes (reset at every weight sync)
     disable_log_stats: bool = True  # no vLLM throughput logging
+    load_format: str = "dummy"  # dummy: vLLM starts without weights (the first sync brings them) | auto | safetensors: reads model.path
+    layered_summon: bool = False  # LoRA: gather adapters a layer at a time; needs load_format != dummy
     update_weights_bucket_megabytes: int = (
         512  # weight sync: full tensors gathered per bucket before vLLM loads them
     )

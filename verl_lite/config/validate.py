@@ -32,7 +32,7 @@ from verl_lite.engine.checkpoint import CONTENTS
 from verl_lite.engine.optim import WARMUP_STYLES
 from verl_lite.engine.parallelize import DTYPES
 from verl_lite.reward.managers import REWARD_MANAGERS
-from verl_lite.rollout import ROLLOUT_NAMES
+from verl_lite.rollout import LOAD_FORMATS, ROLLOUT_NAMES
 from verl_lite.trainer.tracking import BACKENDS
 
 log = logging.getLogger(__name__)
@@ -357,11 +357,22 @@ def _check_checkpointing(cfg: PPOTrainerConfig, problems: list[str]) -> None:
             )
 
 
+def _check_lora(cfg: PPOTrainerConfig, problems: list[str]) -> None:
+    """LoRA's engine, rollout and checkpoint parts exist; the workers use them from issue 14's phase 2."""
+    for key, model in ((f"{ARR}.model", cfg.actor_rollout_ref.model), ("critic.model", cfg.critic.model)):
+        if model.lora_rank != 0 or model.lora_adapter_path is not None:
+            problems.append(f"{key}.lora_rank / lora_adapter_path: LoRA is not supported yet; remove them")
+    r = cfg.actor_rollout_ref.rollout
+    if r.load_format not in LOAD_FORMATS:
+        problems.append(f"{ARR}.rollout.load_format={r.load_format!r} is not one of {list(LOAD_FORMATS)}")
+
+
 def validate(cfg: PPOTrainerConfig, num_gpus: int) -> None:
     """Raise ConfigError listing every problem; `num_gpus` is what the cluster offers (0: CPU)."""
     problems = normalize(cfg)
     _check_choices(cfg, problems)
     _check_values(cfg, problems)
+    _check_lora(cfg, problems)
     check_vllm(cfg, problems)
     check_algorithm(cfg, problems)
     check_reward_model(cfg, problems)

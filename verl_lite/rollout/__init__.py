@@ -9,6 +9,9 @@ from __future__ import annotations
 import importlib.util
 
 ROLLOUT_NAMES = ("vllm", "hf")
+# rollout.load_format: dummy starts vLLM without weights (the first sync brings them); the others read
+# model.path at start-up (the HF rollout always does)
+LOAD_FORMATS = ("dummy", "auto", "safetensors")
 
 
 def vllm_available() -> bool:

@@ -7,6 +7,9 @@ is the memory-frugal backend). Sampling draws from a generator seeded by (seed, 
 from the training RNG, so rollouts are reproducible and never perturb training's random state.
 Training and validation calls are counted apart (validation seeds carry a 1), and the counts are
 the backend's checkpointed state.
+
+With LoRA the copy is wrapped by PEFT like the actor: its base comes from model.path once, and each
+sync replaces only the adapter (`update_adapter`).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import time
 import torch
 from transformers import GenerationConfig
 
+from verl_lite.engine.lora import apply_lora, lora_enabled
 from verl_lite.engine.parallelize import parse_dtype
 from verl_lite.rollout.base import SamplingParams
 from verl_lite.utils import device as dev
@@ -25,7 +29,10 @@ from verl_lite.utils.hf_model import load_causal_lm
 class HFRollout:
     def __init__(self, model_cfg, rollout_cfg, tokenizer, rank: int):
         dtype = parse_dtype(rollout_cfg.dtype, "actor_rollout_ref.rollout.dtype")
-        self.model = load_causal_lm(model_cfg, dtype).to(dev.local_device()).eval()
+        model = load_causal_lm(model_cfg, dtype)
+        if lora_enabled(model_cfg):
+            model = apply_lora(model, model_cfg)
+        self.model = model.to(dev.local_device()).eval()
         self.params = dict(self.model.named_parameters())
         # generate() fills unset fields from the model's own defaults, so an EOS left unset there would
         # come back from generation_config.json and stop ignore_eos runs; EOS is passed per call instead
@@ -59,6 +66,19 @@ class HFRollout:
             self.params[name].copy_(tensor)
             num_bytes += tensor.numel() * tensor.element_size()
         return {"update_weights_s": time.perf_counter() - start, "update_weights_gb": num_bytes / 1024**3}
+
+    @torch.no_grad()
+    def update_adapter(self, tensors: dict[str, torch.Tensor], config: dict) -> dict[str, float]:
+        """LoRA: copy the actor's adapter (full tensors in PEFT's file format) into the copy's adapter."""
+        from peft import set_peft_model_state_dict
+
+        start = time.perf_counter()
+        result = set_peft_model_state_dict(self.model, tensors)
+        unset = [k for k in result.missing_keys if ".lora_" in k]
+        if result.unexpected_keys or unset:
+            raise KeyError(f"adapter sync: unexpected {result.unexpected_keys}, not set {unset}")
+        nbytes = sum(t.numel() * t.element_size() for t in tensors.values())
+        return {"update_weights_s": time.perf_counter() - start, "update_weights_gb": nbytes / 1024**3}
 
     @torch.no_grad()
     def generate_tokens(

@@ -4,7 +4,15 @@ The engine is created on all ranks together, after the FSDP2 engine, in vLLM's e
 mode: it joins the worker's existing torch.distributed group instead of starting its own processes
 (vLLM first and a second group for FSDP fails; a separate process per rank costs a weight copy
 through Ray on every sync). It starts from `load_format=dummy`: the first weight sync brings the
-actor's weights, and every later step's sync replaces them (`update_weights`).
+actor's weights, and every later step's sync replaces them (`update_weights`); with
+`rollout.load_format` auto or safetensors it reads them from model.path instead.
+
+With LoRA (model.lora_rank > 0) the engine serves the actor's adapter with vLLM's own LoRA support
+(`enable_lora`, one adapter slot, max_lora_rank rounded up to a size vLLM offers). The base weights
+arrive once (from disk, or in the first sync); after each update only the adapter is sent:
+`update_adapter` builds vLLM's LoRA model from the in-memory tensors on the engine's worker and
+swaps it into the slot under the same id (no file, no reload of the base), and every request then
+runs with that adapter.
 
 Creating the engine has process-wide side effects (engine_state.py undoes them): it reseeds the
 torch/python/numpy RNGs, replaces `torch.set_num_threads` by a no-op and edits a few environment
@@ -28,6 +36,7 @@ from collections.abc import Iterable, Iterator
 
 import torch
 
+from verl_lite.engine.lora import adapter_rank, lora_enabled
 from verl_lite.engine.parallelize import parse_dtype
 from verl_lite.rollout.base import SamplingParams
 from verl_lite.rollout.engine_state import prepare_engine_env, preserved_process_state
@@ -35,6 +44,7 @@ from verl_lite.rollout.tp_group import TPGroup
 from verl_lite.utils import device as dev
 
 GB = 1024**3
+LORA_ID = 1  # the one adapter slot: the actor's adapter, replaced in place at every sync
 
 
 def with_tied_lm_head(
@@ -73,6 +83,22 @@ def iter_buckets(
         yield from bucket
 
 
+def vllm_max_lora_rank(rank: int) -> int:
+    """The smallest max_lora_rank vLLM offers that holds `rank`."""
+    from typing import get_args
+
+    from vllm.config.lora import MaxLoRARanks
+
+    allowed = sorted(get_args(MaxLoRARanks))
+    fitting = [r for r in allowed if r >= rank]
+    if not fitting:
+        raise ValueError(
+            f"actor_rollout_ref.model.lora_rank={rank}: vLLM serves LoRA ranks up to {allowed[-1]}; "
+            "use a smaller rank or rollout.name=hf"
+        )
+    return fitting[0]
+
+
 def engine_kwargs(model_cfg, r, enable_sleep_mode: bool) -> dict:
     """`LLM(...)` arguments from the model and rollout config sections (verl's key names)."""
     kwargs = dict(
@@ -81,7 +107,7 @@ def engine_kwargs(model_cfg, r, enable_sleep_mode: bool) -> dict:
         trust_remote_code=model_cfg.trust_remote_code,
         hf_overrides=dict(model_cfg.override_config or {}) or None,
         dtype=parse_dtype(r.dtype, "actor_rollout_ref.rollout.dtype"),
-        load_format="dummy",  # random weights, nothing read from disk: the first sync brings them
+        load_format=r.load_format,  # dummy: random weights, nothing read from disk; the first sync brings them
         seed=r.seed,
         distributed_executor_backend="external_launcher",  # join the worker's process group
         tensor_parallel_size=r.tensor_model_parallel_size,
@@ -99,7 +125,44 @@ def engine_kwargs(model_cfg, r, enable_sleep_mode: bool) -> dict:
     if not dev.is_cuda_available():
         # on CPU vLLM reads gpu_memory_utilization as a share of *host* memory, which ranks share
         kwargs["kv_cache_memory_bytes"] = int(r.cpu_kv_cache_gb * GB)
+    if lora_enabled(model_cfg):
+        kwargs.update(
+            enable_lora=True, max_loras=1, max_lora_rank=vllm_max_lora_rank(adapter_rank(model_cfg))
+        )
     return kwargs
+
+
+def _load_adapter_on_worker(worker, lora_id: int, tensors: dict, config: dict) -> int:
+    """Runs on the engine's worker (collective_rpc): vLLM's LoRA model from in-memory tensors in
+    PEFT's format, swapped into the adapter slot under `lora_id`. Mirrors what vLLM does when it
+    loads an adapter folder (same validation, name mapping and vocabulary), minus the files."""
+    from vllm.lora.lora_model import LoRAModel
+    from vllm.lora.peft_helper import PEFTHelper
+
+    manager = worker.model_runner.lora_manager
+    helper = PEFTHelper.from_dict({**config, "vllm_max_position_embeddings": manager.max_position_embeddings})
+    helper.validate_legal(manager.lora_config)
+    slots = manager._adapter_manager  # vLLM's adapter cache and slots (no public call takes tensors)
+    mapper = getattr(slots.model, "hf_to_vllm_mapper", None)
+    lora = LoRAModel.from_lora_tensors(
+        lora_id,
+        tensors,
+        helper,
+        device="cpu",
+        dtype=manager.lora_config.lora_dtype,
+        model_vocab_size=manager.vocab_size,
+        weights_mapper=mapper.get_rename_mapper() if mapper is not None else None,
+    )
+    supported = {
+        part for m in slots.supported_lora_modules for part in slots.packed_modules_mapping.get(m, [m])
+    }
+    unserved = sorted(m for m in lora.loras if m.rsplit(".", 1)[-1] not in supported)
+    if unserved:
+        raise ValueError(f"vLLM has no LoRA support for {unserved}; it serves {sorted(supported)}")
+    slots.remove_adapter(lora_id)
+    slots.add_adapter(lora)
+    slots.activate_adapter(lora_id)
+    return len(lora.loras)
 
 
 class VLLMRollout:
@@ -114,8 +177,10 @@ class VLLMRollout:
         self.bucket_bytes = int(r.update_weights_bucket_megabytes * 1024**2)
         self.can_sleep = r.free_cache_engine and dev.is_cuda_available()  # no sleep mode on CPU
         self.asleep_tags: set[str] = set()
-        self.weights_loaded = False  # load_format=dummy: the first update_weights brings them
+        self.weights_loaded = r.load_format != "dummy"  # dummy: the first update_weights brings them
+        self.lora_request = None  # LoRA: the synced adapter every request runs with
         self.tp_group = TPGroup(r.tensor_model_parallel_size)  # before LLM(): a clear error on a bad size
+        self.lora_enabled = lora_enabled(model_cfg)
         with preserved_process_state():
             self.llm = LLM(**engine_kwargs(model_cfg, r, self.can_sleep))
         self.tied_lm_head = bool(
@@ -160,6 +225,24 @@ class VLLMRollout:
             "update_weights_gb": stats["bytes"] / GB,
             "update_weights_buckets": stats["num_buckets"],
         }
+
+    @torch.no_grad()
+    def update_adapter(self, tensors: dict[str, torch.Tensor], config: dict) -> dict[str, float]:
+        """LoRA: replace the served adapter by `tensors` (full tensors in PEFT's file format) with
+        `config` (adapter_config.json's fields). The base weights stay as they are. The prefix cache
+        is reset: cached prefixes hold the old adapter's keys and values."""
+        from vllm.lora.request import LoRARequest
+
+        self._wake(["weights"])
+        start = time.perf_counter()
+        # copies: vLLM scales lora_B in place, and a full tensor may share the actor's storage (1 rank)
+        tensors = {k: v.detach().clone() for k, v in tensors.items()}
+        self.llm.collective_rpc(_load_adapter_on_worker, args=(LORA_ID, tensors, config))
+        self.llm.reset_prefix_cache()
+        # the adapter is in the slot already: the path is never read (vLLM asks for a non-empty one)
+        self.lora_request = LoRARequest(lora_name="actor", lora_int_id=LORA_ID, lora_path="in-memory")
+        nbytes = sum(t.numel() * t.element_size() for t in tensors.values())
+        return {"update_weights_s": time.perf_counter() - start, "update_weights_gb": nbytes / GB}
 
     # --- generation ---------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, int]:
@@ -206,6 +289,8 @@ class VLLMRollout:
 
         if not self.weights_loaded:
             raise RuntimeError("vLLM rollout: generate before the first update_weights (dummy weights)")
+        if self.lora_enabled and self.lora_request is None:
+            raise RuntimeError("vLLM rollout: LoRA is on but no adapter was synced (update_adapter)")
         call = self._next_call(params.validate)
         self._wake(["weights", "kv_cache"])
         batch = self.tp_group.gather(prompt_ids, prompt_mask)  # the TP group's prompts (own chunk if TP=1)
@@ -221,7 +306,7 @@ class VLLMRollout:
         device = dev.local_device()
         # seeded requests draw from their own generators, but the sampler still advances the global RNG
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-            outputs = self.llm.generate(prompts, sampling, use_tqdm=False)
+            outputs = self.llm.generate(prompts, sampling, use_tqdm=False, lora_request=self.lora_request)
         self._sleep()
         repeat = params.n if params.greedy else 1
         samples = [
