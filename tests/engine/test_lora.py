@@ -4,7 +4,10 @@ base stays bit for bit; the reference is the same model with the adapters off.
 Real FSDP2 on gloo ranks, fp32, the tiny model with rank-8 adapters on every linear layer, 3 training
 steps of 2 mini-batches each (as tests/engine/test_offload_invariance.py does for full fine-tuning).
 Every variant trains a fresh engine on the same data; adapter parameters after 3 steps, and every
-step's pg_loss and grad_norm, must match the baseline within 1e-5.
+step's pg_loss and grad_norm, must match the baseline within 1e-5. Measured margins: offload modes
+are bit-identical; splits and world sizes differ by at most 8e-7 in adapters and 2e-8 in losses.
+The learning rate is the full fine-tuning suite's (5e-3): at 5e-2 Adam's first steps amplify
+summation-order noise in near-zero gradient coordinates to ~2e-3 while losses still agree to 1e-8.
 """
 
 from __future__ import annotations
