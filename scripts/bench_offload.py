@@ -135,7 +135,7 @@ def run_mode(args, name: str, cfg, mode: str, batch: dict) -> dict:
         module = AutoModelForCausalLM.from_config(cfg)
     mesh = init_device_mesh(dev.device_type(), (1,))
     engine = FSDPEngine(
-        ModelConfig(path=f"<random {name}>", enable_gradient_checkpointing=True),
+        ModelConfig(path=f"<random {name}>", enable_gradient_checkpointing=True, use_remove_padding=False),
         fsdp,
         mesh,
         role="actor",

@@ -174,9 +174,11 @@ def test_overlong_prompt_with_truncation_error_fails_fast(tmp_path):
     )
 
 
-def test_unknown_key_is_hydras_error(tmp_path):
-    proc = run_cli(tmp_path, "trainer.no_such_key=1", timeout=120)
-    assert proc.returncode != 0 and "no_such_key" in proc.stderr
+def test_unknown_key_is_named_with_the_nearest_before_hydra(tmp_path):
+    proc = run_cli(tmp_path, "+trainer.val_onyl=True", timeout=120)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "trainer.val_onyl is not a key of verl_lite's config" in proc.stderr
+    assert "did you mean trainer.val_only?" in proc.stderr
 
 
 @pytest.mark.parametrize(

@@ -16,8 +16,9 @@ import hydra
 import ray
 from omegaconf import DictConfig
 
-from verl_lite.config.compose import register_schema, to_config
+from verl_lite.config.compose import build_config, register_schema
 from verl_lite.config.hydra_job import apply_job_output_dir
+from verl_lite.config.overrides import OverrideError, normalize_argv
 from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.config.validate import check_placeholders, validate
 from verl_lite.data import assets
@@ -71,11 +72,12 @@ def set_total_training_steps(cfg: PPOTrainerConfig, trainer: RayPPOTrainer) -> N
 
 
 def build_reward_fns(cfg: PPOTrainerConfig, tokenizer, score):
-    """Training and validation reward managers (reward_model.reward_manager); validation shows one sample."""
+    """Training and validation reward managers (reward_manager.name, by default reward_model.reward_manager);
+    validation shows one sample."""
     rm = cfg.reward_model
     return tuple(
         build_reward_manager(
-            rm.reward_manager,
+            cfg.reward_manager.name,
             tokenizer,
             score,
             cfg.data.reward_fn_key,
@@ -131,8 +133,8 @@ def run_ppo(cfg: PPOTrainerConfig) -> dict[str, float]:
 def main(config: DictConfig) -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     try:
-        cfg = to_config(config)
         try:
+            cfg = build_config(config)
             apply_job_output_dir(cfg)
         except ValueError as e:
             raise SetupError(str(e)) from e
@@ -143,4 +145,9 @@ def main(config: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    try:  # verl's `+key` spellings and unknown keys, before Hydra (sweeps included)
+        sys.argv[1:] = normalize_argv(sys.argv[1:])
+    except OverrideError as e:
+        print(f"verl_lite: {e}", file=sys.stderr)
+        sys.exit(2)
     main()

@@ -55,6 +55,10 @@ def tiny_actor(**changes) -> ActorConfig:
         "fsdp_config": fp32_fsdp(),
         "optim": tiny_optim(),
         "checkpoint": checkpoint(),
+        "grad_clip": 1.0,
+        "rollout_n": 8,
+        "use_fused_kernels": False,
+        "use_remove_padding": False,
     }
     return ActorConfig(**{**values, **changes})
 
@@ -73,6 +77,8 @@ def tiny_rollout(**changes) -> RolloutConfig:
         "enforce_eager": True,
         "tensor_model_parallel_size": 1,
         "max_num_seqs": 1024,
+        "update_weights_bucket_megabytes": 512,
+        "mtp": None,
     }
     return RolloutConfig(**{**values, **changes})
 
@@ -98,10 +104,19 @@ def tiny_critic(path: str, **changes) -> CriticConfig:
         "forward_max_token_len_per_gpu": 32768,
         "ppo_epochs": 1,
         "loss_agg_mode": "token-mean",
+        "grad_clip": 1.0,
+        "rollout_n": 8,
+        "shuffle": False,
     }
     return CriticConfig(**{**values, **changes})
 
 
 def tiny_reward_model(path: str, **changes) -> RewardModelModelConfig:
-    values = {"path": path, "input_tokenizer": None, "external_lib": None, "fsdp_config": fp32_fsdp()}
+    values = {
+        "path": path,
+        "input_tokenizer": None,
+        "external_lib": None,
+        "use_fused_kernels": False,
+        "fsdp_config": fp32_fsdp(),
+    }
     return RewardModelModelConfig(**{**values, **changes})

@@ -52,6 +52,24 @@ DEVIATIONS: list[Deviation] = [
         "generates for its own prompts with its full weights), which is said once in the log",
     ),
     Deviation(
+        f"{ARR}.actor.grad_clip",
+        "${.optim.clip_grad}",
+        "verl has two literals read by different worker implementations (actor.grad_clip by its default "
+        "legacy worker, optim.clip_grad by its new engine); here grad_clip follows optim.clip_grad, so "
+        "either spelling sets the clip (grad_clip wins when both are set)",
+    ),
+    Deviation(
+        "critic.grad_clip",
+        "${.optim.clip_grad}",
+        "as actor_rollout_ref.actor.grad_clip: follows critic.optim.clip_grad",
+    ),
+    Deviation(
+        "reward_model.rollout.name",
+        None,
+        "mandatory (`???`) in verl, where it is read only for a generative reward model served by a rollout "
+        "engine; verl_lite has none, so it is null and any other value is refused",
+    ),
+    Deviation(
         "reward_model.model.input_tokenizer",
         "${actor_rollout_ref.model.path}",
         "verl decodes with it and re-applies the reward model's chat template; verl_lite's reward model "

@@ -16,6 +16,7 @@ from verl_lite.algos import ADV_ESTIMATORS, POLICY_LOSSES
 from verl_lite.algos.kl import KL_TYPES, is_kl_type
 from verl_lite.algos.loss_agg import LOSS_AGG_MODES
 from verl_lite.config.common import ARR, STRATEGIES, fsdp_dtypes, per_gpu, world_size
+from verl_lite.config.errors import ConfigError
 from verl_lite.config.schema import VERL_MODEL, VERL_REWARD_MODEL, VERL_TRAIN, VERL_VAL, PPOTrainerConfig
 from verl_lite.config.validate_roles import (
     check_algorithm,
@@ -36,15 +37,6 @@ from verl_lite.rollout import LOAD_FORMATS, ROLLOUT_NAMES
 from verl_lite.trainer.tracking import BACKENDS
 
 log = logging.getLogger(__name__)
-
-
-class ConfigError(ValueError):
-    def __init__(self, problems: list[str]):
-        self.problems = problems
-        if len(problems) == 1:  # one line
-            super().__init__(f"invalid config: {problems[0]}")
-        else:
-            super().__init__("invalid config:\n  - " + "\n  - ".join(problems))
 
 
 def _clip_bounds(a) -> tuple[float, float]:
@@ -206,7 +198,7 @@ def _check_choices(cfg: PPOTrainerConfig, problems: list[str]) -> None:
         (f"{ARR}.actor.optim.lr_scheduler_type", a.optim.lr_scheduler_type, WARMUP_STYLES),
         (f"{ARR}.actor.policy_loss.loss_mode", a.policy_loss.loss_mode, POLICY_LOSSES.names()),
         ("algorithm.adv_estimator", cfg.algorithm.adv_estimator, ADV_ESTIMATORS.names()),
-        ("reward_model.reward_manager", cfg.reward_model.reward_manager, REWARD_MANAGERS.names()),
+        ("reward_manager.name", cfg.reward_manager.name, REWARD_MANAGERS.names()),
         ("data.truncation", cfg.data.truncation, TRUNCATIONS),
         (f"{ARR}.rollout.name", arr.rollout.name, ROLLOUT_NAMES),
         (f"{ARR}.rollout.mode", arr.rollout.mode, ("async", "sync")),
@@ -292,9 +284,9 @@ def check_placeholders(cfg: PPOTrainerConfig) -> None:
         candidates.append(("reward_model.model.path", cfg.reward_model.model.path, VERL_REWARD_MODEL))
     candidates += [("data.train_files", d.train_files, VERL_TRAIN), ("data.val_files", d.val_files, VERL_VAL)]
     missing = [
-        f"{key}={value}"
+        f"{key}={placeholder}"
         for key, value, placeholder in candidates
-        if value == placeholder and not os.path.exists(os.path.expanduser(placeholder))
+        if value in (placeholder, [placeholder]) and not os.path.exists(os.path.expanduser(placeholder))
     ]
     if missing:
         raise ConfigError(
@@ -357,11 +349,7 @@ def _check_checkpointing(cfg: PPOTrainerConfig, problems: list[str]) -> None:
             )
 
 
-def _check_lora(cfg: PPOTrainerConfig, problems: list[str]) -> None:
-    """LoRA's engine, rollout and checkpoint parts exist; the workers use them from issue 14's phase 2."""
-    for key, model in ((f"{ARR}.model", cfg.actor_rollout_ref.model), ("critic.model", cfg.critic.model)):
-        if model.lora_rank != 0 or model.lora_adapter_path is not None:
-            problems.append(f"{key}.lora_rank / lora_adapter_path: LoRA is not supported yet; remove them")
+def _check_load_format(cfg: PPOTrainerConfig, problems: list[str]) -> None:
     r = cfg.actor_rollout_ref.rollout
     if r.load_format not in LOAD_FORMATS:
         problems.append(f"{ARR}.rollout.load_format={r.load_format!r} is not one of {list(LOAD_FORMATS)}")
@@ -372,7 +360,7 @@ def validate(cfg: PPOTrainerConfig, num_gpus: int) -> None:
     problems = normalize(cfg)
     _check_choices(cfg, problems)
     _check_values(cfg, problems)
-    _check_lora(cfg, problems)
+    _check_load_format(cfg, problems)
     check_vllm(cfg, problems)
     check_algorithm(cfg, problems)
     check_reward_model(cfg, problems)

@@ -83,7 +83,9 @@ def check_vllm(cfg: PPOTrainerConfig, problems: list[str]) -> None:
 
 
 def uses_critic(cfg: PPOTrainerConfig) -> bool:
-    """A value model is trained only for GAE, as in verl."""
+    """critic.enable when set; else a value model is trained only for GAE, as in verl."""
+    if cfg.critic.enable is not None:
+        return cfg.critic.enable
     return cfg.algorithm.adv_estimator == "gae"
 
 
@@ -256,12 +258,6 @@ def check_reward_model(cfg: PPOTrainerConfig, problems: list[str]) -> None:
         problems.append(f"reward_model.model.path={path!r}: no HF model folder (config.json) there")
     else:
         _check_same_vocab(cfg, "reward_model.model.path", path, problems)
-    if rm.model.input_tokenizer:
-        problems.append(
-            f"reward_model.model.input_tokenizer={rm.model.input_tokenizer} is not supported by verl_lite: the "
-            "reward model reads the actor's token ids as they are (no chat-template switch); use a reward model "
-            "that shares the actor's tokenizer and set reward_model.model.input_tokenizer=null"
-        )
     size = rm.micro_batch_size_per_gpu
     if not rm.use_dynamic_bsz and (size is None or size <= 0):
         problems.append(f"reward_model.micro_batch_size_per_gpu must be a positive integer, got {size}")

@@ -29,7 +29,7 @@ from torch.distributed.tensor import DTensor
 
 from verl_lite.config.schema import FSDPConfig, ModelConfig, OptimConfig
 from verl_lite.engine import micro_batch
-from verl_lite.engine.lora import apply_lora, lora_enabled
+from verl_lite.engine.lora import LoraSpec, apply_lora
 from verl_lite.engine.offload import TransferLog, build_offload
 from verl_lite.engine.optim import build_lr_scheduler, build_optimizer, num_warmup_steps
 from verl_lite.engine.packing import packed_forward
@@ -81,8 +81,9 @@ class FSDPEngine:
         if model_cfg.enable_gradient_checkpointing:
             self.module.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.lora_config = None  # LoRA (engine/lora.py): adapters on the frozen model, in the same FSDP units
-        if lora_enabled(model_cfg):
-            self.module = apply_lora(self.module, model_cfg, model_kind)
+        lora = LoraSpec.of(model_cfg, model_kind)
+        if lora is not None:
+            self.module = apply_lora(self.module, lora)
             self.lora_config = self.module.peft_config["default"]
         # what never changes: not trained, not in checkpoints' model/, not re-sent to the rollout
         # (tied weights under every name they have, e.g. lm_head.weight beside embed_tokens.weight)

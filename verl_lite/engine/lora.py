@@ -24,6 +24,7 @@ import copy
 import json
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import torch
 from peft import LoraConfig, PeftConfig, PeftModel, TaskType, get_peft_model, get_peft_model_state_dict
@@ -37,9 +38,50 @@ KEYS = {"causal_lm": "actor_rollout_ref.model", "value": "critic.model"}
 VALUE_HEAD = "score"  # the critic's per-token value head (utils/hf_model.py)
 
 
-def lora_enabled(model_cfg) -> bool:
-    """verl's rule: a positive rank or a saved adapter to continue from."""
-    return model_cfg.lora_rank > 0 or model_cfg.lora_adapter_path is not None
+@dataclass(frozen=True)
+class LoraSpec:
+    """A role's LoRA settings, read from its model section in one place. verl's critic section has
+    no exclude_modules or lora_adapter_path: for it they read as None."""
+
+    key: str  # the config section, for messages: actor_rollout_ref.model | critic.model
+    model_kind: str  # causal_lm (actor) | value (critic)
+    rank: int
+    alpha: int
+    target_modules: object
+    exclude_modules: object
+    adapter_path: str | None
+    base_path: str  # the model folder the adapters sit on (recorded in the saved adapter)
+
+    @classmethod
+    def of(cls, model_cfg, model_kind: str = "causal_lm") -> LoraSpec | None:
+        """None unless LoRA is on: verl's rule, a positive rank or a saved adapter to continue from."""
+        adapter_path = getattr(model_cfg, "lora_adapter_path", None)
+        if model_cfg.lora_rank <= 0 and adapter_path is None:
+            return None
+        if model_kind not in TASK_TYPES:
+            raise ValueError(f"LoRA applies to the actor and the critic, not to a {model_kind} model")
+        return cls(
+            key=KEYS[model_kind],
+            model_kind=model_kind,
+            rank=model_cfg.lora_rank,
+            alpha=model_cfg.lora_alpha,
+            target_modules=_modules(model_cfg.target_modules),
+            exclude_modules=_modules(getattr(model_cfg, "exclude_modules", None)),
+            adapter_path=adapter_path,
+            base_path=model_cfg.path,
+        )
+
+    @property
+    def max_rank(self) -> int:
+        """The adapter's largest rank: lora_rank, or what the saved adapter in lora_adapter_path has."""
+        if self.adapter_path is None:
+            return self.rank
+        config = PeftConfig.from_pretrained(self.adapter_path)
+        return max([config.r, *(getattr(config, "rank_pattern", None) or {}).values()])
+
+
+def lora_enabled(model_cfg, model_kind: str = "causal_lm") -> bool:
+    return LoraSpec.of(model_cfg, model_kind) is not None
 
 
 def _modules(value):
@@ -58,21 +100,18 @@ def _exclude_head(exclude):
     return [*exclude, VALUE_HEAD]
 
 
-def build_lora_config(model_cfg, model_kind: str) -> LoraConfig:
-    key = KEYS[model_kind]
-    if model_cfg.lora_rank <= 0:
-        raise ValueError(
-            f"{key}.lora_rank={model_cfg.lora_rank}: LoRA needs a positive rank (e.g. 8, 16, 32)"
-        )
-    if model_cfg.lora_alpha <= 0:
-        raise ValueError(f"{key}.lora_alpha={model_cfg.lora_alpha}: must be positive (verl's default is 16)")
-    exclude = _modules(model_cfg.exclude_modules)
+def build_lora_config(spec: LoraSpec) -> LoraConfig:
+    if spec.rank <= 0:
+        raise ValueError(f"{spec.key}.lora_rank={spec.rank}: LoRA needs a positive rank (e.g. 8, 16, 32)")
+    if spec.alpha <= 0:
+        raise ValueError(f"{spec.key}.lora_alpha={spec.alpha}: must be positive (verl's default is 16)")
+    exclude = spec.exclude_modules
     return LoraConfig(
-        task_type=TASK_TYPES[model_kind],
-        r=model_cfg.lora_rank,
-        lora_alpha=model_cfg.lora_alpha,
-        target_modules=_modules(model_cfg.target_modules),
-        exclude_modules=_exclude_head(exclude) if model_kind == "value" else exclude,
+        task_type=TASK_TYPES[spec.model_kind],
+        r=spec.rank,
+        lora_alpha=spec.alpha,
+        target_modules=spec.target_modules,
+        exclude_modules=_exclude_head(exclude) if spec.model_kind == "value" else exclude,
         bias="none",
     )
 
@@ -85,18 +124,15 @@ def check_adapter_dir(path: str, key: str) -> None:
         )
 
 
-def apply_lora(module: torch.nn.Module, model_cfg, model_kind: str = "causal_lm") -> PeftModel:
+def apply_lora(module: torch.nn.Module, spec: LoraSpec) -> PeftModel:
     """`module` wrapped by PEFT with fresh adapters (lora_rank, lora_alpha, target_modules,
-    exclude_modules) or those saved in `lora_adapter_path` (which then decides rank and targets), trainable;
-    every base parameter frozen. The critic's value head (`score`) is trained in full (PEFT's
-    modules_to_save for token classification)."""
-    if model_kind not in TASK_TYPES:
-        raise ValueError(f"LoRA applies to the actor and the critic, not to a {model_kind} model")
-    key = KEYS[model_kind]
-    path = model_cfg.lora_adapter_path
+    exclude_modules) or those saved in `lora_adapter_path` (which then decides rank and targets),
+    trainable; every base parameter frozen. The critic's value head (`score`) is trained in full
+    (PEFT's modules_to_save for token classification)."""
+    path = spec.adapter_path
     if path is not None:
-        check_adapter_dir(path, key)
-    config = None if path is not None else build_lora_config(model_cfg, model_kind)
+        check_adapter_dir(path, spec.key)
+    config = None if path is not None else build_lora_config(spec)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(INIT_SEED)
         try:
@@ -105,18 +141,10 @@ def apply_lora(module: torch.nn.Module, model_cfg, model_kind: str = "causal_lm"
             else:
                 peft_model = get_peft_model(module, config)
         except ValueError as e:  # PEFT's own message says which target matched nothing
-            source = f"lora_adapter_path={path!r}" if path else f"target_modules={model_cfg.target_modules!r}"
-            raise ValueError(f"{key}.{source}: {e}") from e
-    peft_model.peft_config["default"].base_model_name_or_path = model_cfg.path
+            source = f"lora_adapter_path={path!r}" if path else f"target_modules={spec.target_modules!r}"
+            raise ValueError(f"{spec.key}.{source}: {e}") from e
+    peft_model.peft_config["default"].base_model_name_or_path = spec.base_path
     return peft_model
-
-
-def adapter_rank(model_cfg) -> int:
-    """The adapter's largest rank: lora_rank, or what the saved adapter in lora_adapter_path has."""
-    if model_cfg.lora_adapter_path is None:
-        return model_cfg.lora_rank
-    config = PeftConfig.from_pretrained(model_cfg.lora_adapter_path)
-    return max([config.r, *(getattr(config, "rank_pattern", None) or {}).values()])
 
 
 def base_param_name(name: str) -> str:

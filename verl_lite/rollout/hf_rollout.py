@@ -19,7 +19,7 @@ import time
 import torch
 from transformers import GenerationConfig
 
-from verl_lite.engine.lora import apply_lora, lora_enabled
+from verl_lite.engine.lora import LoraSpec, apply_lora
 from verl_lite.engine.parallelize import parse_dtype
 from verl_lite.rollout.base import SamplingParams
 from verl_lite.utils import device as dev
@@ -30,8 +30,9 @@ class HFRollout:
     def __init__(self, model_cfg, rollout_cfg, tokenizer, rank: int):
         dtype = parse_dtype(rollout_cfg.dtype, "actor_rollout_ref.rollout.dtype")
         model = load_causal_lm(model_cfg, dtype)
-        if lora_enabled(model_cfg):
-            model = apply_lora(model, model_cfg)
+        lora = LoraSpec.of(model_cfg)
+        if lora is not None:
+            model = apply_lora(model, lora)
         self.model = model.to(dev.local_device()).eval()
         self.params = dict(self.model.named_parameters())
         # generate() fills unset fields from the model's own defaults, so an EOS left unset there would

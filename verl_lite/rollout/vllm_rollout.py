@@ -36,7 +36,7 @@ from collections.abc import Iterable, Iterator
 
 import torch
 
-from verl_lite.engine.lora import adapter_rank, lora_enabled
+from verl_lite.engine.lora import LoraSpec
 from verl_lite.engine.parallelize import parse_dtype
 from verl_lite.rollout.base import SamplingParams
 from verl_lite.rollout.engine_state import prepare_engine_env, preserved_process_state
@@ -125,10 +125,9 @@ def engine_kwargs(model_cfg, r, enable_sleep_mode: bool) -> dict:
     if not dev.is_cuda_available():
         # on CPU vLLM reads gpu_memory_utilization as a share of *host* memory, which ranks share
         kwargs["kv_cache_memory_bytes"] = int(r.cpu_kv_cache_gb * GB)
-    if lora_enabled(model_cfg):
-        kwargs.update(
-            enable_lora=True, max_loras=1, max_lora_rank=vllm_max_lora_rank(adapter_rank(model_cfg))
-        )
+    lora = LoraSpec.of(model_cfg)
+    if lora is not None:
+        kwargs.update(enable_lora=True, max_loras=1, max_lora_rank=vllm_max_lora_rank(lora.max_rank))
     return kwargs
 
 
@@ -180,7 +179,7 @@ class VLLMRollout:
         self.weights_loaded = r.load_format != "dummy"  # dummy: the first update_weights brings them
         self.lora_request = None  # LoRA: the synced adapter every request runs with
         self.tp_group = TPGroup(r.tensor_model_parallel_size)  # before LLM(): a clear error on a bad size
-        self.lora_enabled = lora_enabled(model_cfg)
+        self.lora_enabled = LoraSpec.of(model_cfg) is not None
         with preserved_process_state():
             self.llm = LLM(**engine_kwargs(model_cfg, r, self.can_sleep))
         self.tied_lm_head = bool(
