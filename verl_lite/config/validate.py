@@ -18,6 +18,7 @@ from verl_lite.algos.loss_agg import LOSS_AGG_MODES
 from verl_lite.config.common import ARR, STRATEGIES, fsdp_dtypes, per_gpu, world_size
 from verl_lite.config.errors import ConfigError
 from verl_lite.config.schema import VERL_MODEL, VERL_REWARD_MODEL, VERL_TRAIN, VERL_VAL, PPOTrainerConfig
+from verl_lite.config.validate_lora import check_lora
 from verl_lite.config.validate_roles import (
     check_algorithm,
     check_critic,
@@ -33,7 +34,7 @@ from verl_lite.engine.checkpoint import CONTENTS
 from verl_lite.engine.optim import WARMUP_STYLES
 from verl_lite.engine.parallelize import DTYPES
 from verl_lite.reward.managers import REWARD_MANAGERS
-from verl_lite.rollout import LOAD_FORMATS, ROLLOUT_NAMES
+from verl_lite.rollout import ROLLOUT_NAMES
 from verl_lite.trainer.tracking import BACKENDS
 
 log = logging.getLogger(__name__)
@@ -349,18 +350,12 @@ def _check_checkpointing(cfg: PPOTrainerConfig, problems: list[str]) -> None:
             )
 
 
-def _check_load_format(cfg: PPOTrainerConfig, problems: list[str]) -> None:
-    r = cfg.actor_rollout_ref.rollout
-    if r.load_format not in LOAD_FORMATS:
-        problems.append(f"{ARR}.rollout.load_format={r.load_format!r} is not one of {list(LOAD_FORMATS)}")
-
-
 def validate(cfg: PPOTrainerConfig, num_gpus: int) -> None:
     """Raise ConfigError listing every problem; `num_gpus` is what the cluster offers (0: CPU)."""
     problems = normalize(cfg)
     _check_choices(cfg, problems)
     _check_values(cfg, problems)
-    _check_load_format(cfg, problems)
+    check_lora(cfg, problems)
     check_vllm(cfg, problems)
     check_algorithm(cfg, problems)
     check_reward_model(cfg, problems)

@@ -12,6 +12,9 @@ ROLLOUT_NAMES = ("vllm", "hf")
 # rollout.load_format: dummy starts vLLM without weights (the first sync brings them); the others read
 # model.path at start-up (the HF rollout always does)
 LOAD_FORMATS = ("dummy", "auto", "safetensors")
+# the max_lora_rank values vLLM 0.32 accepts (vllm.config.lora.MaxLoRARanks): a LoRA rank is served
+# at the smallest that holds it; kept here so the config check needs no vLLM import
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
 
 def vllm_available() -> bool:

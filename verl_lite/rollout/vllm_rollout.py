@@ -38,6 +38,7 @@ import torch
 
 from verl_lite.engine.lora import LoraSpec
 from verl_lite.engine.parallelize import parse_dtype
+from verl_lite.rollout import VLLM_LORA_RANKS
 from verl_lite.rollout.base import SamplingParams
 from verl_lite.rollout.engine_state import prepare_engine_env, preserved_process_state
 from verl_lite.rollout.tp_group import TPGroup
@@ -85,15 +86,10 @@ def iter_buckets(
 
 def vllm_max_lora_rank(rank: int) -> int:
     """The smallest max_lora_rank vLLM offers that holds `rank`."""
-    from typing import get_args
-
-    from vllm.config.lora import MaxLoRARanks
-
-    allowed = sorted(get_args(MaxLoRARanks))
-    fitting = [r for r in allowed if r >= rank]
+    fitting = [r for r in VLLM_LORA_RANKS if r >= rank]
     if not fitting:
         raise ValueError(
-            f"actor_rollout_ref.model.lora_rank={rank}: vLLM serves LoRA ranks up to {allowed[-1]}; "
+            f"actor_rollout_ref.model.lora_rank={rank}: vLLM serves LoRA ranks up to {VLLM_LORA_RANKS[-1]}; "
             "use a smaller rank or rollout.name=hf"
         )
     return fitting[0]
