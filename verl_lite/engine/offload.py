@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
-from torch.distributed.fsdp import CPUOffloadPolicy, OffloadPolicy
+from torch.distributed.fsdp import OffloadPolicy
 from torch.distributed.tensor import DTensor
 
 from verl_lite.utils import device as dev
@@ -115,8 +115,7 @@ def _copy(t: torch.Tensor, target: torch.device, pin: bool) -> torch.Tensor:
             local, t.device_mesh, t.placements, run_check=False, shape=t.shape, stride=t.stride()
         )
     if pin and target.type == "cpu":
-        out = torch.empty(t.shape, dtype=t.dtype, device=HOST, pin_memory=True)
-        return out.copy_(t)
+        return dev.empty(t.shape, t.dtype, HOST, pinned=True).copy_(t)
     return t.to(target, copy=True)
 
 
@@ -250,7 +249,7 @@ class PolicyOffload(NoOffload):
         self.reshard_after_forward = reshard_after_forward
 
     def fsdp_policy(self) -> OffloadPolicy:
-        return CPUOffloadPolicy(pin_memory=dev.can_pin_memory())
+        return dev.cpu_offload_policy()
 
     def place(self, module: nn.Module) -> None:
         # sharded params stay on the host (FSDP2 owns them); only buffers (e.g. rotary tables) go to the device

@@ -20,10 +20,6 @@ class FullSync:
     def __init__(self, engine, rollout):
         self.engine, self.rollout = engine, rollout
 
-    def rollout_ready(self) -> bool:
-        """Whether the rollout already holds the actor's policy (HF: loaded from the same folder)."""
-        return self.rollout.weights_loaded
-
     def __call__(self) -> dict[str, float]:
         return self.rollout.update_weights(self.engine.iter_full_params())
 
@@ -32,10 +28,6 @@ class AdapterSync:
     def __init__(self, engine, rollout):
         self.engine, self.rollout = engine, rollout
         self.config = adapter_config_dict(engine.lora_config)
-
-    def rollout_ready(self) -> bool:
-        """Never before the first sync: the rollout has no adapter until it is given one."""
-        return False
 
     def _base(self):
         frozen = self.engine.frozen_names

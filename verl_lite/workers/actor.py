@@ -18,12 +18,13 @@ import torch
 
 from verl_lite.algos import POLICY_LOSSES
 from verl_lite.algos.kl import kl_penalty
-from verl_lite.algos.logprob import entropy_from_logits, logprobs_from_logits
+from verl_lite.algos.logprob import entropy_from_logits, logprobs_from_logits, sum_pi_squared_from_logits
 from verl_lite.algos.loss_agg import LossScale, agg_loss
 from verl_lite.config.schema import ActorConfig
 from verl_lite.engine.fsdp_engine import FSDPEngine
 
 MODEL_INPUTS = ("input_ids", "attention_mask", "position_ids", "responses")
+LOSS_METRICS = {"clipped": "pg_clipfrac", "clipped_lower": "pg_clipfrac_lower", "approx_kl": "ppo_kl"}
 
 
 def take(tensors: dict[str, torch.Tensor], rows: list[int]) -> dict[str, torch.Tensor]:
@@ -36,30 +37,47 @@ def response_logits(output, micro, temperature: float) -> torch.Tensor:
     return output.logits[:, -width - 1 : -1].float() / temperature  # (bs, R, vocab)
 
 
-def compute_log_prob(
+def _response_token_stats(
     engine: FSDPEngine,
     tensors: dict[str, torch.Tensor],
+    with_sum_pi_squared: bool,
     *,
     micro_size: int,
     max_token_len: int | None,
     temperature: float,
     phase: str,
 ) -> torch.Tensor:
-    """Log-probs of the sampled response tokens, (bs, R), in the rows' original order.
-
-    `max_token_len` (dynamic batching) groups rows by a token budget instead of `micro_size`."""
+    """(S, bs, R) per response token, rows in their original order: log-probs of the sampled tokens
+    and, when asked, sum_v pi_v^2 (optimal_token_baseline's input). `max_token_len` (dynamic batching)
+    groups rows by a token budget instead of `micro_size`."""
 
     def fn(output, micro):
         logits = response_logits(output, micro, temperature)
-        return logprobs_from_logits(logits, micro["responses"].to(logits.device)).cpu()
+        stats = [logprobs_from_logits(logits, micro["responses"].to(logits.device))]
+        if with_sum_pi_squared:
+            stats.append(sum_pi_squared_from_logits(logits))
+        return torch.stack(stats).cpu()
 
     inputs = {k: tensors[k] for k in MODEL_INPUTS}
     groups = engine.micro_batches(inputs["attention_mask"], micro_size, max_token_len)
     outs = engine.forward([take(inputs, g) for g in groups], fn, phase=phase)
-    logp = torch.empty(inputs["responses"].shape, dtype=torch.float32)
+    stats = torch.empty((1 + with_sum_pi_squared, *inputs["responses"].shape), dtype=torch.float32)
     for rows, out in zip(groups, outs):
-        logp[torch.tensor(rows)] = out
-    return logp
+        stats[:, torch.tensor(rows)] = out
+    return stats
+
+
+def compute_log_prob(engine: FSDPEngine, tensors: dict[str, torch.Tensor], **kw) -> torch.Tensor:
+    """Log-probs of the sampled response tokens, (bs, R); keywords as _response_token_stats."""
+    return _response_token_stats(engine, tensors, False, **kw)[0]
+
+
+def compute_log_prob_and_sum_pi_squared(
+    engine: FSDPEngine, tensors: dict[str, torch.Tensor], **kw
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log-probs and sum_v pi_v^2 of each response token, both (bs, R), from one forward."""
+    logp, sum_pi_squared = _response_token_stats(engine, tensors, True, **kw)
+    return logp, sum_pi_squared
 
 
 def mini_batch_loss_scale(engine: FSDPEngine, mask: torch.Tensor, response_length: int) -> LossScale:
@@ -74,7 +92,9 @@ class PPOActor:
     def __init__(self, engine: FSDPEngine, cfg: ActorConfig, response_length: int, temperature: float):
         self.engine, self.cfg = engine, cfg
         self.response_length, self.temperature = response_length, temperature
-        self.policy_loss = POLICY_LOSSES.get(cfg.policy_loss.loss_mode)
+        spec = POLICY_LOSSES.spec(cfg.policy_loss.loss_mode)
+        self.policy_loss, self.policy_loss_kwargs = spec.fn, POLICY_LOSSES.read_keys(spec, cfg)
+        self.pg_agg_mode = spec.agg_mode or cfg.loss_agg_mode  # gspo, sapo, geo_mean fix theirs (as verl)
 
     def loss_scale(self, mask: torch.Tensor) -> LossScale:
         return mini_batch_loss_scale(self.engine, mask, self.response_length)
@@ -92,20 +112,15 @@ class PPOActor:
                 log_prob=logp,
                 advantages=micro["advantages"].to(device),
                 response_mask=mask,
-                clip_ratio_low=cfg.clip_ratio_low,
-                clip_ratio_high=cfg.clip_ratio_high,
-                clip_ratio_c=cfg.clip_ratio_c,
+                **self.policy_loss_kwargs,
             )
-            pg_loss = agg_loss(terms["pg_loss"], mask, cfg.loss_agg_mode, scale)
+            pg_loss = agg_loss(terms["pg_loss"], mask, self.pg_agg_mode, scale)
             entropy = agg_loss(entropy_from_logits(logits), mask, cfg.loss_agg_mode, scale)
             loss = pg_loss - cfg.entropy_coeff * entropy
-            shares = {
-                "pg_loss": pg_loss,
-                "entropy": entropy,
-                "pg_clipfrac": agg_loss(terms["clipped"], mask, "token-mean", scale),
-                "pg_clipfrac_lower": agg_loss(terms["clipped_lower"], mask, "token-mean", scale),
-                "ppo_kl": agg_loss(terms["approx_kl"], mask, "token-mean", scale),
-            }
+            shares = {"pg_loss": pg_loss, "entropy": entropy}
+            for term, metric in LOSS_METRICS.items():  # the indicators this loss reports
+                if term in terms:
+                    shares[metric] = agg_loss(terms[term], mask, "token-mean", scale)
             if cfg.use_kl_loss:
                 kl = kl_penalty(logp, micro["ref_log_prob"].to(device), cfg.kl_loss_type)
                 shares["kl_loss"] = agg_loss(kl, mask, cfg.loss_agg_mode, scale)
