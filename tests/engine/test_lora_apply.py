@@ -11,14 +11,13 @@ from transformers import AutoModelForCausalLM
 from tests.helpers.configs import tiny_critic, tiny_model
 from verl_lite.config.schema import ModelConfig
 from verl_lite.engine.lora import (
-    LoraSpec,
     adapter_config_dict,
     adapter_file_state,
     apply_lora,
     base_param_name,
-    lora_enabled,
     save_adapter,
 )
+from verl_lite.engine.lora_spec import LoraSpec, lora_enabled
 from verl_lite.utils.hf_model import load_value_model
 
 

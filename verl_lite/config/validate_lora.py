@@ -13,9 +13,8 @@ import os
 
 from verl_lite.config.common import ARR
 from verl_lite.config.schema import PPOTrainerConfig
+from verl_lite.engine.lora_spec import ADAPTER_CONFIG, LoraSpec
 from verl_lite.rollout import LOAD_FORMATS, VLLM_LORA_RANKS, resolve_rollout_name
-
-ADAPTER_CONFIG = "adapter_config.json"  # engine/lora.py writes and reads the same file
 
 
 def _check_modules(key: str, value, problems: list[str]) -> None:
@@ -25,12 +24,12 @@ def _check_modules(key: str, value, problems: list[str]) -> None:
         problems.append(f"{key}={value!r}: give all-linear, a regex string or a list of module names")
 
 
-def _check_model(key: str, model, problems: list[str]) -> bool:
+def _check_model(key: str, model, kind: str, problems: list[str]) -> bool:
     """The LoRA keys of one model section; whether LoRA is on for it."""
     adapter = getattr(model, "lora_adapter_path", None)  # verl's critic section has none
     if model.lora_rank < 0:
         problems.append(f"{key}.lora_rank={model.lora_rank}: use 0 (full fine-tuning) or a positive rank")
-    if model.lora_rank <= 0 and adapter is None:
+    if LoraSpec.of(model, kind) is None:
         return False
     if model.lora_alpha <= 0:
         problems.append(f"{key}.lora_alpha={model.lora_alpha}: must be positive (verl's default is 16)")
@@ -50,9 +49,12 @@ def check_lora(cfg: PPOTrainerConfig, problems: list[str]) -> None:
     r = cfg.actor_rollout_ref.rollout
     if r.load_format not in LOAD_FORMATS:
         problems.append(f"{ARR}.rollout.load_format={r.load_format!r} is not one of {list(LOAD_FORMATS)}")
-    _check_model("critic.model", cfg.critic.model, problems)
+    _check_model("critic.model", cfg.critic.model, "value", problems)
     model = cfg.actor_rollout_ref.model
-    if not _check_model(f"{ARR}.model", model, problems) or resolve_rollout_name(r.name) != "vllm":
+    if (
+        not _check_model(f"{ARR}.model", model, "causal_lm", problems)
+        or resolve_rollout_name(r.name) != "vllm"
+    ):
         return
     if model.lora_rank > VLLM_LORA_RANKS[-1]:
         problems.append(

@@ -29,7 +29,8 @@ from torch.distributed.tensor import DTensor
 
 from verl_lite.config.schema import FSDPConfig, ModelConfig, OptimConfig
 from verl_lite.engine import micro_batch
-from verl_lite.engine.lora import LoraSpec, apply_lora
+from verl_lite.engine.lora import apply_lora
+from verl_lite.engine.lora_spec import LoraSpec
 from verl_lite.engine.offload import TransferLog, build_offload
 from verl_lite.engine.optim import build_lr_scheduler, build_optimizer, num_warmup_steps
 from verl_lite.engine.packing import packed_forward

@@ -1,7 +1,7 @@
 """LoRA with PEFT: low-rank adapters trained on a frozen base model (verl's `model.lora_*` keys).
 
 `lora_rank > 0`, or a saved adapter in `lora_adapter_path`, turns LoRA on for a role's model (the
-actor's `actor_rollout_ref.model`, the critic's `critic.model`). PEFT wraps the HF model before
+actor's `actor_rollout_ref.model`, the critic's `critic.model`; read by lora_spec.LoraSpec). PEFT wraps the HF model before
 FSDP2 shards it, so the frozen base weights and the trainable adapters sit in the same FSDP units;
 only the adapters get gradients and optimizer state. The reference policy is the same model with
 the adapters switched off (`disable_adapter`), so LoRA needs no second copy of the weights.
@@ -24,71 +24,18 @@ import copy
 import json
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 import torch
 from peft import LoraConfig, PeftConfig, PeftModel, TaskType, get_peft_model, get_peft_model_state_dict
 from safetensors.torch import save_file
 
+from verl_lite.engine.lora_spec import LoraSpec
+
 PEFT_PREFIX = "base_model.model."
-ADAPTER_CONFIG, ADAPTER_WEIGHTS = "adapter_config.json", "adapter_model.safetensors"
+ADAPTER_WEIGHTS = "adapter_model.safetensors"
 INIT_SEED = 0
 TASK_TYPES = {"causal_lm": TaskType.CAUSAL_LM, "value": TaskType.TOKEN_CLS}
-KEYS = {"causal_lm": "actor_rollout_ref.model", "value": "critic.model"}
 VALUE_HEAD = "score"  # the critic's per-token value head (utils/hf_model.py)
-
-
-@dataclass(frozen=True)
-class LoraSpec:
-    """A role's LoRA settings, read from its model section in one place. verl's critic section has
-    no exclude_modules or lora_adapter_path: for it they read as None."""
-
-    key: str  # the config section, for messages: actor_rollout_ref.model | critic.model
-    model_kind: str  # causal_lm (actor) | value (critic)
-    rank: int
-    alpha: int
-    target_modules: object
-    exclude_modules: object
-    adapter_path: str | None
-    base_path: str  # the model folder the adapters sit on (recorded in the saved adapter)
-
-    @classmethod
-    def of(cls, model_cfg, model_kind: str = "causal_lm") -> LoraSpec | None:
-        """None unless LoRA is on: verl's rule, a positive rank or a saved adapter to continue from."""
-        adapter_path = getattr(model_cfg, "lora_adapter_path", None)
-        if model_cfg.lora_rank <= 0 and adapter_path is None:
-            return None
-        if model_kind not in TASK_TYPES:
-            raise ValueError(f"LoRA applies to the actor and the critic, not to a {model_kind} model")
-        return cls(
-            key=KEYS[model_kind],
-            model_kind=model_kind,
-            rank=model_cfg.lora_rank,
-            alpha=model_cfg.lora_alpha,
-            target_modules=_modules(model_cfg.target_modules),
-            exclude_modules=_modules(getattr(model_cfg, "exclude_modules", None)),
-            adapter_path=adapter_path,
-            base_path=model_cfg.path,
-        )
-
-    @property
-    def max_rank(self) -> int:
-        """The adapter's largest rank: lora_rank, or what the saved adapter in lora_adapter_path has."""
-        if self.adapter_path is None:
-            return self.rank
-        config = PeftConfig.from_pretrained(self.adapter_path)
-        return max([config.r, *(getattr(config, "rank_pattern", None) or {}).values()])
-
-
-def lora_enabled(model_cfg, model_kind: str = "causal_lm") -> bool:
-    return LoraSpec.of(model_cfg, model_kind) is not None
-
-
-def _modules(value):
-    """target_modules / exclude_modules as PEFT takes them: a string (regex or 'all-linear') or a list."""
-    if value is None or isinstance(value, str):
-        return value
-    return [str(v) for v in value]
 
 
 def _exclude_head(exclude):
@@ -116,22 +63,13 @@ def build_lora_config(spec: LoraSpec) -> LoraConfig:
     )
 
 
-def check_adapter_dir(path: str, key: str) -> None:
-    if not os.path.isfile(os.path.join(path, ADAPTER_CONFIG)):
-        raise FileNotFoundError(
-            f"{key}.lora_adapter_path={path!r}: no {ADAPTER_CONFIG} there; point it at a PEFT adapter folder "
-            "(e.g. a checkpoint's actor/lora_adapter)"
-        )
-
-
 def apply_lora(module: torch.nn.Module, spec: LoraSpec) -> PeftModel:
     """`module` wrapped by PEFT with fresh adapters (lora_rank, lora_alpha, target_modules,
     exclude_modules) or those saved in `lora_adapter_path` (which then decides rank and targets),
     trainable; every base parameter frozen. The critic's value head (`score`) is trained in full
     (PEFT's modules_to_save for token classification)."""
     path = spec.adapter_path
-    if path is not None:
-        check_adapter_dir(path, spec.key)
+    spec.saved_config()  # a missing adapter folder: one line naming the key
     config = None if path is not None else build_lora_config(spec)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(INIT_SEED)

@@ -38,7 +38,8 @@ from transformers.generation.logits_process import (
     TopPLogitsWarper,
 )
 
-from verl_lite.engine.lora import LoraSpec, apply_lora
+from verl_lite.engine.lora import apply_lora
+from verl_lite.engine.lora_spec import LoraSpec
 from verl_lite.engine.parallelize import parse_dtype
 from verl_lite.rollout.base import Rollout, SamplingParams, response_mask_from_tokens
 from verl_lite.utils import device as dev

@@ -39,7 +39,7 @@ from collections.abc import Iterable, Iterator
 
 import torch
 
-from verl_lite.engine.lora import LoraSpec
+from verl_lite.engine.lora_spec import LoraSpec
 from verl_lite.engine.parallelize import parse_dtype
 from verl_lite.rollout import VLLM_LORA_RANKS
 from verl_lite.rollout.base import Rollout, SamplingParams
