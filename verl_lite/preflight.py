@@ -46,6 +46,7 @@ from verl_lite.single_controller.checks import check_machine, joins_cluster
 from verl_lite.trainer.checks import check_placeholders, check_trainer
 from verl_lite.utils import device as dev
 from verl_lite.workers.checks import check_models, check_positions, check_tokenizer
+from verl_lite.workers.lora_checks import check_lora
 
 __all__ = ["joins_cluster", "prepare", "check", "check_tokenizer_fit", "check_datasets", "check_cluster"]
 
@@ -71,6 +72,7 @@ CHECKS: list[Step] = [
     Step("values together", validate.check_relations),
     Step("rollout", check_rollout),
     Step("engines", check_engines),
+    Step("LoRA", check_lora),
     Step("algorithm", check_algorithm),
     Step("reward", check_reward),
     Step("data", check_data),
