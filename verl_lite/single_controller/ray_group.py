@@ -29,6 +29,7 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from verl_lite.single_controller.decorator import DISPATCH_ATTR, MESH_ATTR, collect_results, dispatch_args
 from verl_lite.utils import device as dev
+from verl_lite.utils import logs
 
 
 class WorkerError(RuntimeError):
@@ -113,6 +114,7 @@ class RayWorkerGroup:
         remote_cls = ray.remote(worker_cls)
         slots = list(pool.slots())
         self.workers = []
+        self.log_files = [logs.worker_log_path(name, rank) for rank in range(len(slots))]
         self.failed = False  # a method raised or a worker died: shutdown kills at once
         master = None
         for rank, (pg, bundle_index) in enumerate(slots):
@@ -122,6 +124,8 @@ class RayWorkerGroup:
                 "OMP_NUM_THREADS": str(max(1, int(pool.bundle.get("CPU", 1)))),
                 "TOKENIZERS_PARALLELISM": "false",
             }
+            if self.log_files[rank]:  # the worker's output goes to its file in the run folder
+                env[logs.WORKER_LOG_ENV] = self.log_files[rank]
             if master is not None:
                 env["MASTER_ADDR"], env["MASTER_PORT"] = master[0], str(master[1])
             share = pool.actor_resources()
@@ -191,8 +195,18 @@ class RayWorkerGroup:
                 raise WorkerError(f"{self.name} rank {rank} raised in {method}: {e.cause!r}\n{e}") from e
             except RayActorError as e:
                 self.failed = True
-                raise WorkerError(f"{self.name} rank {rank} died during {method}: {e}") from e
+                raise WorkerError(
+                    f"{self.name} rank {rank} died during {method}: {e}{self._log_end(rank)}"
+                ) from e
         return ray.get(futures)
+
+    def _log_end(self, rank: int) -> str:
+        """Where a dead worker's own output is, and its last lines (what it printed before dying)."""
+        path = self.log_files[rank]
+        if not path:
+            return ""
+        end = logs.tail(path)
+        return f"\n{self.name} rank {rank} log: {path}" + (f"; its last lines:\n{end}" if end else "")
 
     def _raise_if_one_died(self, method: str, pending: list, rank_of: dict, wait_s: float = 10.0) -> None:
         if not pending:
@@ -202,7 +216,10 @@ class RayWorkerGroup:
             try:
                 ray.get(future)
             except RayActorError as e:
-                raise WorkerError(f"{self.name} rank {rank_of[future]} died during {method}: {e}") from e
+                rank = rank_of[future]
+                raise WorkerError(
+                    f"{self.name} rank {rank} died during {method}: {e}{self._log_end(rank)}"
+                ) from e
             except RayTaskError:
                 pass
 

@@ -441,4 +441,9 @@ def runtime_env(user: dict) -> dict:
 
 def start_ray(config: PPOTrainerConfig) -> None:
     if not ray.is_initialized():
-        ray.init(**ray_init_kwargs(config))
+        kwargs = ray_init_kwargs(config)
+        ray.init(**kwargs)
+        if "num_cpus" in kwargs:  # Ray's own notice goes to the log file
+            log.info("started a local Ray instance (%s CPUs)", ray.cluster_resources().get("CPU", 0))
+        else:
+            log.info("joined the Ray cluster at %s", kwargs["address"])
