@@ -96,3 +96,14 @@ def test_generating_on_discarded_weights_is_refused():
     memory.after_sync()
     assert memory.before_generate() == [("wake_up", {"tags": ["kv_cache"]})]
     assert memory.before_generate() == [], "waking what is awake only makes vLLM warn: nothing to call"
+
+
+def test_keep_weights_sleeps_at_level_1_and_the_weights_stay_valid():
+    """For a caller that syncs only part of the weights (LoRA adapters over a base)."""
+    memory = EngineMemory(sleep_enabled=True, keep_weights=True)
+    memory.before_sync()
+    memory.after_sync()
+    memory.before_generate()
+    assert memory.sleep() == [("sleep", {"level": 1})]
+    assert memory.weights_valid, "level 1 copies the weights to the host and back"
+    assert memory.before_generate() == [("wake_up", {"tags": ["weights", "kv_cache"]})]

@@ -84,6 +84,12 @@ def check_vllm(cfg: PPOTrainerConfig, problems: list[str]) -> None:
             problems.append(f"{key}.{name}={getattr(r, name)} must be positive")
 
 
+def uses_reference(cfg: PPOTrainerConfig) -> bool:
+    """A reference policy is built when a KL term needs it: in the loss or in the reward (verl's rule;
+    the trainer and the memory planner both ask here)."""
+    return bool(cfg.actor_rollout_ref.actor.use_kl_loss or cfg.algorithm.use_kl_in_reward)
+
+
 def uses_critic(cfg: PPOTrainerConfig) -> bool:
     """critic.enable when set; else whether the advantage estimator's spec needs a critic (gae), as in verl."""
     if cfg.critic.enable is not None:

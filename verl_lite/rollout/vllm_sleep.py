@@ -17,19 +17,24 @@ them: a device-side all-gather instead of the host round trip.
 
 Order around a rollout: wake the weights, sync into them (the KV cache is still released, so the
 gather has that room), wake the KV cache, generate, sleep.
+
+`keep_weights=True` sleeps at level 1 instead, for a caller that syncs only part of the weights
+each step (LoRA adapters: the base weights must survive the sleep; verl does the same); the
+weights then stay valid through the sleep.
 """
 
 from __future__ import annotations
 
-SLEEP_LEVEL = 2
+DISCARD, KEEP = 2, 1  # vLLM's sleep levels: weights discarded / copied to the host
 Call = tuple[str, dict]  # (LLM method, its keyword arguments)
 
 
 class EngineMemory:
     """Which sleep/wake calls to make, and whether the engine's weights are valid (pure bookkeeping)."""
 
-    def __init__(self, sleep_enabled: bool):
+    def __init__(self, sleep_enabled: bool, keep_weights: bool = False):
         self.sleep_enabled = sleep_enabled
+        self.level = KEEP if keep_weights else DISCARD
         self.asleep: set[str] = set()
         self.weights_valid = False  # the engine starts from dummy weights
 
@@ -38,8 +43,9 @@ class EngineMemory:
         if not self.sleep_enabled or self.asleep:
             return []
         self.asleep = {"weights", "kv_cache"}
-        self.weights_valid = False  # level 2 discards them
-        return [("sleep", {"level": SLEEP_LEVEL})]
+        if self.level == DISCARD:
+            self.weights_valid = False
+        return [("sleep", {"level": self.level})]
 
     def wake(self, tags: tuple[str, ...]) -> list[Call]:
         """Wake the sleeping ones among `tags`, weights before the KV cache."""

@@ -31,6 +31,7 @@ from verl_lite.algos import ADV_ESTIMATORS
 from verl_lite.algos.kl_ctrl import build_kl_controller
 from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.config.validate import uses_critic
+from verl_lite.config.validate_roles import uses_reference
 from verl_lite.data.rlhf_dataset import EpochSampler, RLHFDataset
 from verl_lite.plan import auto_offload
 from verl_lite.protocol import DataProto
@@ -84,8 +85,8 @@ class RayPPOTrainer(AlgorithmPhases):
             len(train_dataset), config.data.train_batch_size, config.data.shuffle, config.data.seed
         )
         self.total_training_steps = self.sampler_steps()
-        actor, alg = config.actor_rollout_ref.actor, config.algorithm
-        self.use_ref = actor.use_kl_loss or alg.use_kl_in_reward
+        alg = config.algorithm
+        self.use_ref = uses_reference(config)
         self.use_critic = uses_critic(config)
         self.adv_spec = ADV_ESTIMATORS.spec(alg.adv_estimator)
         self.adv_kwargs = ADV_ESTIMATORS.read_keys(self.adv_spec, config)  # the keys the estimator reads
@@ -207,7 +208,9 @@ class RayPPOTrainer(AlgorithmPhases):
 
     def _plan_offload(self) -> dict:
         """trainer.auto_offload: the planner's choice for the memory the workers actually have."""
-        overrides, message = auto_offload(self.config, self.actor_rollout_wg.device_memory_gb())
+        overrides, message = auto_offload(
+            self.config, self.actor_rollout_wg.device_memory_gb(), accelerator=self.use_gpu
+        )
         log.info(message)
         self.config.actor_rollout_ref = apply_overrides(self.config.actor_rollout_ref, overrides)
         return overrides
