@@ -106,10 +106,15 @@ def rollout_memory(
     )
 
 
+def shard_world(fsdp, world: int) -> int:
+    """Ranks one model is sharded over: fsdp_config.fsdp_size when it makes HSDP groups, else all."""
+    return fsdp.fsdp_size if 0 < fsdp.fsdp_size < world else world
+
+
 def engine_setup(fsdp, world: int, seq_len: int, response_len: int, accelerator: bool, **kw) -> EngineSetup:
     mp = fsdp.mixed_precision
     return EngineSetup(
-        world=world,
+        world=shard_world(fsdp, world),
         mode=kw.pop("mode", None) or fsdp_mode(fsdp),
         seq_len=seq_len,
         response_len=response_len,
@@ -127,10 +132,31 @@ def _forward_size(micro: int | None, dynamic: bool, token_budget: int) -> dict:
     return {"forward_tokens": token_budget} if dynamic else {"forward_micro": micro or 1}
 
 
+LEVERS = ("fused", "activation_offload")  # what the planner may switch on for the actor (plan.py)
+
+
+def actor_levers(cfg: PPOTrainerConfig, levers: tuple[str, ...] = ()) -> dict:
+    """The actor's memory levers as configured, with `levers` (names from LEVERS) switched on."""
+    arr = cfg.actor_rollout_ref
+    return dict(
+        sp_size=arr.actor.ulysses_sequence_parallel_size,
+        fused=arr.model.use_fused_kernels or "fused" in levers,
+        entropy_chunking=arr.actor.entropy_from_logits_with_chunking,
+        entropy_checkpointing=arr.actor.entropy_checkpointing,
+        activation_offload=arr.model.enable_activation_offload or "activation_offload" in levers,
+    )
+
+
 def role_engines(
-    cfg: PPOTrainerConfig, shape: ModelShape, world: int, mode: str, micro: int, accelerator: bool
+    cfg: PPOTrainerConfig,
+    shape: ModelShape,
+    world: int,
+    mode: str,
+    micro: int,
+    accelerator: bool,
+    levers: tuple[str, ...] = (),
 ) -> dict[str, EngineEstimate]:
-    """The estimate of every engine the run builds, the actor at (mode, micro)."""
+    """The estimate of every engine the run builds, the actor at (mode, micro) with `levers` on."""
     arr = cfg.actor_rollout_ref
     a, r = arr.actor, arr.rollout
     seq, resp = r.prompt_length + r.response_length, r.response_length
@@ -144,6 +170,7 @@ def role_engines(
         micro=micro,
         grad_checkpointing=arr.model.enable_gradient_checkpointing,
         tokens_per_micro=a.ppo_max_token_len_per_gpu if a.use_dynamic_bsz else None,
+        **actor_levers(cfg, levers),
         **_forward_size(
             r.log_prob_micro_batch_size_per_gpu, r.log_prob_use_dynamic_bsz, r.log_prob_max_token_len_per_gpu
         ),
@@ -155,9 +182,16 @@ def role_engines(
             arr.ref.log_prob_use_dynamic_bsz,
             arr.ref.log_prob_max_token_len_per_gpu,
         )
+        ref = dict(
+            sp_size=arr.ref.ulysses_sequence_parallel_size,
+            fused=arr.model.use_fused_kernels or "fused" in levers,  # the model's key: actor and ref
+            entropy_chunking=arr.ref.entropy_from_logits_with_chunking,
+        )
         out["ref"] = estimate(
             shape,
-            engine_setup(arr.ref.fsdp_config, world, seq, resp, accelerator, micro=0, trains=False, **f),
+            engine_setup(
+                arr.ref.fsdp_config, world, seq, resp, accelerator, micro=0, trains=False, **f, **ref
+            ),
         )
     if uses_critic(cfg):
         c = cfg.critic
@@ -173,6 +207,8 @@ def role_engines(
             micro=c.ppo_micro_batch_size_per_gpu or 1,
             grad_checkpointing=c.model.enable_gradient_checkpointing,
             tokens_per_micro=c.ppo_max_token_len_per_gpu if c.use_dynamic_bsz else None,
+            sp_size=c.ulysses_sequence_parallel_size,
+            activation_offload=c.model.enable_activation_offload,
             **f,
         )
         out["critic"] = estimate(read_shape(c.model.path, head="value", key="critic.model.path"), critic)
@@ -198,9 +234,11 @@ def plan_device(
     micro: int,
     device_bytes: int,
     accelerator: bool = True,
+    levers: tuple[str, ...] = (),
 ) -> DevicePlan:
-    """Device bytes per phase with the actor at (mode, micro) on a device of `device_bytes`."""
-    engines = role_engines(cfg, shape, world, mode, micro, accelerator)
+    """Device bytes per phase with the actor at (mode, micro) and `levers` (plan_memory.LEVERS) on a
+    device of `device_bytes`."""
+    engines = role_engines(cfg, shape, world, mode, micro, accelerator, levers)
     roll = rollout_memory(cfg, shape, world, device_bytes, accelerator)
     resident = {role: e.resident for role, e in engines.items()}
 
