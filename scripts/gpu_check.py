@@ -24,6 +24,8 @@ weights on a GPU (fp32 throughout on CPU). Columns:
               a lower bound, marked >=), and that as a share of the pinned-copy peak measured first
   pinned GB   the caching host allocator's peak (rounded blocks, in use or cached) next to the
               planner's pinned host bytes
+  ctx GB      device memory in use outside torch's allocator after the row (CUDA context, NCCL
+              and cuBLAS workspaces) next to the planner's per-process assumption (plan_memory.py)
 
 Rows are modes in MODES; register_mode() adds one (see Mode): a lever to switch on (FSDP, model
 or actor keys), what the planner should assume for it, which models it applies to, an optional
@@ -49,6 +51,7 @@ import torch  # noqa: E402
 from transformers import AutoConfig, AutoModelForCausalLM, Qwen2Config  # noqa: E402
 
 from verl_lite.engine.memory_model import EngineEstimate, EngineSetup, ModelShape, estimate  # noqa: E402
+from verl_lite.plan_memory import PROCESS_OVERHEAD  # noqa: E402
 from verl_lite.utils import device as dev  # noqa: E402
 
 GB = 1024**3
@@ -252,6 +255,7 @@ def run_row(args, name: str, mode: Mode) -> dict:
         "h2d_gbps": gbps,
         "h2d_lower_bound": lower_bound,
         "pinned_gb": dev.pinned_host_peak_bytes() / GB,
+        "outside_gb": dev.memory_outside_torch_gb(),
     }
 
 
@@ -298,7 +302,7 @@ def child(args, extra: list[str], timeout_s: float) -> tuple[dict | None, str]:
 COLUMNS = (
     f"{'model':<14}{'params':>9}  {'mode':<25}{'peak GB':>9}{'plan GB':>9}{'err':>7}{'tok/s':>10}{'/none':>7}"
 )
-COLUMNS += f"{'h2d GB/s':>11}{'/link':>7}{'pinned GB':>11}{'plan':>7}"
+COLUMNS += f"{'h2d GB/s':>11}{'/link':>7}{'pinned GB':>11}{'plan':>7}{'ctx GB':>8}{'plan':>6}"
 
 
 def row_line(
@@ -313,9 +317,13 @@ def row_line(
     ratio = f"{r['tokens_per_s'] / base['tokens_per_s']:.2f}" if base else "-"
     gbps = (">" if r["h2d_lower_bound"] else "") + f"{r['h2d_gbps']:.1f}" if r["h2d_gbps"] else "-"
     link = f"{r['h2d_gbps'] / r['link_gbps']:.0%}" if r["h2d_gbps"] and r.get("link_gbps") else "-"
+    outside = r.get("outside_gb")
+    outside_text = (
+        f"{outside:>8.2f}{PROCESS_OVERHEAD / GB:>6.2f}" if outside is not None else f"{'n/a':>8}{'-':>6}"
+    )
     return (
         f"{label}{peak_text}{plan_gb:>9.2f}{err:>7}{r['tokens_per_s']:>10.0f}{ratio:>7}{gbps:>11}{link:>7}"
-        f"{r['pinned_gb']:>11.2f}{est.host / GB:>7.1f}"
+        f"{r['pinned_gb']:>11.2f}{est.host / GB:>7.1f}{outside_text}"
     )
 
 

@@ -217,6 +217,15 @@ def device_memory_total_gb() -> float:
     return psutil.virtual_memory().available / 1024**3
 
 
+def memory_outside_torch_gb() -> float | None:
+    """Device memory in use that torch's caching allocator does not hold: the CUDA context, NCCL's
+    buffers, cuBLAS workspaces (and other processes' memory on a shared device). None on CPU."""
+    if not is_cuda_available():
+        return None
+    free, total = torch.cuda.mem_get_info()
+    return (total - free - torch.cuda.memory_reserved()) / 1024**3
+
+
 def device_name() -> str:
     """The device's product name ('cpu' without an accelerator)."""
     return torch.cuda.get_device_name() if is_cuda_available() else "cpu"
