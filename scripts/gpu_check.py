@@ -327,6 +327,59 @@ def row_line(
     )
 
 
+TARGETS = {  # issue 12's targets: offload_policy's peak, manual offload's speed, the host link's use
+    "policy_peak": 0.5,  # offload_policy peak <= 0.5 x no offload's, same micro-batch
+    "manual_speed": 0.7,  # param+optimizer offload tokens/s >= 0.7 x no offload's
+    "link_share": 0.7,  # h2d GB/s during manual offload's copies >= 0.7 x the pinned-copy peak
+}
+
+
+def verdict(model: str, what: str, ratio: float | None, ok: bool, why: str) -> str:
+    if ratio is None:
+        return f"target {model} {what}: not measured ({why})"
+    return f"target {model} {what}: {ratio:.2f} {'met' if ok else 'MISSED'}"
+
+
+def model_targets(model: str, runs: dict) -> list[str]:
+    """`runs[(model, mode)]` is (planner estimate, result or None)."""
+    none_est, none = runs.get((model, "none"), (None, None))
+    policy = runs.get((model, "offload_policy"), (None, None))[1]
+    manual = runs.get((model, "param_optimizer_offload"), (None, None))[1]
+    limit = TARGETS["policy_peak"]
+    ratio, what, why = (
+        None,
+        f"offload_policy peak / none <= {limit}",
+        "no device peak (CPU) or a row did not run",
+    )
+    if policy and policy["peak_gb"] and none and none["peak_gb"]:
+        ratio = policy["peak_gb"] / none["peak_gb"]
+    elif policy and policy["peak_gb"] and none_est is not None:  # none did not fit: the planner's estimate
+        ratio, what = policy["peak_gb"] * GB / none_est.update, what + " (none: planner estimate)"
+    out = [verdict(model, what, ratio, ratio is not None and ratio <= limit, why)]
+    limit = TARGETS["manual_speed"]
+    ratio = manual["tokens_per_s"] / none["tokens_per_s"] if manual and none else None
+    what = f"param+optimizer offload tok/s / none >= {limit}"
+    out.append(verdict(model, what, ratio, ratio is not None and ratio >= limit, "both must run"))
+    limit = TARGETS["link_share"]
+    ratio = manual["h2d_gbps"] / manual["link_gbps"] if manual and manual.get("link_gbps") else None
+    what = f"host link use / pinned-copy peak >= {limit}"
+    out.append(
+        verdict(
+            model,
+            what,
+            ratio,
+            ratio is not None and ratio >= limit,
+            "needs the param+optimizer offload row on a GPU",
+        )
+    )
+    return out
+
+
+def target_lines(runs: dict) -> list[str]:
+    """Issue 12's targets per model: the measured ratio, met or MISSED, or why it was not measured."""
+    return [line for model in dict.fromkeys(m for m, _ in runs) for line in model_targets(model, runs)]
+
+
 def run_all(args) -> int:
     started = time.perf_counter()
     link, why = child(args, ["--link"], 120)
@@ -342,7 +395,7 @@ def run_all(args) -> int:
         flush=True,
     )
     print(COLUMNS, flush=True)
-    lines, failed = [], 0
+    lines, failed, runs = [], 0, {}
     for name in args.models.split(","):
         cfg = model_config(name.strip())
         shape, base = shape_of(cfg), None
@@ -362,9 +415,11 @@ def run_all(args) -> int:
                 else:
                     result["link_gbps"] = link_gbps
                     base = base or (result if mode.name == "none" else None)
+            runs[name, mode.name] = (est, result)
             lines.append(row_line(name, shape, mode.name, est, result, note, base))
             print(lines[-1], flush=True)
     print("\n" + COLUMNS + "\n" + "\n".join(lines))
+    print("\n".join(target_lines(runs)))
     print(f"gpu_check: {len(lines)} rows, {failed} failed, {time.perf_counter() - started:.0f} s")
     return 1 if failed else 0
 

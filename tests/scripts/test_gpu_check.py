@@ -9,6 +9,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 
@@ -43,6 +44,7 @@ def test_dry_run_passes_without_ray_hydra_or_vllm(tmp_path):
     assert offloaded["none"] == "-" and float(offloaded["param_optimizer_offload"]) > 0, (
         "h2d traffic measured"
     )
+    assert "target tiny offload_policy peak / none <= 0.5: not measured (no device peak (CPU)" in out
     assert out.rstrip().endswith("gpu_check: OK")
 
 
@@ -83,3 +85,25 @@ def test_rows_that_cannot_fit_say_so_with_the_planners_number(capsys):
     assert (
         "> 2.0 GB device" in rows["qwen2.5-7b", "capped"] and "> 4.0 GB device" in rows["qwen2.5-7b", "none"]
     )
+
+
+def test_targets_are_judged_from_the_rows():
+    """Issue 12's targets from the table's numbers; where no offload cannot run, its planner estimate."""
+    gpu_check = _driver()
+    est = SimpleNamespace(update=20 * gpu_check.GB)
+    row = dict(peak_gb=10.0, tokens_per_s=100.0, h2d_gbps=0.0, link_gbps=50.0)
+    runs = {
+        ("a", "none"): (est, row),
+        ("a", "param_optimizer_offload"): (est, dict(row, peak_gb=8.0, tokens_per_s=70.0, h2d_gbps=25.0)),
+        ("a", "offload_policy"): (est, dict(row, peak_gb=4.0, tokens_per_s=40.0)),
+        ("b", "none"): (est, None),  # did not fit: the planner said 20 GB
+        ("b", "offload_policy"): (est, dict(row, peak_gb=12.0)),
+    }
+    assert gpu_check.target_lines(runs) == [
+        "target a offload_policy peak / none <= 0.5: 0.40 met",
+        "target a param+optimizer offload tok/s / none >= 0.7: 0.70 met",
+        "target a host link use / pinned-copy peak >= 0.7: 0.50 MISSED",
+        "target b offload_policy peak / none <= 0.5 (none: planner estimate): 0.60 MISSED",
+        "target b param+optimizer offload tok/s / none >= 0.7: not measured (both must run)",
+        "target b host link use / pinned-copy peak >= 0.7: not measured (needs the param+optimizer offload row on a GPU)",
+    ]
