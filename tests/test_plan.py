@@ -161,6 +161,12 @@ def test_cli_takes_hydra_overrides_and_prints_the_table():
     assert "actor_rollout_ref.actor.fsdp_config.offload_policy=True" in out
     bad = subprocess.run([*cmd, "trainer.no_such_key=1"], capture_output=True, text=True, timeout=300)
     assert bad.returncode != 0 and "no_such_key" in bad.stderr
+    no_critic = [*cmd, "algorithm.adv_estimator=gae", "critic.model.path=/no/such/model"]
+    bad = subprocess.run(no_critic, capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
+        "python -m verl_lite.plan: critic.model.path='/no/such/model': no config.json to plan from; set "
+        "critic.model.path to a HF model folder (the planner reads only its config.json)"
+    ], bad.stderr[-3000:]
 
 
 HALF_B = os.path.join(CONFIGS, "qwen2.5-0.5b")

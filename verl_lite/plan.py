@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.engine.memory_model import MODES, ModelShape, read_shape
+from verl_lite.errors import one_line
 from verl_lite.plan_memory import LEVERS, DevicePlan, actor_levers, lora_fields, plan_device
 
 GB = 1024**3
@@ -342,6 +343,14 @@ def main(argv: list[str] | None = None) -> int:
         "(default: the host is reported, not checked)",
     )
     args, overrides = parser.parse_known_args(argv)
+    try:
+        return _plan(args, overrides)
+    except ValueError as e:  # a bad override, model folder or size: one line, as main_ppo says it
+        print(f"python -m verl_lite.plan: {one_line(e)}", file=sys.stderr)
+        return 2
+
+
+def _plan(args, overrides: list[str]) -> int:
     cfg = compose_config(overrides, args.config_name)
     world = cfg.trainer.nnodes * cfg.trainer.n_gpus_per_node
     budget, host_budget = args.device_memory_gb, args.host_memory_gb

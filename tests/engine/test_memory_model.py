@@ -22,6 +22,7 @@ from verl_lite.engine.memory_model import (
     pow2_ceil,
     read_shape,
 )
+from verl_lite.errors import InputError
 
 CONFIGS = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "scripts", "model_configs")
 PUBLIC_PARAM_COUNTS = {
@@ -187,7 +188,7 @@ def test_value_head_shape(seven_b):
 
 
 def test_read_shape_names_the_key_and_the_missing_field(tmp_path):
-    with pytest.raises(FileNotFoundError, match="critic.model.path=.*no config.json"):
+    with pytest.raises(InputError, match="critic.model.path=.*no config.json.*set critic.model.path to"):
         read_shape(str(tmp_path), key="critic.model.path")
     (tmp_path / "config.json").write_text('{"hidden_size": 8}')
     with pytest.raises(ValueError, match="num_hidden_layers"):

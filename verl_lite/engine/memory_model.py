@@ -91,6 +91,8 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from verl_lite.errors import InputError
+
 DTYPE_BYTES = {"fp32": 4, "float32": 4, "bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2}
 MODES = ("none", "param_optimizer_offload", "offload_policy")
 HEADS = ("lm", "value")  # causal LM (actor, ref) | one output per token (critic, reward model)
@@ -179,13 +181,16 @@ def read_shape(model_path: str, head: str = "lm", key: str = "actor_rollout_ref.
     """The shape fields of `<model_path>/config.json` (a HF model folder); `key` names the config key."""
     path = os.path.join(model_path, "config.json")
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"{key}={model_path!r}: no config.json to plan from")
+        raise InputError(
+            f"{key}={model_path!r}: no config.json to plan from; set {key} to a HF model folder "
+            "(the planner reads only its config.json)"
+        )
     with open(path) as f:
         cfg = json.load(f)
     keys = ("hidden_size", "num_hidden_layers", "vocab_size", "intermediate_size", "num_attention_heads")
     missing = [k for k in keys if k not in cfg]
     if missing:
-        raise ValueError(f"{path}: missing {missing}; the planner needs a decoder-only LM config")
+        raise InputError(f"{path}: missing {missing}; the planner needs a decoder-only LM config")
     return ModelShape(
         hidden=cfg["hidden_size"],
         layers=cfg["num_hidden_layers"],
