@@ -1,6 +1,6 @@
 """The data's start-up steps (registered in verl_lite/preflight.py): the truncation mode, the
 parquet files the run reads (data/files.py; their rows are read later, before Ray, by RLHFDataset),
-the sample caps, and, once the datasets are loaded, that a training batch fits the data."""
+and, once the datasets are loaded, that a training batch fits the data."""
 
 from __future__ import annotations
 
@@ -20,10 +20,6 @@ def check_data(cfg: PPOTrainerConfig, run: Run) -> list[str]:
         problems.append(f"data.truncation={d.truncation!r} is not one of {list(TRUNCATIONS)}")
     problems += check_parquet_files(d.train_files, "data.train_files")
     problems += check_parquet_files(d.val_files, "data.val_files", required=False)
-    for key in ("train_max_samples", "val_max_samples"):
-        value = getattr(d, key)
-        if value == 0 or value < -1:
-            problems.append(f"data.{key}={value} must be -1 (all rows) or a positive number of rows")
     return problems
 
 

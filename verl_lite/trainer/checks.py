@@ -78,10 +78,10 @@ def _generation_batch(cfg: PPOTrainerConfig, run: Run) -> list[str]:
             "only DAPO's dynamic sampling (algorithm.filter_groups.enable=True) generates more prompts than it "
             "trains on; leave data.gen_batch_size unset"
         ]
-    if d.gen_batch_size <= 0 or d.gen_batch_size % run.world:
+    if d.gen_batch_size % run.world:  # positive: config/domains.py
         return [
             f"data.gen_batch_size={d.gen_batch_size} prompts cannot be split over {run.world} workers; "
-            f"make it a positive multiple of {run.world}"
+            f"make it a multiple of {run.world}"
         ]
     return []
 
