@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from verl_lite.config.validate import ConfigError
+from verl_lite.config.errors import ConfigError
 from verl_lite.engine.memory_model import read_shape
 from verl_lite.plan import (
     candidates,
