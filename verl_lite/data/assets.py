@@ -25,7 +25,7 @@ from verl_lite.data import arith, pinned_build
 log = logging.getLogger(__name__)
 
 SCHEME = "verl_lite://"
-RECIPE_VERSION = "v2"  # bump when the model, tokenizer, warm start, task or build pin changes
+RECIPE_VERSION = "v3"  # bump when the model, tokenizer, warm start, task or build pin changes
 ASSETS = {"tiny-qwen2-arith": "model", "arith": "data"}
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 REFERENCE = {
     "torch": "2.13.0",
     "transformers": "5.19",
-    "weights_sha256": "9b301a61a23f8b78460eeda8cf03a519fe48dfe32fb43649bf8f76a8397d83b3",
+    "weights_sha256": "8984c0acd365f0bfb808361a2b8dc9ab55b43ed2dc67aa2d0ad9e880980e3233",
 }
 PINNED_CAPABILITY = "AVX2"
 

@@ -27,7 +27,7 @@ TINY_MODEL_SHAPE = dict(
     num_key_value_heads=2,
     max_position_embeddings=64,
 )
-SFT_STEPS, SFT_BATCH, SFT_LR, SFT_SEED = 430, 64, 1e-3, 0
+SFT_STEPS, SFT_BATCH, SFT_LR, SFT_SEED = 275, 64, 5e-4, 0
 
 
 def build_tiny_model(tokenizer: PreTrainedTokenizerFast, seed: int = SFT_SEED) -> Qwen2ForCausalLM:
