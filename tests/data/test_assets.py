@@ -60,10 +60,11 @@ def _cached_model_record() -> dict:
 
 
 def test_model_build_gives_the_same_bits_whatever_the_calling_process(tmp_path):
-    """Two short builds (40 SFT steps: each unpinned setting below already changes the weights by then),
-    one from this process's environment and one from a process started with 2 threads, AVX-512 kernels
-    asked for and MKL limited to AVX2 (as on a CPU without AVX-512), give the same bits: the build pins
-    its own threads and kernels."""
+    """Two short builds (40 SFT steps), one from this process's environment and one from a process started
+    with 2 threads, AVX-512 kernels asked for and MKL limited to AVX2 (as on a CPU without AVX-512), give
+    the same bits: the build pins its own threads and kernels. Unpinned, each kernel setting changes the
+    40-step weights (measured on an AVX-512 Xeon: torch's AVX-512 kernels; AVX2 kernels with MKL free;
+    MKL capped at AVX2 without MKL_CBWR: three digests, none the pinned one)."""
     hostile = dict(
         os.environ,
         OMP_NUM_THREADS="2",
