@@ -87,10 +87,10 @@ def bench_one(args) -> dict:
     """One model size, in this (fresh) process."""
     import torch
     import torch.distributed as dist
-    from torch.distributed.device_mesh import init_device_mesh
 
     from verl_lite.config.schema import FSDPConfig, ModelConfig, RolloutConfig
     from verl_lite.engine.fsdp_engine import FSDPEngine
+    from verl_lite.engine.parallelize import build_device_mesh
     from verl_lite.rollout.base import SamplingParams
     from verl_lite.rollout.hf_rollout import HFRollout
     from verl_lite.rollout.vllm_rollout import VLLMRollout
@@ -103,7 +103,7 @@ def bench_one(args) -> dict:
     with tempfile.TemporaryDirectory() as root:
         model_cfg = ModelConfig(path=build_model_dir(args.size, root))
         tokenizer = load_tokenizer(model_cfg.path)
-        actor = FSDPEngine(model_cfg, FSDPConfig(), init_device_mesh("cpu", (1,)), role="actor")
+        actor = FSDPEngine(model_cfg, FSDPConfig(), build_device_mesh(1), role="actor")
         seq_len = args.prompt_len + args.response_len
         rollout_cfg = RolloutConfig(seed=0, max_model_len=seq_len, cpu_kv_cache_gb=args.kv_cache_gb)
         hf = HFRollout(model_cfg, rollout_cfg, tokenizer, rank=0)
@@ -111,7 +111,7 @@ def bench_one(args) -> dict:
         syncs = []
         for _ in range(args.syncs + 1):
             start = time.perf_counter()
-            stats = vllm.update_weights(actor.iter_full_params())
+            stats = vllm.update_weights(actor.iter_full_params(vllm.bucket_bytes))
             syncs.append(time.perf_counter() - start)
         ids, mask = make_prompts(args.prompts, args.prompt_len, len(tokenizer), tokenizer.pad_token_id)
         params = SamplingParams(n=args.n, temperature=1.0, response_length=args.response_len, ignore_eos=True)

@@ -171,13 +171,14 @@ def _train_one_step(actor, batch):
     from verl_lite.algos.logprob import logprobs_from_logits
     from verl_lite.workers.actor import response_logits
 
-    def loss_fn(output, micro):
+    def loss_fn(output, micro, scale):
         logp = logprobs_from_logits(response_logits(output, micro, 1.0), micro["responses"])
         mask = micro["response_mask"].float()
-        return -(logp * mask).sum() / mask.sum(), {}
+        return -(logp * mask).sum() / scale.num_tokens, {}
 
     keys = ("input_ids", "attention_mask", "position_ids", "responses", "response_mask")
-    actor.train_mini_batch([{k: batch[k] for k in keys}], loss_fn)
+    rows = len(batch["responses"])
+    actor.update({k: batch[k] for k in keys}, loss_fn, mini_size=rows, micro_size=rows)
 
 
 def test_logprob_diff_small_after_sync_and_large_when_the_sync_is_skipped(hybrid):

@@ -24,6 +24,11 @@ from verl_lite.utils.hf_model import load_value_model
 from verl_lite.workers.critic import PPOCritic
 
 ROWS, MINI, STEPS, TOL, RESP = 16, 8, 3, 1e-5, 5
+# Params get a looser bound than losses and grad norms (which agree to ~1e-7): each micro-batch runs
+# on its own columns (engine/micro_batch.py), so splits use different attention shapes and their
+# float rounding differs, and Adam divides each update by sqrt(v) -- a component whose gradient is
+# rounding-sized (the k_proj biases here) moves by a sizeable part of lr either way.
+PARAM_TOL = 3e-5
 
 # name -> (fsdp_config overrides, critic overrides, remove padding, local micro size or None for whole)
 VARIANTS = {
@@ -98,7 +103,7 @@ def _assert_same(a, b, label):
         for key in ("critic/vf_loss", "critic/grad_norm", "critic/vf_clipfrac"):
             assert abs(ma[key] - mb[key]) < TOL, f"{label}: step {step + 1} {key} {ma[key]} vs {mb[key]}"
     worst = max((params_a[n] - params_b[n]).abs().max().item() for n in params_a)
-    assert worst < TOL, f"{label}: params differ by {worst}"
+    assert worst < PARAM_TOL, f"{label}: params differ by {worst}"
 
 
 @pytest.fixture(scope="module")

@@ -1,18 +1,17 @@
-"""The PPO actor on top of an engine: log-probs of responses and the clipped policy update.
+"""The PPO actor on top of an engine: its log-prob head and its clipped policy loss.
 
 Batch layout (verl's): input_ids = [prompt | response], responses (bs, R), response_mask (bs, R).
 The logits that score response token t sit at position P + t - 1, so the response's logits are the
 last R+1 positions but one. Logits are divided by the rollout temperature, so log-probs are those of
-the distribution the rollout sampled from.
+the distribution the rollout sampled from. The engine cuts every micro-batch to the response
+columns it needs (micro.width <= R) and runs the loops (fsdp_engine.py); this module says what one
+micro-batch computes.
 
-The update keeps accumulation exact: for each mini-batch it counts tokens and sequences over all
-ranks first (one all-reduce), and every micro-batch's loss is that micro-batch's share of the
-mini-batch loss under those counts (algos/loss_agg.py).
+The update keeps accumulation exact: every micro-batch's loss is its share of the mini-batch loss
+under the mini-batch-wide counts the engine passes in (`scale`, algos/loss_agg.py).
 """
 
 from __future__ import annotations
-
-from collections import defaultdict
 
 import torch
 
@@ -26,48 +25,29 @@ from verl_lite.engine.fsdp_engine import FSDPEngine
 MODEL_INPUTS = ("input_ids", "attention_mask", "position_ids", "responses")
 
 
-def take(tensors: dict[str, torch.Tensor], rows: list[int]) -> dict[str, torch.Tensor]:
-    index = torch.tensor(rows)
-    return {k: v[index] for k, v in tensors.items()}
-
-
 def response_logits(output, micro, temperature: float) -> torch.Tensor:
     width = micro["responses"].shape[1]
-    return output.logits[:, -width - 1 : -1].float() / temperature  # (bs, R, vocab)
+    return output.logits[:, -width - 1 : -1].float() / temperature  # (bs, R', vocab)
 
 
 def compute_log_prob(
     engine: FSDPEngine,
     tensors: dict[str, torch.Tensor],
     *,
-    micro_size: int,
+    micro_size: int | None,
     max_token_len: int | None,
     temperature: float,
     phase: str,
 ) -> torch.Tensor:
-    """Log-probs of the sampled response tokens, (bs, R), in the rows' original order.
+    """Log-probs of the sampled response tokens, (bs, R), in the rows' original order (0 where a
+    micro-batch has only padding left). `max_token_len` (dynamic batching) groups rows by a token
+    budget instead of `micro_size`."""
 
-    `max_token_len` (dynamic batching) groups rows by a token budget instead of `micro_size`."""
-
-    def fn(output, micro):
-        logits = response_logits(output, micro, temperature)
-        return logprobs_from_logits(logits, micro["responses"].to(logits.device)).cpu()
+    def head(output, micro):
+        return logprobs_from_logits(response_logits(output, micro, temperature), micro["responses"])
 
     inputs = {k: tensors[k] for k in MODEL_INPUTS}
-    groups = engine.micro_batches(inputs["attention_mask"], micro_size, max_token_len)
-    outs = engine.forward([take(inputs, g) for g in groups], fn, phase=phase)
-    logp = torch.empty(inputs["responses"].shape, dtype=torch.float32)
-    for rows, out in zip(groups, outs):
-        logp[torch.tensor(rows)] = out
-    return logp
-
-
-def mini_batch_loss_scale(engine: FSDPEngine, mask: torch.Tensor, response_length: int) -> LossScale:
-    """Token and sequence counts of this rank's part of the mini-batch, summed over ranks: the
-    denominators every micro-batch's loss share uses (actor and critic alike)."""
-    local = torch.tensor([mask.sum(), (mask.sum(-1) > 0).sum()], dtype=torch.float64)
-    num_tokens, num_seqs = engine.dp_all_reduce_sum(local).tolist()
-    return LossScale(num_tokens=num_tokens, num_seqs=num_seqs, response_length=response_length)
+    return engine.forward(inputs, head, micro_size=micro_size, max_token_len=max_token_len, phase=phase)
 
 
 class PPOActor:
@@ -76,43 +56,36 @@ class PPOActor:
         self.response_length, self.temperature = response_length, temperature
         self.policy_loss = POLICY_LOSSES.get(cfg.policy_loss.loss_mode)
 
-    def loss_scale(self, mask: torch.Tensor) -> LossScale:
-        return mini_batch_loss_scale(self.engine, mask, self.response_length)
-
-    def make_loss_fn(self, scale: LossScale):
+    def loss(self, output, micro, scale: LossScale):
+        """This micro-batch's share of the mini-batch loss, and the metric shares."""
         cfg = self.cfg
-
-        def loss_fn(output, micro):
-            device = output.logits.device
-            mask = micro["response_mask"].to(device).float()
-            logits = response_logits(output, micro, self.temperature)
-            logp = logprobs_from_logits(logits, micro["responses"].to(device))
-            terms = self.policy_loss(
-                old_log_prob=micro["old_log_probs"].to(device),
-                log_prob=logp,
-                advantages=micro["advantages"].to(device),
-                response_mask=mask,
-                clip_ratio_low=cfg.clip_ratio_low,
-                clip_ratio_high=cfg.clip_ratio_high,
-                clip_ratio_c=cfg.clip_ratio_c,
-            )
-            pg_loss = agg_loss(terms["pg_loss"], mask, cfg.loss_agg_mode, scale)
-            entropy = agg_loss(entropy_from_logits(logits), mask, cfg.loss_agg_mode, scale)
-            loss = pg_loss - cfg.entropy_coeff * entropy
-            shares = {
-                "pg_loss": pg_loss,
-                "entropy": entropy,
-                "pg_clipfrac": agg_loss(terms["clipped"], mask, "token-mean", scale),
-                "pg_clipfrac_lower": agg_loss(terms["clipped_lower"], mask, "token-mean", scale),
-                "ppo_kl": agg_loss(terms["approx_kl"], mask, "token-mean", scale),
-            }
-            if cfg.use_kl_loss:
-                kl = kl_penalty(logp, micro["ref_log_prob"].to(device), cfg.kl_loss_type)
-                shares["kl_loss"] = agg_loss(kl, mask, cfg.loss_agg_mode, scale)
-                loss = loss + cfg.kl_loss_coef * shares["kl_loss"]
-            return loss, shares
-
-        return loss_fn
+        mask = micro["response_mask"].float()
+        logits = response_logits(output, micro, self.temperature)
+        logp = logprobs_from_logits(logits, micro["responses"])
+        terms = self.policy_loss(
+            old_log_prob=micro["old_log_probs"],
+            log_prob=logp,
+            advantages=micro["advantages"],
+            response_mask=mask,
+            clip_ratio_low=cfg.clip_ratio_low,
+            clip_ratio_high=cfg.clip_ratio_high,
+            clip_ratio_c=cfg.clip_ratio_c,
+        )
+        pg_loss = agg_loss(terms["pg_loss"], mask, cfg.loss_agg_mode, scale)
+        entropy = agg_loss(entropy_from_logits(logits), mask, cfg.loss_agg_mode, scale)
+        loss = pg_loss - cfg.entropy_coeff * entropy
+        shares = {
+            "pg_loss": pg_loss,
+            "entropy": entropy,
+            "pg_clipfrac": agg_loss(terms["clipped"], mask, "token-mean", scale),
+            "pg_clipfrac_lower": agg_loss(terms["clipped_lower"], mask, "token-mean", scale),
+            "ppo_kl": agg_loss(terms["approx_kl"], mask, "token-mean", scale),
+        }
+        if cfg.use_kl_loss:
+            kl = kl_penalty(logp, micro["ref_log_prob"], cfg.kl_loss_type)
+            shares["kl_loss"] = agg_loss(kl, mask, cfg.loss_agg_mode, scale)
+            loss = loss + cfg.kl_loss_coef * shares["kl_loss"]
+        return loss, shares
 
     def update(
         self, tensors: dict[str, torch.Tensor], mini_size: int, micro_size: int | None
@@ -122,26 +95,20 @@ class PPOActor:
         `mini_size` is this rank's share of a mini-batch (ppo_mini_batch_size * n / dp_size); the
         driver orders rows so that local mini-batch j of every rank together form global mini-batch j.
         """
+        cfg = self.cfg
         keys = [*MODEL_INPUTS, "response_mask", "old_log_probs", "advantages"]
-        if self.cfg.use_kl_loss:
+        if cfg.use_kl_loss:
             keys.append("ref_log_prob")
-        data = {k: tensors[k] for k in keys}
-        num_rows = data["responses"].shape[0]
-        max_tokens = self.cfg.ppo_max_token_len_per_gpu if self.cfg.use_dynamic_bsz else None
-        history: dict[str, list[float]] = defaultdict(list)
-        with self.engine.phase("update"):  # one phase: offloaded params come in once for all mini-batches
-            for _ in range(self.cfg.ppo_epochs):
-                for start in range(0, num_rows, mini_size):
-                    mini = {k: v[start : start + mini_size] for k, v in data.items()}
-                    scale = self.loss_scale(mini["response_mask"])
-                    groups = self.engine.micro_batches(mini["attention_mask"], micro_size, max_tokens)
-                    metrics = self.engine.train_mini_batch(
-                        [take(mini, g) for g in groups], self.make_loss_fn(scale)
-                    )
-                    for k, v in metrics.items():
-                        history[k].append(v)
-        self.engine.end_training_step()
-        out = {f"actor/{k}": sum(v) / len(v) for k, v in history.items()}
-        if self.cfg.use_kl_loss:
-            out["actor/kl_coef"] = self.cfg.kl_loss_coef
+        metrics = self.engine.update(
+            {k: tensors[k] for k in keys},
+            self.loss,
+            mini_size=mini_size,
+            micro_size=micro_size,
+            max_token_len=cfg.ppo_max_token_len_per_gpu if cfg.use_dynamic_bsz else None,
+            epochs=cfg.ppo_epochs,
+            response_length=self.response_length,
+        )
+        out = {f"actor/{k}": v for k, v in metrics.items()}
+        if cfg.use_kl_loss:
+            out["actor/kl_coef"] = cfg.kl_loss_coef
         return out

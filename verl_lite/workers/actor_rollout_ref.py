@@ -17,12 +17,12 @@ import os
 import time
 
 import psutil
-from torch.distributed.device_mesh import init_device_mesh
 
 from verl_lite.config.schema import ActorRolloutRefConfig
 from verl_lite.engine.checkpoint import load_engine, save_engine
 from verl_lite.engine.fsdp_engine import FSDPEngine
 from verl_lite.engine.offload import offload_metrics
+from verl_lite.engine.parallelize import build_device_mesh, parse_dtype
 from verl_lite.protocol import DataProto
 from verl_lite.rollout import build_rollout
 from verl_lite.rollout.base import SamplingParams, assemble, place_log_probs
@@ -72,7 +72,7 @@ class ActorRolloutRefWorker(Worker):
         self.init_distributed(self.dist_timeout_s)
         if overrides:
             self.config = apply_overrides(self.config, overrides)
-        mesh = init_device_mesh(dev.device_type(), (self.world_size,))
+        mesh = build_device_mesh(self.world_size)
         cfg = self.config
         self.tokenizer = load_tokenizer(cfg.model.path, cfg.model.trust_remote_code)
         self.response_length = cfg.rollout.response_length
@@ -109,11 +109,20 @@ class ActorRolloutRefWorker(Worker):
         if not self.rollout_is_stale:
             return {}
         start = time.perf_counter()
-        stats = self.rollout.update_weights(self.engines["actor"].iter_full_params())
+        r = self.config.rollout
+        # a bucket of shards per collective, already in the rollout's dtype (engine/weight_gather.py)
+        gathered: dict = {}
+        weights = self.engines["actor"].iter_full_params(
+            bucket_bytes=int(r.update_weights_bucket_megabytes * 1024**2),
+            dtype=parse_dtype(r.dtype, "actor_rollout_ref.rollout.dtype"),
+            stats=gathered,
+        )
+        stats = self.rollout.update_weights(weights)
         self.rollout_is_stale = False
         return {
             "timing_s/update_weights": time.perf_counter() - start,
             "perf/update_weights_gb": stats["update_weights_gb"],
+            "perf/update_weights_collectives": gathered.get("collectives", 0),
         }
 
     @register(Dispatch.DP_COMPUTE_PROTO)
