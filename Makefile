@@ -36,7 +36,7 @@ $(STAMP): pyproject.toml Makefile
 	touch $(STAMP)
 
 run: install
-	$(PY) -m verl_lite.main_ppo $(ARGS)
+	$(PY) -m verl_lite.main_ppo --config-name demo $(ARGS)
 
 test: install
 	$(PY) -m pytest -q tests $(PYTEST_ARGS)

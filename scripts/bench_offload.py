@@ -135,7 +135,7 @@ def run_mode(args, name: str, cfg, mode: str, batch: dict) -> dict:
         module = AutoModelForCausalLM.from_config(cfg)
     mesh = build_device_mesh(1)
     engine = FSDPEngine(
-        ModelConfig(path=f"<random {name}>", enable_gradient_checkpointing=True),
+        ModelConfig(path=f"<random {name}>", enable_gradient_checkpointing=True, use_remove_padding=False),
         fsdp,
         mesh,
         role="actor",

@@ -88,7 +88,7 @@ def bench_one(args) -> dict:
     import torch
     import torch.distributed as dist
 
-    from verl_lite.config.schema import FSDPConfig, ModelConfig, RolloutConfig
+    from verl_lite.config.compose import load_config
     from verl_lite.engine.fsdp_engine import FSDPEngine
     from verl_lite.engine.parallelize import build_device_mesh
     from verl_lite.rollout.base import SamplingParams
@@ -101,11 +101,20 @@ def bench_one(args) -> dict:
     os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
     dist.init_process_group("gloo", rank=0, world_size=1, timeout=datetime.timedelta(seconds=600))
     with tempfile.TemporaryDirectory() as root:
-        model_cfg = ModelConfig(path=build_model_dir(args.size, root))
-        tokenizer = load_tokenizer(model_cfg.path)
-        actor = FSDPEngine(model_cfg, FSDPConfig(), build_device_mesh(1), role="actor")
         seq_len = args.prompt_len + args.response_len
-        rollout_cfg = RolloutConfig(seed=0, max_model_len=seq_len, cpu_kv_cache_gb=args.kv_cache_gb)
+        arr = load_config(  # the demo's sections (fp32, eager vLLM, TP 1) with this benchmark's sizes
+            [
+                f"actor_rollout_ref.model.path={build_model_dir(args.size, root)}",
+                f"data.max_prompt_length={args.prompt_len}",
+                f"data.max_response_length={args.response_len}",
+                f"actor_rollout_ref.rollout.max_model_len={seq_len}",
+                f"actor_rollout_ref.rollout.cpu_kv_cache_gb={args.kv_cache_gb}",
+            ],
+            "demo",
+        ).actor_rollout_ref
+        model_cfg, rollout_cfg = arr.model, arr.rollout
+        tokenizer = load_tokenizer(model_cfg.path)
+        actor = FSDPEngine(model_cfg, arr.actor.fsdp_config, build_device_mesh(1), role="actor")
         hf = HFRollout(model_cfg, rollout_cfg, tokenizer, rank=0)
         vllm = VLLMRollout(model_cfg, rollout_cfg, tokenizer, rank=0)
         syncs = []

@@ -1,4 +1,4 @@
-"""The CLI end to end on the tiny default: a real Ray, FSDP2 on gloo, parquet files, Hydra.
+"""The CLI end to end on the tiny demo (conf/demo.yaml): a real Ray, FSDP2 on gloo, parquet files, Hydra.
 
 One 2-step run is shared by the checks on metrics.jsonl; a second identical run checks that the
 same config gives the same metrics (timing and throughput aside). Bad input must fail before Ray
@@ -59,12 +59,14 @@ REQUIRED = [
 ]
 
 
-def run_cli(tmp_path, *overrides, timeout=600) -> subprocess.CompletedProcess:
+def run_cli(tmp_path, *overrides, timeout=600, config_name="demo") -> subprocess.CompletedProcess:
+    """main_ppo with the named config (None: the bare command, verl's ppo_trainer config)."""
     out = tmp_path / "run"
     cmd = [
         sys.executable,
         "-m",
         "verl_lite.main_ppo",
+        *(["--config-name", config_name] if config_name else []),
         f"hydra.run.dir={out}",
         f"trainer.default_local_dir={out}",
         *overrides,
@@ -115,9 +117,9 @@ def test_same_config_gives_identical_metrics(two_step_run, tmp_path):
     assert first[1]["actor/grad_norm"] > 0, "a trivially empty update would also be 'deterministic'"
 
 
-def _fails_fast(tmp_path, *overrides, match: str):
+def _fails_fast(tmp_path, *overrides, match: str, config_name="demo"):
     start = time.time()
-    proc = run_cli(tmp_path, *overrides, timeout=120)
+    proc = run_cli(tmp_path, *overrides, timeout=120, config_name=config_name)
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert match in proc.stderr, proc.stderr[-3000:]
     assert "Started a local Ray" not in proc.stderr + proc.stdout, "bad input must fail before Ray starts"
@@ -134,6 +136,20 @@ def test_impossible_batch_geometry_fails_fast(tmp_path):
         "trainer.n_gpus_per_node=2",
         match="ppo_micro_batch_size_per_gpu=4 does not divide the per-worker mini-batch of 6",
     )
+
+
+def test_bare_command_names_verls_placeholder_paths_and_the_demo(tmp_path):
+    """verl's defaults name placeholder paths: one message naming each and the demo command."""
+    _fails_fast(
+        tmp_path,
+        config_name=None,
+        match="actor_rollout_ref.model.path=~/models/deepseek-llm-7b-chat, critic.model.path="
+        "~/models/deepseek-llm-7b-chat, data.train_files=~/data/rlhf/gsm8k/train.parquet, data.val_files="
+        "~/data/rlhf/gsm8k/test.parquet: verl's placeholder paths",
+    )
+    proc = run_cli(tmp_path, timeout=120, config_name=None)
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("verl_lite:")]
+    assert len(lines) == 1 and "python -m verl_lite.main_ppo --config-name demo" in lines[0], proc.stderr
 
 
 def test_missing_data_file_fails_fast(tmp_path):
@@ -158,9 +174,11 @@ def test_overlong_prompt_with_truncation_error_fails_fast(tmp_path):
     )
 
 
-def test_unknown_key_is_hydras_error(tmp_path):
-    proc = run_cli(tmp_path, "trainer.no_such_key=1", timeout=120)
-    assert proc.returncode != 0 and "no_such_key" in proc.stderr
+def test_unknown_key_is_named_with_the_nearest_before_hydra(tmp_path):
+    proc = run_cli(tmp_path, "+trainer.val_onyl=True", timeout=120)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "trainer.val_onyl is not a key of verl_lite's config" in proc.stderr
+    assert "did you mean trainer.val_only?" in proc.stderr
 
 
 @pytest.mark.parametrize(

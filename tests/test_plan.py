@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+from verl_lite.config.compose import load_config
 from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.engine.memory_model import read_shape
 from verl_lite.plan import micro_candidates, plan_rows, recommend
@@ -16,14 +17,14 @@ SEVEN_B = os.path.join(CONFIGS, "qwen2.5-7b")
 
 def _config(world: int, prompts: int) -> PPOTrainerConfig:
     """A GSM8K-like GRPO run: 512+512 tokens, bf16 compute and rollout, gradient checkpointing."""
-    cfg = PPOTrainerConfig()
+    cfg = load_config()  # verl's defaults, resolved
     cfg.trainer.n_gpus_per_node = world
     cfg.data.max_prompt_length = cfg.data.max_response_length = 512
     cfg.data.train_batch_size = prompts
     arr = cfg.actor_rollout_ref
     arr.model.path = SEVEN_B
     arr.model.enable_gradient_checkpointing = True
-    arr.rollout.n, arr.rollout.dtype = 4, "bf16"
+    arr.rollout.n, arr.rollout.dtype, arr.rollout.tensor_model_parallel_size = 4, "bf16", 1
     arr.actor.ppo_mini_batch_size = prompts // 2
     arr.actor.fsdp_config.mixed_precision.param_dtype = "bf16"
     return cfg

@@ -16,10 +16,11 @@ import hydra
 import ray
 from omegaconf import DictConfig
 
-from verl_lite.config.compose import register_schema, to_config
+from verl_lite.config.compose import build_config, register_schema
 from verl_lite.config.hydra_job import apply_job_output_dir
+from verl_lite.config.overrides import OverrideError, normalize_argv
 from verl_lite.config.schema import PPOTrainerConfig
-from verl_lite.config.validate import validate
+from verl_lite.config.validate import check_placeholders, validate
 from verl_lite.data import assets
 from verl_lite.data.rlhf_dataset import PromptSpec, RLHFDataset
 from verl_lite.reward.managers import build_reward_manager
@@ -45,6 +46,9 @@ def resolve_assets(cfg: PPOTrainerConfig) -> None:
     for model in (cfg.critic.model, cfg.reward_model.model):
         if model.path:
             model.path = assets.resolve(model.path)
+    for model, key in ((cfg.critic.model, "tokenizer_path"), (cfg.reward_model.model, "input_tokenizer")):
+        if getattr(model, key):
+            setattr(model, key, assets.resolve(getattr(model, key)))
 
 
 def build_datasets(cfg: PPOTrainerConfig, tokenizer):
@@ -68,11 +72,12 @@ def set_total_training_steps(cfg: PPOTrainerConfig, trainer: RayPPOTrainer) -> N
 
 
 def build_reward_fns(cfg: PPOTrainerConfig, tokenizer, score):
-    """Training and validation reward managers (reward_model.reward_manager); validation shows one sample."""
+    """Training and validation reward managers (reward_manager.name, by default reward_model.reward_manager);
+    validation shows one sample."""
     rm = cfg.reward_model
     return tuple(
         build_reward_manager(
-            rm.reward_manager,
+            cfg.reward_manager.name,
             tokenizer,
             score,
             cfg.data.reward_fn_key,
@@ -91,6 +96,7 @@ class SetupError(Exception):
 def build_trainer(cfg: PPOTrainerConfig) -> RayPPOTrainer:
     """Everything that can fail on bad input, checked before Ray starts."""
     try:
+        check_placeholders(cfg)
         resolve_assets(cfg)
         validate(cfg, num_gpus=dev.num_visible_gpus())
         tokenizer = load_tokenizer(
@@ -127,8 +133,8 @@ def run_ppo(cfg: PPOTrainerConfig) -> dict[str, float]:
 def main(config: DictConfig) -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     try:
-        cfg = to_config(config)
         try:
+            cfg = build_config(config)
             apply_job_output_dir(cfg)
         except ValueError as e:
             raise SetupError(str(e)) from e
@@ -139,4 +145,9 @@ def main(config: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    try:  # verl's `+key` spellings and unknown keys, before Hydra (sweeps included)
+        sys.argv[1:] = normalize_argv(sys.argv[1:])
+    except OverrideError as e:
+        print(f"verl_lite: {e}", file=sys.stderr)
+        sys.exit(2)
     main()

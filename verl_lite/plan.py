@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 from dataclasses import dataclass
 
@@ -211,18 +210,13 @@ def format_table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-def compose_config(overrides: list[str]) -> PPOTrainerConfig:
+def compose_config(overrides: list[str], config_name: str = "ppo_trainer") -> PPOTrainerConfig:
     """The same config main_ppo composes (Hydra compose API), normalised, model path resolved."""
-    from hydra import compose, initialize_config_dir
-
-    from verl_lite.config.compose import register_schema, to_config
+    from verl_lite.config.compose import load_config
     from verl_lite.config.validate import ConfigError, normalize
     from verl_lite.data import assets
 
-    register_schema()
-    conf_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "conf")
-    with initialize_config_dir(config_dir=os.path.abspath(conf_dir), version_base=None):
-        cfg = to_config(compose("ppo_trainer", overrides=overrides))
+    cfg = load_config(overrides, config_name)
     problems = normalize(cfg)
     if problems:
         raise ConfigError(problems)
@@ -238,8 +232,11 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="memory of one device in GB; default: this machine's GPU (or available host memory)",
     )
+    parser.add_argument(
+        "--config-name", default="ppo_trainer", help="the named config, as main_ppo's (e.g. demo)"
+    )
     args, overrides = parser.parse_known_args(argv)
-    cfg = compose_config(overrides)
+    cfg = compose_config(overrides, args.config_name)
     world = cfg.trainer.nnodes * cfg.trainer.n_gpus_per_node
     budget = args.device_memory_gb
     if budget is None:

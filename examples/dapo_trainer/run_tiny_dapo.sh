@@ -6,7 +6,7 @@
 # returns a plain number, so the filter metric is the sequence score; use metric=acc with a scorer
 # that reports 'acc'.) key=value arguments override.
 set -euo pipefail
-${PYTHON:-python3} -m verl_lite.main_ppo \
+${PYTHON:-python3} -m verl_lite.main_ppo --config-name demo \
     algorithm.adv_estimator=grpo \
     algorithm.use_kl_in_reward=False \
     algorithm.filter_groups.enable=True \

@@ -3,7 +3,7 @@
 # loss summed over tokens and divided by a constant (the response length), so neither short nor
 # long responses are favoured. No KL. key=value arguments override.
 set -euo pipefail
-${PYTHON:-python3} -m verl_lite.main_ppo \
+${PYTHON:-python3} -m verl_lite.main_ppo --config-name demo \
     algorithm.adv_estimator=grpo \
     algorithm.norm_adv_by_std_in_grpo=False \
     algorithm.use_kl_in_reward=False \

@@ -2,7 +2,7 @@
 # GRPO: group-normalised outcome advantages (n responses per prompt), KL to the reference as a loss
 # (low_var_kl), no critic. Runs on the embedded tiny model; key=value arguments override.
 set -euo pipefail
-${PYTHON:-python3} -m verl_lite.main_ppo \
+${PYTHON:-python3} -m verl_lite.main_ppo --config-name demo \
     algorithm.adv_estimator=grpo \
     algorithm.norm_adv_by_std_in_grpo=True \
     algorithm.use_kl_in_reward=False \

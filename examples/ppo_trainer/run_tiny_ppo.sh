@@ -3,7 +3,7 @@
 # (InstructGPT-style). Runs on the embedded tiny model and arithmetic task; any key=value after
 # the script overrides (e.g. a real model: actor_rollout_ref.model.path=/models/Qwen2.5-0.5B-Instruct).
 set -euo pipefail
-${PYTHON:-python3} -m verl_lite.main_ppo \
+${PYTHON:-python3} -m verl_lite.main_ppo --config-name demo \
     algorithm.adv_estimator=gae \
     algorithm.gamma=1.0 \
     algorithm.lam=0.95 \

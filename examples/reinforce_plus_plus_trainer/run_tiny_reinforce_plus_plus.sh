@@ -3,7 +3,7 @@
 # reference as a loss (k2 / mse), as in verl's example. key=value arguments override; for the
 # group-baseline variant use algorithm.adv_estimator=reinforce_plus_plus_baseline.
 set -euo pipefail
-${PYTHON:-python3} -m verl_lite.main_ppo \
+${PYTHON:-python3} -m verl_lite.main_ppo --config-name demo \
     algorithm.adv_estimator=reinforce_plus_plus \
     algorithm.gamma=1.0 \
     algorithm.use_kl_in_reward=False \

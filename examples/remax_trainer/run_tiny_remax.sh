@@ -3,7 +3,7 @@
 # that response's score is subtracted from the sampled responses' scores. KL in the reward, as in
 # verl's example. key=value arguments override.
 set -euo pipefail
-${PYTHON:-python3} -m verl_lite.main_ppo \
+${PYTHON:-python3} -m verl_lite.main_ppo --config-name demo \
     algorithm.adv_estimator=remax \
     algorithm.use_kl_in_reward=True \
     algorithm.kl_penalty=kl \

@@ -2,7 +2,7 @@
 # RLOO: each response's baseline is the mean score of the other responses to its prompt (leave one
 # out); KL to the reference in the reward, as in verl's RLOO example. key=value arguments override.
 set -euo pipefail
-${PYTHON:-python3} -m verl_lite.main_ppo \
+${PYTHON:-python3} -m verl_lite.main_ppo --config-name demo \
     algorithm.adv_estimator=rloo \
     algorithm.use_kl_in_reward=True \
     algorithm.kl_penalty=kl \

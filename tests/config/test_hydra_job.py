@@ -1,5 +1,6 @@
 """Hydra multirun: `-m key=a,b` runs both jobs to completion in one process, each in its own folder
-with its own override; the Slurm launcher config composes with hydra-submitit-launcher."""
+with its own override, on verl's config and on the demo; the Slurm launcher config composes with
+hydra-submitit-launcher."""
 
 import json
 import os
@@ -11,8 +12,6 @@ import yaml
 
 from tests.test_main_ppo import SMALL
 
-CONF_DIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "conf"))
-
 ONE_STEP = [o for o in SMALL if not o.startswith(("trainer.total_training_steps", "trainer.test_freq"))] + [
     "trainer.total_training_steps=1",
     "trainer.val_before_train=False",
@@ -21,7 +20,16 @@ ONE_STEP = [o for o in SMALL if not o.startswith(("trainer.total_training_steps"
 
 
 def _multirun(sweep_dir, *overrides, timeout=600):
-    cmd = [sys.executable, "-m", "verl_lite.main_ppo", "-m", f"hydra.sweep.dir={sweep_dir}", *overrides]
+    cmd = [
+        sys.executable,
+        "-m",
+        "verl_lite.main_ppo",
+        "--config-name",
+        "demo",
+        "-m",
+        f"hydra.sweep.dir={sweep_dir}",
+        *overrides,
+    ]
     env = dict(os.environ, RAY_DEDUP_LOGS="0")
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
 
@@ -41,17 +49,14 @@ def test_sweep_runs_every_job_in_its_own_folder(tmp_path):
     assert (proc.stdout + proc.stderr).count("Started a local Ray instance") == 2
 
 
-def _job_config(num: int, output_dir: str, overrides: list[str]):
+def _job_config(num: int, output_dir: str, overrides: list[str], config_name: str = "demo"):
     """The HydraConfig a multirun job sees, from Hydra's own compose (the launcher fills the rest)."""
-    from hydra import compose, initialize_config_dir
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import open_dict
 
-    from verl_lite.config.compose import register_schema, to_config
+    from verl_lite.config.compose import compose_config, to_config
 
-    register_schema()
-    with initialize_config_dir(config_dir=CONF_DIR, version_base=None):
-        cfg = compose("ppo_trainer", overrides=overrides, return_hydra_config=True)
+    cfg = compose_config(overrides, config_name, return_hydra_config=True)
     with open_dict(cfg):
         cfg.hydra.mode = "MULTIRUN"
         cfg.hydra.job.num = num
@@ -71,33 +76,30 @@ def hydra_config_reset():
     HydraConfig.instance().cfg = None
 
 
-def test_explicit_dir_is_kept_and_a_reused_one_refused(tmp_path, hydra_config_reset):
+@pytest.mark.parametrize("config_name", ["ppo_trainer", "demo"])
+def test_explicit_dir_is_kept_and_a_reused_one_refused(tmp_path, hydra_config_reset, config_name):
+    from verl_lite.config import hydra_job
     from verl_lite.config.hydra_job import apply_job_output_dir
 
-    first = _job_config(0, str(tmp_path / "0"), ["trainer.default_local_dir=" + str(tmp_path / "a")])
+    hydra_job._dirs_used_by_earlier_jobs.clear()  # one sweep per test: a fresh process in real runs
+    dirs = ["trainer.default_local_dir=" + str(tmp_path / "a")]
+    first = _job_config(0, str(tmp_path / "0"), dirs, config_name)
     apply_job_output_dir(first)
     assert first.trainer.default_local_dir == str(tmp_path / "a")
-    second = _job_config(1, str(tmp_path / "1"), ["trainer.default_local_dir=" + str(tmp_path / "a")])
+    second = _job_config(1, str(tmp_path / "1"), dirs, config_name)
     with pytest.raises(ValueError, match=r"trainer.default_local_dir=.*already used by an earlier job"):
         apply_job_output_dir(second)
-    third = _job_config(2, str(tmp_path / "2"), ["trainer.experiment_name=x"])
+    third = _job_config(2, str(tmp_path / "2"), ["trainer.experiment_name=x"], config_name)
     apply_job_output_dir(third)
     assert third.trainer.default_local_dir == str(tmp_path / "2")  # not set: the job's folder
 
 
 def test_slurm_launcher_config_composes():
-    from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from verl_lite.config.compose import register_schema
+    from verl_lite.config.compose import compose_config
 
-    register_schema()
-    with initialize_config_dir(config_dir=CONF_DIR, version_base=None):
-        cfg = compose(
-            "ppo_trainer",
-            overrides=["hydra/launcher=slurm", "trainer.n_gpus_per_node=4"],
-            return_hydra_config=True,
-        )
+    cfg = compose_config(["hydra/launcher=slurm", "trainer.n_gpus_per_node=4"], return_hydra_config=True)
     launcher = OmegaConf.to_container(cfg.hydra.launcher, resolve=True)
     assert launcher["_target_"] == "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
     assert launcher["nodes"] == 1 and launcher["tasks_per_node"] == 1

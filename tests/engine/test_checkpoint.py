@@ -9,7 +9,6 @@ give the logits of the weights the engine held when it saved. A NaN in the loss 
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import pickle
@@ -20,9 +19,10 @@ import torch
 from torch.distributed.device_mesh import init_device_mesh
 from transformers import AutoModelForCausalLM
 
+from tests.helpers.configs import fp32_fsdp, tiny_actor, tiny_model
 from tests.helpers.dist import run_ranks
 from tests.helpers.models import make_ppo_batch
-from verl_lite.config.schema import ActorConfig, FSDPConfig, ModelConfig, OptimConfig
+from verl_lite.config.schema import OptimConfig
 from verl_lite.engine.checkpoint import load_engine, save_engine
 from verl_lite.engine.fsdp_engine import FSDPEngine
 from verl_lite.model_merger import merge
@@ -38,12 +38,12 @@ ROWS = 8
 
 
 def _build(model_dir, mesh, fsdp_over):
-    cfg = ActorConfig(grad_clip=1.0)
+    cfg = tiny_actor(grad_clip=1.0)
     cfg.clip_ratio_low = cfg.clip_ratio_high = 0.2
-    cfg.optim = OptimConfig(lr=1e-2, weight_decay=0.01, total_training_steps=4, warmup_style="cosine")
+    cfg.optim = OptimConfig(lr=1e-2, weight_decay=0.01, total_training_steps=4, lr_scheduler_type="cosine")
     engine = FSDPEngine(
-        ModelConfig(path=model_dir),
-        dataclasses.replace(FSDPConfig(), **fsdp_over),
+        tiny_model(model_dir),
+        fp32_fsdp(**fsdp_over),
         mesh,
         role="actor",
         optim_cfg=cfg.optim,

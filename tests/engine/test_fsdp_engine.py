@@ -10,12 +10,13 @@ import torch
 from torch.distributed.device_mesh import init_device_mesh
 from transformers import AutoModelForCausalLM
 
+from tests.helpers.configs import fp32_fsdp, tiny_actor, tiny_model
 from tests.helpers.dist import run_ranks
 from tests.helpers.models import make_ppo_batch
 from verl_lite.algos.logprob import logprobs_from_logits
 from verl_lite.algos.loss_agg import agg_loss
 from verl_lite.algos.policy_loss import compute_policy_loss_vanilla
-from verl_lite.config.schema import ActorConfig, FSDPConfig, ModelConfig, OptimConfig
+from verl_lite.config.schema import ActorConfig, OptimConfig
 from verl_lite.engine.fsdp_engine import FSDPEngine
 from verl_lite.workers.actor import PPOActor
 
@@ -23,7 +24,7 @@ LR, CLIP = 1e-2, 1.0
 
 
 def _actor_cfg(micro: int) -> ActorConfig:
-    cfg = ActorConfig(ppo_micro_batch_size_per_gpu=micro, grad_clip=CLIP)
+    cfg = tiny_actor(ppo_micro_batch_size_per_gpu=micro, grad_clip=CLIP)
     cfg.clip_ratio_low = cfg.clip_ratio_high = 0.2
     cfg.optim = OptimConfig(lr=LR, weight_decay=0.01, total_training_steps=10)
     return cfg
@@ -33,7 +34,7 @@ def _engine_update(rank, world, model_dir, batch, micro):
     mesh = init_device_mesh("cpu", (world,))
     cfg = _actor_cfg(micro)
     engine = FSDPEngine(
-        ModelConfig(path=model_dir), FSDPConfig(), mesh, role="actor", optim_cfg=cfg.optim, grad_clip=CLIP
+        tiny_model(model_dir), fp32_fsdp(), mesh, role="actor", optim_cfg=cfg.optim, grad_clip=CLIP
     )
     actor = PPOActor(engine, cfg, response_length=batch["responses"].shape[1], temperature=1.0)
     rows = batch["responses"].shape[0] // world
@@ -83,8 +84,8 @@ def _nonfinite_then_finite(rank, world, model_dir, batch):
     mesh = init_device_mesh("cpu", (world,))
     cfg = _actor_cfg(4)
     engine = FSDPEngine(
-        ModelConfig(path=model_dir),
-        FSDPConfig(optimizer_offload=True),
+        tiny_model(model_dir),
+        fp32_fsdp(optimizer_offload=True),
         mesh,
         role="actor",
         optim_cfg=cfg.optim,

@@ -12,9 +12,9 @@ import random
 import pytest
 import torch
 
+from tests.helpers.configs import fp32_fsdp, tiny_model
 from tests.helpers.dist import run_ranks
 from tests.helpers.models import make_ppo_batch
-from verl_lite.config.schema import FSDPConfig, ModelConfig
 from verl_lite.engine.fsdp_engine import FSDPEngine
 from verl_lite.engine.micro_batch import (
     RowExtents,
@@ -102,8 +102,8 @@ def _budgeted_forwards(rank, world, model_dir, batch, budget):
     out = {}
     for packed in (False, True):
         engine = FSDPEngine(
-            ModelConfig(path=model_dir, use_remove_padding=packed),
-            FSDPConfig(),
+            tiny_model(model_dir, use_remove_padding=packed),
+            fp32_fsdp(),
             build_device_mesh(world),
             role="ref",
         )

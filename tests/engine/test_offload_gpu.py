@@ -13,9 +13,10 @@ import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
 from transformers import AutoConfig, AutoModelForCausalLM
 
+from tests.helpers.configs import fp32_fsdp, tiny_actor, tiny_model
 from tests.helpers.dist import free_port
 from tests.helpers.models import make_ppo_batch
-from verl_lite.config.schema import ActorConfig, FSDPConfig, MixedPrecisionConfig, ModelConfig, OptimConfig
+from verl_lite.config.schema import FSDPConfig, MixedPrecisionConfig, OptimConfig
 from verl_lite.engine.fsdp_engine import FSDPEngine
 from verl_lite.engine.memory_model import Setup, estimate, read_shape
 from verl_lite.utils import device as dev
@@ -38,11 +39,11 @@ def group():
 
 
 def _actor(model_dir, fsdp: FSDPConfig, module=None):
-    cfg = ActorConfig(grad_clip=1.0)
+    cfg = tiny_actor(grad_clip=1.0)
     cfg.clip_ratio_low = cfg.clip_ratio_high = 0.2
     cfg.optim = OptimConfig(lr=1e-3, total_training_steps=4)
     engine = FSDPEngine(
-        ModelConfig(path=model_dir, enable_gradient_checkpointing=True),
+        tiny_model(model_dir, enable_gradient_checkpointing=True),
         fsdp,
         init_device_mesh("cuda", (1,)),
         role="actor",
@@ -62,7 +63,7 @@ def _param_bytes(engine) -> list[int]:
 
 
 def test_manual_offload_keeps_params_and_moments_on_pinned_host_between_phases(tiny_model_dir):
-    engine, actor = _actor(tiny_model_dir, FSDPConfig(param_offload=True, optimizer_offload=True))
+    engine, actor = _actor(tiny_model_dir, fp32_fsdp(param_offload=True, optimizer_offload=True))
     home = engine.offload.param_home
     assert max(_param_bytes(engine)) == 0, "no device storage between phases"
     assert (
@@ -84,8 +85,8 @@ def test_manual_offload_keeps_params_and_moments_on_pinned_host_between_phases(t
 
 def test_ref_params_stay_on_the_host_between_its_uses(tiny_model_dir):
     ref = FSDPEngine(
-        ModelConfig(path=tiny_model_dir),
-        FSDPConfig(param_offload=True),
+        tiny_model(tiny_model_dir),
+        fp32_fsdp(param_offload=True),
         init_device_mesh("cuda", (1,)),
         role="ref",
     )
@@ -99,7 +100,7 @@ def test_ref_params_stay_on_the_host_between_its_uses(tiny_model_dir):
 def test_phase_exit_returns_cached_device_blocks(tiny_model_dir):
     """A block freed inside a phase is cached by the allocator until the phase ends, then returned
     (the next phase may be another process's on the same GPU)."""
-    engine, _ = _actor(tiny_model_dir, FSDPConfig())
+    engine, _ = _actor(tiny_model_dir, fp32_fsdp())
     size = 512 * 2**20
     with engine.phase("probe"):
         block = torch.empty(size, dtype=torch.uint8, device="cuda")
@@ -111,7 +112,7 @@ def test_phase_exit_returns_cached_device_blocks(tiny_model_dir):
 def test_offload_policy_uses_pinned_memory_and_matches_no_offload(tiny_model_dir):
     batch = make_ppo_batch(vocab=110, bs=8, seed=3)
     results = {}
-    for name, fsdp in {"none": FSDPConfig(), "policy": FSDPConfig(offload_policy=True)}.items():
+    for name, fsdp in {"none": fp32_fsdp(), "policy": fp32_fsdp(offload_policy=True)}.items():
         engine, actor = _actor(tiny_model_dir, fsdp)
         if name == "policy":
             assert _local_devices(engine) == {"cpu"}

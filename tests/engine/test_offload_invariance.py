@@ -8,15 +8,14 @@ the baseline within 1e-5. World 1 and world 2 are compared too, through the driv
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 import torch
 from torch.distributed.device_mesh import init_device_mesh
 
+from tests.helpers.configs import fp32_fsdp, tiny_actor, tiny_model
 from tests.helpers.dist import run_ranks
 from tests.helpers.models import make_ppo_batch
-from verl_lite.config.schema import ActorConfig, FSDPConfig, ModelConfig, OptimConfig
+from verl_lite.config.schema import OptimConfig
 from verl_lite.engine.fsdp_engine import FSDPEngine
 from verl_lite.trainer.batching import dp_minibatch_order
 from verl_lite.workers.actor import PPOActor, compute_log_prob
@@ -65,12 +64,12 @@ def _batches():
 def _train(rank, world, model_dir, variant, loss_agg_mode="token-mean"):
     fsdp_over, actor_over, grad_ckpt, micro = VARIANTS[variant]
     mesh = init_device_mesh("cpu", (world,))
-    actor_cfg = ActorConfig(loss_agg_mode=loss_agg_mode, grad_clip=0.5, **actor_over)
+    actor_cfg = tiny_actor(loss_agg_mode=loss_agg_mode, grad_clip=0.5, **actor_over)
     actor_cfg.clip_ratio_low = actor_cfg.clip_ratio_high = 0.2
     actor_cfg.optim = OptimConfig(lr=5e-3, weight_decay=0.01, total_training_steps=STEPS)
     engine = FSDPEngine(
-        ModelConfig(path=model_dir, enable_gradient_checkpointing=grad_ckpt),
-        dataclasses.replace(FSDPConfig(), **fsdp_over),
+        tiny_model(model_dir, enable_gradient_checkpointing=grad_ckpt),
+        fp32_fsdp(**fsdp_over),
         mesh,
         role="actor",
         optim_cfg=actor_cfg.optim,
@@ -95,9 +94,7 @@ def _train(rank, world, model_dir, variant, loss_agg_mode="token-mean"):
 def _ref_uses(rank, world, model_dir, param_offload):
     """Two uses of a reference engine (forward only), as compute_ref_log_prob makes them."""
     mesh = init_device_mesh("cpu", (world,))
-    engine = FSDPEngine(
-        ModelConfig(path=model_dir), FSDPConfig(param_offload=param_offload), mesh, role="ref"
-    )
+    engine = FSDPEngine(tiny_model(model_dir), fp32_fsdp(param_offload=param_offload), mesh, role="ref")
     storage = lambda: [p.to_local().data_ptr() for p in engine.module.parameters()]  # noqa: E731
     between, inside, logps = [storage()], [], []
     for batch in _batches()[:2]:

@@ -7,15 +7,14 @@ model's embedding sees exactly the real tokens when packed.
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 import torch
 from torch.distributed.device_mesh import init_device_mesh
 
+from tests.helpers.configs import fp32_fsdp, tiny_actor, tiny_model
 from tests.helpers.dist import run_ranks
 from tests.helpers.models import make_ppo_batch
-from verl_lite.config.schema import ActorConfig, FSDPConfig, ModelConfig, OptimConfig
+from verl_lite.config.schema import OptimConfig
 from verl_lite.engine.fsdp_engine import FSDPEngine
 from verl_lite.engine.packing import pack, plan_pack, unpack
 from verl_lite.trainer.batching import dp_minibatch_order
@@ -54,14 +53,14 @@ def test_pack_rejects_positions_that_do_not_restart():
 
 
 def _actor(world, model_dir, packed):
-    cfg = ActorConfig(grad_clip=0.5, ppo_micro_batch_size_per_gpu=2)
+    cfg = tiny_actor(grad_clip=0.5, ppo_micro_batch_size_per_gpu=2)
     cfg.clip_ratio_low = cfg.clip_ratio_high = 0.2
     cfg.optim = OptimConfig(
         lr=1e-3, total_training_steps=2
     )  # Adam magnifies kernel-order noise on tiny grads
     engine = FSDPEngine(
-        ModelConfig(path=model_dir, use_remove_padding=packed),
-        dataclasses.replace(FSDPConfig()),
+        tiny_model(model_dir, use_remove_padding=packed),
+        fp32_fsdp(),
         init_device_mesh("cpu", (world,)),
         role="actor",
         optim_cfg=cfg.optim,

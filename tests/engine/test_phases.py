@@ -12,9 +12,9 @@ from __future__ import annotations
 import torch
 from torch.distributed.tensor import DTensor
 
+from tests.helpers.configs import fp32_fsdp, tiny_model
 from tests.helpers.dist import run_ranks
 from tests.helpers.models import make_ppo_batch
-from verl_lite.config.schema import FSDPConfig, ModelConfig
 from verl_lite.engine import fsdp_engine
 from verl_lite.engine.fsdp_engine import FSDPEngine
 from verl_lite.engine.offload import ManualOffload, NoOffload, PolicyOffload, TransferLog, build_offload
@@ -33,10 +33,10 @@ def _phases(rank, world, model_dir):
     batch = make_ppo_batch(vocab=110, bs=4, seed=1)
     out = {}
     for name, fsdp in {
-        "no_reshard": FSDPConfig(reshard_after_forward=False),
-        "param_offload": FSDPConfig(param_offload=True),
+        "no_reshard": fp32_fsdp(reshard_after_forward=False),
+        "param_offload": fp32_fsdp(param_offload=True),
     }.items():
-        engine = FSDPEngine(ModelConfig(path=model_dir), fsdp, build_device_mesh(world), role="ref")
+        engine = FSDPEngine(tiny_model(model_dir), fsdp, build_device_mesh(world), role="ref")
         del releases[:]
         before = _storage(engine)
         with engine.phase("probe"):
@@ -68,9 +68,9 @@ def test_between_phases_units_are_resharded_blocks_released_and_offloaded_params
 def test_an_idle_role_waits_on_the_host_only_where_the_device_is_not_the_host():
     log = TransferLog()
     gpu, cpu = torch.device("cuda", 0), torch.device("cpu")
-    idle = build_offload(FSDPConfig(), gpu, log, idle_on_host=True)
+    idle = build_offload(fp32_fsdp(), gpu, log, idle_on_host=True)
     assert isinstance(idle, ManualOffload) and idle.params and idle.optim
-    assert type(build_offload(FSDPConfig(), cpu, log, idle_on_host=True)) is NoOffload
-    assert type(build_offload(FSDPConfig(), gpu, log)) is NoOffload
-    kept = build_offload(FSDPConfig(offload_policy=True), gpu, log, idle_on_host=True)
+    assert type(build_offload(fp32_fsdp(), cpu, log, idle_on_host=True)) is NoOffload
+    assert type(build_offload(fp32_fsdp(), gpu, log)) is NoOffload
+    kept = build_offload(fp32_fsdp(offload_policy=True), gpu, log, idle_on_host=True)
     assert isinstance(kept, PolicyOffload), "offload_policy already keeps everything on the host"

@@ -10,8 +10,8 @@ import torch
 import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 
+from tests.helpers.configs import fp32_fsdp, tiny_model
 from tests.helpers.dist import run_ranks
-from verl_lite.config.schema import FSDPConfig, ModelConfig
 from verl_lite.engine.fsdp_engine import FSDPEngine
 from verl_lite.engine.parallelize import build_device_mesh
 
@@ -26,8 +26,8 @@ def _gather(rank, world, model_dir):
 
     dist.all_gather_single = counting
     out = {}
-    for name, fsdp in {"none": FSDPConfig(), "policy": FSDPConfig(offload_policy=True)}.items():
-        engine = FSDPEngine(ModelConfig(path=model_dir), fsdp, build_device_mesh(world), role="ref")
+    for name, fsdp in {"none": fp32_fsdp(), "policy": fp32_fsdp(offload_policy=True)}.items():
+        engine = FSDPEngine(tiny_model(model_dir), fsdp, build_device_mesh(world), role="ref")
         params = dict(engine.module.named_parameters())
         uneven = sum(isinstance(p, DTensor) and p.shape[0] % world != 0 for p in params.values())
         one_by_one = {n: p.full_tensor().clone() for n, p in params.items()}

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from verl_lite.config.schema import ModelConfig, RolloutConfig
+from tests.helpers.configs import tiny_model, tiny_rollout
 from verl_lite.data.tiny_tokenizer import build_tokenizer
 from verl_lite.rollout.base import SamplingParams
 from verl_lite.rollout.hf_rollout import HFRollout
@@ -11,7 +11,7 @@ from verl_lite.rollout.hf_rollout import HFRollout
 
 @pytest.fixture()
 def rollout(tiny_model_dir):
-    return HFRollout(ModelConfig(path=tiny_model_dir), RolloutConfig(seed=3), build_tokenizer(), rank=0)
+    return HFRollout(tiny_model(tiny_model_dir), tiny_rollout(seed=3), build_tokenizer(), rank=0)
 
 
 def prompts():
@@ -23,7 +23,7 @@ def test_sampling_shapes_and_seeded_reproducibility(rollout, tiny_model_dir):
     params = SamplingParams(n=3, temperature=1.0, response_length=6)
     first, _ = rollout.generate_tokens(*prompts(), params)
     assert first.shape[0] == 6 and first.shape[1] <= 6
-    other = HFRollout(ModelConfig(path=tiny_model_dir), RolloutConfig(seed=3), build_tokenizer(), rank=0)
+    other = HFRollout(tiny_model(tiny_model_dir), tiny_rollout(seed=3), build_tokenizer(), rank=0)
     assert torch.equal(other.generate_tokens(*prompts(), params)[0], first), (
         "same seed, rank and call: same samples"
     )
@@ -60,7 +60,7 @@ def test_ignore_eos_runs_to_response_length():
 
     path = assets.resolve(TINY_MODEL)
     tok = load_tokenizer(path)
-    rollout = HFRollout(ModelConfig(path=path), RolloutConfig(seed=3), tok, rank=0)
+    rollout = HFRollout(tiny_model(path), tiny_rollout(seed=3), tok, rank=0)
     text = tok.apply_chat_template(
         [{"role": "user", "content": "3+4="}], add_generation_prompt=True, tokenize=False
     )

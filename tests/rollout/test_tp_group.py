@@ -44,8 +44,9 @@ def _rollout(rank, world, tp):
     """A worker's view: FSDP2 actor, then the engine; sampled and greedy answers and the log-prob diff."""
     from torch.distributed.device_mesh import init_device_mesh
 
+    from tests.helpers.configs import fp32_fsdp, tiny_model, tiny_rollout
     from tests.rollout.test_vllm_rollout import logprob_diff, prompts
-    from verl_lite.config.schema import TINY_MODEL, FSDPConfig, ModelConfig, OptimConfig, RolloutConfig
+    from verl_lite.config.schema import TINY_MODEL, OptimConfig
     from verl_lite.data import assets
     from verl_lite.engine.fsdp_engine import FSDPEngine
     from verl_lite.rollout.base import SamplingParams, assemble, place_log_probs
@@ -53,13 +54,13 @@ def _rollout(rank, world, tp):
     from verl_lite.utils.hf_model import load_tokenizer
 
     os.environ["LOCAL_RANK"] = "0"  # one process per "node" as far as vLLM's CPU worker is concerned
-    model_cfg = ModelConfig(path=assets.resolve(TINY_MODEL))
+    model_cfg = tiny_model(assets.resolve(TINY_MODEL))
     tok = load_tokenizer(model_cfg.path)
     mesh = init_device_mesh("cpu", (world,))
     actor = FSDPEngine(
-        model_cfg, FSDPConfig(), mesh, role="actor", optim_cfg=OptimConfig(lr=1e-2), grad_clip=1.0
+        model_cfg, fp32_fsdp(), mesh, role="actor", optim_cfg=OptimConfig(lr=1e-2), grad_clip=1.0
     )
-    cfg = RolloutConfig(
+    cfg = tiny_rollout(
         seed=3, cpu_kv_cache_gb=0.25, max_model_len=PROMPT_LEN + RESPONSE_LEN, tensor_model_parallel_size=tp
     )
     rollout = VLLMRollout(model_cfg, cfg, tok, rank=rank)

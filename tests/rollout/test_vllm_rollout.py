@@ -19,8 +19,9 @@ pytest.importorskip("vllm", reason="the vLLM rollout needs vllm (make install)")
 
 from torch.distributed.device_mesh import init_device_mesh  # noqa: E402
 
+from tests.helpers.configs import fp32_fsdp, tiny_model, tiny_rollout  # noqa: E402
 from tests.helpers.dist import free_port  # noqa: E402
-from verl_lite.config.schema import TINY_MODEL, FSDPConfig, ModelConfig, OptimConfig, RolloutConfig  # noqa: E402
+from verl_lite.config.schema import TINY_MODEL, OptimConfig  # noqa: E402
 from verl_lite.data import assets  # noqa: E402
 from verl_lite.engine.fsdp_engine import FSDPEngine  # noqa: E402
 from verl_lite.rollout.base import SamplingParams, assemble, compute_logprob_diff_metrics, place_log_probs  # noqa: E402
@@ -40,13 +41,13 @@ def hybrid():
         RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port())
     )
     dist.init_process_group("gloo", rank=0, world_size=1, timeout=datetime.timedelta(seconds=120))
-    model_cfg = ModelConfig(path=assets.resolve(TINY_MODEL))
+    model_cfg = tiny_model(assets.resolve(TINY_MODEL))
     tokenizer = load_tokenizer(model_cfg.path)
     mesh = init_device_mesh("cpu", (1,))
     actor = FSDPEngine(
-        model_cfg, FSDPConfig(), mesh, role="actor", optim_cfg=OptimConfig(lr=1e-2), grad_clip=1.0
+        model_cfg, fp32_fsdp(), mesh, role="actor", optim_cfg=OptimConfig(lr=1e-2), grad_clip=1.0
     )
-    rollout_cfg = RolloutConfig(seed=3, cpu_kv_cache_gb=0.25, max_model_len=PROMPT_LEN + RESPONSE_LEN)
+    rollout_cfg = tiny_rollout(seed=3, cpu_kv_cache_gb=0.25, max_model_len=PROMPT_LEN + RESPONSE_LEN)
     rollout = VLLMRollout(model_cfg, rollout_cfg, tokenizer, rank=0)
     assert not rollout.weights_loaded, "load_format=dummy: no weights before the first sync"
     stats = rollout.update_weights(actor.iter_full_params())
@@ -135,13 +136,12 @@ def test_ignore_eos_fills_the_response_length(hybrid):
 
 def test_greedy_matches_hf_generate(hybrid):
     """vLLM's greedy answers equal transformers' greedy answers on the same weights."""
-    from verl_lite.config.schema import RolloutConfig as RC
     from verl_lite.rollout.hf_rollout import HFRollout
 
     _, rollout, tok = hybrid
     greedy = SamplingParams(n=2, do_sample=False, response_length=RESPONSE_LEN)
     ids, mask, _ = prompts(tok)
-    hf = HFRollout(ModelConfig(path=assets.resolve(TINY_MODEL)), RC(), tok, rank=0)
+    hf = HFRollout(tiny_model(assets.resolve(TINY_MODEL)), tiny_rollout(), tok, rank=0)
     hf_tokens, _ = hf.generate_tokens(ids, mask, greedy)
     vllm_tokens, _ = rollout.generate_tokens(ids, mask, greedy)
     eos, pad = tok.eos_token_id, tok.pad_token_id

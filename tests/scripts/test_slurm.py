@@ -74,6 +74,7 @@ def test_sbatch_runs_main_ppo_on_a_ray_cluster_from_the_allocation(slurm, tmp_pa
     )
     out = tmp_path / "job.out"
     overrides = [
+        "--config-name=demo",
         "data.train_batch_size=8",
         "actor_rollout_ref.rollout.n=4",
         "actor_rollout_ref.actor.ppo_mini_batch_size=4",

@@ -21,7 +21,7 @@ OVERRIDES = [o for o in SMALL if not o.startswith("trainer.n_gpus_per_node")] + 
 
 GROUP_SCRIPT = textwrap.dedent(
     """
-    import sys, ray, torch, torch.distributed as dist
+    import os, sys, ray, torch, torch.distributed as dist
     from verl_lite.single_controller import RayResourcePool, RayWorkerGroup
     from verl_lite.single_controller.worker import Worker
 
@@ -32,12 +32,16 @@ GROUP_SCRIPT = textwrap.dedent(
             dist.all_reduce(t)
             return t.item()
 
+        def launch_env(self):
+            return " ".join(os.environ[k] for k in ("RANK", "NODE_RANK", "LOCAL_WORLD_SIZE", "LOCAL_RANK"))
+
     ray.init(address=sys.argv[1])
     pool = RayResourcePool(2, 1, use_gpu=False)
     group = RayWorkerGroup(pool, SumWorker)
     sums = ray.get([w.rank_sum.remote() for w in group.workers])
     print("NODES", *group.node_ids())
     print("SUMS", *sums)
+    print("ENVS", *[e.replace(" ", ",") for e in ray.get([w.launch_env.remote() for w in group.workers])])
     group.shutdown()
     pool.release()
     """
@@ -65,10 +69,12 @@ def test_one_group_spans_both_nodes(two_node_cluster):
     lines = {
         line.split()[0]: line.split()[1:]
         for line in proc.stdout.splitlines()
-        if line[:5] in ("NODES", "SUMS ")
+        if line[:5] in ("NODES", "SUMS ", "ENVS ")
     }
     assert len(set(lines["NODES"])) == 2, lines  # rank 0 and rank 1 on different nodes
     assert lines["SUMS"] == ["3.0", "3.0"]  # one gloo group across the nodes: 1 + 2 on both ranks
+    # RANK, NODE_RANK, LOCAL_WORLD_SIZE, LOCAL_RANK (the device ordinal: 0 without a GPU)
+    assert lines["ENVS"] == ["0,0,1,0", "1,1,1,0"]
 
 
 def test_training_on_two_nodes_matches_one_node(two_node_cluster, tmp_path, monkeypatch):

@@ -16,7 +16,7 @@ GB = 1024**3
 
 
 def _budget_forcing_offload_policy() -> tuple[float, int]:
-    cfg = compose_config(SMALL)
+    cfg = compose_config(SMALL, "demo")
     shape, world = read_shape(cfg.actor_rollout_ref.model.path), 2
     rows = plan_rows(cfg, shape, world, budget_gb=1.0)
     cheapest_other = min(r.estimate.peak for r in rows if r.mode != "offload_policy")
@@ -42,7 +42,7 @@ def test_auto_offload_applies_the_planner_choice(tmp_path):
 
 
 def test_auto_offload_uses_the_smallest_reported_device_and_names_the_key_when_nothing_fits():
-    cfg = compose_config(SMALL)
+    cfg = compose_config(SMALL, "demo")
     overrides, message = auto_offload(cfg, reported_gb=[8.0, 4.0])
     assert "4.00 GB per device (the smallest device the workers report)" in message
     assert overrides["actor.fsdp_config.offload_policy"] is False  # the tiny model fits without offload

@@ -11,28 +11,24 @@ from __future__ import annotations
 
 import os
 import signal
-from pathlib import Path
 
 import pytest
 import ray
 import torch
-from hydra import compose, initialize_config_dir
 from transformers import AutoModelForCausalLM
 
 from tests.test_main_ppo import SMALL
-from verl_lite.config.compose import register_schema, to_config
+from verl_lite.config.compose import load_config
 from verl_lite.main_ppo import build_trainer
 from verl_lite.model_merger import merge
 from verl_lite.single_controller import WorkerError
 from verl_lite.trainer import checkpoint as ckpt
 
 pytestmark = pytest.mark.slow
-CONF = Path(__file__).resolve().parents[2] / "conf"
 CONTENTS = ["model", "optimizer", "extra"]
 
 
 def _trainer(out: str):
-    register_schema()
     overrides = [
         *SMALL,
         f"trainer.default_local_dir={out}",
@@ -42,8 +38,7 @@ def _trainer(out: str):
         "trainer.logger=[file]",
         "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]",
     ]
-    with initialize_config_dir(config_dir=str(CONF), version_base=None):
-        cfg = to_config(compose("ppo_trainer", overrides=overrides))
+    cfg = load_config(overrides, "demo")
     trainer = build_trainer(cfg)
     trainer.init_workers()
     return trainer

@@ -72,7 +72,7 @@ def test_cpu_run_says_once_which_checks_do_not_apply():
 
 
 def test_run_shape_reads_the_offload_mode():
-    cfg = ActorConfig()
+    cfg = ActorConfig(ppo_micro_batch_size_per_gpu=32)
     assert run_shape(cfg, True) == RunShape(True, "none", 32)
     cfg.fsdp_config.optimizer_offload = True
     assert run_shape(cfg, True).offload == "manual"

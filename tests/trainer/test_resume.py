@@ -38,6 +38,7 @@ def _cmd(out, *overrides):
         sys.executable,
         "-m",
         "verl_lite.main_ppo",
+        "--config-name=demo",
         f"hydra.run.dir={out}",
         f"trainer.default_local_dir={out}",
         # a Ray of its own: without an address, ray.init() joins any cluster `ray start` left running here

@@ -15,9 +15,10 @@ import pytest
 import torch
 from torch.distributed.device_mesh import init_device_mesh
 
+from tests.helpers.configs import fp32_fsdp, tiny_critic
 from tests.helpers.dist import run_ranks
 from tests.helpers.models import make_ppo_batch
-from verl_lite.config.schema import CriticConfig, CriticModelConfig, FSDPConfig, OptimConfig
+from verl_lite.config.schema import OptimConfig
 from verl_lite.engine.fsdp_engine import FSDPEngine
 from verl_lite.trainer.batching import dp_minibatch_order
 from verl_lite.utils.hf_model import load_value_model
@@ -56,19 +57,20 @@ def _batches():
 
 def _critic(world, model_dir, variant):
     fsdp_over, critic_over, packed, _ = VARIANTS[variant]
-    cfg = CriticConfig(
+    cfg = tiny_critic(
+        model_dir,
         loss_agg_mode="token-mean",
         cliprange_value=0.2,
         grad_clip=0.5,
         ppo_epochs=1,
         use_dynamic_bsz=False,
         optim=OptimConfig(lr=5e-3, total_training_steps=STEPS),
-        model=CriticModelConfig(path=model_dir, use_remove_padding=packed),
     )
+    cfg.model.use_remove_padding = packed
     cfg = dataclasses.replace(cfg, **critic_over)
     engine = FSDPEngine(
         cfg.model,
-        dataclasses.replace(FSDPConfig(), **fsdp_over),
+        fp32_fsdp(**fsdp_over),
         init_device_mesh("cpu", (world,)),
         role="critic",
         optim_cfg=cfg.optim,
@@ -149,7 +151,7 @@ def test_metrics_are_live(world1):
 
 def test_values_are_the_value_heads_output_before_each_response_token(world1, tiny_model_dir):
     """Against a plain (unsharded) forward of the same value model: position P + t - 1, masked."""
-    model = load_value_model(CriticModelConfig(path=tiny_model_dir), torch.float32).eval()
+    model = load_value_model(tiny_critic(tiny_model_dir).model, torch.float32).eval()
     batch = _batches()[0]
     with torch.no_grad():
         out = model(

@@ -11,9 +11,9 @@ import torch
 from torch.distributed.device_mesh import init_device_mesh
 from transformers import AutoModelForSequenceClassification
 
+from tests.helpers.configs import fp32_fsdp, tiny_reward_model
 from tests.helpers.dist import run_ranks
 from tests.helpers.models import make_ppo_batch, make_tiny_reward_model_dir
-from verl_lite.config.schema import FSDPConfig, RewardModelModelConfig
 from verl_lite.engine.fsdp_engine import FSDPEngine
 from verl_lite.utils.hf_model import load_reward_model
 from verl_lite.workers.reward_model import compute_rm_scores
@@ -27,9 +27,9 @@ def rm_dir(tmp_path_factory):
 def _scores(rank, world, rm_dir, batch):
     out = {}
     for packed in (False, True):
-        cfg = RewardModelModelConfig(path=rm_dir, use_remove_padding=packed)
+        cfg = tiny_reward_model(rm_dir, use_remove_padding=packed)
         engine = FSDPEngine(
-            cfg, FSDPConfig(), init_device_mesh("cpu", (world,)), role="reward", model_kind="reward"
+            cfg, fp32_fsdp(), init_device_mesh("cpu", (world,)), role="reward", model_kind="reward"
         )
         out[packed] = compute_rm_scores(engine, batch, micro_size=3, max_token_len=None)
     return out
@@ -64,4 +64,4 @@ def test_rm_score_is_the_classifiers_pooled_score_on_the_last_response_token(rm_
 
 def test_a_causal_lm_is_refused_as_reward_model(tiny_model_dir):
     with pytest.raises(ValueError, match="reward_model.model.path"):
-        load_reward_model(RewardModelModelConfig(path=tiny_model_dir), torch.float32)
+        load_reward_model(tiny_reward_model(tiny_model_dir), torch.float32)

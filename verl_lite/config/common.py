@@ -6,6 +6,7 @@ from __future__ import annotations
 from verl_lite.config.schema import PPOTrainerConfig
 
 ARR = "actor_rollout_ref"
+STRATEGIES = ("fsdp", "fsdp2")  # verl's names; both mean FSDP2 (fully_shard) here
 
 
 def world_size(cfg: PPOTrainerConfig) -> int:
@@ -36,3 +37,16 @@ def fsdp_dtypes(fsdp) -> list[tuple[str, str]]:
         ("mixed_precision.reduce_dtype", mp.reduce_dtype),
         ("mixed_precision.buffer_dtype", mp.buffer_dtype),
     ]
+
+
+def format_value(value) -> str:
+    """A value as it would be written on a Hydra command line."""
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return value if value else "''"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(format_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {format_value(v)}" for k, v in value.items()) + "}"
+    return str(value)

@@ -1,25 +1,69 @@
-"""Hydra glue: register the dataclass schema and turn a composed DictConfig into dataclasses.
+"""Hydra glue: register the dataclass schema, compose a named config, and build the typed config.
 
 `register_schema()` stores the schema in Hydra's ConfigStore as `ppo_trainer_schema`;
-conf/ppo_trainer.yaml lists it first in its defaults, so Hydra type-checks every override and
-rejects unknown keys itself.
+conf/ppo_trainer.yaml lists it first in its defaults, so Hydra type-checks every override.
+`build_config` turns the composed DictConfig into dataclasses: verl_lite's support table first
+(config/support.py: a refused value is a one-line problem), then interpolations resolved, then
+verl's value spellings (config/spellings.py). `compose_config` is what main_ppo's @hydra.main
+does, for tests and tools: the same conf/ folder, the same config names (ppo_trainer: verl's
+defaults; demo: the embedded tiny run), the same override rules (config/overrides.py).
 """
 
 from __future__ import annotations
 
+import copy
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
+from verl_lite.config.errors import ConfigError
+from verl_lite.config.overrides import normalize_overrides
 from verl_lite.config.schema import PPOTrainerConfig
+from verl_lite.config.spellings import apply_spellings
+from verl_lite.config.support import check_support
 
 SCHEMA_NAME = "ppo_trainer_schema"
+CONF_DIR = str(Path(__file__).resolve().parents[2] / "conf")
 
 
 def register_schema() -> None:
     ConfigStore.instance().store(name=SCHEMA_NAME, node=PPOTrainerConfig)
 
 
+def compose_config(
+    overrides: list[str] | tuple[str, ...] = (), config_name: str = "ppo_trainer", return_hydra_config=False
+) -> DictConfig:
+    """The DictConfig `python -m verl_lite.main_ppo --config-name <config_name> <overrides>` composes."""
+    register_schema()
+    with initialize_config_dir(config_dir=CONF_DIR, version_base=None):
+        return compose(
+            config_name,
+            overrides=normalize_overrides(list(overrides)),
+            return_hydra_config=return_hydra_config,
+        )
+
+
 def to_config(cfg: DictConfig) -> PPOTrainerConfig:
-    """Resolve interpolations, then build the dataclass tree."""
+    """Resolve interpolations (of a copy: `cfg` keeps its links), then build the dataclass tree."""
+    cfg = copy.deepcopy(cfg)
     OmegaConf.resolve(cfg)
     return OmegaConf.to_object(cfg)
+
+
+def build_config(cfg: DictConfig) -> PPOTrainerConfig:
+    """The typed config of a composed one; ConfigError lists refused values and bad spellings."""
+    problems = check_support(cfg)
+    config = to_config(cfg)
+    problems += apply_spellings(config)
+    if problems:
+        raise ConfigError(problems)
+    return config
+
+
+def load_config(
+    overrides: list[str] | tuple[str, ...] = (), config_name: str = "ppo_trainer"
+) -> PPOTrainerConfig:
+    """compose_config, built into dataclasses."""
+    return build_config(compose_config(overrides, config_name))

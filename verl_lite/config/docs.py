@@ -1,8 +1,9 @@
 """Generate docs/config.md, the config reference, from the schema: `python -m verl_lite.config.docs > docs/config.md`.
 
 Every key's default comes from the dataclasses themselves and its meaning from the trailing
-`# comment` on its line in config/schema.py (the one place defaults and their documentation
-live). Nested dataclasses become sections named by their dotted path, in declaration order.
+`# comment` on its line in the schema modules (config/schema*.py, the one place defaults and their
+documentation live); what verl_lite accepts of keys it implements only in part comes from
+config/support.py. Nested dataclasses become sections named by their dotted path, in declaration order.
 tests/config/test_docs.py fails when docs/config.md differs from this output, or when a key has
 no comment.
 """
@@ -16,7 +17,9 @@ import sys
 import tokenize
 from pathlib import Path
 
-from verl_lite.config import schema
+from verl_lite.config import schema, support
+from verl_lite.config.common import format_value
+from verl_lite.config.deviations import DEVIATIONS
 from verl_lite.config.schema import PPOTrainerConfig
 
 REGENERATE = "python -m verl_lite.config.docs > docs/config.md"
@@ -40,17 +43,7 @@ def field_comments(source: str) -> dict[tuple[str, str], str]:
     return found
 
 
-def format_default(value) -> str:
-    """A default as it would be written on a Hydra command line."""
-    if value is None:
-        return "null"
-    if isinstance(value, str):
-        return value if value else "''"
-    if isinstance(value, list):
-        return "[" + ", ".join(format_default(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {format_default(v)}" for k, v in value.items()) + "}"
-    return str(value)
+format_default = format_value  # a default as it would be written on a Hydra command line
 
 
 def sections(obj, prefix: str, comments: dict) -> list[tuple[str, str, list[tuple[str, str, str]]]]:
@@ -69,7 +62,8 @@ def sections(obj, prefix: str, comments: dict) -> list[tuple[str, str, list[tupl
                 sub[0] = (key, meaning, sub[0][2])
             nested += sub
         else:
-            rows.append((key, format_default(value), meaning))
+            status = support.describe(key)
+            rows.append((key, format_default(value), f"{meaning}. {status}" if status else meaning))
     own = [(prefix, "", rows)] if rows else []
     return own + nested
 
@@ -78,17 +72,35 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
+def deviations() -> list[str]:
+    """The deviations list (config/deviations.py): key, verl_lite's default, why."""
+    out = ["## Deviations from verl", ""]
+    out += [f"- `{d.key}` = `{format_default(d.default)}`: {d.reason}." for d in DEVIATIONS]
+    return out + [""]
+
+
+def schema_comments() -> dict[tuple[str, str], str]:
+    """Field comments of every schema module (schema.py and its schema_*.py sections)."""
+    comments: dict[tuple[str, str], str] = {}
+    for path in sorted(Path(schema.__file__).parent.glob("schema*.py")):
+        comments.update(field_comments(path.read_text()))
+    return comments
+
+
 def render() -> str:
-    comments = field_comments(Path(schema.__file__).read_text())
+    comments = schema_comments()
     out = [
         "# Config reference",
         "",
         f"Generated from `verl_lite/config/schema.py` by `{REGENERATE}`; do not edit by hand.",
-        "Every key can be set on the command line (`key=value`, Hydra syntax); keys and meanings follow",
-        "verl's `ppo_trainer.yaml`. A `verl_lite://` path names an embedded asset built on first use.",
-        "Start-up validation (`verl_lite/config/validate.py`) checks the values together and names the",
-        "key, the value and the fix when something does not fit.",
+        "Every key can be set on the command line (`key=value`, Hydra syntax). Keys, meanings and defaults",
+        "are verl's composed `ppo_trainer` config (verl commit b178a3c); a default written `${key}` follows",
+        "that key, as in verl. The embedded tiny CPU demo is the named config `conf/demo.yaml`",
+        "(`python -m verl_lite.main_ppo --config-name demo`), which changes only the values it lists.",
+        "A `verl_lite://` path names an embedded asset built on first use. Start-up validation checks",
+        "the values together and names the key, the value and the fix when something does not fit.",
         "",
+        *deviations(),
     ]
     for path, about, rows in sections(PPOTrainerConfig(), "", comments):
         out += [f"## {path}", ""]
@@ -101,7 +113,7 @@ def render() -> str:
 
 
 def undocumented() -> list[str]:
-    comments = field_comments(Path(schema.__file__).read_text())
+    comments = schema_comments()
     return [k for _, _, rows in sections(PPOTrainerConfig(), "", comments) for k, _, m in rows if not m]
 
 

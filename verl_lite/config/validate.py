@@ -15,9 +15,9 @@ import os
 from verl_lite.algos import ADV_ESTIMATORS, POLICY_LOSSES
 from verl_lite.algos.kl import KL_TYPES, is_kl_type
 from verl_lite.algos.loss_agg import LOSS_AGG_MODES
-from verl_lite.algos.policy_loss import GSPO_CLIP_RATIO_HIGH, GSPO_CLIP_RATIO_LOW
-from verl_lite.config.common import ARR, fsdp_dtypes, per_gpu, world_size
-from verl_lite.config.schema import PPOTrainerConfig
+from verl_lite.config.common import ARR, STRATEGIES, fsdp_dtypes, per_gpu, world_size
+from verl_lite.config.errors import ConfigError
+from verl_lite.config.schema import VERL_MODEL, VERL_REWARD_MODEL, VERL_TRAIN, VERL_VAL, PPOTrainerConfig
 from verl_lite.config.validate_roles import (
     check_algorithm,
     check_critic,
@@ -39,34 +39,29 @@ from verl_lite.trainer.tracking import BACKENDS
 log = logging.getLogger(__name__)
 
 
-class ConfigError(ValueError):
-    def __init__(self, problems: list[str]):
-        self.problems = problems
-        super().__init__("invalid config:\n  - " + "\n  - ".join(problems))
-
-
 def _clip_bounds(a) -> tuple[float, float]:
-    """Unset bounds: clip_ratio, or for gspo the GSPO paper's (a sequence ratio barely moves)."""
-    if a.policy_loss.loss_mode == "gspo":
-        low, high = GSPO_CLIP_RATIO_LOW, GSPO_CLIP_RATIO_HIGH
-        if a.clip_ratio_low is None or a.clip_ratio_high is None:
-            log.info("policy_loss.loss_mode=gspo: unset clip_ratio_low/high default to %s/%s", low, high)
-    else:
-        low = high = a.clip_ratio
+    """verl's rule: a bound set to null is clip_ratio (both default to 0.2, so clip_ratio alone
+    changes nothing unless they are nulled)."""
     return (
-        low if a.clip_ratio_low is None else a.clip_ratio_low,
-        high if a.clip_ratio_high is None else a.clip_ratio_high,
+        a.clip_ratio if a.clip_ratio_low is None else a.clip_ratio_low,
+        a.clip_ratio if a.clip_ratio_high is None else a.clip_ratio_high,
     )
+
+
+def _scheduler(optim) -> None:
+    """verl's deprecated optim.warmup_style, when set, replaces optim.lr_scheduler_type."""
+    if optim.warmup_style is not None:
+        optim.lr_scheduler_type = optim.warmup_style
 
 
 def normalize(cfg: PPOTrainerConfig) -> list[str]:
     problems: list[str] = []
     arr, world = cfg.actor_rollout_ref, world_size(cfg)
-    arr.rollout.prompt_length = arr.rollout.prompt_length or cfg.data.max_prompt_length
-    arr.rollout.response_length = arr.rollout.response_length or cfg.data.max_response_length
-    normalize_rollout(arr.rollout)
+    normalize_rollout(arr.rollout, world)
     a = arr.actor
     a.clip_ratio_low, a.clip_ratio_high = _clip_bounds(a)
+    _scheduler(a.optim)
+    _scheduler(cfg.critic.optim)
     a.ppo_micro_batch_size_per_gpu = per_gpu(
         a.ppo_micro_batch_size,
         a.ppo_micro_batch_size_per_gpu,
@@ -83,15 +78,10 @@ def normalize(cfg: PPOTrainerConfig) -> list[str]:
             f"{ARR}.{section}.log_prob_micro_batch_size",
             problems,
         )
-    if a.strategy == "fsdp":
-        log.info("%s.actor.strategy=fsdp runs as FSDP2 (fully_shard) in verl_lite", ARR)
-        a.strategy = "fsdp2"
     normalize_critic(cfg, problems)
     normalize_reward_model(cfg, problems)
     for section, fsdp in _fsdp_configs(cfg):
         _fsdp_notices(f"{ARR}.{section}.fsdp_config", fsdp, problems)
-    for ck in (a.checkpoint, cfg.critic.checkpoint):
-        ck.load_contents = list(ck.save_contents) if ck.load_contents is None else ck.load_contents
     if uses_critic(cfg):
         _fsdp_notices("critic.model.fsdp_config", cfg.critic.model.fsdp_config, problems)
     if cfg.reward_model.enable:
@@ -106,7 +96,7 @@ def _fsdp_configs(cfg: PPOTrainerConfig):
 
 def _fsdp_notices(key: str, fsdp, problems: list[str]) -> None:
     """FSDP1-era keys and redundant offload combinations: accepted, said once, here on the driver."""
-    if fsdp.use_orig_params is not None:
+    if fsdp.use_orig_params:
         log.info(
             "%s.use_orig_params=%s: FSDP2 always trains the original parameters; nothing to set",
             key,
@@ -203,15 +193,15 @@ def _check_choices(cfg: PPOTrainerConfig, problems: list[str]) -> None:
     arr = cfg.actor_rollout_ref
     a = arr.actor
     choices = [
-        (f"{ARR}.actor.strategy", a.strategy, ("fsdp2",)),
+        (f"{ARR}.actor.strategy", a.strategy, STRATEGIES),
         (f"{ARR}.actor.loss_agg_mode", a.loss_agg_mode, LOSS_AGG_MODES),
-        (f"{ARR}.actor.optim.warmup_style", a.optim.warmup_style, WARMUP_STYLES),
+        (f"{ARR}.actor.optim.lr_scheduler_type", a.optim.lr_scheduler_type, WARMUP_STYLES),
         (f"{ARR}.actor.policy_loss.loss_mode", a.policy_loss.loss_mode, POLICY_LOSSES.names()),
         ("algorithm.adv_estimator", cfg.algorithm.adv_estimator, ADV_ESTIMATORS.names()),
-        ("reward_model.reward_manager", cfg.reward_model.reward_manager, REWARD_MANAGERS.names()),
+        ("reward_manager.name", cfg.reward_manager.name, REWARD_MANAGERS.names()),
         ("data.truncation", cfg.data.truncation, TRUNCATIONS),
         (f"{ARR}.rollout.name", arr.rollout.name, ROLLOUT_NAMES),
-        (f"{ARR}.rollout.mode", arr.rollout.mode, ("sync",)),
+        (f"{ARR}.rollout.mode", arr.rollout.mode, ("async", "sync")),
         (f"{ARR}.rollout.dtype", arr.rollout.dtype, tuple(DTYPES)),
         *[
             (f"{ARR}.{section}.fsdp_config.{name}", value, tuple(DTYPES))
@@ -277,6 +267,34 @@ def _check_values(cfg: PPOTrainerConfig, problems: list[str]) -> None:
         problems.append(
             f"{ARR}.rollout.prompt_length={r.prompt_length} differs from data.max_prompt_length="
             f"{cfg.data.max_prompt_length}; prompts are padded to data.max_prompt_length, so set them equal"
+        )
+
+
+DEMO_COMMAND = "python -m verl_lite.main_ppo --config-name demo"
+
+
+def check_placeholders(cfg: PPOTrainerConfig) -> None:
+    """verl's placeholder model and data paths, still in place and absent here: one message naming
+    them all and the demo command (what a bare `python -m verl_lite.main_ppo` gets)."""
+    d, arr = cfg.data, cfg.actor_rollout_ref
+    candidates = [(f"{ARR}.model.path", arr.model.path, VERL_MODEL)]
+    if uses_critic(cfg):
+        candidates.append(("critic.model.path", cfg.critic.model.path, VERL_MODEL))
+    if cfg.reward_model.enable:
+        candidates.append(("reward_model.model.path", cfg.reward_model.model.path, VERL_REWARD_MODEL))
+    candidates += [("data.train_files", d.train_files, VERL_TRAIN), ("data.val_files", d.val_files, VERL_VAL)]
+    missing = [
+        f"{key}={placeholder}"
+        for key, value, placeholder in candidates
+        if value in (placeholder, [placeholder]) and not os.path.exists(os.path.expanduser(placeholder))
+    ]
+    if missing:
+        raise ConfigError(
+            [
+                f"{', '.join(missing)}: verl's placeholder path{'s' if len(missing) > 1 else ''}, not on this "
+                f"machine; point {'them' if len(missing) > 1 else 'it'} at your model and parquet files, or run "
+                f"the embedded tiny demo: {DEMO_COMMAND}"
+            ]
         )
 
 

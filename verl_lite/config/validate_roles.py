@@ -11,8 +11,8 @@ import os
 
 from verl_lite.algos.kl import KL_TYPES, is_kl_type
 from verl_lite.algos.loss_agg import LOSS_AGG_MODES
-from verl_lite.config.common import ARR, fsdp_dtypes, per_gpu, world_size
-from verl_lite.config.schema import PPOTrainerConfig
+from verl_lite.config.common import ARR, STRATEGIES, fsdp_dtypes, per_gpu, world_size
+from verl_lite.config.schema import VERL_MODEL, PPOTrainerConfig
 from verl_lite.engine.optim import WARMUP_STYLES
 from verl_lite.engine.parallelize import DTYPES
 from verl_lite.rollout import resolve_rollout_name, vllm_available
@@ -20,23 +20,32 @@ from verl_lite.rollout import resolve_rollout_name, vllm_available
 log = logging.getLogger("verl_lite.config.validate")
 
 
-def normalize_rollout(r) -> None:
+def normalize_rollout(r, world: int) -> None:
     if r.name == "auto":
         r.name = resolve_rollout_name(r.name)
         log.info("%s.rollout.name=auto -> %s (vllm where it is installed, else hf)", ARR, r.name)
     if r.max_model_len is None:
         r.max_model_len = r.prompt_length + r.response_length
+    if r.mode == "async":
+        log.info(
+            "%s.rollout.mode=async: generation runs synchronously in the hybrid engine, the same samples "
+            "and updates as verl's async server mode",
+            ARR,
+        )
+    if r.name == "hf" and r.tensor_model_parallel_size != 1:
+        log.info(
+            "%s.rollout.tensor_model_parallel_size=%d does not apply to the hf rollout: each of the %d "
+            "workers generates for its own prompts with its full copy of the weights",
+            ARR,
+            r.tensor_model_parallel_size,
+            world,
+        )
 
 
 def check_vllm(cfg: PPOTrainerConfig, problems: list[str]) -> None:
     """The vLLM engine's keys; checked only when the vLLM rollout is chosen (TP > 1 is an error otherwise)."""
     r, key = cfg.actor_rollout_ref.rollout, f"{ARR}.rollout"
     if r.name != "vllm":
-        if r.tensor_model_parallel_size != 1:
-            problems.append(
-                f"{key}.tensor_model_parallel_size={r.tensor_model_parallel_size} applies to the vLLM "
-                f"rollout only, and {key}.name={r.name}; set it to 1 or {key}.name=vllm"
-            )
         return
     if not vllm_available():
         problems.append(
@@ -74,33 +83,34 @@ def check_vllm(cfg: PPOTrainerConfig, problems: list[str]) -> None:
 
 
 def uses_critic(cfg: PPOTrainerConfig) -> bool:
-    """A value model is trained only for GAE, as in verl."""
+    """critic.enable when set; else a value model is trained only for GAE, as in verl."""
+    if cfg.critic.enable is not None:
+        return cfg.critic.enable
     return cfg.algorithm.adv_estimator == "gae"
 
 
+def _linked_per_gpu(global_size, per_gpu_size, world: int, key: str, problems: list[str]):
+    """The critic's per-GPU keys default to its deprecated global ones (verl's links): a global size
+    given on its own (the per-GPU one still equal to it) becomes a per-GPU size, as in verl's worker."""
+    if global_size is not None and per_gpu_size == global_size:
+        per_gpu_size = None
+    return per_gpu(global_size, per_gpu_size, world, key, problems)
+
+
 def normalize_critic(cfg: PPOTrainerConfig, problems: list[str]) -> None:
-    """verl's critic defaults: unset keys follow the actor's (path, batch sizes, epochs, loss mode)."""
-    c, a, world = cfg.critic, cfg.actor_rollout_ref.actor, world_size(cfg)
-    c.model.path = c.model.path or cfg.actor_rollout_ref.model.path
-    c.ppo_mini_batch_size = c.ppo_mini_batch_size or a.ppo_mini_batch_size
-    c.ppo_epochs = c.ppo_epochs or a.ppo_epochs
-    c.use_dynamic_bsz = a.use_dynamic_bsz if c.use_dynamic_bsz is None else c.use_dynamic_bsz
-    c.loss_agg_mode = c.loss_agg_mode or a.loss_agg_mode
-    c.ppo_micro_batch_size_per_gpu = per_gpu(
+    """verl's deprecated global critic micro sizes become per-GPU ones (the other keys follow the
+    actor's through the schema's links)."""
+    c, world = cfg.critic, world_size(cfg)
+    c.ppo_micro_batch_size_per_gpu = _linked_per_gpu(
         c.ppo_micro_batch_size, c.ppo_micro_batch_size_per_gpu, world, "critic.ppo_micro_batch_size", problems
     )
-    if c.ppo_micro_batch_size_per_gpu is None:
-        c.ppo_micro_batch_size_per_gpu = a.ppo_micro_batch_size_per_gpu
-    c.forward_micro_batch_size_per_gpu = per_gpu(
+    c.forward_micro_batch_size_per_gpu = _linked_per_gpu(
         c.forward_micro_batch_size,
         c.forward_micro_batch_size_per_gpu,
         world,
         "critic.forward_micro_batch_size",
         problems,
     )
-    if c.forward_micro_batch_size_per_gpu is None:
-        c.forward_micro_batch_size_per_gpu = c.ppo_micro_batch_size_per_gpu
-    c.forward_max_token_len_per_gpu = c.forward_max_token_len_per_gpu or c.ppo_max_token_len_per_gpu
 
 
 def normalize_reward_model(cfg: PPOTrainerConfig, problems: list[str]) -> None:
@@ -119,9 +129,9 @@ def check_critic(cfg: PPOTrainerConfig, problems: list[str]) -> None:
     c, n, world = cfg.critic, cfg.actor_rollout_ref.rollout.n, world_size(cfg)
     tbs, mini = cfg.data.train_batch_size, c.ppo_mini_batch_size
     for key, value, allowed in [
-        ("critic.strategy", c.strategy, ("fsdp2",)),
+        ("critic.strategy", c.strategy, STRATEGIES),
         ("critic.loss_agg_mode", c.loss_agg_mode, LOSS_AGG_MODES),
-        ("critic.optim.warmup_style", c.optim.warmup_style, WARMUP_STYLES),
+        ("critic.optim.lr_scheduler_type", c.optim.lr_scheduler_type, WARMUP_STYLES),
         *[(f"critic.model.fsdp_config.{k}", v, tuple(DTYPES)) for k, v in fsdp_dtypes(c.model.fsdp_config)],
     ]:
         if value not in allowed:
@@ -161,11 +171,16 @@ def check_critic(cfg: PPOTrainerConfig, problems: list[str]) -> None:
             )
     if c.cliprange_value <= 0:
         problems.append(f"critic.cliprange_value={c.cliprange_value} must be > 0")
-    if not os.path.isfile(os.path.join(c.model.path, "config.json")):
+    if c.model.path == VERL_MODEL and not os.path.isdir(os.path.expanduser(VERL_MODEL)):
+        problems.append(
+            f"critic.model.path={c.model.path!r} is verl's placeholder and algorithm.adv_estimator=gae trains a "
+            "critic; set critic.model.path (e.g. the actor's model)"
+        )
+    elif not os.path.isfile(os.path.join(c.model.path, "config.json")):
         problems.append(f"critic.model.path={c.model.path!r}: no HF model folder (config.json) there")
     else:
         _check_same_vocab(cfg, "critic.model.path", c.model.path, problems)
-    if c.model.tokenizer_path and c.model.tokenizer_path != _actor_tokenizer(cfg):
+    if c.model.tokenizer_path and c.model.tokenizer_path not in (_actor_tokenizer(cfg), c.model.path):
         problems.append(
             f"critic.model.tokenizer_path={c.model.tokenizer_path!r}: the critic reads the actor's token ids, so "
             "a different tokenizer is not supported; leave it null"
@@ -243,14 +258,8 @@ def check_reward_model(cfg: PPOTrainerConfig, problems: list[str]) -> None:
         problems.append(f"reward_model.model.path={path!r}: no HF model folder (config.json) there")
     else:
         _check_same_vocab(cfg, "reward_model.model.path", path, problems)
-    if rm.model.input_tokenizer:
-        problems.append(
-            f"reward_model.model.input_tokenizer={rm.model.input_tokenizer!r}: re-tokenising for a reward model "
-            "with another vocabulary is not supported; use a reward model that shares the actor's tokenizer "
-            "and set input_tokenizer=null"
-        )
     size = rm.micro_batch_size_per_gpu
     if not rm.use_dynamic_bsz and (size is None or size <= 0):
         problems.append(f"reward_model.micro_batch_size_per_gpu must be a positive integer, got {size}")
-    if rm.strategy not in ("fsdp2", "fsdp"):
-        problems.append(f"reward_model.strategy={rm.strategy!r} is not one of ['fsdp2']")
+    if rm.strategy not in STRATEGIES:
+        problems.append(f"reward_model.strategy={rm.strategy!r} is not one of {list(STRATEGIES)}")

@@ -165,7 +165,7 @@ class RLHFDataset:
 class EpochSampler:
     """Batches of indices, reshuffled every epoch from (seed, epoch); its state is two integers."""
 
-    def __init__(self, size: int, batch_size: int, shuffle: bool, seed: int, drop_last: bool = True):
+    def __init__(self, size: int, batch_size: int, shuffle: bool, seed: int | None, drop_last: bool = True):
         if batch_size > size and drop_last:
             raise ValueError(f"batch size {batch_size} is larger than the dataset ({size} prompts)")
         self.size, self.batch_size, self.shuffle, self.seed, self.drop_last = (
@@ -183,7 +183,8 @@ class EpochSampler:
     def _order(self) -> np.ndarray:
         if not self.shuffle:
             return np.arange(self.size)
-        return np.random.default_rng([self.seed, self.epoch]).permutation(self.size)
+        entropy = [self.epoch] if self.seed is None else [self.seed, self.epoch]  # data.seed=null: fixed
+        return np.random.default_rng(entropy).permutation(self.size)
 
     def epoch_batches(self):
         """The remaining batches of the current epoch; advances the state as it goes. Several

@@ -133,7 +133,7 @@ class FSDPEngine:
             self.optimizer,
             warmup_steps=num_warmup_steps(optim_cfg.lr_warmup_steps, optim_cfg.lr_warmup_steps_ratio, total),
             total_steps=total,
-            style=optim_cfg.warmup_style,
+            style=optim_cfg.lr_scheduler_type,
             min_lr_ratio=optim_cfg.min_lr_ratio,
             num_cycles=optim_cfg.num_cycles,
         )

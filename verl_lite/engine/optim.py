@@ -27,9 +27,7 @@ def build_lr_scheduler(
     num_cycles: float = 0.5,
 ) -> torch.optim.lr_scheduler.LambdaLR:
     if style not in WARMUP_STYLES:
-        raise ValueError(
-            f"actor_rollout_ref.actor.optim.warmup_style={style!r} must be one of {WARMUP_STYLES}"
-        )
+        raise ValueError(f"optim.lr_scheduler_type={style!r} must be one of {WARMUP_STYLES}")
 
     def factor(step: int) -> float:
         if step < warmup_steps:

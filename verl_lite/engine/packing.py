@@ -41,11 +41,11 @@ class PackPlan:
     position_ids: torch.Tensor  # (rows, width) positions of the packed rows
     shape: tuple[int, int]  # (bs, S)
 
-    def to(self, device: torch.device, move) -> PackPlan:
-        """The plan with its tensors on `device` (moved by `move(tensor, device)`)."""
+    def to(self, device: torch.device, move=None) -> PackPlan:
+        """The plan with its tensors on `device` (moved by `move(tensor, device)`, default `.to`)."""
         values = {f.name: getattr(self, f.name) for f in fields(self)}
         for key in ("token_index", "packed_index", "position_ids"):
-            values[key] = move(values[key], device)
+            values[key] = move(values[key], device) if move else values[key].to(device)
         return PackPlan(**values)
 
 
@@ -114,6 +114,20 @@ def unpack(values: torch.Tensor, plan: PackPlan) -> torch.Tensor:
     out = values.new_zeros(plan.shape[0] * plan.shape[1], *values.shape[2:])
     out = out.index_copy(0, plan.token_index, flat[plan.packed_index])
     return out.view(*plan.shape, *values.shape[2:])
+
+
+@dataclass
+class Packed:
+    input_ids: torch.Tensor  # (rows, width)
+    position_ids: torch.Tensor  # (rows, width)
+    plan: PackPlan  # unpack(values, plan) puts per-token values back in the padded layout
+
+
+def pack_batch(input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor) -> Packed:
+    """A whole padded batch packed in one call (planned on the host, packed on input_ids' device):
+    for tests and benchmarks; the engine plans every micro-batch before the batch moves."""
+    plan = plan_pack(attention_mask, position_ids).to(input_ids.device)
+    return Packed(pack(input_ids, plan), plan.position_ids, plan)
 
 
 @dataclass

@@ -19,16 +19,23 @@ import torch
 
 from verl_lite.utils import device as dev
 
-RESTORED_ENV = ("LOCAL_WORLD_SIZE", "LD_PRELOAD", "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES")
+RESTORED_ENV = ("LOCAL_WORLD_SIZE", "LD_PRELOAD", "OMP_NUM_THREADS", dev.VISIBLE_DEVICES_ENV)
+
+
+def engine_env(local_ordinal: int) -> dict[str, str]:
+    """What the engine must see, whatever the launcher set: LOCAL_RANK is the external launcher's
+    device choice (vLLM maps it through the visible-device list and asserts it is below the visible
+    count), so it is the ordinal of the device this process's torch already computes on."""
+    return {"LOCAL_RANK": str(local_ordinal)}
 
 
 def prepare_engine_env() -> None:
-    """Variables vLLM reads at import and start, set unless the user already set them:
-    the in-process engine (no engine-core subprocess: ~3 s start instead of ~20 s, one weight copy),
+    """Variables vLLM reads at import and start: `engine_env`, and, unless the user already set them,
+    the in-process engine (no engine-core subprocess: ~3 s start instead of ~20 s, one weight copy)
     and an explicit OpenMP thread count (unset, the CPU kernels run 5-7x slower)."""
+    os.environ.update(engine_env(dev.local_ordinal()))
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     os.environ.setdefault("OMP_NUM_THREADS", str(torch.get_num_threads()))
-    os.environ.setdefault("LOCAL_RANK", "0")
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 
 

@@ -93,6 +93,21 @@ class RayResourcePool:
         self.placement_groups = []
 
 
+def rank_env(rank: int, world_size: int, n_workers_per_node: int) -> dict[str, str]:
+    """The launcher variables of one rank, with torchrun's names and meanings: global RANK and
+    WORLD_SIZE, the node's index (NODE_RANK) and its worker count (LOCAL_WORLD_SIZE).
+
+    LOCAL_RANK is left to the worker (Worker.__init__): vLLM and torch read it as the ordinal of
+    the process's device among the devices *visible to that process*, and only the worker sees what
+    Ray made visible to it (normally one GPU: ordinal 0, whatever the rank's place on its node)."""
+    return {
+        "RANK": str(rank),
+        "WORLD_SIZE": str(world_size),
+        "NODE_RANK": str(rank // n_workers_per_node),
+        "LOCAL_WORLD_SIZE": str(n_workers_per_node),
+    }
+
+
 class RayWorkerGroup:
     def __init__(self, pool: RayResourcePool, worker_cls: type, *args, name: str = "worker", **kwargs):
         self.pool, self.name = pool, name
@@ -102,9 +117,7 @@ class RayWorkerGroup:
         master = None
         for rank, (pg, bundle_index) in enumerate(slots):
             env = {
-                "RANK": str(rank),
-                "WORLD_SIZE": str(len(slots)),
-                "LOCAL_RANK": str(bundle_index),
+                **rank_env(rank, len(slots), pool.n_workers_per_node),
                 "VERL_LITE_NUM_THREADS": str(pool.num_threads),
                 "OMP_NUM_THREADS": str(pool.num_threads),
                 "TOKENIZERS_PARALLELISM": "false",

@@ -1,8 +1,12 @@
 """Worker: the base of every Ray worker actor, one per data-parallel rank.
 
-The group passes RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT as environment variables; the
-worker sets its thread count and initialises torch.distributed with the device's backend and a
-bounded timeout (a collective that hangs becomes an error instead of a silent stall).
+The group passes RANK, WORLD_SIZE, NODE_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT as
+environment variables. The worker adds LOCAL_RANK itself: the ordinal of its device among the
+devices visible to its process, which is what torch (`set_device`, DeviceMesh) and vLLM's external
+launcher (it asserts LOCAL_RANK < the visible device count) read it as. Ray shows each GPU worker
+only its own GPU, so that is 0 on every rank of every node, not the rank's index on its node.
+The worker then sets its thread count and initialises torch.distributed with the device's backend
+and a bounded timeout (a collective that hangs becomes an error instead of a silent stall).
 """
 
 from __future__ import annotations
@@ -18,8 +22,18 @@ import torch.distributed as dist
 from verl_lite.utils import device as dev
 
 
+def device_env(assigned_gpu_ids: list[str], visible_devices: str | None) -> dict[str, str]:
+    """LOCAL_RANK for a worker Ray assigned `assigned_gpu_ids` (none without GPUs) while the
+    process sees `visible_devices` (the device-visibility variable Ray set, or None)."""
+    return {"LOCAL_RANK": str(dev.visible_ordinal(assigned_gpu_ids, visible_devices))}
+
+
 class Worker:
     def __init__(self):
+        # outside a Ray actor (a test constructing a worker directly) nothing is assigned; asking
+        # the runtime context there would start a local Ray
+        assigned = ray.get_runtime_context().get_accelerator_ids()["GPU"] if ray.is_initialized() else []
+        os.environ.update(device_env(assigned, os.environ.get(dev.VISIBLE_DEVICES_ENV)))
         self.rank = int(os.environ["RANK"])
         self.world_size = int(os.environ["WORLD_SIZE"])
         torch.set_num_threads(int(os.environ.get("VERL_LITE_NUM_THREADS", "1")))

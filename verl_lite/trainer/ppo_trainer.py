@@ -411,8 +411,15 @@ def ray_init_kwargs(config: PPOTrainerConfig) -> dict:
         "address": "local",
         "num_cpus": r.num_cpus,
         "include_dashboard": r.include_dashboard,
-        "runtime_env": {"env_vars": {"TOKENIZERS_PARALLELISM": "false"}},
+        "runtime_env": runtime_env(r.runtime_env),
     }
+
+
+def runtime_env(user: dict) -> dict:
+    """ray_kwargs.ray_init.runtime_env with verl_lite's env_vars added (the user's win)."""
+    env = dict(user or {})
+    env["env_vars"] = {"TOKENIZERS_PARALLELISM": "false", **dict(env.get("env_vars") or {})}
+    return env
 
 
 def start_ray(config: PPOTrainerConfig) -> None:

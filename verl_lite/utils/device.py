@@ -27,6 +27,7 @@ caching allocator, rounded and kept, and so shows in `pinned_host_bytes()`:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import weakref
 
@@ -58,9 +59,46 @@ def local_device() -> torch.device:
     return torch.device("cpu")
 
 
+VISIBLE_DEVICES_ENV = "CUDA_VISIBLE_DEVICES"  # what Ray narrows to a GPU worker's own device(s)
+
+
+def visible_ordinal(assigned_ids: list[str], visible_devices: str | None) -> int:
+    """The ordinal, among the devices this process sees, of the first device assigned to it.
+
+    Ray normally sets CUDA_VISIBLE_DEVICES to a GPU worker's own device(s), so this is 0 on every
+    rank; with RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES (or any launcher that leaves every device
+    visible) it is the assigned device's position in the visible list (its id when unset).
+    No assigned device (a CPU worker): 0."""
+    if not assigned_ids:
+        return 0
+    if not visible_devices:
+        return int(assigned_ids[0])
+    visible = [v.strip() for v in visible_devices.split(",")]
+    if assigned_ids[0] not in visible:
+        raise RuntimeError(
+            f"device {assigned_ids[0]} was assigned to this worker but {VISIBLE_DEVICES_ENV}="
+            f"{visible_devices} hides it; leave {VISIBLE_DEVICES_ENV} to Ray"
+        )
+    return visible.index(assigned_ids[0])
+
+
 def set_local_device() -> None:
+    """Compute on device LOCAL_RANK (an ordinal among the visible devices; 0 when unset)."""
     if is_cuda_available():
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)) % torch.cuda.device_count())
+        ordinal, count = int(os.environ.get("LOCAL_RANK", 0)), torch.cuda.device_count()
+        if ordinal >= count:
+            raise RuntimeError(
+                f"LOCAL_RANK={ordinal} but this process sees {count} device(s) "
+                f"({VISIBLE_DEVICES_ENV}={os.environ.get(VISIBLE_DEVICES_ENV)}): LOCAL_RANK must be "
+                "an ordinal among the visible devices"
+            )
+        torch.cuda.set_device(ordinal)
+
+
+def local_ordinal() -> int:
+    """This process's device as an ordinal among its visible devices (0 on a CPU-only machine):
+    the LOCAL_RANK vLLM's external launcher must see to pick the device torch computes on."""
+    return torch.cuda.current_device() if is_cuda_available() else 0
 
 
 def can_pin_memory() -> bool:
@@ -244,3 +282,44 @@ def device_rng_states() -> list[torch.Tensor] | None:
 def set_device_rng_states(states: list[torch.Tensor] | None) -> None:
     if states is not None:
         torch.cuda.set_rng_state_all(states)
+
+
+# --- side streams and events (activation offload); no-ops without CUDA, where copies are synchronous ---
+def new_stream():
+    """A side stream for copies that overlap compute (None without CUDA)."""
+    return torch.cuda.Stream() if is_cuda_available() else None
+
+
+def on_stream(stream):
+    """Run the enclosed ops on `stream` (the current stream when None)."""
+    return torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()
+
+
+def stream_wait(waiter, waitee) -> None:
+    """Work queued on `waiter` from now on starts after what `waitee` has queued so far (None: the
+    current stream; nothing to order without CUDA)."""
+    if not is_cuda_available() or waiter is waitee:
+        return
+    current = torch.cuda.current_stream()
+    (waiter or current).wait_stream(waitee or current)
+
+
+def mark_used_on(tensor: torch.Tensor, stream) -> None:
+    """Tell the caching allocator `tensor` is in use on `stream` (None: the current stream), so its memory
+    is not reused before that stream's queued work is done."""
+    if is_cuda_available() and tensor.is_cuda:
+        tensor.record_stream(stream if stream is not None else torch.cuda.current_stream())
+
+
+def timing_event(stream=None):
+    """A recorded timing event on `stream` (None without CUDA); `elapsed_s(a, b)` after a sync."""
+    if not is_cuda_available():
+        return None
+    event = torch.cuda.Event(enable_timing=True)
+    event.record(stream)
+    return event
+
+
+def elapsed_s(start, stop) -> float:
+    stop.synchronize()
+    return start.elapsed_time(stop) / 1000.0

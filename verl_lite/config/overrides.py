@@ -1,0 +1,70 @@
+"""Command-line overrides as verl users write them, checked against the schema before Hydra sees them.
+
+Hydra's `+key=value` adds a key and `++key=value` forces it. With a typed schema that matters:
+  - verl's configs lack some keys verl_lite has (fsdp_config.mixed_precision, ...), so verl's launch
+    scripts add them with `+`; Hydra would refuse that ("already at") because the key exists here.
+    Such an override becomes a plain one.
+  - `+key` / `++key` for a key the schema lacks would be added and then dropped when the config
+    becomes dataclasses: silently nothing. It is an error naming the key and the nearest known key,
+    except under dict-typed fields (override_config, reward_kwargs, engine_kwargs, ...), whose keys
+    are the user's. A plain `key=value` for an unknown key gets the same message (Hydra's own
+    suggests `+key`, which would be dropped).
+main_ppo applies this to its argv (so sweeps get it too) and compose.compose_config to its list.
+"""
+
+from __future__ import annotations
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import OverrideType
+from hydra.errors import HydraException
+
+from verl_lite.config import keys
+
+
+class OverrideError(ValueError):
+    """An override that names no key of the schema."""
+
+
+def _unknown(key: str, line: str) -> OverrideError:
+    near = keys.nearest(key)
+    hint = f"; did you mean {near}?" if near else ""
+    return OverrideError(f"{line}: {key} is not a key of verl_lite's config (verl's ppo_trainer keys){hint}")
+
+
+def _is_config_key(override) -> bool:
+    """A key of the trainer's config: not a Hydra setting, a config group or a packaged override."""
+    key = override.key_or_group
+    return override.package is None and "/" not in key and key != "hydra" and not key.startswith("hydra.")
+
+
+def normalize_override(line: str) -> str:
+    """`line` as it should reach Hydra; raises OverrideError for a key the schema lacks."""
+    try:
+        (override,) = OverridesParser.create().parse_overrides([line])
+    except HydraException:
+        return line  # Hydra reports its own syntax errors
+    if not _is_config_key(override):
+        return line
+    key = override.key_or_group
+    if override.type in (OverrideType.ADD, OverrideType.FORCE_ADD):
+        if keys.under_open_dict(key):  # the user's key; '+' only where the schema's default lacks it
+            return line.lstrip("+") if keys.has_default(key) else line
+        if keys.is_known(key):
+            return line.lstrip("+")  # verl's '+' for a key verl_lite has: set it
+        raise _unknown(key, line)
+    if override.type == OverrideType.CHANGE and not keys.is_known(key):
+        raise _unknown(key, line)
+    return line
+
+
+def normalize_overrides(lines: list[str]) -> list[str]:
+    return [normalize_override(line) for line in lines]
+
+
+def normalize_argv(argv: list[str]) -> list[str]:
+    """main_ppo's argv: every `key=value` token normalized; flags (-m, --config-name X, ...) kept."""
+    out = []
+    for token in argv:
+        is_override = not token.startswith("-") and ("=" in token or token.startswith("~"))
+        out.append(normalize_override(token) if is_override else token)
+    return out

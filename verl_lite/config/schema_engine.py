@@ -1,0 +1,168 @@
+"""Schema sections shared by every trained or served model: FSDP2 and offload, optimizer and LR
+schedule, checkpoint contents, profiler, MoE router replay.
+
+Defaults are verl's (config/schema.py says how); the trailing comment of each field is its
+documentation in docs/config.md. Keys verl_lite accepts only at some values are listed in
+config/support.py, which docs/config.md also shows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class WrapPolicyConfig:
+    min_num_params: int = 0  # 0: one fully_shard per decoder layer; >0: per submodule this large
+
+
+@dataclass
+class MixedPrecisionConfig:
+    param_dtype: str = (
+        "${..dtype}"  # dtype params are gathered in for forward/backward (fp32 on CPUs: bf16 is slow there)
+    )
+    reduce_dtype: str = "fp32"  # dtype gradients are reduce-scattered in
+    buffer_dtype: str = "fp32"  # dtype of module buffers (rotary tables stay fp32 unless set)
+
+
+@dataclass
+class FSDPConfig:
+    wrap_policy: WrapPolicyConfig = field(default_factory=WrapPolicyConfig)
+    param_offload: bool = False  # sharded params on the host between phases, back on the device inside them
+    optimizer_offload: bool = False  # optimizer state on the host except during the optimizer step
+    offload_policy: bool = (
+        False  # FSDP2 CPUOffloadPolicy: params, grads, optimizer on the host, step on the host
+    )
+    reshard_after_forward: bool = (
+        True  # free gathered params after forward, gather again in backward (ZeRO-3)
+    )
+    fsdp_size: int = -1  # ranks per FSDP shard group (HSDP when smaller than the world); -1: all ranks
+    forward_prefetch: bool = (
+        False  # explicitly prefetch the next layer's all-gather (and the previous in backward)
+    )
+    model_dtype: str = "fp32"  # dtype the sharded (master) params are kept in
+    use_orig_params: bool = False  # FSDP1 key: accepted; FSDP2 always keeps the original parameters
+    seed: int = (
+        42  # verl's new engine: seed of full_determinism (the legacy worker, verl's default, ignores it)
+    )
+    full_determinism: bool = False  # verl's new engine: deterministic algorithms for debugging
+    ulysses_sequence_parallel_size: int = 1  # ranks one sequence is split over (Ulysses sequence parallelism)
+    entropy_from_logits_with_chunking: bool = False  # compute the entropy over vocabulary chunks (memory)
+    use_torch_compile: bool = True  # torch.compile the entropy/log-prob kernels (speed only)
+    entropy_checkpointing: bool = False  # recompute the entropy in backward instead of keeping it (memory)
+    forward_only: bool = False  # verl's engine flag for models that are never trained (the ref: True)
+    strategy: str = "fsdp"  # fsdp | fsdp2: both run FSDP2 (fully_shard)
+    dtype: str = (
+        "bfloat16"  # verl's new-engine name of the compute dtype: the default of mixed_precision.param_dtype
+    )
+    mixed_precision: MixedPrecisionConfig = field(
+        default_factory=MixedPrecisionConfig
+    )  # verl's legacy worker keys, added with '+' there
+    gradient_offload: bool = False  # grads on the host; FSDP2 offers it only with offload_policy=True
+    reduce_scatter_every_micro_batch: bool = (
+        True  # False: keep unsharded grads until the last micro-batch, reduce once
+    )
+    limit_all_gathers: bool | None = None  # FSDP1 key: accepted; FSDP2 bounds in-flight all-gathers itself
+
+
+@dataclass
+class OptimConfig:
+    optimizer: str = "AdamW"  # optimizer class in optimizer_impl
+    optimizer_impl: str = "torch.optim"  # module the optimizer class comes from
+    lr: float = 1e-6  # learning rate
+    lr_warmup_steps_ratio: float = 0.0  # warm-up as a fraction of all training steps
+    total_training_steps: int = -1  # filled in by the trainer: training steps of the whole run
+    weight_decay: float = 0.01  # AdamW decoupled weight decay
+    lr_warmup_steps: int | None = -1  # warm-up training steps; -1 or null: use lr_warmup_steps_ratio
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])  # AdamW betas
+    clip_grad: float = (
+        1.0  # max global grad norm (verl's new-engine name); the actor's / critic's grad_clip follows it
+    )
+    min_lr_ratio: float | None = 0.0  # cosine floor as a fraction of lr
+    num_cycles: float = 0.5  # cosine cycles over the run
+    lr_scheduler_type: str = "constant"  # schedule after warm-up: constant | cosine
+    warmup_style: str | None = None  # verl's deprecated name of lr_scheduler_type; set: it wins
+    override_optimizer_config: dict[str, Any] | None = None  # extra keyword arguments for the optimizer
+
+
+@dataclass
+class CheckpointConfig:
+    save_contents: list[str] = field(
+        default_factory=lambda: ["model", "optimizer", "extra"]
+    )  # what a checkpoint holds: model | optimizer | extra (lr schedule, RNG, rollout state) | hf_model (full weights, safetensors)
+    load_contents: list[str] = "${.save_contents}"  # what a resume restores (model, optimizer, extra)
+    async_save: bool = False  # write checkpoints in the background (verl: Megatron only)
+
+
+@dataclass
+class NsysToolConfig:
+    discrete: bool = "${global_profiler.global_tool_config.nsys.discrete}"  # one nsys range per profiled step
+
+
+@dataclass
+class NPUToolConfig:
+    contents: list[str] = field(default_factory=list)  # what the NPU profiler records
+    level: str = "level0"  # NPU profiler level
+    analysis: bool = True  # analyse the NPU trace after the run
+    discrete: bool = False  # one trace per profiled step
+
+
+@dataclass
+class TorchToolConfig:
+    contents: list[str] = field(default_factory=list)  # what the torch profiler records
+    discrete: bool = False  # one trace per profiled step
+
+
+@dataclass
+class TorchMemoryToolConfig:
+    trace_alloc_max_entries: int = (
+        "${global_profiler.global_tool_config.torch_memory.trace_alloc_max_entries}"  # allocations recorded
+    )
+    stack_depth: int = (
+        "${global_profiler.global_tool_config.torch_memory.stack_depth}"  # frames per allocation
+    )
+
+
+@dataclass
+class ProfilerToolConfig:
+    nsys: NsysToolConfig = field(default_factory=NsysToolConfig)
+    npu: NPUToolConfig = field(default_factory=NPUToolConfig)
+    torch: TorchToolConfig = field(default_factory=TorchToolConfig)
+    torch_memory: TorchMemoryToolConfig = field(default_factory=TorchMemoryToolConfig)
+
+
+@dataclass
+class ProfilerConfig:
+    tool: str | None = "${global_profiler.tool}"  # nsys | npu | torch | torch_memory
+    enable: bool = False  # profile this role
+    all_ranks: bool = False  # profile every rank
+    ranks: list[int] = field(default_factory=list)  # ranks to profile
+    save_path: str | None = "${global_profiler.save_path}"  # where traces go
+    tool_config: ProfilerToolConfig = field(default_factory=ProfilerToolConfig)  # per-tool settings
+
+
+@dataclass
+class LinkedProfilerConfig:
+    """A profiler section whose settings follow the actor's (rollout, reward model)."""
+
+    tool: str | None = "${global_profiler.tool}"  # nsys | npu | torch | torch_memory
+    enable: bool = False  # profile this role
+    all_ranks: bool = False  # profile every rank
+    ranks: list[int] = field(default_factory=list)  # ranks to profile
+    save_path: str | None = "${global_profiler.save_path}"  # where traces go
+    tool_config: Any = "${actor_rollout_ref.actor.profiler.tool_config}"  # per-tool settings
+
+
+@dataclass
+class RouterReplayConfig:
+    mode: str = "disabled"  # MoE routing replay: disabled | record | replay
+    record_file: str | None = None  # where recorded routing decisions go
+    replay_file: str | None = None  # recorded routing decisions to replay
+
+
+@dataclass
+class RolloutProfilerConfig(LinkedProfilerConfig):
+    enable: bool = "${actor_rollout_ref.actor.profiler.enable}"  # profile generation
+    all_ranks: bool = "${actor_rollout_ref.actor.profiler.all_ranks}"  # profile every rank
+    ranks: list[int] = "${actor_rollout_ref.actor.profiler.ranks}"  # ranks to profile

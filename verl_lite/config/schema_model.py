@@ -1,0 +1,110 @@
+"""Schema sections of the models: the actor's HF model (shared by the ref and the rollout), and the
+critic's and reward model's.
+
+Defaults are verl's (config/schema.py says how); the trailing comment of each field is its
+documentation in docs/config.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from verl_lite.config.schema_engine import FSDPConfig
+
+# verl's placeholder paths: defaults a real run must replace (start-up names them when missing)
+VERL_MODEL = "~/models/deepseek-llm-7b-chat"
+VERL_REWARD_MODEL = "~/models/FsfairX-LLaMA3-RM-v0.1"
+
+
+@dataclass
+class ModelBase:
+    """The keys every model section has (what the engine reads to load and run a model)."""
+
+    path: str | None = VERL_MODEL  # local HF model folder (config, weights, tokenizer)
+    external_lib: str | None = None  # module imported before loading (registers custom models)
+    override_config: dict[str, Any] = field(default_factory=dict)  # HF config fields to override
+    trust_remote_code: bool = False  # passed to the model loader
+    use_shm: bool = False  # copy the model folder to /dev/shm once per node and load it from there
+    enable_gradient_checkpointing: bool = True  # recompute activations in backward
+    use_remove_padding: bool = True  # pack sequences without padding into one row for forward passes
+
+
+@dataclass
+class FusedKernelOptions:
+    impl_backend: str = "torch"  # implementation of the fused kernels: torch | triton
+
+
+@dataclass
+class TiledMLPConfig:
+    enabled: bool = False  # run the MLP over sequence tiles (less activation memory)
+    num_shards: int = 4  # tiles per sequence
+
+
+@dataclass
+class MtpConfig:
+    enable: bool = False  # multi-token prediction heads
+    enable_train: bool = False  # train the MTP heads
+    enable_rollout: bool = False  # speculative decoding with the MTP heads in the rollout
+    detach_encoder: bool = False  # stop gradients from the MTP loss into the trunk
+    mtp_loss_scaling_factor: float = 0.1  # weight of the MTP loss
+    speculative_algorithm: str = "EAGLE"  # rollout speculative-decoding algorithm
+    speculative_num_steps: int = 2  # draft steps per verification
+    speculative_eagle_topk: int = 2  # EAGLE top-k
+    speculative_num_draft_tokens: int = 4  # draft tokens per step
+    method: str = "mtp"  # speculative method name passed to the engine
+    num_speculative_tokens: int = 1  # tokens proposed per step
+
+
+@dataclass
+class ModelConfig(ModelBase):
+    """actor_rollout_ref.model: the policy's model, also the reference's and the rollout's."""
+
+    hf_config_path: str | None = None  # HF config folder when it differs from path
+    tokenizer_path: str | None = None  # tokenizer folder; null: path
+    custom_chat_template: str | None = None  # Jinja chat template replacing the tokenizer's
+    enable_activation_offload: bool = False  # keep activations on the host between forward and backward
+    lora_rank: int = 0  # LoRA rank; 0: full fine-tuning
+    lora_alpha: int = 16  # LoRA scaling factor
+    target_modules: Any = "all-linear"  # modules LoRA adapts: all-linear or a list of names
+    exclude_modules: Any = None  # modules LoRA leaves alone
+    lora_adapter_path: str | None = None  # a trained LoRA adapter to continue from
+    use_liger: bool = False  # Liger kernels for the HF model
+    use_fused_kernels: bool = False  # log-probs and entropy from hidden states in chunks, without full logits
+    fused_kernel_options: FusedKernelOptions = field(default_factory=FusedKernelOptions)
+    tiled_mlp: TiledMLPConfig = field(default_factory=TiledMLPConfig)
+    mtp: MtpConfig = field(default_factory=MtpConfig)
+
+
+@dataclass
+class CriticModelConfig(ModelBase):
+    """critic.model: the value model (its LM backbone + a new scalar head)."""
+
+    fsdp_config: FSDPConfig = field(default_factory=FSDPConfig)  # the critic's own FSDP2 and offload modes
+    path: str | None = VERL_MODEL  # value model folder (its LM backbone + a new scalar head)
+    tokenizer_path: str | None = (
+        "${actor_rollout_ref.model.path}"  # tokenizer folder (must give the actor's ids); null: path
+    )
+    external_lib: str | None = "${actor_rollout_ref.model.external_lib}"  # module imported before loading
+    trust_remote_code: bool = "${actor_rollout_ref.model.trust_remote_code}"  # passed to the model loader
+    enable_activation_offload: bool = False  # keep activations on the host between forward and backward
+    use_remove_padding: bool = False  # pack sequences without padding into one row for forward passes
+    lora_rank: int = 0  # LoRA rank; 0: full fine-tuning
+    lora_alpha: int = 16  # LoRA scaling factor
+    target_modules: Any = "all-linear"  # modules LoRA adapts: all-linear or a list of names
+    tiled_mlp: TiledMLPConfig = field(default_factory=TiledMLPConfig)
+
+
+@dataclass
+class RewardModelModelConfig(ModelBase):
+    """reward_model.model: a scalar reward model (AutoModelForSequenceClassification, num_labels=1)."""
+
+    input_tokenizer: str | None = (
+        "${actor_rollout_ref.model.path}"  # verl re-tokenises with it; here must be null: the reward model reads the actor's ids
+    )
+    path: str | None = VERL_REWARD_MODEL  # reward model folder
+    external_lib: str | None = "${actor_rollout_ref.model.external_lib}"  # module imported before loading
+    use_remove_padding: bool = False  # pack sequences without padding into one row for forward passes
+    use_fused_kernels: bool = "${actor_rollout_ref.model.use_fused_kernels}"  # fused kernels for its forward
+    enable_gradient_checkpointing: bool = False  # forward only: nothing to recompute
+    fsdp_config: FSDPConfig = field(default_factory=FSDPConfig)  # FSDP2 and offload modes of the reward model

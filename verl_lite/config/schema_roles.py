@@ -1,0 +1,149 @@
+"""Schema sections of the optional roles: the critic (value model), the reward model, the reward
+manager that turns scores into token-level rewards, and the custom reward function.
+
+Defaults are verl's (config/schema.py says how); the trailing comment of each field is its
+documentation in docs/config.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from verl_lite.config.schema_engine import (
+    CheckpointConfig,
+    LinkedProfilerConfig,
+    OptimConfig,
+    ProfilerConfig,
+)
+from verl_lite.config.schema_model import CriticModelConfig, RewardModelModelConfig
+
+ACTOR = "actor_rollout_ref.actor"
+
+
+@dataclass
+class CriticConfig:
+    optim: OptimConfig = field(
+        default_factory=lambda: OptimConfig(lr=1e-5)
+    )  # the value model's AdamW and LR schedule
+    model: CriticModelConfig = field(default_factory=CriticModelConfig)
+    rollout_n: int = "${actor_rollout_ref.rollout.n}"  # responses per prompt (verl's copy of rollout.n)
+    strategy: str = "fsdp"  # fsdp | fsdp2: both run FSDP2 (fully_shard)
+    enable: bool | None = None  # train a critic; null: when the advantage estimator needs one (gae)
+    ppo_mini_batch_size: int = (
+        f"${{{ACTOR}.ppo_mini_batch_size}}"  # prompts per critic optimizer step (global)
+    )
+    ppo_micro_batch_size: int | None = None  # deprecated global micro size; use the per-GPU key
+    ppo_micro_batch_size_per_gpu: int | None = (
+        "${.ppo_micro_batch_size}"  # responses per forward/backward on one worker (verl's link to the global key)
+    )
+    use_dynamic_bsz: bool = f"${{{ACTOR}.use_dynamic_bsz}}"  # token-budgeted micro-batches
+    ppo_max_token_len_per_gpu: int = 32768  # token budget per training micro-batch with use_dynamic_bsz
+    forward_max_token_len_per_gpu: int = "${.ppo_max_token_len_per_gpu}"  # token budget per values forward
+    ppo_epochs: int = f"${{{ACTOR}.ppo_epochs}}"  # passes over each training batch
+    shuffle: bool = f"${{{ACTOR}.shuffle}}"  # verl's new worker: shuffle before splitting into mini-batches
+    data_loader_seed: int = 42  # seed of that shuffle
+    cliprange_value: float = 0.5  # values may move at most this far from the rollout's values (clipped loss)
+    loss_agg_mode: str = f"${{{ACTOR}.loss_agg_mode}}"  # aggregation of the value loss
+    checkpoint: CheckpointConfig = field(
+        default_factory=CheckpointConfig
+    )  # what the critic's checkpoints hold and what a resume loads (as the actor's)
+    profiler: ProfilerConfig = field(default_factory=ProfilerConfig)
+    forward_micro_batch_size: int | None = (
+        "${.ppo_micro_batch_size}"  # deprecated global size; use the per-GPU key
+    )
+    forward_micro_batch_size_per_gpu: int | None = (
+        "${.ppo_micro_batch_size_per_gpu}"  # responses per compute_values forward on one worker
+    )
+    ulysses_sequence_parallel_size: int = 1  # ranks one sequence is split over (Ulysses sequence parallelism)
+    grad_clip: float = (
+        "${.optim.clip_grad}"  # max global grad norm (verl's legacy-worker name); default: optim.clip_grad
+    )
+
+
+@dataclass
+class SandboxFusionConfig:
+    url: str | None = None  # code-execution sandbox the default scorer sends code answers to
+    max_concurrent: int = 64  # requests in flight
+    memory_limit_mb: int = 1024  # memory per sandboxed run
+
+
+@dataclass
+class RewardModelRolloutConfig:
+    """verl's generative reward model served by a rollout engine."""
+
+    name: str | None = None  # engine of a generative reward model (verl: mandatory there)
+    dtype: str = "bfloat16"  # weights dtype
+    gpu_memory_utilization: float = 0.5  # share of the GPU the engine may use
+    enforce_eager: bool = True  # no CUDA graphs
+    cudagraph_capture_sizes: list[int] | None = None  # batch sizes captured as CUDA graphs
+    free_cache_engine: bool = True  # sleep the engine between uses
+    data_parallel_size: int = 1  # data parallelism inside the engine
+    expert_parallel_size: int = 1  # expert parallelism (MoE)
+    tensor_model_parallel_size: int = 2  # tensor parallelism
+    max_num_batched_tokens: int = 8192  # tokens per scheduler step
+    max_model_len: int | None = None  # longest input
+    max_num_seqs: int = 1024  # sequences at once
+    load_format: str = "auto"  # how weights are loaded
+    engine_kwargs: dict[str, Any] = field(default_factory=dict)  # extra engine arguments
+    limit_images: int | None = None  # images per prompt
+    enable_chunked_prefill: bool = True  # split long prefills
+    enable_prefix_caching: bool = True  # reuse KV of shared prefixes
+    disable_log_stats: bool = True  # no throughput logging
+    skip_tokenizer_init: bool = False  # token ids in and out only
+    prompt_length: int = 2048  # prompt tokens
+    response_length: int = 2048  # generated tokens
+
+
+@dataclass
+class RewardModelConfig:
+    enable: bool = False  # score responses with a reward model (its score replaces the rule reward)
+    enable_resource_pool: bool = False  # run the reward model on its own GPUs
+    n_gpus_per_node: int = 8  # GPUs per node of that pool
+    nnodes: int = 0  # nodes of that pool
+    strategy: str = "fsdp"  # fsdp | fsdp2: both run FSDP2 (fully_shard)
+    model: RewardModelModelConfig = field(default_factory=RewardModelModelConfig)
+    micro_batch_size: int | None = None  # deprecated global size; use the per-GPU key
+    micro_batch_size_per_gpu: int | None = None  # responses per reward-model forward on one worker
+    max_length: int | None = None  # longest input the reward model reads; null: no limit
+    use_dynamic_bsz: bool = "${critic.use_dynamic_bsz}"  # token-budgeted reward-model forwards
+    forward_max_token_len_per_gpu: int = (
+        "${critic.forward_max_token_len_per_gpu}"  # token budget per reward-model forward
+    )
+    reward_manager: str = "naive"  # naive (rule scorers by data_source) | dapo (naive + overlong penalty)
+    reward_loop_source: str = "register"  # verl's reward loop: where its manager comes from
+    reward_loop_module_path: str | None = None  # file of a custom reward-loop manager
+    reward_loop_class_name: str | None = None  # its class
+    launch_reward_fn_async: bool = (
+        False  # compute rule rewards in the background, overlapping the next phases
+    )
+    sandbox_fusion: SandboxFusionConfig = field(default_factory=SandboxFusionConfig)
+    profiler: LinkedProfilerConfig = field(default_factory=LinkedProfilerConfig)
+    ulysses_sequence_parallel_size: int = 1  # ranks one sequence is split over (Ulysses sequence parallelism)
+    use_reward_loop: bool = True  # verl: compute rewards in reward-loop workers (the same rewards)
+    num_workers: int = 1  # reward-loop workers
+    rollout: RewardModelRolloutConfig = field(default_factory=RewardModelRolloutConfig)
+    reward_kwargs: dict[str, Any] = field(
+        default_factory=dict  # manager's extra args, added with '+'; dapo: max_resp_len, overlong_buffer_cfg.{enable,len,penalty_factor,log}
+    )
+
+
+@dataclass
+class ModuleConfig:
+    path: str | None = None  # file defining a custom reward manager (source=importlib)
+    name: str = "custom_reward_manager"  # its class
+
+
+@dataclass
+class RewardManagerConfig:
+    source: str = "register"  # register: a manager registered by name | importlib: a class from module.path
+    name: str = "${reward_model.reward_manager}"  # the reward manager: naive | dapo
+    module: ModuleConfig = field(default_factory=ModuleConfig)
+
+
+@dataclass
+class CustomRewardFunctionConfig:
+    path: str | None = None  # python file defining the scorer; null: built-in scorers
+    name: str = (
+        "compute_score"  # function in that file: (data_source, solution_str, ground_truth, extra_info)
+    )

@@ -1,0 +1,158 @@
+"""Schema section of the rollout (actor_rollout_ref.rollout): sampling, the vLLM engine, and verl's
+agent-loop, multi-turn, tracing and serving keys.
+
+Defaults are verl's (config/schema.py says how); the trailing comment of each field is its
+documentation in docs/config.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from verl_lite.config.schema_engine import RolloutProfilerConfig
+
+ARR = "actor_rollout_ref"
+
+
+@dataclass
+class SamplingKwargs:
+    top_k: int = -1  # -1: no top-k
+    top_p: float = 1.0  # nucleus sampling mass (1.0: off)
+    temperature: float = 0.0  # 0: greedy
+    n: int = 1  # samples per prompt
+    do_sample: bool = False  # False: greedy validation
+
+
+@dataclass
+class EngineKwargs:
+    vllm: dict[str, Any] = field(default_factory=dict)  # extra vLLM engine arguments (LLM(**vllm))
+    sglang: dict[str, Any] = field(default_factory=dict)  # extra SGLang engine arguments
+    trtllm: dict[str, Any] = field(default_factory=dict)  # extra TensorRT-LLM engine arguments
+
+
+@dataclass
+class MultiTurnConfig:
+    enable: bool = False  # multi-turn rollouts with tools or interactions
+    max_assistant_turns: int | None = None  # most assistant turns; null: no limit
+    tool_config_path: str | None = None  # tools' config file
+    max_user_turns: int | None = None  # most user turns; null: no limit
+    max_parallel_calls: int = 1  # tool calls per turn
+    max_tool_response_length: int = 256  # tokens kept of a tool's response
+    tool_response_truncate_side: str = "middle"  # left | middle | right
+    interaction_config_path: str | None = None  # interactions' config file
+    use_inference_chat_template: bool = False  # re-template turns with the model's chat template
+    tokenization_sanity_check_mode: str = "strict"  # disable | strict | ignore_strippable
+    format: str = "hermes"  # tool-call format
+    num_repeat_rollouts: int | None = None  # rollouts per interaction
+
+
+@dataclass
+class CustomAsyncServerConfig:
+    path: str | None = None  # file of a custom async generation server
+    name: str | None = None  # its class
+
+
+@dataclass
+class AgentLoopConfig:
+    num_workers: int = 8  # agent-loop workers of verl's async server mode
+    default_agent_loop: str = "single_turn_agent"  # agent loop of rows that name none
+    agent_loop_config_path: str | None = None  # custom agent loops' config file
+    custom_async_server: CustomAsyncServerConfig = field(default_factory=CustomAsyncServerConfig)
+
+
+@dataclass
+class CheckpointEngineConfig:
+    backend: str = "naive"  # how weights reach the rollout: naive (in-process) | nccl | nixl | hccl
+    update_weights_bucket_megabytes: int = (
+        2048  # weight sync: full tensors gathered per bucket before vLLM loads them
+    )
+    engine_kwargs: dict[str, Any] = field(default_factory=dict)  # backend arguments
+
+
+@dataclass
+class TraceConfig:
+    backend: str | None = None  # rollout tracing: mlflow | weave
+    token2text: bool = False  # decode traced tokens
+    max_samples_per_step_per_worker: int | None = None  # traced samples per step; null: all
+
+
+@dataclass
+class PrometheusConfig:
+    enable: bool = False  # export the rollout server's metrics to Prometheus
+    port: int = 9090  # Prometheus port
+    file: str = "/tmp/ray/session_latest/metrics/prometheus/prometheus.yml"  # Prometheus config file
+    served_model_name: str | None = f"${{{ARR}.model.path}}"  # model name shown in dashboards
+
+
+@dataclass
+class RolloutConfig:
+    name: str = "auto"  # rollout backend: vllm | hf (transformers generate, the reference); auto: vllm where it is installed, else hf
+    mode: str = "async"  # async (verl's server mode) | sync: both run the hybrid engine, generation and training taking turns
+    temperature: float = 1.0  # sampling temperature of training rollouts
+    top_k: int = -1  # -1: no top-k
+    top_p: float = 1.0  # nucleus sampling mass (1.0: off)
+    prompt_length: int = "${data.max_prompt_length}"  # prompt tokens the rollout takes (left-padded)
+    response_length: int = "${data.max_response_length}"  # most tokens generated per response
+    dtype: str = "bfloat16"  # dtype of the rollout copy of the weights
+    gpu_memory_utilization: float = 0.5  # share of the GPU vLLM may use for weights and KV cache
+    ignore_eos: bool = False  # keep generating past EOS up to response_length
+    enforce_eager: bool = (
+        False  # no CUDA graphs / torch.compile; on CPU False means an inductor compile at start
+    )
+    cudagraph_capture_sizes: list[int] | None = None  # vLLM: batch sizes captured as CUDA graphs (speed only)
+    free_cache_engine: bool = (
+        True  # GPU: sleep the engine after generation (weights to host, KV cache freed); no-op on CPU
+    )
+    tensor_model_parallel_size: int = 2  # ranks per vLLM engine (TP), must divide the world; the hf rollout has no TP: each worker generates alone
+    data_parallel_size: int = 1  # vLLM data parallelism inside one engine
+    expert_parallel_size: int = 1  # vLLM expert parallelism (MoE)
+    pipeline_model_parallel_size: int = 1  # vLLM pipeline parallelism
+    max_num_batched_tokens: int = 8192  # tokens per vLLM scheduler step
+    max_model_len: int | None = None  # longest prompt + response; null: prompt_length + response_length
+    max_num_seqs: int = 256  # sequences vLLM runs at once
+    enable_chunked_prefill: bool = True  # split long prefills across scheduler steps
+    enable_prefix_caching: bool = True  # reuse KV of shared prompt prefixes (reset at every weight sync)
+    logprobs_mode: str = "processed_logprobs"  # the rollout's log-probs: after temperature/top-k/top-p
+    scheduling_policy: str = "fcfs"  # vLLM scheduling: fcfs | priority
+    load_format: str = "dummy"  # vLLM's start-up weights: dummy (random, the actor's are synced in before the first generation) | auto, safetensors, ... (read from the model path)
+    log_prob_micro_batch_size: int | None = None  # deprecated global size; use the per-GPU key
+    log_prob_micro_batch_size_per_gpu: int | None = None  # responses per old-log-prob forward
+    log_prob_use_dynamic_bsz: bool = (
+        f"${{{ARR}.actor.use_dynamic_bsz}}"  # token-budgeted old-log-prob forwards
+    )
+    log_prob_max_token_len_per_gpu: int = (
+        f"${{{ARR}.actor.ppo_max_token_len_per_gpu}}"  # token budget per old-log-prob forward
+    )
+    disable_log_stats: bool = True  # no vLLM throughput logging
+    do_sample: bool = True  # False: greedy decoding for training rollouts
+    n: int = 1  # responses per prompt
+    over_sample_rate: float = 0  # stop a step's generation when (1 - rate) of its requests are done
+    multi_stage_wake_up: bool = False  # SGLang: wake weights and KV cache in stages (peak memory)
+    engine_kwargs: EngineKwargs = field(default_factory=EngineKwargs)
+    val_kwargs: SamplingKwargs = field(default_factory=SamplingKwargs)  # sampling of validation generations
+    multi_turn: MultiTurnConfig = field(default_factory=MultiTurnConfig)
+    calculate_log_probs: bool = (
+        False  # return the rollout's own log-probs of the sampled tokens (verl_lite always does)
+    )
+    agent: AgentLoopConfig = field(default_factory=AgentLoopConfig)
+    checkpoint_engine: CheckpointEngineConfig = field(default_factory=CheckpointEngineConfig)
+    trace: TraceConfig = field(default_factory=TraceConfig)
+    skip_rollout: bool = False  # reuse rollouts dumped in skip_dump_dir instead of generating
+    skip_dump_dir: str = "/tmp/rollout_dump"  # where skip_rollout keeps them
+    skip_tokenizer_init: bool = True  # the engine takes and returns token ids only
+    enable_rollout_routing_replay: bool = False  # record MoE routing decisions during generation
+    profiler: RolloutProfilerConfig = field(default_factory=RolloutProfilerConfig)
+    prometheus: PrometheusConfig = field(default_factory=PrometheusConfig)
+    quantization: str | None = None  # vLLM weight quantization: fp8 | torchao
+    quantization_config_file: str | None = None  # its config file
+    mtp: Any = f"${{{ARR}.model.mtp}}"  # multi-token prediction: the model's mtp section
+    layered_summon: bool = False  # LoRA: gather the adapter layer by layer for the weight sync (memory)
+    # verl_lite's own keys
+    seed: int = 0  # seed of the rollout's own sampling generator (per rank and call)
+    update_weights_bucket_megabytes: int = (
+        "${.checkpoint_engine.update_weights_bucket_megabytes}"  # verl's older name of the sync bucket size
+    )
+    cpu_kv_cache_gb: float = (
+        1.0  # CPU only: host memory (GiB) per rank for vLLM's KV cache; VLLM_CPU_KVCACHE_SPACE wins
+    )

@@ -1,0 +1,225 @@
+"""Schema sections of the run: data, algorithm, trainer, Ray, and verl's global profiler and
+transfer queue.
+
+Defaults are verl's (config/schema.py says how); the trailing comment of each field is its
+documentation in docs/config.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# verl's placeholder data paths: defaults a real run must replace (start-up names them when missing)
+VERL_TRAIN = "~/data/rlhf/gsm8k/train.parquet"
+VERL_VAL = "~/data/rlhf/gsm8k/test.parquet"
+
+
+@dataclass
+class ClassRefConfig:
+    path: str | None = None  # python file
+    name: str | None = None  # name defined in it
+
+
+@dataclass
+class SamplerConfig:
+    class_path: str | None = None  # python file of a custom (curriculum) sampler
+    class_name: str | None = None  # its class
+
+
+@dataclass
+class DataConfig:
+    tokenizer: str | None = (
+        None  # tokenizer folder; null: the actor model's (model.tokenizer_path, else model.path)
+    )
+    use_shm: bool = False  # copy the data files to /dev/shm before reading them
+    train_files: Any = VERL_TRAIN  # parquet file or list of files, verl's RLHF layout
+    val_files: Any = VERL_VAL  # parquet file or list of files for validation
+    train_max_samples: int = -1  # use only the first this many training rows; -1: all
+    val_max_samples: int = -1  # use only the first this many validation rows; -1: all
+    prompt_key: str = "prompt"  # column holding the chat messages
+    reward_fn_key: str = "data_source"  # column that picks the reward scorer
+    max_prompt_length: int = 512  # prompt tokens after the chat template (left-padded to this)
+    max_response_length: int = 512  # generated tokens per response
+    train_batch_size: int = 1024  # prompts per training step (global)
+    val_batch_size: int | None = None  # prompts per validation batch; null: the whole validation set
+    tool_config_path: str | None = (
+        "${actor_rollout_ref.rollout.multi_turn.tool_config_path}"  # tools put into the chat template
+    )
+    return_raw_input_ids: bool = False  # keep the prompt ids before the chat template
+    return_raw_chat: bool = True  # keep the raw messages in the batch
+    return_full_prompt: bool = False  # keep the templated prompt text
+    shuffle: bool = True  # shuffle the training set every epoch
+    seed: int | None = None  # seed of the shuffling; null: a fixed default seed
+    dataloader_num_workers: int = 8  # data-loader processes (verl_lite reads on the driver)
+    image_patch_size: int = 14  # vision-language data: image patch size
+    validation_shuffle: bool = False  # shuffle the validation set (its metrics are means: no effect)
+    filter_overlong_prompts: bool = False  # drop prompts over max_prompt_length at load (counted, logged)
+    filter_overlong_prompts_workers: int = 1  # processes for that filter
+    truncation: str = "error"  # prompt over max_prompt_length: error | left | right
+    image_key: str = "images"  # column of images (vision-language data)
+    video_key: str = "videos"  # column of videos
+    trust_remote_code: bool = False  # passed to the tokenizer loader
+    custom_cls: ClassRefConfig = field(default_factory=ClassRefConfig)  # a custom dataset class
+    return_multi_modal_inputs: bool = True  # keep processed image/video inputs
+    sampler: SamplerConfig = field(default_factory=SamplerConfig)
+    datagen: ClassRefConfig = field(default_factory=ClassRefConfig)  # a dynamic data generator
+    apply_chat_template_kwargs: dict[str, Any] = field(
+        default_factory=dict
+    )  # extra arguments of apply_chat_template
+    gen_batch_size: int = "${.train_batch_size}"  # DAPO dynamic sampling: prompts per generation batch
+
+
+@dataclass
+class KLControlConfig:
+    type: str = "fixed"  # fixed: constant kl_coef | adaptive: steer the KL towards target_kl
+    kl_coef: float = 0.001  # (initial) weight of the KL penalty in the reward
+    horizon: int = 10000  # adaptive: responses over which the coefficient adapts
+    target_kl: float = 0.1  # adaptive: the KL the coefficient steers towards
+
+
+@dataclass
+class FilterGroupsConfig:
+    enable: bool = False  # DAPO dynamic sampling: drop groups whose metric is equal for all responses
+    metric: str | None = None  # seq_reward (scores) | seq_final_reward (rewards after KL) | acc | score
+    max_num_gen_batches: int = 0  # generation batches allowed per step; <= 0: no limit
+
+
+@dataclass
+class RolloutCorrectionConfig:
+    rollout_is: str | None = None  # importance weights between rollout and actor: token | sequence
+    rollout_is_threshold: float = 2.0  # truncation of those weights
+    rollout_rs: str | None = None  # rejection sampling on them
+    rollout_rs_threshold: Any = None  # its threshold
+    bypass_mode: bool = False  # use the rollout's log-probs as the old policy's
+    loss_type: str = "ppo_clip"  # loss of the bypass mode
+    rollout_is_batch_normalize: bool = False  # normalise the weights over the batch
+
+
+@dataclass
+class PFPPOConfig:
+    reweight_method: str = "pow"  # pf-ppo sample weights: pow | max_min | max_random
+    weight_pow: float = 2.0  # exponent of the pow method
+
+
+@dataclass
+class AlgorithmConfig:
+    rollout_correction: RolloutCorrectionConfig = field(default_factory=RolloutCorrectionConfig)
+    gamma: float = 1.0  # discount factor of GAE (and REINFORCE++ returns)
+    lam: float = 1.0  # GAE's lambda: bias/variance trade-off of the advantage
+    adv_estimator: str = "gae"  # registered advantage estimator (algos/advantages.py); gae trains a critic
+    norm_adv_by_std_in_grpo: bool = True  # GRPO: divide by the group's std (False: Dr.GRPO)
+    use_kl_in_reward: bool = False  # subtract kl_coef x KL(actor || ref) from the token-level rewards
+    kl_penalty: str = "kl"  # estimator of the in-reward KL: kl | abs | mse | low_var_kl (algos/kl.py)
+    kl_ctrl: KLControlConfig = field(default_factory=KLControlConfig)
+    use_pf_ppo: bool = False  # policy-filtered PPO: resample the batch by reward
+    pf_ppo: PFPPOConfig = field(default_factory=PFPPOConfig)
+    filter_groups: FilterGroupsConfig = field(default_factory=FilterGroupsConfig)  # verl's DAPO recipe keys
+
+
+@dataclass
+class TrainerConfig:
+    balance_batch: bool = True  # give each worker a balanced share of tokens (mini-batches stay the same)
+    total_epochs: int = 30  # passes over the training set
+    total_training_steps: int | None = None  # cap on training steps; null: total_epochs' worth
+    project_name: str = "verl_examples"  # W&B project / output folder name
+    experiment_name: str = "gsm8k"  # W&B run name / output folder name
+    logger: Any = field(
+        default_factory=lambda: ["console", "wandb"]
+    )  # console, file, wandb, tensorboard: a list, or one name
+    log_val_generations: int = 0  # validation samples (input, output, score) shown per validation
+    rollout_data_dir: str | None = None  # dump each training step's generations to <dir>/<step>.jsonl
+    validation_data_dir: str | None = None  # dump each validation's generations to <dir>/<step>.jsonl
+    nnodes: int = 1  # nodes of workers
+    n_gpus_per_node: int = 8  # workers per node (GPUs, or CPU processes without GPUs)
+    save_freq: int = -1  # save a checkpoint every this many steps and at the last step; -1: never
+    esi_redundant_time: int = 0  # elastic-instance expiry margin (seconds) that triggers a save
+    resume_mode: str = (
+        "auto"  # auto: from default_local_dir's latest checkpoint if any | disable | resume_path
+    )
+    resume_from_path: str | None = None  # the global_step_N folder resume_mode=resume_path starts from
+    val_before_train: bool = True  # validate once before the first step
+    val_only: bool = False  # with val_before_train: validate once, then stop
+    test_freq: int = -1  # validate every this many steps (and at the end); -1: never
+    critic_warmup: int = 0  # training steps that update only the critic before the actor starts updating
+    default_hdfs_dir: str | None = None  # also copy checkpoints to this HDFS folder
+    del_local_ckpt_after_load: bool = False  # delete the checkpoint folder a run resumed from, once loaded
+    default_local_dir: str = "checkpoints/${trainer.project_name}/${trainer.experiment_name}"  # metrics.jsonl, checkpoints, trackers
+    max_actor_ckpt_to_keep: int | None = None  # keep only the newest this many actor checkpoints; null: all
+    max_critic_ckpt_to_keep: int | None = None  # keep only the newest this many critic checkpoints; null: all
+    ray_wait_register_center_timeout: int = 300  # seconds verl waits for its workers to register
+    device: str = "auto"  # auto: cuda where a GPU is visible, else cpu | cpu | cuda
+    use_legacy_worker_impl: str = "auto"  # verl's choice of worker implementation: auto | enable | disable
+    # verl_lite's own keys
+    dist_timeout_s: int = (
+        "${actor_rollout_ref.nccl_timeout}"  # torch.distributed timeout: a hang becomes an error after this
+    )
+    auto_offload: bool = False  # apply the memory planner's actor offload and micro-batch at start-up
+    device_memory_gb: float | None = None  # auto_offload's budget per device; null: what the devices report
+
+
+@dataclass
+class RayInitConfig:
+    num_cpus: int | None = None  # CPUs for a local Ray; null: all
+    runtime_env: dict[str, Any] = field(
+        default_factory=dict
+    )  # Ray runtime_env of a local Ray (env_vars merged with verl_lite's)
+    address: str | None = None  # join this cluster (also RAY_ADDRESS); null: start a local Ray
+    include_dashboard: bool = False  # start Ray's dashboard with a local Ray (needs ray[default])
+
+
+@dataclass
+class RayKwargsConfig:
+    ray_init: RayInitConfig = field(default_factory=RayInitConfig)
+    timeline_json_file: str | None = None  # write Ray's task timeline (chrome://tracing) here at the end
+
+
+@dataclass
+class NsysGlobalConfig:
+    discrete: bool = False  # one nsys range per profiled step
+    controller_nsight_options: dict[str, Any] = field(
+        default_factory=lambda: {
+            "trace": "cuda,nvtx,cublas,ucx",
+            "cuda-memory-usage": "true",
+            "cuda-graph-trace": "graph",
+        }
+    )  # nsys options of the driver
+    worker_nsight_options: dict[str, Any] = field(
+        default_factory=lambda: {
+            "trace": "cuda,nvtx,cublas,ucx",
+            "cuda-memory-usage": "true",
+            "cuda-graph-trace": "graph",
+            "capture-range": "cudaProfilerApi",
+            "capture-range-end": None,
+            "kill": "none",
+        }
+    )  # nsys options of the workers
+
+
+@dataclass
+class TorchMemoryGlobalConfig:
+    trace_alloc_max_entries: int = 100000  # allocations recorded
+    stack_depth: int = 32  # frames per allocation
+    context: str = "all"  # allocation contexts recorded
+    stacks: str = "all"  # stacks recorded
+    kw_args: dict[str, Any] = field(default_factory=dict)  # extra arguments of the memory recorder
+
+
+@dataclass
+class GlobalToolConfig:
+    nsys: NsysGlobalConfig = field(default_factory=NsysGlobalConfig)
+    torch_memory: TorchMemoryGlobalConfig = field(default_factory=TorchMemoryGlobalConfig)
+
+
+@dataclass
+class GlobalProfilerConfig:
+    tool: str | None = None  # profiler for every role: nsys | npu | torch | torch_memory
+    steps: list[int] | None = None  # training steps to profile
+    profile_continuous_steps: bool = False  # one trace over consecutive profiled steps
+    save_path: str = "outputs/profile"  # where traces go
+    global_tool_config: GlobalToolConfig = field(default_factory=GlobalToolConfig)
+
+
+@dataclass
+class TransferQueueConfig:
+    enable: bool = False  # verl's experimental transfer-queue data plane

@@ -1,0 +1,350 @@
+"""What verl_lite does with each of verl's keys it does not implement in full: ONE table.
+
+Every key of verl's composed ppo_trainer config exists in the schema. A key is in one of three
+classes:
+  - implemented: verl's meaning. Every key not in RULES below.
+  - accepted at the values that change nothing here (a profiler setting, torch.compile, an ignored
+    multi-turn option, ...): a rule with `note`, said once in the log when set away from its default.
+  - refused at any other value: `<key>=<value> is not supported by verl_lite: <instead>`, before Ray.
+A rule covers one key or a whole section; a rule on a key beats its section's. Un-refusing a key
+(its feature landed) is deleting its line. A key whose default links another key (`${...}`) and
+was not set is judged through the key it follows, unless nothing governs that one.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from omegaconf import DictConfig, OmegaConf
+
+from verl_lite.config import keys
+from verl_lite.config.common import format_value
+
+log = logging.getLogger("verl_lite.config")
+
+DEFAULT = "the default"  # accepted: only the schema's default value
+ANY = "any value"  # accepted: every value (the key changes nothing here)
+FOLLOWS = "the key it links"  # accepted: only the value of the key its default links to
+
+
+@dataclass(frozen=True)
+class Rule:
+    key: str  # a dotted key, or a section: every key under it
+    accepted: object = DEFAULT  # DEFAULT | ANY | FOLLOWS | a tuple of values
+    instead: str = ""  # refused: what to use instead
+    note: str = ""  # accepted at a non-default value: said once in the log
+    when: str = ""  # checked only when this boolean key is true
+
+
+ARR = "actor_rollout_ref"
+SOON = "not in verl_lite yet (being built)"
+FSDP_SECTIONS = (
+    f"{ARR}.actor.fsdp_config",
+    f"{ARR}.ref.fsdp_config",
+    "critic.model.fsdp_config",
+    "reward_model.model.fsdp_config",
+)
+PROFILERS = (f"{ARR}.actor.profiler", f"{ARR}.ref.profiler", f"{ARR}.rollout.profiler", "critic.profiler")
+NO_PROFILER = "verl_lite has no profiler integration: nothing is recorded"
+STRATEGIES = ("fsdp", "fsdp2")
+FSDP1 = "FSDP1 and Megatron are not available; fsdp and fsdp2 both run FSDP2 (fully_shard)"
+
+
+def _fsdp_rules(section: str) -> list[Rule]:
+    return [
+        Rule(f"{section}.fsdp_size", instead=f"HSDP is {SOON}; keep -1 (shard over all ranks)"),
+        Rule(f"{section}.ulysses_sequence_parallel_size", instead=f"sequence parallelism is {SOON}; keep 1"),
+        Rule(f"{section}.entropy_from_logits_with_chunking", instead=f"chunked entropy is {SOON}"),
+        Rule(f"{section}.entropy_checkpointing", instead=f"entropy checkpointing is {SOON}"),
+        Rule(
+            f"{section}.use_torch_compile", ANY, note="verl_lite does not torch.compile kernels (same math)"
+        ),
+        Rule(f"{section}.seed", ANY, note="verl's default (legacy) worker ignores it too; no effect"),
+        Rule(
+            f"{section}.full_determinism",
+            ANY,
+            note="verl's default (legacy) worker ignores it too; no effect",
+        ),
+        Rule(f"{section}.forward_only", ANY),
+        Rule(f"{section}.use_orig_params", ANY, note="FSDP2 always trains the original parameters"),
+        Rule(f"{section}.limit_all_gathers", ANY, note="FSDP2 bounds in-flight all-gathers itself"),
+        Rule(f"{section}.strategy", STRATEGIES, instead=FSDP1),
+    ]
+
+
+def _model_rules(model: str) -> list[Rule]:
+    return [
+        Rule(
+            f"{model}.enable_activation_offload",
+            instead=f"activation offload is {SOON}; use gradient checkpointing",
+        ),
+        Rule(f"{model}.lora_rank", instead=f"LoRA is {SOON}; keep 0 (full fine-tuning)"),
+        Rule(f"{model}.lora_alpha", ANY),
+        Rule(f"{model}.target_modules", ANY),
+        Rule(f"{model}.tiled_mlp.enabled", instead="tiled MLP is not available; use gradient checkpointing"),
+        Rule(f"{model}.tiled_mlp.num_shards", ANY),
+    ]
+
+
+RULES: list[Rule] = [
+    *[rule for section in FSDP_SECTIONS for rule in _fsdp_rules(section)],
+    *[Rule(p, ANY, note=NO_PROFILER) for p in (*PROFILERS, "reward_model.profiler", "global_profiler")],
+    *[
+        Rule(f"{s}.optimizer", ("AdamW",), instead="only torch.optim.AdamW")
+        for s in (f"{ARR}.actor.optim", "critic.optim")
+    ],
+    *[
+        Rule(f"{s}.optimizer_impl", ("torch.optim",), instead="only torch.optim.AdamW")
+        for s in (f"{ARR}.actor.optim", "critic.optim")
+    ],
+    *[
+        Rule(f"{s}.override_optimizer_config", instead="set the optimizer's lr, betas and weight_decay")
+        for s in (f"{ARR}.actor.optim", "critic.optim")
+    ],
+    *[
+        Rule(
+            f"{s}.checkpoint.async_save",
+            ANY,
+            note="verl saves FSDP checkpoints synchronously too (async: Megatron only)",
+        )
+        for s in (f"{ARR}.actor", "critic")
+    ],
+    *[
+        Rule(f"{s}.shuffle", ANY, note="verl's default (legacy) worker takes mini-batches in order too")
+        for s in (f"{ARR}.actor", "critic")
+    ],
+    *[Rule(f"{s}.data_loader_seed", ANY) for s in (f"{ARR}.actor", "critic")],
+    *[
+        Rule(f"{s}.rollout_n", FOLLOWS, instead=f"it is {ARR}.rollout.n; set that")
+        for s in (f"{ARR}.actor", f"{ARR}.ref", "critic")
+    ],
+    *[
+        Rule(f"{s}.ulysses_sequence_parallel_size", instead=f"sequence parallelism is {SOON}; keep 1")
+        for s in (f"{ARR}.actor", f"{ARR}.ref", "critic", "reward_model")
+    ],
+    *[
+        Rule(f"{s}.entropy_from_logits_with_chunking", instead=f"chunked entropy is {SOON}")
+        for s in (f"{ARR}.actor", f"{ARR}.ref")
+    ],
+    *[
+        Rule(f"{s}.entropy_checkpointing", instead=f"entropy checkpointing is {SOON}")
+        for s in (f"{ARR}.actor", f"{ARR}.ref")
+    ],
+    *[
+        Rule(f"{s}.use_torch_compile", ANY, note="verl_lite does not torch.compile kernels (same math)")
+        for s in (f"{ARR}.actor", f"{ARR}.ref")
+    ],
+    *[
+        Rule(f"{s}.router_replay.mode", ("disabled",), instead="MoE routing replay is not available")
+        for s in (f"{ARR}.actor", f"{ARR}.ref")
+    ],
+    *[Rule(f"{s}.router_replay", ANY) for s in (f"{ARR}.actor", f"{ARR}.ref")],
+    *[
+        Rule(s, STRATEGIES, instead=FSDP1)
+        for s in (f"{ARR}.actor.strategy", f"{ARR}.ref.strategy", "critic.strategy", "reward_model.strategy")
+    ],
+    # actor
+    Rule(f"{ARR}.actor.freeze_vision_tower", instead="vision-language models are not supported"),
+    Rule(f"{ARR}.actor.calculate_entropy", ANY, note="verl_lite always computes the entropy (actor/entropy)"),
+    Rule(f"{ARR}.actor.use_prefix_grouper", instead="every response runs its own forward (same math)"),
+    Rule(f"{ARR}.actor.use_fused_kernels", (False,), instead=f"fused log-prob kernels are {SOON}"),
+    Rule(f"{ARR}.actor.use_remove_padding", FOLLOWS, instead=f"set {ARR}.model.use_remove_padding"),
+    Rule(f"{ARR}.actor.calculate_sum_pi_squared", instead="no estimator here uses it"),
+    Rule(f"{ARR}.actor.sum_pi_squared_checkpointing", ANY),
+    # model
+    Rule(
+        f"{ARR}.model.hf_config_path",
+        instead=f"keep config.json in {ARR}.model.path (or use model.override_config)",
+    ),
+    Rule(f"{ARR}.model.lora_adapter_path", instead=f"LoRA is {SOON}"),
+    Rule(f"{ARR}.model.exclude_modules", ANY),
+    Rule(f"{ARR}.model.use_liger", instead="Liger kernels are not available"),
+    Rule(f"{ARR}.model.use_fused_kernels", instead=f"fused log-prob kernels are {SOON}"),
+    Rule(f"{ARR}.model.fused_kernel_options", ANY),
+    Rule(f"{ARR}.model.mtp.enable", instead="multi-token prediction is not available"),
+    Rule(f"{ARR}.model.mtp", ANY),
+    *_model_rules(f"{ARR}.model"),
+    *_model_rules("critic.model"),
+    # rollout
+    Rule(
+        f"{ARR}.rollout.cudagraph_capture_sizes", ANY, note="vLLM captures its own default sizes (speed only)"
+    ),
+    Rule(
+        f"{ARR}.rollout.data_parallel_size",
+        instead="one vLLM engine per TP group; scale with trainer.n_gpus_per_node",
+    ),
+    Rule(f"{ARR}.rollout.expert_parallel_size", instead="expert parallelism is not available"),
+    Rule(f"{ARR}.rollout.pipeline_model_parallel_size", instead="use tensor_model_parallel_size"),
+    Rule(f"{ARR}.rollout.logprobs_mode", instead="the rollout's log-probs are processed_logprobs"),
+    Rule(f"{ARR}.rollout.scheduling_policy", instead="vLLM schedules first come, first served"),
+    Rule(f"{ARR}.rollout.over_sample_rate", instead="every request of a step runs to completion"),
+    Rule(f"{ARR}.rollout.multi_stage_wake_up", ANY, note="SGLang only in verl; no effect on vLLM"),
+    Rule(f"{ARR}.rollout.engine_kwargs.sglang", ANY),
+    Rule(f"{ARR}.rollout.engine_kwargs.trtllm", ANY),
+    Rule(f"{ARR}.rollout.multi_turn.enable", instead="multi-turn and tool rollouts are not supported"),
+    Rule(f"{ARR}.rollout.multi_turn", ANY),
+    Rule(
+        f"{ARR}.rollout.calculate_log_probs",
+        ANY,
+        note="the rollout always returns its log-probs here (rollout/actor_logprob_abs_diff_*)",
+    ),
+    Rule(f"{ARR}.rollout.agent.default_agent_loop", instead="single-turn generation only"),
+    Rule(f"{ARR}.rollout.agent.agent_loop_config_path", instead="single-turn generation only"),
+    Rule(f"{ARR}.rollout.agent.custom_async_server", instead="generation runs in the hybrid engine"),
+    Rule(f"{ARR}.rollout.agent", ANY),
+    Rule(f"{ARR}.rollout.checkpoint_engine.backend", instead="weights reach the rollout in-process (naive)"),
+    Rule(f"{ARR}.rollout.checkpoint_engine.engine_kwargs", ANY),
+    Rule(f"{ARR}.rollout.trace", ANY, note="rollout tracing is not available: nothing is traced"),
+    Rule(f"{ARR}.rollout.skip_rollout", instead="every step generates"),
+    Rule(f"{ARR}.rollout.skip_dump_dir", ANY),
+    Rule(f"{ARR}.rollout.skip_tokenizer_init", ANY),
+    Rule(f"{ARR}.rollout.enable_rollout_routing_replay", instead="MoE routing replay is not available"),
+    Rule(f"{ARR}.rollout.prometheus.enable", instead="there is no rollout server to export metrics from"),
+    Rule(f"{ARR}.rollout.prometheus", ANY),
+    Rule(f"{ARR}.rollout.quantization", instead="the rollout runs unquantized weights (rollout.dtype)"),
+    Rule(f"{ARR}.rollout.quantization_config_file", instead="the rollout runs unquantized weights"),
+    Rule(f"{ARR}.rollout.mtp", FOLLOWS, instead=f"set {ARR}.model.mtp"),
+    Rule(f"{ARR}.rollout.layered_summon", ANY, note="LoRA only in verl; no effect here"),
+    # data
+    Rule("data.use_shm", ANY, note="the driver reads the data files once; /dev/shm changes nothing"),
+    Rule("data.tool_config_path", instead="tools in the chat template are not supported"),
+    Rule("data.return_raw_input_ids", ANY),
+    Rule("data.return_full_prompt", ANY),
+    Rule("data.dataloader_num_workers", ANY),
+    Rule("data.image_patch_size", ANY),
+    Rule("data.image_key", ANY),
+    Rule("data.video_key", ANY),
+    Rule("data.return_multi_modal_inputs", ANY),
+    Rule("data.validation_shuffle", ANY, note="validation metrics are means over the whole set: no effect"),
+    Rule("data.filter_overlong_prompts_workers", ANY),
+    Rule("data.custom_cls", instead="datasets are verl's RLHF parquet layout (data.train_files)"),
+    Rule("data.sampler", instead="the sampler shuffles by data.seed (data.shuffle)"),
+    Rule("data.datagen", instead="datasets are verl's RLHF parquet layout (data.train_files)"),
+    # reward
+    Rule(
+        "reward_manager.source",
+        ("register",),
+        instead="register a manager in verl_lite/reward/managers.py, or use custom_reward_function",
+    ),
+    Rule("reward_manager.module", ANY),
+    Rule(
+        "reward_model.model.input_tokenizer",
+        (None,),
+        instead="the reward model reads the actor's token ids as they are (no chat-template switch); use one that shares the actor's tokenizer and set reward_model.model.input_tokenizer=null",
+        when="reward_model.enable",
+    ),
+    Rule("reward_model.model.use_fused_kernels", (False,), instead=f"fused kernels are {SOON}"),
+    Rule("reward_model.enable_resource_pool", instead="the reward model shares the actor's workers"),
+    Rule("reward_model.n_gpus_per_node", ANY),
+    Rule("reward_model.nnodes", ANY),
+    Rule("reward_model.max_length", instead="responses are scored whole; shorten data.max_response_length"),
+    Rule("reward_model.reward_loop_source", ("register",), instead="use reward_model.reward_manager"),
+    Rule("reward_model.reward_loop_module_path", instead="use reward_model.reward_manager"),
+    Rule("reward_model.reward_loop_class_name", instead="use reward_model.reward_manager"),
+    Rule(
+        "reward_model.launch_reward_fn_async",
+        ANY,
+        note="rewards are computed in order here (the same rewards)",
+    ),
+    Rule("reward_model.sandbox_fusion.url", instead="use custom_reward_function.path for code rewards"),
+    Rule("reward_model.sandbox_fusion", ANY),
+    Rule("reward_model.use_reward_loop", ANY),
+    Rule("reward_model.num_workers", ANY),
+    Rule("reward_model.rollout.name", instead="generative reward models are not supported"),
+    Rule("reward_model.rollout", ANY),
+    # algorithm
+    Rule("algorithm.rollout_correction.rollout_is", instead="rollout importance sampling is not available"),
+    Rule("algorithm.rollout_correction.rollout_rs", instead="rollout rejection sampling is not available"),
+    Rule(
+        "algorithm.rollout_correction.bypass_mode", instead="old log-probs are always recomputed by the actor"
+    ),
+    Rule("algorithm.rollout_correction", ANY),
+    Rule("algorithm.use_pf_ppo", instead="policy-filtered PPO is not available"),
+    Rule("algorithm.pf_ppo", ANY),
+    # trainer, Ray, the rest
+    Rule("trainer.esi_redundant_time", ANY),
+    Rule("trainer.default_hdfs_dir", instead="checkpoints go to trainer.default_local_dir"),
+    Rule("trainer.ray_wait_register_center_timeout", ANY),
+    Rule(
+        "trainer.use_legacy_worker_impl",
+        ("auto", "enable", "disable"),
+        instead="auto, enable or disable",
+        note="verl_lite has one worker implementation",
+    ),
+    Rule("transfer_queue.enable", instead="batches travel through Ray's object store"),
+]
+
+
+def _rules_by_key() -> dict[str, Rule]:
+    found: dict[str, Rule] = {}
+    for rule in RULES:
+        if rule.key in found:
+            raise ValueError(f"support.py: two rules for {rule.key}")
+        found[rule.key] = rule
+    return found
+
+
+BY_KEY = _rules_by_key()
+
+
+def rule_for(key: str) -> Rule | None:
+    """The most specific rule covering `key` (its own, else its closest section's)."""
+    parts = key.split(".")
+    for end in range(len(parts), 0, -1):
+        rule = BY_KEY.get(".".join(parts[:end]))
+        if rule is not None:
+            return rule
+    return None
+
+
+def _accepted(rule: Rule, key: str, value, cfg: DictConfig) -> bool:
+    if rule.accepted == ANY:
+        return True
+    if rule.accepted == DEFAULT:
+        return value == keys.resolved_default(key)
+    if rule.accepted == FOLLOWS:
+        target = keys.link_target(keys.written_default(key), key)
+        return value == keys.resolved_value(cfg, target)
+    return value in rule.accepted
+
+
+def _governed_through_link(cfg: DictConfig, key: str) -> bool:
+    """Not set, and following a key that a rule governs: that key is judged instead."""
+    target = keys.link_target(keys.written_value(cfg, key), key)
+    return target is not None and rule_for(target) is not None
+
+
+def check_support(cfg: DictConfig) -> list[str]:
+    """Problems for refused values (one line each); notes for accepted non-default values, once."""
+    problems: list[str] = []
+    noted: set[str] = set()
+    for key in keys.leaf_keys():
+        rule = rule_for(key)
+        if rule is None or (rule.when and not OmegaConf.select(cfg, rule.when)):
+            continue
+        if _governed_through_link(cfg, key) and rule.accepted != FOLLOWS:
+            continue
+        value = keys.resolved_value(cfg, key)
+        if not _accepted(rule, key, value, cfg):
+            problems.append(f"{key}={format_value(value)} is not supported by verl_lite: {rule.instead}")
+        elif rule.note and rule.key not in noted and value != keys.resolved_default(key):
+            noted.add(rule.key)
+            log.info("%s=%s: %s", key, format_value(value), rule.note)
+    return problems
+
+
+def describe(key: str) -> str:
+    """What verl_lite does with `key`, for docs/config.md; '' when it is implemented."""
+    rule = rule_for(key)
+    if rule is None:
+        return ""
+    when = f"with {rule.when}=True, " if rule.when else ""
+    if rule.accepted == ANY:
+        return "verl_lite: accepted, no effect" + (f" ({rule.note})" if rule.note else "")
+    if rule.accepted == FOLLOWS:
+        return f"verl_lite: {when}only its linked value; otherwise refused: {rule.instead}"
+    values = [keys.resolved_default(key)] if rule.accepted == DEFAULT else list(rule.accepted)
+    shown = " or ".join(f"`{format_value(v)}`" for v in values)
+    note = f" ({rule.note})" if rule.note else ""
+    return f"verl_lite: {when}only {shown}{note}; otherwise refused: {rule.instead}"
