@@ -90,7 +90,7 @@ def bench_one(args) -> dict:
 
     from verl_lite.config.compose import load_config
     from verl_lite.engine.fsdp_engine import FSDPEngine
-    from verl_lite.engine.parallelize import build_device_mesh
+    from verl_lite.engine.mesh import build_layout
     from verl_lite.rollout.base import SamplingParams
     from verl_lite.rollout.hf_rollout import HFRollout
     from verl_lite.rollout.vllm_rollout import VLLMRollout
@@ -114,7 +114,7 @@ def bench_one(args) -> dict:
         ).actor_rollout_ref
         model_cfg, rollout_cfg = arr.model, arr.rollout
         tokenizer = load_tokenizer(model_cfg.path)
-        actor = FSDPEngine(model_cfg, arr.actor.fsdp_config, build_device_mesh(1), role="actor")
+        actor = FSDPEngine(model_cfg, arr.actor.fsdp_config, build_layout("cpu"), role="actor")
         hf = HFRollout(model_cfg, rollout_cfg, tokenizer, rank=0)
         vllm = VLLMRollout(model_cfg, rollout_cfg, tokenizer, rank=0)
         syncs = []

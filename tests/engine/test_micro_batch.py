@@ -16,6 +16,7 @@ from tests.helpers.configs import fp32_fsdp, tiny_model
 from tests.helpers.dist import run_ranks
 from tests.helpers.models import make_ppo_batch
 from verl_lite.engine.fsdp_engine import FSDPEngine
+from verl_lite.engine.mesh import build_layout
 from verl_lite.engine.micro_batch import (
     RowExtents,
     balanced_groups,
@@ -23,7 +24,6 @@ from verl_lite.engine.micro_batch import (
     plan_cost,
     plan_micro_batches,
 )
-from verl_lite.engine.parallelize import build_device_mesh
 from verl_lite.workers.actor import compute_log_prob
 
 
@@ -104,7 +104,7 @@ def _budgeted_forwards(rank, world, model_dir, batch, budget):
         engine = FSDPEngine(
             tiny_model(model_dir, use_remove_padding=packed),
             fp32_fsdp(),
-            build_device_mesh(world),
+            build_layout("cpu"),
             role="ref",
         )
         seen = []

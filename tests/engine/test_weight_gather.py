@@ -13,7 +13,7 @@ from torch.distributed.tensor import DTensor
 from tests.helpers.configs import fp32_fsdp, tiny_model
 from tests.helpers.dist import run_ranks
 from verl_lite.engine.fsdp_engine import FSDPEngine
-from verl_lite.engine.parallelize import build_device_mesh
+from verl_lite.engine.mesh import build_layout
 
 
 def _gather(rank, world, model_dir):
@@ -27,7 +27,7 @@ def _gather(rank, world, model_dir):
     dist.all_gather_single = counting
     out = {}
     for name, fsdp in {"none": fp32_fsdp(), "policy": fp32_fsdp(offload_policy=True)}.items():
-        engine = FSDPEngine(tiny_model(model_dir), fsdp, build_device_mesh(world), role="ref")
+        engine = FSDPEngine(tiny_model(model_dir), fsdp, build_layout("cpu"), role="ref")
         params = dict(engine.module.named_parameters())
         uneven = sum(isinstance(p, DTensor) and p.shape[0] % world != 0 for p in params.values())
         one_by_one = {n: p.full_tensor().clone() for n, p in params.items()}

@@ -168,17 +168,16 @@ def test_same_seed_and_call_give_the_same_tokens_and_spare_the_training_rng(hybr
 
 def _train_one_step(actor, batch):
     """One optimizer step that moves the policy: raise the log-prob of the sampled tokens."""
-    from verl_lite.algos.logprob import logprobs_from_logits
-    from verl_lite.workers.actor import response_logits
+    from verl_lite.engine.forward import TokenRequest
 
     def loss_fn(output, micro, scale):
-        logp = logprobs_from_logits(response_logits(output, micro, 1.0), micro["responses"])
         mask = micro["response_mask"].float()
-        return -(logp * mask).sum() / scale.num_tokens, {}
+        return -(output.tokens["log_probs"] * mask).sum() / scale.num_tokens, {}
 
     keys = ("input_ids", "attention_mask", "position_ids", "responses", "response_mask")
     rows = len(batch["responses"])
-    actor.update({k: batch[k] for k in keys}, loss_fn, mini_size=rows, micro_size=rows)
+    request = TokenRequest(temperature=1.0)
+    actor.update({k: batch[k] for k in keys}, loss_fn, mini_size=rows, micro_size=rows, request=request)
 
 
 def test_logprob_diff_small_after_sync_and_large_when_the_sync_is_skipped(hybrid):

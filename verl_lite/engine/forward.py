@@ -11,27 +11,59 @@ How the model runs is chosen once, when the engine is built (`build_model_forwar
   padded  the micro-batch as it is, with its attention mask;
   packed  use_remove_padding: the real tokens only (packing.py); the plan for that is made on the
           host, next to the micro-batch plan, so nothing is read back from the device.
-Both return a `ForwardOutput` whose `logits` are laid out like the micro-batch's (rows, S', ...),
-zeros on padding when packed. New ways to run the model (sequence parallelism, heads that want
-hidden states instead of logits) are new strategies here; the loops in fsdp_engine.py do not change.
+Both return a `ForwardOutput`:
+  tokens  what a causal LM's caller asked for per response token (`TokenRequest`): the sampled
+          token's log-prob and, on request, the entropy and sum_v pi_v^2, all (rows, R') of
+          softmax(logits / temperature). Actor heads and losses read only these, so a strategy that
+          never forms the (tokens, vocab) logits (fused chunked log-probs from hidden states,
+          sequence parallelism gathering per-token results) is a swap here, not in the workers.
+  logits  the model's output laid out like the micro-batch, (rows, S', ...), zeros on padding
+          when packed: what the scalar heads of value and reward models read.
+A strategy's `context(micro)` wraps a micro-batch's forward and, in training, its backward (what
+sequence parallelism needs when gradient checkpointing recomputes attention in backward).
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
+from verl_lite.algos.logprob import entropy_from_logits, logprobs_from_logits
 from verl_lite.engine.micro_batch import MicroPlan
 from verl_lite.engine.packing import PackPlan, packed_forward, plan_pack
 
 Move = Callable[[torch.Tensor, torch.device], torch.Tensor]
 
 
+@dataclass(frozen=True)
+class TokenRequest:
+    """Per-response-token results a causal LM's forward must give, of softmax(logits / temperature):
+    always `log_probs` of the sampled tokens, `entropy` and `sum_pi_squared` on request."""
+
+    temperature: float = 1.0
+    entropy: bool = False
+    sum_pi_squared: bool = False
+
+
 @dataclass
 class ForwardOutput:
-    logits: torch.Tensor  # (rows, S', ...) in the micro-batch's padded layout
+    logits: torch.Tensor | None  # (rows, S', ...) in the micro-batch's padded layout
+    tokens: dict[str, torch.Tensor] = field(default_factory=dict)  # (rows, R') each, as requested
+
+
+def response_token_outputs(logits: torch.Tensor, micro, request: TokenRequest) -> dict[str, torch.Tensor]:
+    """A TokenRequest's results from full logits: those of response token t sit at column
+    P + t - 1, i.e. the last width + 1 columns but the last."""
+    z = logits[:, -micro.width - 1 : -1].float() / request.temperature  # (rows, R', vocab)
+    out = {"log_probs": logprobs_from_logits(z, micro["responses"])}
+    if request.entropy:
+        out["entropy"] = entropy_from_logits(z)
+    if request.sum_pi_squared:  # sum_v softmax(z)_v^2 = exp(lse(2z) - 2 lse(z))
+        out["sum_pi_squared"] = torch.exp(torch.logsumexp(2 * z, -1) - 2 * torch.logsumexp(z, -1))
+    return out
 
 
 class MicroBatch:
@@ -87,14 +119,23 @@ class PaddedForward:
     def plan(self, host: dict[str, torch.Tensor]) -> PackPlan | None:
         return None
 
-    def __call__(self, module: torch.nn.Module, micro: MicroBatch) -> ForwardOutput:
-        output = module(
+    def context(self, micro: MicroBatch):
+        return contextlib.nullcontext()
+
+    def logits(self, module: torch.nn.Module, micro: MicroBatch) -> torch.Tensor:
+        return module(
             input_ids=micro["input_ids"],
             attention_mask=micro["attention_mask"],
             position_ids=micro["position_ids"],
             use_cache=False,
-        )
-        return ForwardOutput(output.logits)
+        ).logits
+
+    def __call__(
+        self, module: torch.nn.Module, micro: MicroBatch, request: TokenRequest | None
+    ) -> ForwardOutput:
+        logits = self.logits(module, micro)
+        tokens = response_token_outputs(logits, micro, request) if request is not None else {}
+        return ForwardOutput(logits, tokens)
 
 
 class PackedForward(PaddedForward):
@@ -104,8 +145,8 @@ class PackedForward(PaddedForward):
         """The packing, from the micro-batch's host attention_mask and position_ids."""
         return plan_pack(host["attention_mask"], host["position_ids"])
 
-    def __call__(self, module: torch.nn.Module, micro: MicroBatch) -> ForwardOutput:
-        return ForwardOutput(packed_forward(module, micro["input_ids"], micro.pack).logits)
+    def logits(self, module: torch.nn.Module, micro: MicroBatch) -> torch.Tensor:
+        return packed_forward(module, micro["input_ids"], micro.pack).logits
 
 
 def build_model_forward(use_remove_padding: bool) -> PaddedForward:

@@ -10,7 +10,8 @@ verbs take a batch of tensors in verl's layout and a function for one micro-batc
                                       step per mini-batch; returns the metrics
     iter_full_params(...)             full weights for the rollout, a bucket per collective
 
-Workers keep only their heads and losses. Micro-batches are planned on the host (micro_batch.py:
+Workers keep only their heads and losses; a causal LM's caller passes a `TokenRequest` and reads
+per-token log-probs (and entropy) from `output.tokens`, never the logits (forward.py). Micro-batches are planned on the host (micro_batch.py:
 fixed sizes or a token budget, each cut to the columns it needs), the batch moves to the device
 once per verb, and nothing is read back per micro-batch: outputs and metric shares stay on the
 device until the verb (or the mini-batch) ends. The model runs in one place (forward.py).
@@ -18,11 +19,16 @@ device until the verb (or the mini-batch) ends. The model runs in one place (for
 Each verb runs inside `phase(name)`: the offload mode (offload.py) brings params in and takes them
 out, gathered params are resharded, cached device blocks are released, and the seconds counted.
 
-Exactness across data-parallel ranks: FSDP2 reduce-scatters gradients as a mean over ranks, while
-the loss shares are normalised by mini-batch-wide counts over all ranks (the `LossScale` the update
-computes for each mini-batch, algos/loss_agg.py). The engine therefore multiplies each share by
-the data-parallel size before backward, so the reduced gradient is the gradient of the sum of
-shares, i.e. of the full-batch loss. With `reduce_scatter_every_micro_batch=False` gradients
+The ranks are laid out by engine/mesh.py: an FSDP mesh (all ranks; 2-D for HSDP) that shards the
+params and reduces gradients, and the data-parallel group (ranks holding different rows; smaller
+than the mesh under sequence parallelism) that counts tokens, sums metrics and agrees on the number
+of micro-batches.
+
+Exactness across ranks: FSDP2 reduce-scatters gradients as a mean over the mesh's ranks, while
+the loss shares are normalised by mini-batch-wide counts over the data-parallel ranks (the
+`LossScale` the update computes for each mini-batch, algos/loss_agg.py). The engine therefore
+multiplies each share by the mesh size before backward, so the reduced gradient is the gradient of
+the sum of shares, i.e. of the full-batch loss. With `reduce_scatter_every_micro_batch=False` gradients
 accumulate unsharded and are reduced once, on the last micro-batch (`set_requires_gradient_sync`);
 the sum is the same.
 """
@@ -45,8 +51,15 @@ from torch.distributed.tensor import DTensor
 
 from verl_lite.algos.loss_agg import LossScale
 from verl_lite.config.schema import FSDPConfig, ModelConfig, OptimConfig
-from verl_lite.engine.forward import ForwardOutput, MicroBatch, build_micro_batches, build_model_forward
+from verl_lite.engine.forward import (
+    ForwardOutput,
+    MicroBatch,
+    TokenRequest,
+    build_micro_batches,
+    build_model_forward,
+)
 from verl_lite.engine.forward import response_width as batch_response_width
+from verl_lite.engine.mesh import Layout
 from verl_lite.engine.micro_batch import MicroPlan, plan_micro_batches
 from verl_lite.engine.offload import TransferLog, build_offload
 from verl_lite.engine.optim import build_lr_scheduler, build_optimizer, num_warmup_steps
@@ -71,7 +84,7 @@ class FSDPEngine:
         self,
         model_cfg: ModelConfig,
         fsdp_cfg: FSDPConfig,
-        mesh: DeviceMesh,
+        layout: Layout | DeviceMesh,
         *,
         role: str,
         optim_cfg: OptimConfig | None = None,
@@ -85,8 +98,10 @@ class FSDPEngine:
         `model_kind`: causal_lm (actor, ref), value (critic) or reward (reward model); see
         utils/hf_model.py. `model_cfg.use_remove_padding` packs every forward (engine/packing.py).
         `idle_on_host`: keep params and optimizer state on the host between phases (a role that
-        shares its GPU with busier ones; offload.build_offload)."""
-        self.role, self.mesh, self.grad_clip = role, mesh, grad_clip
+        shares its GPU with busier ones; offload.build_offload). `layout`: engine/mesh.py's, or a
+        1-D mesh (all ranks shard, all hold different rows)."""
+        self.layout = layout if isinstance(layout, Layout) else Layout.of_mesh(layout)
+        self.role, self.mesh, self.grad_clip = role, self.layout.fsdp_mesh, grad_clip
         self.device = dev.local_device()
         self.reduce_every_micro = fsdp_cfg.reduce_scatter_every_micro_batch
         self.transfers = TransferLog()
@@ -141,17 +156,19 @@ class FSDPEngine:
     # --- topology ---------------------------------------------------------------------------------
     @property
     def dp_size(self) -> int:
-        return self.mesh.size()
+        """Ranks holding different rows."""
+        return self.layout.dp_size
 
     @property
     def dp_rank(self) -> int:
-        return self.mesh.get_local_rank()
+        return self.layout.dp_rank
 
     def _all_reduce(self, tensor: torch.Tensor, op) -> torch.Tensor:
-        """A small host tensor reduced over ranks (gloo carries host tensors on every machine)."""
+        """A small host tensor reduced over the data-parallel ranks (gloo carries host tensors on
+        every machine)."""
         tensor = tensor.detach().to("cpu", torch.float64).clone()
         if self.dp_size > 1:
-            dist.all_reduce(tensor, op=op, group=self.mesh.get_group())
+            dist.all_reduce(tensor, op=op, group=self.layout.dp_group)
         return tensor
 
     def dp_all_reduce_sum(self, tensor: torch.Tensor) -> torch.Tensor:
@@ -214,10 +231,11 @@ class FSDPEngine:
     def _to_device(self, tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         return {k: dev.to_device(v, self.device) for k, v in tensors.items()}
 
-    def model_forward(self, micro: MicroBatch) -> ForwardOutput:
-        """The model on one micro-batch: the one place a forward happens."""
+    def model_forward(self, micro: MicroBatch, request: TokenRequest | None = None) -> ForwardOutput:
+        """The model on one micro-batch: the one place a forward happens (call it inside
+        `self.run_model.context(micro)`)."""
         self.offload.on_forward(training=torch.is_grad_enabled())
-        return self.run_model(self.module, micro)
+        return self.run_model(self.module, micro, request)
 
     # --- verbs ------------------------------------------------------------------------------------
     @torch.no_grad()
@@ -229,12 +247,14 @@ class FSDPEngine:
         micro_size: int | None,
         max_token_len: int | None = None,
         phase: str = "forward",
+        request: TokenRequest | None = None,
     ) -> torch.Tensor:
         """head(output, micro) for every micro-batch of this rank's batch, without gradients.
 
         `head` returns a response-aligned (rows, micro.width, ...) tensor; the result is the
         (bs, R, ...) host tensor of all rows in their original order, zeros beyond each
-        micro-batch's kept response columns (padding in every one of its rows)."""
+        micro-batch's kept response columns (padding in every one of its rows). `request`: the
+        per-token results a causal LM's output must carry (forward.py)."""
         host = {k: v.cpu() for k, v in tensors.items()}
         width = batch_response_width(host)
         with self.phase(phase):
@@ -242,7 +262,8 @@ class FSDPEngine:
             plans = self.plan(host, micro_size, max_token_len)
             out = None
             for micro in self._micro_batches(host, self._to_device(host), plans):
-                value = head(self.model_forward(micro), micro)
+                with self.run_model.context(micro):
+                    value = head(self.model_forward(micro, request), micro)
                 if value.shape[:2] != (micro.num_rows, micro.width):
                     raise ValueError(
                         f"a head must return (rows, width, ...) = {(micro.num_rows, micro.width)}, "
@@ -264,6 +285,7 @@ class FSDPEngine:
         max_token_len: int | None = None,
         epochs: int = 1,
         response_length: int | None = None,
+        request: TokenRequest | None = None,
     ) -> dict[str, float]:
         """`epochs` passes over this rank's rows, one optimizer step per local mini-batch of
         `mini_size` rows, then one step of the lr schedule (it counts training steps, as verl's).
@@ -289,7 +311,7 @@ class FSDPEngine:
                     scale = self.loss_scale(mini["response_mask"], length)
                     plans = self.plan(mini, micro_size, max_token_len)
                     micros = self._micro_batches(mini, {k: v[part] for k, v in on_device.items()}, plans)
-                    for k, v in self._train_mini_batch(micros, loss_fn, scale).items():
+                    for k, v in self._train_mini_batch(micros, loss_fn, scale, request).items():
                         history[k].append(v)
         self.end_training_step()
         return {k: sum(v) / len(v) for k, v in history.items()}
@@ -302,15 +324,16 @@ class FSDPEngine:
         num_tokens, num_seqs = self.dp_all_reduce_sum(local).tolist()
         return LossScale(num_tokens=num_tokens, num_seqs=num_seqs, response_length=response_length)
 
-    def _train_mini_batch(self, micros: list[MicroBatch], loss_fn: LossFn, scale: LossScale):
+    def _train_mini_batch(self, micros: list[MicroBatch], loss_fn: LossFn, scale: LossScale, request):
         """Accumulate every micro-batch's gradient, clip, step: one optimizer step."""
         totals: dict[str, torch.Tensor] = {}
         last = len(micros) - 1
         for i, micro in enumerate(micros):
             sync = self.reduce_every_micro or i == last
             self.module.set_requires_gradient_sync(sync)
-            loss, shares = loss_fn(self.model_forward(micro), micro, scale)
-            (loss * self.dp_size).backward()
+            with self.run_model.context(micro):
+                loss, shares = loss_fn(self.model_forward(micro, request), micro, scale)
+                (loss * self.layout.world_size).backward()
             if sync:
                 self.offload.on_grad_reduce()
             for k, v in shares.items():  # on the device: no host sync per micro-batch

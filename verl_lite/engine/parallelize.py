@@ -1,5 +1,5 @@
-"""Apply FSDP2 to a Hugging Face causal LM: the one call site of `fully_shard`, and the one place
-device meshes are built (`build_device_mesh`).
+"""Apply FSDP2 to a Hugging Face causal LM: the one call site of `fully_shard` (the meshes it
+shards over are built in one place too: engine/mesh.py).
 
 Which submodules get their own `fully_shard` decides what is gathered at a time: by default every
 decoder layer (the model's `_no_split_modules`), so one layer's full params exist during its
@@ -11,16 +11,8 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, OffloadPolicy, fully_shard
-
-from verl_lite.utils import device as dev
-
-
-def build_device_mesh(world_size: int) -> DeviceMesh:
-    """The mesh an engine shards over: one data-parallel dimension of all `world_size` ranks, on
-    this process's device type (every rank of a worker group calls this together)."""
-    return init_device_mesh(dev.device_type(), (world_size,), mesh_dim_names=("dp",))
 
 
 def _num_params(module: nn.Module) -> int:

@@ -10,8 +10,9 @@ exact (a per-element rounding either way) and halves the bytes for a bf16 rollou
 
 FSDP2 shards a parameter of N rows into `world` chunks of ceil(N / world) rows (the last ones
 shorter or empty, torch.chunk's split); every rank pads its chunk to that size, so the gathered
-chunks laid end to end are the N rows followed by padding. Parameters that are not sharded that way
-(replicated ones, other placements of a future 2-D mesh) are gathered the plain way.
+chunks laid end to end are the N rows followed by padding. On an HSDP mesh (replicate x shard) the
+gather runs over the shard dimension's group only: each replica group already holds every row.
+Parameters sharded any other way (or not at all) are gathered the plain way.
 
 Host-resident shards (offload_policy) are copied into the device buffer as part of the packing.
 """
@@ -23,11 +24,20 @@ from collections.abc import Iterator
 
 import torch
 import torch.distributed as dist
-from torch.distributed.tensor import DTensor, Shard
+from torch.distributed.tensor import DTensor, Replicate, Shard
+
+
+def _shard_mesh_dim(param) -> int | None:
+    """The mesh dimension `param` is row-sharded over, when every other one replicates it."""
+    if not isinstance(param, DTensor):
+        return None
+    sharded = [i for i, p in enumerate(param.placements) if p == Shard(0)]
+    others = all(p == Replicate() for i, p in enumerate(param.placements) if i not in sharded)
+    return sharded[0] if len(sharded) == 1 and others else None
 
 
 def _is_dim0_sharded(param) -> bool:
-    return isinstance(param, DTensor) and param.device_mesh.ndim == 1 and param.placements == (Shard(0),)
+    return _shard_mesh_dim(param) is not None
 
 
 def _chunk_rows(num_rows: int, world: int) -> int:
@@ -43,7 +53,9 @@ def buckets(named_params: list[tuple[str, torch.Tensor]], bucket_bytes: int, dty
         nbytes = param.numel() * (dtype or param.dtype).itemsize
         plain = not _is_dim0_sharded(param)
         other = bucket and (
-            param.dtype != bucket[0][1].dtype or param.device_mesh is not bucket[0][1].device_mesh
+            param.dtype != bucket[0][1].dtype
+            or param.device_mesh is not bucket[0][1].device_mesh
+            or param.placements != bucket[0][1].placements
         )
         if bucket and (plain or other or size + nbytes > bucket_bytes):
             yield bucket
@@ -77,8 +89,9 @@ def _gather_plain(name: str, param, device: torch.device, dtype) -> tuple[str, t
 
 def gather_bucket(bucket: list, device: torch.device, dtype, stats: dict) -> list[tuple[str, torch.Tensor]]:
     """The full tensors of one bucket of dim-0-sharded parameters, with one all-gather."""
-    mesh = bucket[0][1].device_mesh
-    world, group = mesh.size(), mesh.get_group()
+    first = bucket[0][1]
+    dim = _shard_mesh_dim(first)
+    world, group = first.device_mesh.size(dim), first.device_mesh.get_group(dim)
     out_dtype = dtype or bucket[0][1].dtype
     layout, total = [], 0  # (name, param, offset, chunk numel)
     for name, param in bucket:

@@ -1,11 +1,11 @@
 """The PPO actor on top of an engine: its log-prob head and its clipped policy loss.
 
 Batch layout (verl's): input_ids = [prompt | response], responses (bs, R), response_mask (bs, R).
-The logits that score response token t sit at position P + t - 1, so the response's logits are the
-last R+1 positions but one. Logits are divided by the rollout temperature, so log-probs are those of
-the distribution the rollout sampled from. The engine cuts every micro-batch to the response
-columns it needs (micro.width <= R) and runs the loops (fsdp_engine.py); this module says what one
-micro-batch computes.
+The engine runs the loops (fsdp_engine.py), cuts every micro-batch to the response columns it needs
+(micro.width <= R) and gives per response token what a `TokenRequest` asks for: log-probs (and the
+entropy) of softmax(logits / temperature), with the rollout's temperature, so log-probs are those
+of the distribution the rollout sampled from. This module says what one micro-batch computes from
+them; it never sees logits, so fused or sequence-parallel forwards need nothing here.
 
 The update keeps accumulation exact: every micro-batch's loss is its share of the mini-batch loss
 under the mini-batch-wide counts the engine passes in (`scale`, algos/loss_agg.py).
@@ -17,17 +17,12 @@ import torch
 
 from verl_lite.algos import POLICY_LOSSES
 from verl_lite.algos.kl import kl_penalty
-from verl_lite.algos.logprob import entropy_from_logits, logprobs_from_logits
 from verl_lite.algos.loss_agg import LossScale, agg_loss
 from verl_lite.config.schema import ActorConfig
+from verl_lite.engine.forward import TokenRequest
 from verl_lite.engine.fsdp_engine import FSDPEngine
 
 MODEL_INPUTS = ("input_ids", "attention_mask", "position_ids", "responses")
-
-
-def response_logits(output, micro, temperature: float) -> torch.Tensor:
-    width = micro["responses"].shape[1]
-    return output.logits[:, -width - 1 : -1].float() / temperature  # (bs, R', vocab)
 
 
 def compute_log_prob(
@@ -43,11 +38,15 @@ def compute_log_prob(
     micro-batch has only padding left). `max_token_len` (dynamic batching) groups rows by a token
     budget instead of `micro_size`."""
 
-    def head(output, micro):
-        return logprobs_from_logits(response_logits(output, micro, temperature), micro["responses"])
-
     inputs = {k: tensors[k] for k in MODEL_INPUTS}
-    return engine.forward(inputs, head, micro_size=micro_size, max_token_len=max_token_len, phase=phase)
+    return engine.forward(
+        inputs,
+        lambda output, micro: output.tokens["log_probs"],
+        micro_size=micro_size,
+        max_token_len=max_token_len,
+        phase=phase,
+        request=TokenRequest(temperature=temperature),
+    )
 
 
 class PPOActor:
@@ -60,8 +59,7 @@ class PPOActor:
         """This micro-batch's share of the mini-batch loss, and the metric shares."""
         cfg = self.cfg
         mask = micro["response_mask"].float()
-        logits = response_logits(output, micro, self.temperature)
-        logp = logprobs_from_logits(logits, micro["responses"])
+        logp = output.tokens["log_probs"]
         terms = self.policy_loss(
             old_log_prob=micro["old_log_probs"],
             log_prob=logp,
@@ -72,7 +70,7 @@ class PPOActor:
             clip_ratio_c=cfg.clip_ratio_c,
         )
         pg_loss = agg_loss(terms["pg_loss"], mask, cfg.loss_agg_mode, scale)
-        entropy = agg_loss(entropy_from_logits(logits), mask, cfg.loss_agg_mode, scale)
+        entropy = agg_loss(output.tokens["entropy"], mask, cfg.loss_agg_mode, scale)
         loss = pg_loss - cfg.entropy_coeff * entropy
         shares = {
             "pg_loss": pg_loss,
@@ -107,6 +105,7 @@ class PPOActor:
             max_token_len=cfg.ppo_max_token_len_per_gpu if cfg.use_dynamic_bsz else None,
             epochs=cfg.ppo_epochs,
             response_length=self.response_length,
+            request=TokenRequest(temperature=self.temperature, entropy=True),
         )
         out = {f"actor/{k}": v for k, v in metrics.items()}
         if cfg.use_kl_loss:

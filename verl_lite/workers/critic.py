@@ -20,10 +20,11 @@ from verl_lite.algos.value_loss import compute_value_loss_terms
 from verl_lite.config.schema import CriticConfig
 from verl_lite.engine.checkpoint import load_engine, save_engine
 from verl_lite.engine.fsdp_engine import FSDPEngine
+from verl_lite.engine.mesh import build_layout
 from verl_lite.engine.offload import offload_metrics
-from verl_lite.engine.parallelize import build_device_mesh
 from verl_lite.protocol import DataProto
 from verl_lite.single_controller import Dispatch, Worker, register
+from verl_lite.utils import device as dev
 from verl_lite.workers.actor import MODEL_INPUTS
 
 
@@ -91,12 +92,12 @@ class CriticWorker(Worker):
     @register(Dispatch.ONE_TO_ALL)
     def init_model(self) -> dict:
         self.init_distributed(self.dist_timeout_s)
-        mesh = build_device_mesh(self.world_size)
+        layout = build_layout(dev.device_type(), self.config.model.fsdp_config.fsdp_size)
         c = self.config
         self.engine = FSDPEngine(
             c.model,
             c.model.fsdp_config,
-            mesh,
+            layout,
             role="critic",
             optim_cfg=c.optim,
             grad_clip=c.grad_clip,

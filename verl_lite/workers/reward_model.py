@@ -14,9 +14,10 @@ import torch
 
 from verl_lite.config.schema import RewardModelConfig
 from verl_lite.engine.fsdp_engine import FSDPEngine
-from verl_lite.engine.parallelize import build_device_mesh
+from verl_lite.engine.mesh import build_layout
 from verl_lite.protocol import DataProto
 from verl_lite.single_controller import Dispatch, Worker, register
+from verl_lite.utils import device as dev
 
 RM_INPUTS = ("input_ids", "attention_mask", "position_ids", "response_mask")
 
@@ -56,9 +57,9 @@ class RewardModelWorker(Worker):
     @register(Dispatch.ONE_TO_ALL)
     def init_model(self) -> dict:
         self.init_distributed(self.dist_timeout_s)
-        mesh = build_device_mesh(self.world_size)
         m = self.config.model
-        self.engine = FSDPEngine(m, m.fsdp_config, mesh, role="reward", model_kind="reward")
+        layout = build_layout(dev.device_type(), m.fsdp_config.fsdp_size)
+        self.engine = FSDPEngine(m, m.fsdp_config, layout, role="reward", model_kind="reward")
         return {"num_params": self.engine.num_params()}
 
     @register(Dispatch.DP_COMPUTE_PROTO)
