@@ -82,12 +82,22 @@ class PPOCritic:
 
 
 class CriticWorker(Worker):
-    """One Ray actor per rank holding a shard of the value model (its own process group)."""
+    """One Ray actor per rank holding a shard of the value model (its own process group).
 
-    def __init__(self, config: CriticConfig, response_length: int, rollout_n: int, dist_timeout_s: int = 600):
+    `idle_on_host`: the critic shares each GPU with the actor and its rollout, so between its own
+    phases its params and optimizer state wait in host memory (fsdp_engine.py)."""
+
+    def __init__(
+        self,
+        config: CriticConfig,
+        response_length: int,
+        rollout_n: int,
+        dist_timeout_s: int = 600,
+        idle_on_host: bool = False,
+    ):
         super().__init__()
         self.config, self.response_length, self.rollout_n = config, response_length, rollout_n
-        self.dist_timeout_s = dist_timeout_s
+        self.dist_timeout_s, self.idle_on_host = dist_timeout_s, idle_on_host
 
     @register(Dispatch.ONE_TO_ALL)
     def init_model(self) -> dict:
@@ -102,6 +112,7 @@ class CriticWorker(Worker):
             optim_cfg=c.optim,
             grad_clip=c.grad_clip,
             model_kind="value",
+            idle_on_host=self.idle_on_host,
         )
         self.critic = PPOCritic(self.engine, c, self.response_length)
         return {"num_params": self.engine.num_params()}
