@@ -28,7 +28,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, Qwen2Config
 
 from verl_lite.config.schema import ActorConfig, FSDPConfig, MixedPrecisionConfig, ModelConfig, OptimConfig
 from verl_lite.engine.fsdp_engine import FSDPEngine
-from verl_lite.engine.memory_model import ModelShape, Setup, estimate
+from verl_lite.engine.memory_model import EngineSetup, ModelShape, estimate
 from verl_lite.engine.mesh import build_layout
 from verl_lite.engine.offload import offload_metrics
 from verl_lite.utils import device as dev
@@ -105,7 +105,7 @@ def host_available_gb() -> float:
         return float("inf")  # unknown: let the run try
 
 
-def fits(shape: ModelShape, setup: Setup) -> tuple[bool, str, float]:
+def fits(shape: ModelShape, setup: EngineSetup) -> tuple[bool, str, float]:
     """The planner's verdict for the device and the host, and its device estimate in GB."""
     est = estimate(shape, setup)
     device_gb = dev.device_memory_total_gb() if dev.is_cuda_available() else float("inf")
@@ -174,7 +174,7 @@ def bench_model(args, name: str) -> list[str]:
     batch = make_batch(rows, args.prompt, args.response, cfg.vocab_size, seed=0)
     lines, base = [], None
     for mode in MODES:
-        setup = Setup(
+        setup = EngineSetup(
             world=1,
             mode=mode,
             micro=args.micro_size,
@@ -182,7 +182,7 @@ def bench_model(args, name: str) -> list[str]:
             response_len=args.response,
             param_dtype="bf16" if dev.is_cuda_available() else "fp32",
             grad_checkpointing=True,
-            rollout_dtype=None,  # the benchmark trains only: no rollout copy
+            pinned_host=dev.is_cuda_available(),
         )
         ok, why, est_gb = fits(shape, setup)
         label = f"{name:<14}{shape.num_params / 1e6:>9.1f}M  {mode:<24}"

@@ -8,12 +8,15 @@ starts, with a message naming the cause.
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import time
 
 import pandas as pd
 import pytest
+
+from tests.helpers.console import assert_console_is_readable, assert_every_metric_on_console
 
 pytestmark = pytest.mark.slow
 
@@ -55,12 +58,14 @@ REQUIRED = [
     "timing_s/step",
     "perf/throughput",
     "perf/total_num_tokens",
+    "rollout/actor_logprob_abs_diff_max",
     "val-core/verl_lite/arith/reward/mean@1",
 ]
 
 
-def run_cli(tmp_path, *overrides, timeout=600, config_name="demo") -> subprocess.CompletedProcess:
-    """main_ppo with the named config (None: the bare command, verl's ppo_trainer config)."""
+def run_cli(tmp_path, *overrides, timeout=600, config_name="demo", env=None) -> subprocess.CompletedProcess:
+    """main_ppo with the named config (None: the bare command, verl's ppo_trainer config); `env` adds
+    environment variables."""
     out = tmp_path / "run"
     cmd = [
         sys.executable,
@@ -71,7 +76,7 @@ def run_cli(tmp_path, *overrides, timeout=600, config_name="demo") -> subprocess
         f"trainer.default_local_dir={out}",
         *overrides,
     ]
-    env = dict(os.environ, RAY_DEDUP_LOGS="0")
+    env = dict(os.environ, RAY_DEDUP_LOGS="0", **(env or {}))
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
 
 
@@ -100,8 +105,30 @@ def test_two_step_run_writes_every_metric_finite(two_step_run):
         assert not missing, f"step {row['step']} lacks {missing}"
         bad = {k: v for k, v in row.items() if isinstance(v, float) and not math.isfinite(v)}
         assert not bad, bad
+        # the HF rollout samples the actor's own distribution (no hidden top-k): fp32 on CPU, ~1e-6
+        assert row["rollout/actor_logprob_abs_diff_max"] < 1e-4, row
     assert rows[1]["perf/total_num_tokens"] > 0 and 0 <= rows[2]["critic/score/mean"] <= 1
-    assert "step 2 |" in proc.stdout + proc.stderr, "console logger prints one line per step"
+
+
+def test_console_shows_every_metric_and_no_third_party_output(two_step_run):
+    """A person reads the console: verl_lite's lines only (Ray's, transformers' and the workers'
+    output is in the run folder's log files), and every metric of every step."""
+    tmp, proc = two_step_run
+    assert_console_is_readable(proc.stdout + proc.stderr)
+    assert_every_metric_on_console(proc.stdout, read_metrics(tmp))
+    run = tmp / "run"
+    assert "Started a local Ray instance" in (run / "main_ppo.log").read_text(), "Ray's notices are kept"
+    assert sorted(os.listdir(run / "logs")) == ["actor_rollout_ref_rank0.log", "actor_rollout_ref_rank1.log"]
+
+
+def test_a_worker_error_is_shown_on_the_console(tmp_path):
+    """An error raised inside a worker (here: importing model.external_lib) still reaches the console."""
+    (tmp_path / "failing_model_lib.py").write_text('raise RuntimeError("injected failure in a worker")\n')
+    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    proc = run_cli(tmp_path, *SMALL, "actor_rollout_ref.model.external_lib=failing_model_lib", env=env)
+    assert proc.returncode != 0
+    assert "injected failure in a worker" in proc.stderr, (proc.stdout + proc.stderr)[-3000:]
+    assert re.search(r"actor_rollout_ref rank \d raised in init_model", proc.stderr), proc.stderr[-3000:]
 
 
 def test_same_config_gives_identical_metrics(two_step_run, tmp_path):
@@ -122,7 +149,7 @@ def _fails_fast(tmp_path, *overrides, match: str, config_name="demo"):
     proc = run_cli(tmp_path, *overrides, timeout=120, config_name=config_name)
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert match in proc.stderr, proc.stderr[-3000:]
-    assert "Started a local Ray" not in proc.stderr + proc.stdout, "bad input must fail before Ray starts"
+    assert "started a local Ray" not in proc.stderr + proc.stdout, "bad input must fail before Ray starts"
     return time.time() - start
 
 

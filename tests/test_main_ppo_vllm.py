@@ -9,6 +9,7 @@ import math
 
 import pytest
 
+from tests.helpers.console import assert_console_is_readable, assert_every_metric_on_console
 from tests.test_main_ppo import NONDETERMINISTIC, SMALL, read_metrics, run_cli
 
 pytest.importorskip("vllm", reason="the vLLM rollout needs vllm (make install)")
@@ -25,11 +26,21 @@ def vllm_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("cli_vllm")
     proc = run_cli(tmp, *VLLM)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    return tmp
+    return tmp, proc
+
+
+def test_console_has_no_vllm_noise(vllm_run):
+    """vLLM's start-up warnings, its chat-template warm-up traceback and the per-step weight-load
+    notices go to the workers' log files, not the console."""
+    tmp, proc = vllm_run
+    assert_console_is_readable(proc.stdout + proc.stderr)
+    assert_every_metric_on_console(proc.stdout, read_metrics(tmp))
+    worker_log = (tmp / "run" / "logs" / "actor_rollout_ref_rank0.log").read_text()
+    assert "vllm" in worker_log.lower(), "the engine's own output is kept in the worker's log"
 
 
 def test_rollout_runs_the_current_policy_and_reports_the_sync(vllm_run):
-    rows = read_metrics(vllm_run)
+    rows = read_metrics(vllm_run[0])
     assert [r["step"] for r in rows] == [0, 1, 2]
     for row in rows[1:]:
         assert row["rollout/actor_logprob_abs_diff_max"] < 1e-4, row  # fp32 on CPU: ~1e-6
@@ -47,14 +58,14 @@ def test_same_config_gives_identical_metrics_with_vllm(vllm_run, tmp_path):
     def stable(rows):
         return [{k: v for k, v in r.items() if not k.startswith(NONDETERMINISTIC)} for r in rows]
 
-    assert stable(read_metrics(vllm_run)) == stable(read_metrics(tmp_path))
+    assert stable(read_metrics(vllm_run[0])) == stable(read_metrics(tmp_path))
 
 
 def test_tensor_parallel_rollout_matches_the_one_engine_per_rank_run(vllm_run, tmp_path):
     """TP=2: both workers run one engine together, on the prompts of both; same seeds, same samples."""
     proc = run_cli(tmp_path, *VLLM, "actor_rollout_ref.rollout.tensor_model_parallel_size=2")
     assert proc.returncode == 0, proc.stderr[-4000:]
-    rows, reference = read_metrics(tmp_path), read_metrics(vllm_run)
+    rows, reference = read_metrics(tmp_path), read_metrics(vllm_run[0])
     assert [r["step"] for r in rows] == [0, 1, 2]
     for row, ref in zip(rows[1:], reference[1:]):
         assert row["rollout/actor_logprob_abs_diff_max"] < 1e-4, row

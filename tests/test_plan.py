@@ -1,4 +1,4 @@
-"""The memory planner: the issue's sanity targets on real shapes, and the CLI through Hydra."""
+"""The memory planner: its recommendations on a real shape (Qwen2.5-7B), and the CLI through Hydra."""
 
 import os
 import subprocess
@@ -6,75 +6,104 @@ import sys
 
 import pytest
 
-from verl_lite.config.compose import load_config
-from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.engine.memory_model import read_shape
-from verl_lite.plan import micro_candidates, plan_rows, recommend
+from verl_lite.plan import compose_config, micro_candidates, plan_rows, recommend
 
 CONFIGS = os.path.join(os.path.dirname(__file__), os.pardir, "scripts", "model_configs")
 SEVEN_B = os.path.join(CONFIGS, "qwen2.5-7b")
+GB = 1024**3
 
 
-def _config(world: int, prompts: int) -> PPOTrainerConfig:
+def overrides(world: int, prompts: int, rollout: str, *extra: str) -> list[str]:
     """A GSM8K-like GRPO run: 512+512 tokens, bf16 compute and rollout, gradient checkpointing."""
-    cfg = load_config()  # verl's defaults, resolved
-    cfg.trainer.n_gpus_per_node = world
-    cfg.data.max_prompt_length = cfg.data.max_response_length = 512
-    cfg.data.train_batch_size = prompts
-    arr = cfg.actor_rollout_ref
-    arr.model.path = SEVEN_B
-    arr.model.enable_gradient_checkpointing = True
-    arr.rollout.n, arr.rollout.dtype, arr.rollout.tensor_model_parallel_size = 4, "bf16", 1
-    arr.actor.ppo_mini_batch_size = prompts // 2
-    arr.actor.fsdp_config.mixed_precision.param_dtype = "bf16"
-    return cfg
+    return [
+        f"actor_rollout_ref.model.path={SEVEN_B}",
+        f"trainer.n_gpus_per_node={world}",
+        "algorithm.adv_estimator=grpo",
+        f"data.train_batch_size={prompts}",
+        "data.max_prompt_length=512",
+        "data.max_response_length=512",
+        "actor_rollout_ref.rollout.n=4",
+        f"actor_rollout_ref.rollout.name={rollout}",
+        "actor_rollout_ref.rollout.dtype=bf16",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",
+        f"actor_rollout_ref.actor.ppo_mini_batch_size={prompts // 2}",
+        "actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype=bf16",
+        "actor_rollout_ref.model.enable_gradient_checkpointing=True",
+        *extra,
+    ]
 
 
-def test_one_24gb_card_offloads_params_and_optimizer_with_micro_2_to_4():
-    cfg = _config(world=1, prompts=16)
-    cfg.actor_rollout_ref.rollout.name = "hf"  # its bf16 weight copy (15 GB) stays through the update
-    rec = recommend(cfg, read_shape(SEVEN_B), world=1, budget_gb=24)
-    assert rec.mode == "offload_policy" and 2 <= rec.micro <= 4, rec.reason
+@pytest.fixture(scope="module")
+def shape():
+    return read_shape(SEVEN_B)
+
+
+def test_one_24gb_card_fits_7b_only_with_offload_policy_beside_a_sleeping_vllm(shape):
+    cfg = compose_config(overrides(1, 16, "vllm", "actor_rollout_ref.rollout.gpu_memory_utilization=0.3"))
+    rec = recommend(cfg, shape, world=1, budget_gb=24)
+    assert rec.mode == "offload_policy" and 2 <= rec.micro <= 8, rec.reason
     assert rec.overrides["actor.fsdp_config.offload_policy"] is True
     assert rec.overrides["actor.ppo_micro_batch_size_per_gpu"] == rec.micro
-    assert "none, param_optimizer_offload do not fit" in rec.reason
+    assert "none, param_optimizer_offload do not fit" in rec.reason and "(update_actor)" in rec.reason
 
 
-def test_a_sleeping_vllm_leaves_the_update_more_room_than_an_awake_one():
-    cfg = _config(world=1, prompts=16)
-    r = cfg.actor_rollout_ref.rollout
-    r.name, r.free_cache_engine = "vllm", True
-    asleep = recommend(cfg, read_shape(SEVEN_B), world=1, budget_gb=24)
-    r.name = "hf"
-    hf = recommend(cfg, read_shape(SEVEN_B), world=1, budget_gb=24)
-    assert asleep.mode == hf.mode == "offload_policy"
-    assert asleep.micro > hf.micro, (asleep.reason, hf.reason)
-    r.name, r.free_cache_engine = "vllm", False  # weights and KV cache stay: nothing fits
+def test_hf_rollouts_full_copy_leaves_no_room_on_24gb(shape):
+    """The HF rollout's bf16 copy (15.2 GB) stays through the update: nothing fits beside it."""
+    cfg = compose_config(overrides(1, 16, "hf"))
+    with pytest.raises(ValueError, match=r"no offload mode fits 24.00 GB.*offload_policy, micro-batch 1"):
+        recommend(cfg, shape, world=1, budget_gb=24)
+
+
+def test_a_sleeping_vllm_leaves_the_update_more_room_than_an_awake_one(shape):
+    share = "actor_rollout_ref.rollout.gpu_memory_utilization=0.3"
+    asleep = compose_config(overrides(1, 16, "vllm", share))
+    awake = compose_config(
+        overrides(1, 16, "vllm", share, "actor_rollout_ref.rollout.free_cache_engine=False")
+    )
+    rows = {name: plan_rows(c, shape, 1, 48) for name, c in (("asleep", asleep), ("awake", awake))}
+    best = {
+        k: max((r.micro for r in v if r.fits and r.mode == "offload_policy"), default=0)
+        for k, v in rows.items()
+    }
+    assert best["asleep"] > best["awake"] > 0, best
     with pytest.raises(ValueError, match="no offload mode fits"):
-        recommend(cfg, read_shape(SEVEN_B), world=1, budget_gb=24)
+        recommend(awake, shape, world=1, budget_gb=24)
 
 
-def test_eight_80gb_cards_need_no_offload():
-    cfg = _config(world=8, prompts=64)
-    rec = recommend(cfg, read_shape(SEVEN_B), world=8, budget_gb=80)
+def test_eight_80gb_cards_need_no_offload(shape):
+    cfg = compose_config(overrides(8, 64, "vllm"))
+    rec = recommend(cfg, shape, world=8, budget_gb=80)
     assert rec.mode == "none", rec.reason
     assert rec.overrides["actor.fsdp_config.param_offload"] is False
     assert rec.overrides["actor.fsdp_config.optimizer_offload"] is False
 
 
-def test_rows_cover_every_mode_and_micro_size():
-    cfg = _config(world=1, prompts=16)
+def test_rows_cover_every_mode_and_micro_size(shape):
+    cfg = compose_config(overrides(1, 16, "vllm"))
     assert micro_candidates(cfg, 1) == [1, 2, 4, 8, 16, 32]
-    rows = plan_rows(cfg, read_shape(SEVEN_B), 1, 24)
+    rows = plan_rows(cfg, shape, 1, 24)
     assert [(r.mode, r.micro) for r in rows][:2] == [("none", 1), ("none", 2)]
     assert len(rows) == 3 * 6
-    policy = [r.estimate.activations for r in rows if r.mode == "offload_policy"]
+    policy = [r.estimate.engines["actor"].terms["activations"] for r in rows if r.mode == "offload_policy"]
     assert policy == sorted(policy) and policy[0] < policy[-1]
 
 
-def test_nothing_fits_says_what_to_change():
+def test_a_host_too_small_for_the_offloaded_state_is_refused(shape):
+    """One 141 GB device fits 7B with manual offload, but its pinned host copies need ~190 GB."""
+    cfg = compose_config(overrides(1, 16, "vllm"))
+    assert recommend(cfg, shape, world=1, budget_gb=141).mode == "param_optimizer_offload"
+    with pytest.raises(
+        ValueError, match=r"its device peak fits, but the host needs \d+\.\d GB per node of 128.0"
+    ):
+        recommend(cfg, shape, world=1, budget_gb=141, host_budget_gb=128)
+
+
+def test_nothing_fits_says_what_to_change(shape):
+    cfg = compose_config(overrides(1, 16, "vllm"))
     with pytest.raises(ValueError, match="no offload mode fits 2.00 GB per device.*n_gpus_per_node"):
-        recommend(_config(world=1, prompts=16), read_shape(SEVEN_B), world=1, budget_gb=2)
+        recommend(cfg, shape, world=1, budget_gb=2)
 
 
 def test_cli_takes_hydra_overrides_and_prints_the_table():
@@ -84,23 +113,21 @@ def test_cli_takes_hydra_overrides_and_prints_the_table():
         "verl_lite.plan",
         "--device-memory-gb",
         "24",
-        f"actor_rollout_ref.model.path={SEVEN_B}",
-        "trainer.n_gpus_per_node=1",
-        "data.train_batch_size=16",
-        "data.max_prompt_length=512",
-        "data.max_response_length=512",
-        "actor_rollout_ref.rollout.n=4",
-        "actor_rollout_ref.rollout.dtype=bf16",
-        "actor_rollout_ref.actor.ppo_mini_batch_size=8",
-        "actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype=bf16",
-        "actor_rollout_ref.model.enable_gradient_checkpointing=True",
+        *overrides(1, 16, "vllm", "actor_rollout_ref.rollout.gpu_memory_utilization=0.3"),
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout
-    assert "7.616B params" in out and "1 devices of 24.00 GB" in out
-    for mode in ("none", "param_optimizer_offload", "offload_policy"):
-        assert mode in out
+    assert "7.616B params" in out and "1 devices of 24.00 GB, host unchecked; planned for GPUs" in out
+    for column in (
+        "none",
+        "param_optimizer_offload",
+        "offload_policy",
+        "generate",
+        "update_actor",
+        "host/node",
+    ):
+        assert column in out
     assert "recommendation: none, param_optimizer_offload do not fit" in out
     assert "actor_rollout_ref.actor.fsdp_config.offload_policy=True" in out
     bad = subprocess.run([*cmd, "trainer.no_such_key=1"], capture_output=True, text=True, timeout=300)

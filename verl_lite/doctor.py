@@ -77,15 +77,15 @@ def check_torch() -> list[Finding]:
         found.append(Finding("FSDP2", "ok", "fully_shard and CPUOffloadPolicy import"))
     except ImportError as e:
         found.append(Finding("FSDP2", "fail", str(e), f"FSDP2 needs torch>=2.6; install torch=={TORCH_PIN}"))
-    import torch.distributed as dist
+    from verl_lite.utils import device as dev
 
-    gloo = dist.is_available() and dist.is_gloo_available()
+    host = dev.host_backend_available()
     found.append(
         Finding(
-            "gloo",
-            "ok" if gloo else "fail",
-            "available" if gloo else "missing",
-            "use a torch build with gloo",
+            dev.HOST_BACKEND,
+            "ok" if host else "fail",
+            "available" if host else "missing",
+            f"use a torch build with {dev.HOST_BACKEND}",
         )
     )
     return found
@@ -123,8 +123,6 @@ def check_vllm() -> list[Finding]:
 
 
 def check_devices() -> list[Finding]:
-    import torch
-
     from verl_lite.utils import device as dev
 
     mem = psutil.virtual_memory()
@@ -135,29 +133,24 @@ def check_devices() -> list[Finding]:
             f"{platform.machine()}, {os.cpu_count()} CPUs, {mem.available / 2**30:.1f} of {mem.total / 2**30:.1f} GiB free",
         )
     ]
-    gpus = dev.num_visible_gpus()
-    if gpus == 0:
+    devices = dev.describe_devices()
+    if not devices:
         found.append(Finding("devices", "ok", "no GPU visible: CPU workers with gloo, fp32"))
         found.append(
-            Finding("pinned memory", "ok", "not available without CUDA: offload copies from pageable memory")
+            Finding("pinned memory", "ok", "not available without a GPU: offload copies from pageable memory")
         )
         return found
-    for i in range(gpus):
-        free, total = torch.cuda.mem_get_info(i)
-        name = torch.cuda.get_device_name(i)
-        found.append(
-            Finding(f"cuda:{i}", "ok", f"{name}, {free / 2**30:.1f} of {total / 2**30:.1f} GiB free")
-        )
-    try:
-        torch.empty(1).pin_memory()
-        found.append(Finding("pinned memory", "ok", "pin_memory() works"))
-    except RuntimeError as e:
+    found += [Finding(name, "ok", detail) for name, detail in devices]
+    problem = dev.pinned_memory_problem()
+    if problem is None:
+        found.append(Finding("pinned memory", "ok", "page-locked host memory works"))
+    else:
         found.append(
             Finding(
                 "pinned memory",
                 "warn",
-                str(e),
-                "check the CUDA driver; offload falls back to pageable copies",
+                problem,
+                "check the GPU driver; offload falls back to pageable copies",
             )
         )
     return found

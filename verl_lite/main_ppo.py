@@ -2,8 +2,9 @@
 
 Compose the config with Hydra, resolve embedded assets, validate everything that can be checked
 without workers (config, files, the datasets themselves), then start or join Ray, launch the worker
-group and train. Ray is shut down afterwards when this process started it, so Hydra multirun jobs
-each get a fresh one.
+group and train. The driver's and the workers' output is routed before anything starts
+(utils/logs.py): the console shows the run, the run folder's log files keep the rest. Ray is shut
+down afterwards when this process started it, so Hydra multirun jobs each get a fresh one.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import sys
 
 import hydra
 import ray
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from verl_lite.config.compose import build_config, register_schema
@@ -28,6 +30,7 @@ from verl_lite.reward.scorers import load_custom_scorer
 from verl_lite.trainer.ppo_trainer import RayPPOTrainer, start_ray
 from verl_lite.utils import device as dev
 from verl_lite.utils.hf_model import load_tokenizer
+from verl_lite.utils.logs import setup_driver_logging
 
 log = logging.getLogger("verl_lite")
 register_schema()
@@ -89,6 +92,13 @@ def build_reward_fns(cfg: PPOTrainerConfig, tokenizer, score):
     )
 
 
+def run_dir(cfg: PPOTrainerConfig) -> str:
+    """The run's folder for its log files: Hydra's job folder (beside .hydra/), else default_local_dir."""
+    if HydraConfig.initialized():
+        return HydraConfig.get().runtime.output_dir
+    return cfg.trainer.default_local_dir
+
+
 class SetupError(Exception):
     """Bad input found before any worker starts: reported as one message, exit status 2."""
 
@@ -107,7 +117,7 @@ def build_trainer(cfg: PPOTrainerConfig) -> RayPPOTrainer:
         reward_fn, val_reward_fn = build_reward_fns(cfg, tokenizer, score)
     except (ValueError, FileNotFoundError, AttributeError) as e:
         raise SetupError(str(e)) from e
-    use_gpu = cfg.trainer.device == "cuda" or (cfg.trainer.device == "auto" and dev.num_visible_gpus() > 0)
+    use_gpu = dev.wants_accelerator(cfg.trainer.device)
     try:  # also finds and checks the checkpoint to resume from
         trainer = RayPPOTrainer(cfg, train, val, reward_fn, val_reward_fn, use_gpu, tokenizer=tokenizer)
     except (ValueError, FileNotFoundError) as e:
@@ -138,6 +148,9 @@ def main(config: DictConfig) -> None:
             apply_job_output_dir(cfg)
         except ValueError as e:
             raise SetupError(str(e)) from e
+        folder = run_dir(cfg)
+        log_file = setup_driver_logging(folder)
+        log.info("logs: %s (driver), %s (workers)", log_file, os.path.join(folder, "logs"))
         run_ppo(cfg)
     except SetupError as e:
         print(f"verl_lite: {e}", file=sys.stderr)

@@ -1,4 +1,5 @@
-"""Outcome advantage estimators (grpo, Dr.GRPO, rloo, reinforce_plus_plus_baseline, remax) by hand."""
+"""Group-baseline advantage estimators by hand: grpo (and Dr.GRPO), grpo_vectorized, grpo_passk, gpg,
+rloo, rloo_vectorized, opo, reinforce_plus_plus_baseline."""
 
 import math
 
@@ -7,11 +8,7 @@ import pytest
 import torch
 
 from verl_lite.algos import ADV_ESTIMATORS
-from verl_lite.algos.advantages import (
-    compute_grpo_outcome_advantage,
-    compute_remax_outcome_advantage,
-    compute_rloo_outcome_advantage,
-)
+from verl_lite.algos.advantages import compute_grpo_outcome_advantage, compute_rloo_outcome_advantage
 
 
 def _rewards_at_end(scores, lengths, width=3):
@@ -23,12 +20,13 @@ def _rewards_at_end(scores, lengths, width=3):
     return rewards, mask
 
 
-def _call(name, rewards, mask, index, **kw):
-    """The trainer's calling convention: every estimator gets every keyword."""
-    defaults = dict(values=None, gamma=1.0, lam=1.0, norm_adv_by_std_in_grpo=True, reward_baselines=None)
-    return ADV_ESTIMATORS.get(name)(
-        token_level_rewards=rewards, response_mask=mask, index=index, **{**defaults, **kw}
-    )
+def _call(name, rewards, mask, index, **config):
+    """The trainer's calling convention: rewards and mask, the spec's inputs, the spec's config keys."""
+    spec = ADV_ESTIMATORS.spec(name)
+    assert spec.inputs == ("index",), spec.inputs
+    keys = {key.rsplit(".", 1)[-1] for key in spec.config_keys}
+    assert set(config) <= keys, f"{name} does not read {set(config) - keys}"
+    return spec.fn(token_level_rewards=rewards, response_mask=mask, index=index, **config)
 
 
 def test_grpo_groups_normalised_by_unbiased_std():
@@ -91,25 +89,6 @@ def test_reinforce_plus_plus_baseline_group_mean_then_batch_whitening():
     assert torch.equal(adv, returns)
 
 
-def test_remax_subtracts_the_greedy_score():
-    # rewards at the last valid token; returns-to-go = the score on every valid token
-    # row 0: score 1, greedy 0.25 -> 0.75 on 2 tokens; row 1: score 0, greedy 1 -> -1 on 3 tokens
-    rewards, mask = _rewards_at_end([1.0, 0.0], [2, 3])
-    adv, returns = _call("remax", rewards, mask, np.array([0, 1]), reward_baselines=torch.tensor([0.25, 1.0]))
-    torch.testing.assert_close(returns, torch.tensor([[1.0, 1.0, 0.0], [0.0, 0.0, 0.0]]))
-    torch.testing.assert_close(adv, torch.tensor([[0.75, 0.75, 0.0], [-1.0, -1.0, -1.0]]))
-    with pytest.raises(ValueError, match="remax needs reward_baselines"):
-        compute_remax_outcome_advantage(rewards, mask)
-
-
-def test_remax_returns_to_go_of_dense_rewards():
-    # dense rewards [1, 2, 4] with mask [1, 1, 0]: the padded 4 is ignored -> returns [3, 2, 0]
-    rewards, mask = torch.tensor([[1.0, 2.0, 4.0]]), torch.tensor([[1.0, 1.0, 0.0]])
-    adv, returns = compute_remax_outcome_advantage(rewards, mask, reward_baselines=torch.tensor([0.5]))
-    torch.testing.assert_close(returns, torch.tensor([[3.0, 2.0, 0.0]]))
-    torch.testing.assert_close(adv, torch.tensor([[2.5, 1.5, 0.0]]))
-
-
 def test_group_ids_must_match_the_batch():
     rewards, mask = _rewards_at_end([1, 0], [1, 1])
     with pytest.raises(ValueError, match="one group id per response"):
@@ -118,7 +97,109 @@ def test_group_ids_must_match_the_batch():
 
 def test_registry_names_the_key_on_unknown_estimator():
     assert ADV_ESTIMATORS.get("grpo") is compute_grpo_outcome_advantage
-    for name in ("gae", "grpo", "rloo", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "remax"):
+    for name in (
+        "gae",
+        "grpo",
+        "rloo",
+        "reinforce_plus_plus",
+        "reinforce_plus_plus_baseline",
+        "remax",
+        "gpg",
+    ):
         assert name in ADV_ESTIMATORS.names()
     with pytest.raises(ValueError, match="algorithm.adv_estimator"):
         ADV_ESTIMATORS.get("nope")
+
+
+def test_grpo_vectorized_floors_the_variance_where_grpo_does_not():
+    # group a: scores 0, 0.001 -> mean 0.0005, unbiased var 2 * 0.0005^2 = 5e-7, below the 1e-6 floor:
+    #   grpo:            +-0.0005 / (sqrt(5e-7) + 1e-6)
+    #   grpo_vectorized: +-0.0005 / (sqrt(1e-6) + 1e-6) = +-0.0005 / 0.001001
+    # group b: 1 0 1 0 -> var 1/3 above the floor: both +-0.5 / (sqrt(1/3) + 1e-6)
+    # group c: a single response 0.7 -> mean 0, std 1: both 0.7 / (1 + 1e-6)
+    scores = [0.0, 0.001, 1, 0, 1, 0, 0.7]
+    rewards, mask = _rewards_at_end(scores, [1, 2, 3, 3, 2, 1, 2])
+    rewards = rewards.double()
+    index = np.array(["a", "a", "b", "b", "b", "b", "c"], dtype=object)
+    b = 0.5 / (math.sqrt(1 / 3) + 1e-6)
+    c = 0.7 / (1 + 1e-6)
+    small_grpo = 0.0005 / (math.sqrt(5e-7) + 1e-6)
+    small_vec = 0.0005 / 0.001001
+    grpo, _ = _call("grpo", rewards, mask, index)
+    vec, returns = _call("grpo_vectorized", rewards, mask, index)
+    rest = [b, -b, b, -b, c]
+    expected_grpo = torch.tensor([-small_grpo, small_grpo, *rest], dtype=torch.float64)
+    expected_vec = torch.tensor([-small_vec, small_vec, *rest], dtype=torch.float64)
+    torch.testing.assert_close(grpo, expected_grpo.unsqueeze(-1) * mask)
+    torch.testing.assert_close(vec, expected_vec.unsqueeze(-1) * mask)
+    assert torch.equal(vec, returns)
+    dr, _ = _call("grpo_vectorized", rewards, mask, index, norm_adv_by_std_in_grpo=False)
+    expected_dr = torch.tensor([-0.0005, 0.0005, 0.5, -0.5, 0.5, -0.5, 0.7], dtype=torch.float64)
+    torch.testing.assert_close(dr, expected_dr.unsqueeze(-1) * mask)
+
+
+def test_grpo_passk_only_the_best_response_learns():
+    # group a: 0.2 0.9 0.5 -> best 0.9 (row 1), second 0.5: 0.4; unbiased var: sum s^2 = 1.1,
+    #   sum (s - mean)^2 = 1.1 - 1.6^2 / 3 = 0.74 / 3, var = 0.37 / 3 -> 0.4 / (sqrt(0.37 / 3) + 1e-6)
+    # group b: 1 1 (tied best) -> 1 - 1 = 0 for every row
+    rewards, mask = _rewards_at_end([0.2, 1.0, 0.9, 1.0, 0.5], [2, 1, 3, 2, 1])
+    index = np.array([0, 1, 0, 1, 0])
+    adv, returns = _call("grpo_passk", rewards, mask, index)
+    best = 0.4 / (math.sqrt(0.37 / 3) + 1e-6)
+    torch.testing.assert_close(adv, torch.tensor([0.0, 0.0, best, 0.0, 0.0]).unsqueeze(-1) * mask)
+    assert torch.equal(adv, returns)
+    raw, _ = _call("grpo_passk", rewards, mask, index, norm_adv_by_std_in_grpo=False)
+    torch.testing.assert_close(raw, torch.tensor([0.0, 0.0, 0.4, 0.0, 0.0]).unsqueeze(-1) * mask)
+    with pytest.raises(ValueError, match="grpo_passk needs at least 2 responses per prompt"):
+        _call("grpo_passk", rewards[:3], mask[:3], np.array([0, 1, 0]))
+
+
+def test_gpg_scales_the_centred_score_by_batch_over_nonzero():
+    # 7 responses, 4 with a nonzero score -> alpha = 7 / 4 = 1.75; no std division
+    # group a: 1 0 0 1 -> mean 0.5 -> +-0.5 * 1.75 = +-0.875
+    # group b: 2 0 -> mean 1 -> +-1.75
+    # group c: a single response 3 -> mean 0 -> 3 * 1.75 = 5.25
+    rewards, mask = _rewards_at_end([1, 2, 0, 0, 3, 1, 0], [1, 2, 3, 1, 2, 3, 1])
+    index = np.array(["a", "b", "a", "a", "c", "a", "b"], dtype=object)
+    adv, returns = _call("gpg", rewards, mask, index)
+    expected = torch.tensor([0.875, 1.75, -0.875, -0.875, 5.25, 0.875, -1.75])
+    torch.testing.assert_close(adv, expected.unsqueeze(-1) * mask)
+    assert torch.equal(adv, returns)
+    zero, _ = _call("gpg", torch.zeros(2, 3), torch.ones(2, 3), np.array([0, 0]))  # alpha = 2 / max(0, 1)
+    assert torch.equal(zero, torch.zeros(2, 3))
+
+
+def test_rloo_vectorized_gives_a_group_of_one_zero():
+    # same groups as test_rloo_leave_one_out_with_a_group_of_one: only the single response z differs
+    scores = [3, 1, 0, 2, 6, 5]
+    rewards, mask = _rewards_at_end(scores, [1, 2, 3, 3, 2, 1])
+    index = np.array(["x", "y", "x", "y", "x", "z"], dtype=object)
+    adv, returns = _call("rloo_vectorized", rewards, mask, index)
+    expected = torch.tensor([0.0, -1.0, -4.5, 1.0, 4.5, 0.0])
+    torch.testing.assert_close(adv, expected.unsqueeze(-1) * mask)
+    assert torch.equal(adv, returns)
+
+
+def test_opo_baseline_is_the_length_weighted_group_mean():
+    # group x: scores 1 0 1, lengths 2 3 1 -> b = (2*1 + 3*0 + 1*1) / 6 = 0.5 -> 0.5, -0.5, 0.5
+    # group y: a single response 2 -> b = 0 -> 2
+    # group z: scores 3 1, lengths 1 3 -> b = (1*3 + 3*1) / 4 = 1.5 -> 1.5, -0.5
+    rewards, mask = _rewards_at_end([1, 0, 2, 1, 3, 1], [2, 3, 2, 1, 1, 3])
+    index = np.array(["x", "x", "y", "x", "z", "z"], dtype=object)
+    adv, returns = _call("opo", rewards, mask, index)
+    expected = torch.tensor([0.5, -0.5, 2.0, 0.5, 1.5, -0.5])
+    torch.testing.assert_close(adv, expected.unsqueeze(-1) * mask)
+    assert torch.equal(adv, returns) and (adv[mask == 0] == 0).all()
+
+
+def test_group_ids_may_be_any_hashable_in_any_order():
+    # the same groups spelled as ints, strings and tuples give the same advantages
+    rewards, mask = _rewards_at_end([1, 0, 3, 2, 0.5], [1, 2, 3, 1, 2])
+    spellings = [
+        np.array([5, 9, 5, 9, 5]),
+        np.array(["p", "q", "p", "q", "p"], dtype=object),
+        np.array([(1, 2), (3,), (1, 2), (3,), (1, 2)] + [None], dtype=object)[:5],
+    ]
+    outs = [_call("grpo", rewards, mask, ids)[0] for ids in spellings]
+    for out in outs[1:]:
+        assert torch.equal(out, outs[0])

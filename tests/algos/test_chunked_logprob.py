@@ -13,6 +13,7 @@ from verl_lite.algos.chunked_logprob import (
     entropy_from_logits_chunked,
     fused_chunk_tokens,
     linear_logprob_entropy,
+    linear_sum_pi_squared,
     logprob_entropy_from_logits,
 )
 from verl_lite.algos.logprob import entropy_from_logits, logprobs_from_logits
@@ -140,3 +141,11 @@ def test_log_softmax_reference_is_what_the_plain_path_computes():
     logits = hidden @ weight.t() / T
     expected = F.log_softmax(logits, -1).gather(-1, labels[:, None]).squeeze(-1)
     assert _close(_plain(hidden, weight, labels)[0], expected)
+
+
+def test_sum_pi_squared_in_chunks_matches_the_softmax():
+    hidden, weight, _, _, _ = _inputs()
+    p = torch.softmax(hidden @ weight.t() / T, dim=-1)
+    got = linear_sum_pi_squared(hidden.detach().reshape(1, N, D), weight.detach(), T, chunk=8)
+    assert got.shape == (1, N)
+    assert _close(got.reshape(-1), (p * p).sum(-1))

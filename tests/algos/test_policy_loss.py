@@ -1,5 +1,5 @@
-"""Policy losses against hand-computed values: PPO clip / clip-higher / dual clip, and GSPO's
-sequence-level ratio, its gradient and its exactness under micro-batch splits."""
+"""Policy losses against hand-computed values: PPO clip / clip-higher / dual clip, GSPO's sequence-level
+ratio (its gradient and exactness under micro-batch splits) and GMPO's geometric mean (geo_mean)."""
 
 import math
 
@@ -8,13 +8,10 @@ import torch
 
 from verl_lite.algos import POLICY_LOSSES
 from verl_lite.algos.loss_agg import LOSS_AGG_MODES, LossScale, agg_loss
-from verl_lite.algos.policy_loss import (
-    GSPO_CLIP_RATIO_HIGH,
-    GSPO_CLIP_RATIO_LOW,
-    compute_policy_loss_vanilla,
-)
+from verl_lite.algos.policy_loss import compute_policy_loss_vanilla
 
 gspo = POLICY_LOSSES.get("gspo")
+geo_mean = POLICY_LOSSES.get("geo_mean")
 
 
 def test_vanilla_clip_and_dual_clip_cases():
@@ -93,7 +90,6 @@ def test_sequence_ratio_clip_and_gradient_by_hand():
         response_mask=mask,
         clip_ratio_low=0.2,
         clip_ratio_high=0.2,
-        clip_ratio_c=3.0,
     )
     torch.testing.assert_close(out["pg_loss"] * mask, torch.tensor([[-1.2, -1.2, 0.0], [2.0, 2.0, 2.0]]))
     torch.testing.assert_close(out["clipped"] * mask, torch.tensor([[1.0, 1.0, 0.0], [0.0, 0.0, 0.0]]))
@@ -103,17 +99,25 @@ def test_sequence_ratio_clip_and_gradient_by_hand():
     torch.testing.assert_close(logp.grad, torch.tensor([[0.0, 0.0, 0.0], [third, third, third]]))
 
 
-def test_default_clip_is_the_papers_and_tiny():
-    # 3e-4 / 4e-4: a sequence ratio exp(5e-4) = 1.0005 is already clipped at 1.0004 for A > 0
-    assert (GSPO_CLIP_RATIO_LOW, GSPO_CLIP_RATIO_HIGH) == (3e-4, 4e-4)
+def test_the_papers_clip_is_tiny():
+    # the GSPO paper's 3e-4 / 4e-4 (set explicitly, as verl's gspo examples do): a sequence ratio
+    # exp(5e-4) = 1.0005 is already clipped at 1.0004 for A > 0
     out = gspo(
         old_log_prob=torch.zeros(1, 2),
         log_prob=torch.full((1, 2), 5e-4),
         advantages=torch.ones(1, 2),
         response_mask=torch.ones(1, 2),
+        clip_ratio_low=3e-4,
+        clip_ratio_high=4e-4,
     )
     torch.testing.assert_close(out["pg_loss"], torch.full((1, 2), -1.0004))
     assert out["clipped"].sum() == 2
+
+
+def test_gspo_and_geo_mean_fix_their_aggregation_as_verl_does():
+    assert POLICY_LOSSES.spec("gspo").agg_mode == "seq-mean-token-mean"
+    assert POLICY_LOSSES.spec("geo_mean").agg_mode == "seq-mean-token-mean"
+    assert POLICY_LOSSES.spec("vanilla").agg_mode is None  # loss_agg_mode decides
 
 
 def test_gradient_is_that_of_the_sequence_objective():
@@ -176,6 +180,53 @@ def test_micro_batch_shares_sum_to_the_full_batch(mode):
     assert 0 < (clipped * mask).sum() < mask.sum(), "the case must mix clipped and unclipped sequences"
 
 
-def test_needs_the_mask():
-    with pytest.raises(ValueError, match="gspo needs response_mask"):
-        gspo(old_log_prob=torch.zeros(1, 1), log_prob=torch.zeros(1, 1), advantages=torch.ones(1, 1))
+# --- GMPO (geo_mean) ---
+
+
+def test_geo_mean_by_hand():
+    # clip 0.2 both sides, in log space: d' = d clipped on the pessimistic side only
+    # row 0, A = +1, d = [0.3, -0.1, (2.0 masked)]: d' = [min(0.3, 0.2), min(-0.1, -0.1)] = [0.2, -0.1]
+    #   ratio = exp(0.1 / 2) = exp(0.05), Abar = 1 -> loss_0 = -exp(0.05); token 0 clipped (A > 0)
+    # row 1, A = -2, d = [-0.5, 0.1, 0.0]: for A < 0, d' = max(d, clip(d)) = [-0.2, 0.1, 0.0]
+    #   ratio = exp(-0.1 / 3), Abar = -2 -> loss_1 = 2 exp(-1/30); token 0 clipped_lower (A < 0)
+    # aggregated seq-mean-token-mean = (loss_0 + loss_1) / 2
+    # gradient: clipped tokens 0; row 0 token 1: -exp(0.05) / 2 tokens / 2 rows;
+    #   row 1 tokens 1, 2: 2 exp(-1/30) / 3 tokens / 2 rows
+    old = torch.zeros(2, 3)
+    logp = torch.tensor([[0.3, -0.1, 2.0], [-0.5, 0.1, 0.0]], requires_grad=True)
+    adv = torch.tensor([[1.0, 1.0, 1.0], [-2.0, -2.0, -2.0]])
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
+    out = geo_mean(old, logp, adv, mask, clip_ratio_low=0.2, clip_ratio_high=0.2)
+    loss0, loss1 = -math.exp(0.05), 2 * math.exp(-1 / 30)
+    torch.testing.assert_close(out["pg_loss"][:, 0], torch.tensor([loss0, loss1]))
+    torch.testing.assert_close(out["clipped"] * mask, torch.tensor([[1.0, 0.0, 0.0], [0.0, 0.0, 0.0]]))
+    torch.testing.assert_close(out["clipped_lower"] * mask, torch.tensor([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0]]))
+    torch.testing.assert_close(out["approx_kl"], -logp.detach())
+    total = agg_loss(out["pg_loss"], mask, "seq-mean-token-mean")
+    torch.testing.assert_close(total, torch.tensor((loss0 + loss1) / 2))
+    total.backward()
+    g0, g1 = -math.exp(0.05) / 4, 2 * math.exp(-1 / 30) / 6
+    torch.testing.assert_close(logp.grad, torch.tensor([[0.0, g0, 0.0], [0.0, g1, g1]]))
+
+
+def test_geo_mean_is_a_sequence_loss_under_any_split():
+    # the sequence loss sits on every token of its row: shares of any row split sum to the whole
+    g = torch.Generator().manual_seed(2)
+    old = -torch.rand(5, 4, generator=g)
+    logp = old + 0.3 * torch.randn(5, 4, generator=g)
+    mask = (torch.arange(4) < torch.tensor([[4], [2], [3], [1], [4]])).float()
+    adv = torch.randn(5, 1, generator=g).expand(5, 4)
+    out = geo_mean(old, logp, adv, mask, clip_ratio_low=0.1, clip_ratio_high=0.1)
+    scale = LossScale.of(mask)
+    whole = agg_loss(out["pg_loss"], mask, "seq-mean-token-mean", scale)
+    parts = sum(
+        agg_loss(
+            geo_mean(old[s], logp[s], adv[s], mask[s], 0.1, 0.1)["pg_loss"],
+            mask[s],
+            "seq-mean-token-mean",
+            scale,
+        )
+        for s in (slice(0, 2), slice(2, 3), slice(3, 5))
+    )
+    torch.testing.assert_close(parts, whole)
+    assert 0 < (out["clipped"] + out["clipped_lower"]).sum(), "some tokens must be clipped"

@@ -1,4 +1,4 @@
-"""GAE and REINFORCE++ against hand calculations and a plain per-response reference loop."""
+"""GAE, REINFORCE++ and ReMax against hand calculations and a plain per-response reference loop."""
 
 import math
 
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from verl_lite.algos import ADV_ESTIMATORS
-from verl_lite.algos.returns import compute_gae_advantage_return
+from verl_lite.algos.returns import compute_gae_advantage_return, compute_remax_outcome_advantage
 
 
 def test_gae_by_hand():
@@ -21,7 +21,7 @@ def test_gae_by_hand():
     values = torch.tensor([[0.5, 0.2, 9.0]])
     mask = torch.tensor([[1.0, 1.0, 0.0]])
     adv, returns = ADV_ESTIMATORS.get("gae")(
-        token_level_rewards=rewards, response_mask=mask, values=values, gamma=0.9, lam=0.5, index=None
+        token_level_rewards=rewards, response_mask=mask, values=values, gamma=0.9, lam=0.5
     )
     torch.testing.assert_close(returns, torch.tensor([[0.54, 1.0, 0.0]]))
     w = 0.38 / math.sqrt(0.2888 + 1e-8)
@@ -87,9 +87,31 @@ def test_reinforce_plus_plus_discounted_returns_whitened():
     rewards = torch.tensor([[1.0, 0.0, 2.0], [0.0, 3.0, 7.0]])
     mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])
     adv, returns = ADV_ESTIMATORS.get("reinforce_plus_plus")(
-        token_level_rewards=rewards, response_mask=mask, index=np.array([0, 0]), gamma=0.5, lam=1.0
+        token_level_rewards=rewards, response_mask=mask, gamma=0.5
     )
     torch.testing.assert_close(returns, torch.tensor([[1.5, 1.0, 2.0], [1.5, 3.0, 0.0]]))
     s = math.sqrt(2.3 / 4 + 1e-8)
     expected = torch.tensor([[-0.3 / s, -0.8 / s, 0.2 / s], [-0.3 / s, 1.2 / s, 0.0]])
     torch.testing.assert_close(adv, expected)
+
+
+def test_remax_subtracts_the_greedy_score():
+    # rewards at the last valid token; returns-to-go = the score on every valid token
+    # row 0: score 1, greedy 0.25 -> 0.75 on 2 tokens; row 1: score 0, greedy 1 -> -1 on 3 tokens
+    rewards = torch.tensor([[0.0, 1.0, 0.0], [0.0, 0.0, 0.0]])
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
+    adv, returns = ADV_ESTIMATORS.get("remax")(
+        token_level_rewards=rewards, response_mask=mask, reward_baselines=torch.tensor([0.25, 1.0])
+    )
+    torch.testing.assert_close(returns, torch.tensor([[1.0, 1.0, 0.0], [0.0, 0.0, 0.0]]))
+    torch.testing.assert_close(adv, torch.tensor([[0.75, 0.75, 0.0], [-1.0, -1.0, -1.0]]))
+    with pytest.raises(ValueError, match="remax needs reward_baselines"):
+        compute_remax_outcome_advantage(rewards, mask)
+
+
+def test_remax_returns_to_go_of_dense_rewards():
+    # dense rewards [1, 2, 4] with mask [1, 1, 0]: the padded 4 is ignored -> returns [3, 2, 0]
+    rewards, mask = torch.tensor([[1.0, 2.0, 4.0]]), torch.tensor([[1.0, 1.0, 0.0]])
+    adv, returns = compute_remax_outcome_advantage(rewards, mask, reward_baselines=torch.tensor([0.5]))
+    torch.testing.assert_close(returns, torch.tensor([[3.0, 2.0, 0.0]]))
+    torch.testing.assert_close(adv, torch.tensor([[2.5, 1.5, 0.0]]))

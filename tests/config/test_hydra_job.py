@@ -46,7 +46,7 @@ def test_sweep_runs_every_job_in_its_own_folder(tmp_path):
         assert [r["step"] for r in rows] == [1]  # one job's metrics only, nothing appended by the other
         assert rows[0]["actor/lr"] == pytest.approx(lr)
     # one process, a fresh Ray per job (each job shuts down the Ray it started)
-    assert (proc.stdout + proc.stderr).count("Started a local Ray instance") == 2
+    assert (proc.stdout + proc.stderr).count("started a local Ray instance") == 2
 
 
 def _job_config(num: int, output_dir: str, overrides: list[str], config_name: str = "demo"):

@@ -100,7 +100,7 @@ def test_clip_bounds_are_verls_whatever_the_loss_mode():
         "actor_rollout_ref.actor.clip_ratio_low=3e-4",
         "actor_rollout_ref.actor.clip_ratio_high=4e-4",
     )
-    normalize(cfg)
+    assert normalize(cfg) == []
     assert (cfg.actor_rollout_ref.actor.clip_ratio_low, cfg.actor_rollout_ref.actor.clip_ratio_high) == (
         3e-4,
         4e-4,

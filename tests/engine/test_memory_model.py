@@ -1,8 +1,10 @@
-"""The memory model against a hand calculation, and its parameter counts against transformers.
+"""The memory model's terms against hand calculations for Qwen2.5-7B, and its parameter counts
+against transformers.
 
-Shapes are Qwen2.5's public config.json values (scripts/model_configs/). The hand calculation
-below is written out term by term from the definitions in engine/memory_model.py's docstring,
-not by calling its helpers.
+Shapes are Qwen2.5's public config.json values (scripts/model_configs/). Every expected number
+below is written out from the definitions in engine/memory_model.py's docstring (and the FSDP2 /
+AdamW code they cite), not by calling its helpers. 7B: hidden 3584, 28 layers, vocab 152064,
+intermediate 18944, 28 heads of 128, 4 KV heads (kv dim 512), untied LM head, q/k/v biases.
 """
 
 import os
@@ -11,7 +13,7 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from verl_lite.engine.memory_model import ModelShape, Setup, estimate, read_shape
+from verl_lite.engine.memory_model import EngineSetup, ModelShape, estimate, pow2_ceil, read_shape
 
 CONFIGS = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "scripts", "model_configs")
 PUBLIC_PARAM_COUNTS = {
@@ -19,6 +21,35 @@ PUBLIC_PARAM_COUNTS = {
     "qwen2.5-1.5b": 1_543_714_304,
     "qwen2.5-7b": 7_615_616_512,
 }
+H, KV, INTER, L, V = 3584, 512, 18944, 28, 152064
+Q = H * H  # q_proj and o_proj weights
+KVW = KV * H  # k_proj and v_proj weights
+MLP = INTER * H  # gate, up, down
+LAYER = 2 * Q + 2 * KVW + 3 * MLP + (H + 2 * KV) + 2 * H  # + q/k/v biases + two RMSNorms
+ROOT = 2 * V * H + H  # embeddings, LM head (untied), final norm
+N = L * LAYER + ROOT
+GIB = 2**30
+
+
+@pytest.fixture(scope="module")
+def seven_b() -> ModelShape:
+    return read_shape(os.path.join(CONFIGS, "qwen2.5-7b"))
+
+
+def setup(**changes) -> EngineSetup:
+    """8 ranks, no offload, fp32 master / bf16 compute / fp32 reduce, micro 2 x (512 + 512) tokens."""
+    base = dict(
+        world=8,
+        mode="none",
+        micro=2,
+        seq_len=1024,
+        response_len=512,
+        model_dtype="fp32",
+        param_dtype="bf16",
+        reduce_dtype="fp32",
+        grad_checkpointing=True,
+    )
+    return EngineSetup(**{**base, **changes})
 
 
 @pytest.mark.parametrize("name", sorted(PUBLIC_PARAM_COUNTS))
@@ -30,60 +61,123 @@ def test_param_count_matches_the_real_model(name):
     assert read_shape(path).num_params == real == PUBLIC_PARAM_COUNTS[name]
 
 
-def test_half_billion_on_two_ranks_matches_the_hand_calculation():
-    shape = read_shape(os.path.join(CONFIGS, "qwen2.5-0.5b"))
-    setup = Setup(world=2, mode="none", micro=2, seq_len=64, response_len=16, rollout_sequences=16)
-    e = estimate(shape, setup)
-    # one decoder layer: q (896x896 + bias 896), k and v (896x128 + bias 128 each), o (896x896),
-    # gate/up/down (3 x 896x4864), two RMSNorms (2 x 896)
-    layer = (896 * 896 + 896) + 2 * (896 * 128 + 128) + 896 * 896 + 3 * 896 * 4864 + 2 * 896
-    assert layer == 14_912_384
-    root = 151_936 * 896 + 896  # tied embeddings: one vocab x hidden matrix, plus the final norm
-    n = 24 * layer + root
-    shard = n // 2
-    assert e.params == 4 * shard  # fp32 master shard
-    assert e.grads == 4 * shard
-    assert e.optimizer == 2 * 4 * shard  # AdamW exp_avg + exp_avg_sq
-    # root and two layers gathered, plus one layer's unsharded grad, fp32
-    assert e.gathered == (root + 2 * layer) * 4 + layer * 4
-    tokens = 2 * 64
-    per_layer = tokens * ((8 * 896 + 4 * 128 + 4 * 4864) * 4 + 2 * 896 * 4)
-    logits = tokens * 151_936 * 4 + 4 * (2 * 16) * 151_936 * 4  # logits + 4 fp32 response copies
-    assert e.activations == 24 * per_layer + logits + tokens * 896 * 4
-    assert e.rollout == n * 4  # the HF rollout's fp32 copy
-    kv_cache = 2 * 24 * 128 * 16 * 64 * 4  # K and V, 24 layers, kv dim 2x64, 16 sequences of 64 tokens
-    assert e.between == 4 * shard + 8 * shard + n * 4 + kv_cache  # params + moments + rollout weights + KV
-    assert (
-        e.update
-        == 4 * shard * 4 + (root + 3 * layer) * 4 + 24 * per_layer + logits + tokens * 896 * 4 + n * 4
+def test_hand_layout_of_the_7b_shape(seven_b):
+    assert (LAYER, ROOT, N) == (233_057_792, 1_089_998_336, 7_615_616_512)
+    assert (seven_b.layer_params, seven_b.root_params, seven_b.num_params) == (LAYER, ROOT, N)
+
+
+def test_state_terms_and_the_foreach_adamw_step_on_8_ranks(seven_b):
+    t = estimate(seven_b, setup()).terms
+    shard = N // 8  # every dim 0 divides by 8: no padding
+    assert t["params"] == t["grads"] == shard * 4 == 3_807_808_256
+    assert t["optimizer"] == 2 * shard * 4  # exp_avg, exp_avg_sq
+    assert t["step_temp"] == shard * 4  # foreach sqrt(exp_avg_sq)
+    assert t["grad_accum"] == 0, "reduce-scatter every micro-batch: nothing accumulates unsharded"
+    e = estimate(seven_b, setup())
+    step_peak = 5 * shard * 4  # params + grads + two moments + the temporary, fp32
+    assert e.update >= step_peak and e.resident == 3 * shard * 4
+
+
+def test_gathered_unit_grads_and_reduce_buffers(seven_b):
+    t = estimate(seven_b, setup()).terms
+    # root + the computing and the prefetched layer in bf16, plus the root's shard cast for all-gather
+    assert t["gathered"] == (ROOT + 2 * LAYER) * 2 + (ROOT // 8) * 2 == 3_384_727_424
+    assert t["root_grads"] == ROOT * 2
+    # fp32 reduce-scatter input beside first the layer's bf16 grads, then the fp32 output shard
+    assert t["reduce_layer"] == LAYER * 4 + max(LAYER * 2, LAYER // 8 * 4) == LAYER * 6
+    assert t["reduce_root"] == ROOT * 6
+
+
+def test_activations_and_the_update_peak(seven_b):
+    e = estimate(seven_b, setup())
+    tokens, response_tokens = 2 * 1024, 2 * 512
+    per_layer = tokens * ((8 * H + 4 * KV + 4 * INTER) * 2 + 2 * H * 4)
+    layers = L * tokens * H * 2 + per_layer  # checkpointed inputs + one recomputed layer
+    logits = tokens * V * 2 + 4 * response_tokens * V * 4
+    acts = layers + logits + tokens * H * 2
+    assert e.terms["activations"] == acts == 4_034_920_448
+    held = 4 * (N // 8) * 4
+    in_layers = acts + ROOT * 2 + LAYER * 6
+    at_root = ROOT * 6
+    assert e.update == held + 3_384_727_424 + max(in_layers, at_root) == 26_229_224_320  # 24.4 GiB
+
+
+def test_deferred_reduce_accumulates_every_unsharded_grad_in_fp32(seven_b):
+    for mode in ("none", "param_optimizer_offload", "offload_policy"):
+        t = estimate(seven_b, setup(mode=mode, reduce_every_micro=False)).terms
+        assert t["grad_accum"] == N * 4, mode  # reduce_dtype fp32 even with bf16 compute
+
+
+def test_offload_policy_on_one_gpu_copies_the_root_shard_in_before_casting(seven_b):
+    e = estimate(seven_b, setup(world=1, mode="offload_policy"))
+    t = e.terms
+    assert (t["params"], t["grads"], t["optimizer"], t["step_temp"], e.resident) == (0, 0, 0, 0, 0)
+    # gathered bf16 + the all-gather input (the root's bf16 cast) + one tensor's fp32 copy from the
+    # host before its cast (the largest: the embedding or the LM head)
+    assert t["gathered"] == (ROOT + 2 * LAYER) * 2 + ROOT * 2 + V * H * 4
+    assert t["reduce_root"] == 2 * ROOT * 4, "one rank: the reduce-scatter output is the whole root"
+
+
+def test_manual_offload_streams_one_unit_of_moments(seven_b):
+    e = estimate(seven_b, setup(world=1, mode="param_optimizer_offload"))
+    assert e.terms["optimizer"] == 2 * ROOT * 4 and e.terms["step_temp"] == ROOT * 4
+    assert e.terms["params"] == N * 4 and e.resident == 0
+
+
+def test_pinned_host_bytes_round_each_tensor_up_to_a_power_of_two(seven_b):
+    e = estimate(seven_b, setup(world=1, mode="param_optimizer_offload", pinned_host=True))
+    per_layer = (
+        2 * 2**26  # q, o: 51.4 MB -> 64 MiB
+        + 2 * 2**23  # k, v: 7.3 MB -> 8 MiB
+        + 3 * 2**29  # gate, up, down: 271.6 MB -> 512 MiB
+        + 2**14
+        + 2 * 2**11  # q bias (14 KB -> 16 KiB), k and v biases (2 KiB)
+        + 2 * 2**14  # two norms
     )
-    # summed by hand: 988,065,536 x 2 (params, grads) + 1,976,131,072 (moments) + 723,490,816 (gathered)
-    # + 511,508,480 (activations) + 1,976,131,072 (rollout copy) = 7,163,392,512 bytes, 6.67 GiB
-    assert e.update == 7_163_392_512
+    pinned = L * per_layer + 2 * 2**32 + 2**14  # embeddings and LM head (2.18 GB -> 4 GiB), final norm
+    assert e.terms["host_params"] == pinned and e.terms["host_optimizer"] == 2 * pinned
+    assert 1.85 < pinned / (N * 4) < 1.95, "the caching host allocator's rounding: ~1.9x for 7B shards"
+    assert e.host == 3 * pinned  # params and both moments: 162 GiB for 7B on one GPU (issue 12: ~162)
+    assert round(e.host / GIB) == 162
+    unpinned = estimate(seven_b, setup(world=1, mode="param_optimizer_offload"))
+    assert unpinned.host == 3 * N * 4
+    assert (pow2_ceil(1), pow2_ceil(3), pow2_ceil(4), pow2_ceil(5)) == (1, 4, 4, 8)
 
 
-def test_offload_modes_move_the_right_terms():
-    shape = ModelShape(hidden=64, layers=2, vocab=100, intermediate=128, heads=2, kv_heads=1)
-    base = dict(world=1, micro=1, seq_len=8, response_len=4, rollout_dtype=None)
-    none = estimate(shape, Setup(mode="none", **base))
-    manual = estimate(shape, Setup(mode="param_optimizer_offload", **base))
-    policy = estimate(shape, Setup(mode="offload_policy", **base))
-    n = shape.num_params
-    assert (none.params, none.optimizer, none.host) == (4 * n, 8 * n, 0)
-    # manual: params back on the device for the update, moments streamed one unit at a time
-    assert manual.params == 4 * n and manual.optimizer == 8 * max(shape.layer_params, shape.root_params)
-    assert manual.between == 0 and manual.host == 12 * n
-    assert (policy.params, policy.grads, policy.optimizer, policy.host) == (0, 0, 0, 16 * n)
-    assert none.update > manual.update > policy.update
-    last_only = estimate(shape, Setup(mode="offload_policy", reduce_every_micro=False, **base))
-    assert last_only.grads == 4 * n, "unsharded grads wait on the device for the last micro-batch"
-    ckpt = estimate(shape, Setup(mode="none", grad_checkpointing=True, **base))
-    assert ckpt.activations < none.activations
+def test_offload_policy_host_holds_pinned_params_and_grads_and_pageable_moments(seven_b):
+    e = estimate(seven_b, setup(world=8, mode="offload_policy", pinned_host=True))
+    t = e.terms
+    exact = N // 8 * 4
+    assert t["host_params"] == t["host_grads"] > exact  # FSDP2 pins each shard; grads land pinned
+    assert t["host_optimizer"] == 2 * exact + (V // 8) * H * 4  # moments + the largest tensor's temp
+    assert e.host_load == N * 4, "each rank loads the whole model before sharding"
 
 
-def test_read_shape_names_the_missing_file(tmp_path):
-    with pytest.raises(FileNotFoundError, match="no config.json"):
-        read_shape(str(tmp_path))
+def test_frozen_engine_and_no_grad_forward(seven_b):
+    ref = estimate(seven_b, setup(micro=0, trains=False, forward_micro=4))
+    assert ref.update == 0 and ref.resident == N // 8 * 4  # params only
+    tokens, response_tokens = 4 * 1024, 4 * 512
+    fwd = tokens * (3 * INTER + 4 * H) * 2 + tokens * V * 2 + 3 * response_tokens * V * 4
+    assert ref.terms["forward_activations"] == fwd
+    gathered = (ROOT + 2 * LAYER) * 2 + ROOT // 8 * 2
+    assert ref.forward == N // 8 * 4 + gathered + fwd
+    offloaded = estimate(
+        seven_b, setup(micro=0, trains=False, forward_micro=4, mode="param_optimizer_offload")
+    )
+    assert offloaded.resident == 0 and offloaded.forward == ref.forward, (
+        "param_offload: in only for the phase"
+    )
+
+
+def test_value_head_shape(seven_b):
+    critic = read_shape(os.path.join(CONFIGS, "qwen2.5-7b"), head="value")
+    assert critic.root_params == V * H + H + H + 1  # embeddings, norm, a (1 x hidden) head and its bias
+    assert critic.out_features == 1 and seven_b.out_features == V
+
+
+def test_read_shape_names_the_key_and_the_missing_field(tmp_path):
+    with pytest.raises(FileNotFoundError, match="critic.model.path=.*no config.json"):
+        read_shape(str(tmp_path), key="critic.model.path")
     (tmp_path / "config.json").write_text('{"hidden_size": 8}')
     with pytest.raises(ValueError, match="num_hidden_layers"):
         read_shape(str(tmp_path))

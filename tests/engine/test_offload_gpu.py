@@ -18,7 +18,7 @@ from tests.helpers.dist import free_port
 from tests.helpers.models import make_ppo_batch
 from verl_lite.config.schema import FSDPConfig, MixedPrecisionConfig, OptimConfig
 from verl_lite.engine.fsdp_engine import FSDPEngine
-from verl_lite.engine.memory_model import Setup, estimate, read_shape
+from verl_lite.engine.memory_model import EngineSetup, estimate, read_shape
 from verl_lite.utils import device as dev
 from verl_lite.workers.actor import PPOActor, compute_log_prob
 
@@ -158,15 +158,17 @@ def test_planner_estimate_brackets_the_measured_peak(mode):
     torch.cuda.reset_peak_memory_stats()
     actor.update(batch, mini_size=rows, micro_size=micro)
     measured = torch.cuda.max_memory_allocated()
-    setup = Setup(
+    setup = EngineSetup(
         world=1,
         mode=mode,
         micro=micro,
         seq_len=prompt + response,
         response_len=response,
+        model_dtype="fp32",
         param_dtype="bf16",
+        reduce_dtype="fp32",
         grad_checkpointing=True,
-        rollout_dtype=None,
+        pinned_host=True,
     )
     est = estimate(read_shape(path), setup).update
     print(

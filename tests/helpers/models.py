@@ -84,3 +84,15 @@ def make_tiny_reward_model_dir(path: str, seed: int = 0, hidden: int = 64) -> st
     Qwen2ForSequenceClassification(config).save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
+
+
+def make_random_model_like(src: str, path: str, seed: int = 0) -> str:
+    """A randomly initialised model (weights and config only) with the architecture of the folder
+    `src`: near-uniform next-token distributions, so a truncation of the sampling distribution shows."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    if os.path.exists(os.path.join(path, "config.json")):
+        return path
+    torch.manual_seed(seed)
+    AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(src)).save_pretrained(path)
+    return path

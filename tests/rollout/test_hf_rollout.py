@@ -1,9 +1,17 @@
-"""The HF rollout: n samples per prompt, seeded sampling, greedy decoding, weight sync."""
+"""The HF rollout: n samples per prompt, seeded sampling, greedy decoding, weight sync, and sampling
+exactly as configured (the distribution and log-probs of the sampled tokens against the actor's)."""
 
 import pytest
 import torch
 
 from tests.helpers.configs import tiny_model, tiny_rollout
+from tests.helpers.sampling import (
+    SAMPLING_CASES,
+    assert_log_probs_match,
+    mass_outside_top,
+    reference_probs,
+    total_variation,
+)
 from verl_lite.data.tiny_tokenizer import build_tokenizer
 from verl_lite.rollout.base import SamplingParams
 from verl_lite.rollout.hf_rollout import HFRollout
@@ -82,3 +90,99 @@ def test_sampling_state_round_trips_and_validation_draws_apart(rollout):
     again, _ = rollout.generate_tokens(*prompts(), params)
     assert torch.equal(first, again), "validation must not move the training stream"
     assert rollout.state_dict() == {"num_calls": 1, "num_val_calls": 1}
+
+
+# --- sampling exactly as configured ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def misleading_model_dir(tmp_path_factory):
+    """A random tiny model (near-uniform next-token distributions over 115 tokens) whose folder's
+    generation_config.json asks for other sampling than the rollout config: it must be ignored."""
+    import json
+    import os
+
+    from tests.helpers.models import make_tiny_model_dir
+
+    path = make_tiny_model_dir(str(tmp_path_factory.mktemp("misleading_model")), seed=1)
+    misleading = {"top_k": 3, "top_p": 0.5, "temperature": 0.3, "repetition_penalty": 2.0, "do_sample": True}
+    with open(os.path.join(path, "generation_config.json"), "w") as f:
+        json.dump(misleading, f)
+    return path
+
+
+def _rollout_and_actor(path):
+    from verl_lite.utils.hf_model import load_causal_lm
+
+    model_cfg = tiny_model(path)
+    rollout = HFRollout(model_cfg, tiny_rollout(seed=5), build_tokenizer(), rank=0)
+    return rollout, load_causal_lm(model_cfg, torch.float32).eval()  # the actor's weights and logits
+
+
+@pytest.mark.parametrize("case", SAMPLING_CASES)
+def test_sampled_log_probs_are_the_configured_distribution(misleading_model_dir, case):
+    """At every response position, each sampled token lies in the configured support and the
+    rollout's log-prob of it is the reference distribution's (softmax(actor logits / T) truncated
+    as configured): no warper beyond the config, none from the model folder."""
+    rollout, actor = _rollout_and_actor(misleading_model_dir)
+    temperature, top_k, top_p = case
+    prompt = torch.tensor([[1, 7, 8, 9, 10]])
+    params = SamplingParams(
+        n=16, temperature=temperature, top_k=top_k, top_p=top_p, response_length=6, ignore_eos=True
+    )
+    tokens, log_probs = rollout.generate_tokens(prompt, torch.ones_like(prompt), params)
+    assert tokens.shape == log_probs.shape == (16, 6)
+    with torch.no_grad():
+        full = torch.cat([prompt.repeat(16, 1), tokens], dim=-1)
+        logits = actor(input_ids=full).logits[:, prompt.shape[1] - 1 : -1]  # (16, 6, V)
+    assert_log_probs_match(logits, tokens, log_probs, case)
+
+
+def test_empirical_sampling_matches_the_configured_distribution(misleading_model_dir):
+    """Thousands of draws of one token: their frequencies match the reference distribution for
+    each case. With verl's defaults the reference keeps every token; a hidden top-50 (transformers'
+    default) would cut the mass checked below, many times the tolerance."""
+    rollout, actor = _rollout_and_actor(misleading_model_dir)
+    prompt = torch.tensor([[1, 7, 8, 9, 10]])
+    with torch.no_grad():
+        logits = actor(input_ids=prompt).logits[0, -1]
+    num_draws, tolerance = 6000, 0.08  # expected distance of an exact sampler here: ~0.05
+    assert mass_outside_top(reference_probs(logits, 1.0, -1, 1.0), 50) > 3 * tolerance
+    for case in SAMPLING_CASES:
+        params = SamplingParams(
+            n=num_draws, temperature=case[0], top_k=case[1], top_p=case[2], response_length=1
+        )
+        tokens, _ = rollout.generate_tokens(prompt, torch.ones_like(prompt), params)
+        distance = total_variation(tokens[:, 0], reference_probs(logits, *case))
+        assert distance < tolerance, (
+            f"{case}: sampled frequencies are {distance:.3f} from the configured distribution"
+        )
+
+
+def test_untruncated_sampling_log_probs_equal_the_actors_and_truncation_shows(misleading_model_dir):
+    """What the trainer's rollout/actor_logprob_abs_diff_* metric sees: ~0 for verl's default
+    sampling (the actor scores the same distribution), large when top_k truncates."""
+    from verl_lite.rollout.base import compute_logprob_diff_metrics
+
+    rollout, actor = _rollout_and_actor(misleading_model_dir)
+    prompt = torch.tensor([[1, 7, 8, 9, 10]])
+    diffs = {}
+    for top_k in (-1, 5):
+        params = SamplingParams(n=8, top_k=top_k, response_length=6, ignore_eos=True)
+        tokens, log_probs = rollout.generate_tokens(prompt, torch.ones_like(prompt), params)
+        with torch.no_grad():
+            logits = actor(input_ids=torch.cat([prompt.repeat(8, 1), tokens], -1)).logits[:, 4:-1]
+        actor_log_probs = torch.log_softmax(logits, -1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+        metrics = compute_logprob_diff_metrics(log_probs, actor_log_probs, torch.ones_like(tokens))
+        diffs[top_k] = metrics["rollout/actor_logprob_abs_diff_max"]
+    assert diffs[-1] < 1e-4 and diffs[5] > 1e-1, diffs
+
+
+def test_log_probs_are_zero_after_eos(rollout):
+    """Rows that finished early continue with padding; their log-probs there are 0, not -inf/NaN."""
+    tokens, log_probs = rollout.generate_tokens(*prompts(), SamplingParams(n=8, response_length=12))
+    from verl_lite.rollout.base import response_mask_from_tokens
+
+    mask = response_mask_from_tokens(tokens, build_tokenizer().eos_token_id).bool()
+    assert torch.isfinite(log_probs).all()
+    assert (log_probs[~mask] == 0).all() and (log_probs[mask] < 0).all()

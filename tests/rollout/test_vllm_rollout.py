@@ -4,7 +4,8 @@ As in a worker, a (1-rank) gloo group and the FSDP2 engine come first, then the 
 that group (external launcher). The model is the embedded warm-started arithmetic model, so greedy
 answers end in EOS and the EOS/padding layout is exercised. The weight-sync checks compare vLLM's
 sampled-token log-probs with the actor's recomputed ones: small after a sync, large when the sync is
-skipped after an update (the check can fail).
+skipped after an update (the check can fail). The sampling checks load a random-init policy (where a
+truncation shows) and hold vLLM's samples and log-probs to the configured distribution.
 """
 
 import datetime
@@ -21,6 +22,13 @@ from torch.distributed.device_mesh import init_device_mesh  # noqa: E402
 
 from tests.helpers.configs import fp32_fsdp, tiny_model, tiny_rollout  # noqa: E402
 from tests.helpers.dist import free_port  # noqa: E402
+from tests.helpers.sampling import (  # noqa: E402
+    SAMPLING_CASES,
+    assert_log_probs_match,
+    mass_outside_top,
+    reference_probs,
+    total_variation,
+)
 from verl_lite.config.schema import TINY_MODEL, OptimConfig  # noqa: E402
 from verl_lite.data import assets  # noqa: E402
 from verl_lite.engine.fsdp_engine import FSDPEngine  # noqa: E402
@@ -212,3 +220,72 @@ def test_sampling_state_round_trips_and_validation_draws_apart(hybrid):
     again, _ = rollout.generate_tokens(ids, mask, params)
     assert torch.equal(first, again), "validation must not move the training stream"
     assert rollout.state_dict()["num_val_calls"] == state["num_val_calls"] + 1
+
+
+# --- sampling exactly as configured ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def random_model_dir(tmp_path_factory):
+    from tests.helpers.models import make_random_model_like
+
+    return make_random_model_like(assets.resolve(TINY_MODEL), str(tmp_path_factory.mktemp("random")), seed=1)
+
+
+@pytest.fixture()
+def random_policy(hybrid, random_model_dir):
+    """The engine running a random-init policy of the same architecture (near-uniform next-token
+    distributions, where truncation shows), held by an FSDP2 engine of its own as the actor; the
+    module's actor weights are synced back afterwards."""
+    actor, rollout, _ = hybrid
+    policy = FSDPEngine(tiny_model(random_model_dir), fp32_fsdp(), actor.mesh, role="ref")
+    rollout.update_weights(policy.iter_full_params())
+    yield policy, rollout
+    rollout.update_weights(actor.iter_full_params())
+
+
+def _policy_logits(policy, ids: torch.Tensor) -> torch.Tensor:
+    """The policy's logits (rows, L, V) for unpadded rows `ids`."""
+    micro = {
+        "input_ids": ids,
+        "attention_mask": torch.ones_like(ids),
+        "position_ids": torch.arange(ids.shape[1]).expand_as(ids),
+    }
+    return policy.forward([micro], lambda output, m: output.logits.float(), phase="logits")[0]
+
+
+PROMPT = torch.tensor([[5, 17, 23, 9, 41, 3]])
+
+
+@pytest.mark.parametrize("case", SAMPLING_CASES)
+def test_sampled_log_probs_are_the_configured_distribution(random_policy, case):
+    """At every response position, each sampled token lies in the configured support and vLLM's
+    (processed) log-prob of it is the reference distribution's: softmax(actor logits / T) truncated
+    as configured."""
+    policy, rollout = random_policy
+    temperature, top_k, top_p = case
+    params = SamplingParams(
+        n=16, temperature=temperature, top_k=top_k, top_p=top_p, response_length=6, ignore_eos=True
+    )
+    tokens, log_probs = rollout.generate_tokens(PROMPT, torch.ones_like(PROMPT), params)
+    assert tokens.shape == log_probs.shape == (16, 6)
+    logits = _policy_logits(policy, torch.cat([PROMPT.repeat(16, 1), tokens], -1))
+    assert_log_probs_match(logits[:, PROMPT.shape[1] - 1 : -1], tokens, log_probs, case)
+
+
+def test_empirical_sampling_matches_the_configured_distribution(random_policy):
+    """Thousands of draws of one token: their frequencies match the reference distribution for
+    each case; with verl's defaults nothing is cut (a top-50 would cut the mass checked below)."""
+    policy, rollout = random_policy
+    logits = _policy_logits(policy, PROMPT)[0, -1]
+    num_draws, tolerance = 6000, 0.08  # expected distance of an exact sampler here: ~0.05
+    assert mass_outside_top(reference_probs(logits, 1.0, -1, 1.0), 50) > 3 * tolerance
+    for case in SAMPLING_CASES:
+        params = SamplingParams(
+            n=num_draws, temperature=case[0], top_k=case[1], top_p=case[2], response_length=1
+        )
+        tokens, _ = rollout.generate_tokens(PROMPT, torch.ones_like(PROMPT), params)
+        distance = total_variation(tokens[:, 0], reference_probs(logits, *case))
+        assert distance < tolerance, (
+            f"{case}: sampled frequencies are {distance:.3f} from the configured distribution"
+        )

@@ -100,7 +100,7 @@ def test_sbatch_runs_main_ppo_on_a_ray_cluster_from_the_allocation(slurm, tmp_pa
     # nnodes and workers per node from the allocation: 1 node, no GPU, so one CPU worker per CPU
     cpus = os.cpu_count()
     assert f"trainer.nnodes=1 trainer.n_gpus_per_node={cpus} data.train_batch_size=8" in log
-    assert "Connecting to existing Ray cluster" in log and "Started a local Ray instance" not in log
+    assert "joined the Ray cluster at" in log and "started a local Ray instance" not in log
     rows = [json.loads(line) for line in open(tmp_path / "run" / "metrics.jsonl")]
     assert [r["step"] for r in rows] == [1] and rows[0]["actor/grad_norm"] > 0
     deadline = time.time() + 30

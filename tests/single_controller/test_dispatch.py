@@ -14,6 +14,7 @@ from verl_lite.single_controller import (
     WorkerError,
     register,
 )
+from verl_lite.single_controller.decorator import collect_results, dispatch_args
 
 
 class EchoWorker(Worker):
@@ -27,9 +28,21 @@ class EchoWorker(Worker):
         rank = torch.full_like(x, self.rank)
         return DataProto.from_dict({"y": x + self.offset, "rank": rank}, {"tag": [f"r{self.rank}"] * len(x)})
 
+    @register(Dispatch.DP_COMPUTE_PROTO, mesh="shared")
+    def transform_shared(self, data: DataProto) -> DataProto:
+        """Like transform, for a mesh whose ranks may share their data (sequence parallelism)."""
+        return self.transform(data)
+
     @register(Dispatch.ONE_TO_ALL)
     def whoami(self) -> tuple[int, int, str]:
         return self.rank, self.world_size, os.environ.get("MASTER_PORT", "")
+
+    @register(Dispatch.ONE_TO_ALL)
+    def mark_exit(self, folder: str) -> None:
+        """Write a file when this process exits normally (atexit does not run when it is killed)."""
+        import atexit
+
+        atexit.register(lambda: open(os.path.join(folder, f"exited-{self.rank}"), "w").close())
 
     @register(Dispatch.ONE_TO_ALL)
     def fail_on(self, rank: int) -> int:
@@ -69,3 +82,27 @@ def test_worker_error_names_rank_and_method(group):
 def test_uneven_batch_is_refused_before_dispatch(group):
     with pytest.raises(ValueError, match="pad_to_divisor"):
         group.transform(DataProto.from_dict({"x": torch.arange(5).float()}))
+
+
+def test_ranks_sharing_data_get_the_same_chunk_and_one_result_counts():
+    data = DataProto.from_dict({"x": torch.arange(8).float()})
+    per_rank = dispatch_args(Dispatch.DP_COMPUTE_PROTO, 4, (data,), {}, ranks_per_shard=2)
+    chunks = [args[0].batch["x"].tolist() for args, _ in per_rank]
+    assert chunks == [[0, 1, 2, 3], [0, 1, 2, 3], [4, 5, 6, 7], [4, 5, 6, 7]]
+    results = [DataProto.from_dict({"r": torch.full((4,), float(r))}) for r in range(4)]
+    assert collect_results(Dispatch.DP_COMPUTE_PROTO, results, 2).batch["r"].tolist() == [0] * 4 + [2] * 4
+
+
+def test_a_mesh_data_layout_shares_rows_within_groups(group):
+    data = DataProto.from_dict({"x": torch.arange(6).float()})
+    assert group.transform_shared(data).batch["rank"].tolist() == [0, 0, 0, 1, 1, 1], (
+        "one rank per row by default"
+    )
+    group.set_data_layout("shared", 2)
+    try:
+        out = group.transform_shared(data)
+        assert out.batch["y"].tolist() == [100, 101, 102, 103, 104, 105]
+        assert out.batch["rank"].tolist() == [0] * 6, "both ranks got every row; rank 0's result is kept"
+        assert group.transform(data).batch["rank"].tolist() == [0, 0, 0, 1, 1, 1], "other methods unchanged"
+    finally:
+        group.set_data_layout("shared", 1)

@@ -84,7 +84,7 @@ def test_training_on_two_nodes_matches_one_node(two_node_cluster, tmp_path, monk
     multi = run_cli(tmp_path / "multi", *OVERRIDES, "trainer.nnodes=2", "trainer.n_gpus_per_node=1")
     assert multi.returncode == 0, (multi.stdout + multi.stderr)[-8000:]
     assert "2 x actor_rollout on 2 node(s)" in multi.stdout + multi.stderr
-    assert "Started a local Ray instance" not in multi.stdout + multi.stderr
+    assert "started a local Ray instance" not in multi.stdout + multi.stderr
 
     def stable(rows):
         return [{k: v for k, v in r.items() if not k.startswith(NONDETERMINISTIC)} for r in rows]

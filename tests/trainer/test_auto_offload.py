@@ -18,10 +18,10 @@ GB = 1024**3
 def _budget_forcing_offload_policy() -> tuple[float, int]:
     cfg = compose_config(SMALL, "demo")
     shape, world = read_shape(cfg.actor_rollout_ref.model.path), 2
-    rows = plan_rows(cfg, shape, world, budget_gb=1.0)
+    rows = plan_rows(cfg, shape, world, budget_gb=1.0, accelerator=False)  # as the trainer plans on CPU
     cheapest_other = min(r.estimate.peak for r in rows if r.mode != "offload_policy")
     budget = 0.99 * cheapest_other / HEADROOM / GB  # just too small for any mode but offload_policy
-    rec = recommend(cfg, shape, world, budget)
+    rec = recommend(cfg, shape, world, budget, accelerator=False)
     assert rec.mode == "offload_policy"
     return budget, rec.micro
 

@@ -23,6 +23,7 @@ from verl_lite.main_ppo import build_trainer
 from verl_lite.model_merger import merge
 from verl_lite.single_controller import WorkerError
 from verl_lite.trainer import checkpoint as ckpt
+from verl_lite.utils.logs import LOG_DIR_ENV
 
 pytestmark = pytest.mark.slow
 CONTENTS = ["model", "optimizer", "extra"]
@@ -71,8 +72,9 @@ def _assert_step_1_is_intact(out: str, tmp_path) -> None:
     assert torch.equal(a, b), "the sharded weights of step 1 are the ones its HF export holds"
 
 
-def test_worker_killed_in_update_actor_names_worker_rank_and_phase(ray_local, tmp_path):
+def test_worker_killed_in_update_actor_names_worker_rank_and_phase(ray_local, tmp_path, monkeypatch):
     out = str(tmp_path / "run")
+    monkeypatch.setenv(LOG_DIR_ENV, str(tmp_path / "logs"))  # as main_ppo does: workers log to files
     trainer = _trainer(out)
     try:
         trainer.phases = [
@@ -85,6 +87,8 @@ def test_worker_killed_in_update_actor_names_worker_rank_and_phase(ray_local, tm
     message = str(info.value)
     assert "trainer phase 'update_actor' at step 2" in message, message
     assert "actor_rollout_ref rank 1 died during update_actor" in message, message
+    log = tmp_path / "logs" / "actor_rollout_ref_rank1.log"
+    assert f"actor_rollout_ref rank 1 log: {log}" in message and log.exists(), message
     _assert_step_1_is_intact(out, tmp_path)
 
 

@@ -99,10 +99,11 @@ class _LinearLogProbEntropy(torch.autograd.Function):
             if use_entropy:
                 g.sub_(logq)
             del logq
-            g = g.div_(t).to(weight.dtype)
+            g = g.div_(t)
             if grad_h is not None:
-                grad_h[s : s + chunk] = g @ weight
-            grad_w.add_((g.t() @ h).float())
+                grad_h[s : s + chunk] = g.to(weight.dtype) @ weight
+            grad_w.addmm_(g.t(), h.float())  # accumulated in float32, in place (no (V, D) temporary)
+            del g  # before the next chunk's logits exist
         return grad_h, grad_w.to(weight.dtype), None, None, None, None
 
 
@@ -151,3 +152,21 @@ def logprob_entropy_from_logits(
 def _entropy(logits: torch.Tensor) -> torch.Tensor:
     logp = F.log_softmax(logits, dim=-1)
     return -(logp.exp() * logp).sum(-1)
+
+
+@torch.no_grad()
+def linear_sum_pi_squared(
+    hidden: torch.Tensor, weight: torch.Tensor, temperature: float = 1.0, chunk: int | None = None
+) -> torch.Tensor:
+    """sum_v softmax(hidden @ weight^T / T)_v^2 per token, = exp(lse(2z) - 2 lse(z)), `chunk` tokens at
+    a time (no gradient: it feeds optimal-token baselines from the old-log-prob pass)."""
+    shape = hidden.shape[:-1]
+    flat = hidden.reshape(-1, hidden.shape[-1])
+    chunk = chunk or fused_chunk_tokens(weight.shape[0])
+    out = torch.empty(flat.shape[0], dtype=torch.float32, device=hidden.device)
+    for s in range(0, flat.shape[0], chunk):
+        z = (flat[s : s + chunk] @ weight.t()).float().div_(temperature)
+        lse = torch.logsumexp(z, dim=-1)
+        out[s : s + chunk] = torch.exp(torch.logsumexp(z.mul_(2), dim=-1) - 2 * lse)
+        del z
+    return out.reshape(shape)

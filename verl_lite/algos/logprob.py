@@ -1,4 +1,4 @@
-"""Token log-probabilities and entropies from logits, in fp32 for stability."""
+"""Token log-probabilities, entropies and sum of squared probabilities from logits, in fp32 for stability."""
 
 from __future__ import annotations
 
@@ -16,3 +16,10 @@ def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
     logits = logits.float()
     logp = F.log_softmax(logits, dim=-1)
     return -(logp.exp() * logp).sum(-1)
+
+
+def sum_pi_squared_from_logits(logits: torch.Tensor) -> torch.Tensor:
+    """sum_v softmax(logits)_v^2 = exp(logsumexp(2 logits) - 2 logsumexp(logits)), without the (.., vocab)
+    probabilities; logits (..., vocab) -> (...). The collision probability of the token distribution."""
+    logits = logits.float()
+    return torch.exp(torch.logsumexp(2.0 * logits, dim=-1) - 2.0 * torch.logsumexp(logits, dim=-1))

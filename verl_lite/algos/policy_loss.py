@@ -1,10 +1,16 @@
-"""Policy-gradient losses, per token, so aggregation (loss_agg.py) can stay exact.
+"""Policy-gradient losses with a clipped importance ratio: per token (vanilla), per sequence (gspo) and
+the geometric mean of clipped token ratios (geo_mean).
 
-A loss returns a dict of (batch, response_len) tensors: `pg_loss` and the per-token indicators the
-metrics need (`clipped`, `clipped_lower`, `approx_kl`); the caller aggregates them with the configured
-loss_agg_mode and the mini-batch's LossScale. Every loss accepts the same keywords (old_log_prob,
-log_prob, advantages, response_mask, clip_ratio_low, clip_ratio_high, clip_ratio_c) and ignores the
-ones it does not use.
+A loss is called by the actor as
+
+    fn(old_log_prob=(bs, T), log_prob=(bs, T), advantages=(bs, T), response_mask=(bs, T), <its keys>)
+
+and returns a dict of (bs, T) tensors: `pg_loss` and the per-token indicators behind verl's metrics
+that the loss reports (`clipped` -> actor/pg_clipfrac, `clipped_lower` -> actor/pg_clipfrac_lower,
+`approx_kl` -> actor/ppo_kl). The actor aggregates pg_loss with loss_agg_mode (or the mode the spec
+fixes) and the mini-batch's LossScale, so accumulation stays exact (loss_agg.py). Keys come from the
+spec's config_keys under actor_rollout_ref.actor (registry.py). Other families: policy_loss_pg.py
+(gpg, cispo, sapo), policy_loss_cov.py (clip_cov, kl_cov).
 """
 
 from __future__ import annotations
@@ -13,21 +19,22 @@ import torch
 
 from verl_lite.algos.registry import POLICY_LOSSES
 
-# The GSPO paper's clip ranges (Zheng et al. 2025, sec. 5.1), which verl's gspo examples set: the
-# sequence ratio is a geometric mean, so it moves far less than a token ratio.
-GSPO_CLIP_RATIO_LOW = 3e-4
-GSPO_CLIP_RATIO_HIGH = 4e-4
+CLIP_BOUNDS = ("clip_ratio_low", "clip_ratio_high")
 
 
-@POLICY_LOSSES.register("vanilla")
+@POLICY_LOSSES.register(
+    "vanilla",
+    config_keys=(*CLIP_BOUNDS, "clip_ratio_c"),
+    checks=(("clip_ratio_c", lambda c: c > 1.0, "must be > 1 (the dual-clip cap on the ratio)"),),
+)
 def compute_policy_loss_vanilla(
     old_log_prob: torch.Tensor,  # (bs, T)
     log_prob: torch.Tensor,  # (bs, T)
     advantages: torch.Tensor,  # (bs, T)
+    response_mask: torch.Tensor | None = None,  # unused: every term is per token
     clip_ratio_low: float = 0.2,
     clip_ratio_high: float = 0.2,
     clip_ratio_c: float = 3.0,
-    **_unused,
 ) -> dict[str, torch.Tensor]:
     """PPO's clipped surrogate, clip-higher bounds, and dual clip (Ye et al. 2020) for A < 0.
 
@@ -55,15 +62,14 @@ def compute_policy_loss_vanilla(
     }
 
 
-@POLICY_LOSSES.register("gspo")
+@POLICY_LOSSES.register("gspo", config_keys=CLIP_BOUNDS, agg_mode="seq-mean-token-mean")
 def compute_policy_loss_gspo(
     old_log_prob: torch.Tensor,  # (bs, T)
     log_prob: torch.Tensor,  # (bs, T)
     advantages: torch.Tensor,  # (bs, T)
-    response_mask: torch.Tensor | None = None,  # (bs, T)
-    clip_ratio_low: float = GSPO_CLIP_RATIO_LOW,
-    clip_ratio_high: float = GSPO_CLIP_RATIO_HIGH,
-    **_unused,
+    response_mask: torch.Tensor,  # (bs, T)
+    clip_ratio_low: float = 0.2,
+    clip_ratio_high: float = 0.2,
 ) -> dict[str, torch.Tensor]:
     """GSPO-token (Zheng et al. 2025): the sequence ratio's value with each token's own gradient.
 
@@ -71,15 +77,13 @@ def compute_policy_loss_gspo(
     s_{i,t} = sg[s_i] * exp(logp_t - sg[logp_t])                  = s_i in value
     loss    = max(-A s_{i,t}, -A clip(s_{i,t}, 1-low, 1+high))    per token
 
-    With loss_agg_mode=seq-mean-token-mean (the paper's), the gradient of a sequence is exactly that of
-    -A_i s_i; with per-token advantages, each token keeps its own. No dual clip: clipped_lower is 0.
-    The log ratio is capped at 10 before exp, as in verl. Sequences never straddle micro-batches, so the
+    pg_loss is always aggregated seq-mean-token-mean (the paper's, and verl's whatever loss_agg_mode
+    says), so a sequence's gradient is exactly that of -A_i s_i; with per-token advantages each token
+    keeps its own. The ratio moves little, so the paper clips at 3e-4 / 4e-4 (verl's gspo examples set
+    clip_ratio_low/high so; the default 0.2 rarely clips). No dual clip: clipped_lower is 0. The log
+    ratio is capped at 10 before exp, as in verl. Sequences never straddle micro-batches, so the
     per-token losses are the same under any micro-batch split.
     """
-    if response_mask is None:
-        raise ValueError(
-            "policy_loss.loss_mode=gspo needs response_mask (the sequence ratio averages over it)"
-        )
     mask = response_mask.to(log_prob.dtype)
     log_ratio = log_prob - old_log_prob  # (bs, T)
     seq_log_ratio = (log_ratio * mask).sum(-1) / mask.sum(-1).clamp(min=1)  # (bs,)
@@ -93,3 +97,48 @@ def compute_policy_loss_gspo(
         "clipped_lower": torch.zeros_like(loss_unclipped),
         "approx_kl": -log_ratio.detach(),
     }
+
+
+@POLICY_LOSSES.register("geo_mean", config_keys=CLIP_BOUNDS, agg_mode="seq-mean-token-mean")
+def compute_policy_loss_geo_mean(
+    old_log_prob: torch.Tensor,  # (bs, T)
+    log_prob: torch.Tensor,  # (bs, T)
+    advantages: torch.Tensor,  # (bs, T)
+    response_mask: torch.Tensor,  # (bs, T)
+    clip_ratio_low: float = 0.2,
+    clip_ratio_high: float = 0.2,
+) -> dict[str, torch.Tensor]:
+    """GMPO (Zhao et al. 2025, arXiv 2507.20673): maximise the geometric mean of clipped token ratios.
+
+    d_t  = logp_t - old_logp_t;  per token the pessimistic side of the clip in log space:
+    d'_t = sign(A_t) min(sign(A_t) d_t, sign(A_t) clip(d_t, -low, high))
+    loss_i = -Abar_i exp( sum_t m_t d'_t / (|y_i| + 1e-8) ),  Abar_i = sum_t m_t A_t / (|y_i| + 1e-8)
+
+    The sequence loss sits on each of its tokens and is aggregated seq-mean-token-mean, i.e. the mean
+    over sequences of loss_i (verl's torch.mean over rows). clipped marks tokens with d_t outside the
+    clip range and A > 0, clipped_lower those with A < 0.
+    """
+    mask = response_mask.to(log_prob.dtype)
+    log_ratio = log_prob - old_log_prob  # (bs, T)
+    sign = torch.sign(advantages)
+    log_ratio_clipped = log_ratio.clamp(-clip_ratio_low, clip_ratio_high)
+    pessimistic = sign * torch.minimum(sign * log_ratio, sign * log_ratio_clipped)  # (bs, T)
+    length = mask.sum(-1) + 1e-8  # (bs,)
+    seq_ratio = torch.exp((pessimistic * mask).sum(-1) / length)  # (bs,)
+    seq_advantage = (advantages * mask).sum(-1) / length  # (bs,)
+    seq_loss = -seq_advantage * seq_ratio  # (bs,)
+    clipped = (log_ratio != log_ratio_clipped).float()
+    return {
+        "pg_loss": seq_loss.unsqueeze(-1).expand_as(log_prob),
+        "clipped": clipped * (advantages > 0),
+        "clipped_lower": clipped * (advantages < 0),
+        "approx_kl": -log_ratio.detach(),
+    }
+
+
+POLICY_LOSSES.refuse(
+    "bypass_mode",
+    "it takes old log-probs from the rollout and reweights or rejects tokens by rollout importance "
+    "sampling (algorithm.rollout_correction), which verl_lite does not compute; use "
+    "actor_rollout_ref.actor.policy_loss.loss_mode=vanilla (the actor recomputes old log-probs)",
+)

@@ -1,8 +1,9 @@
-"""Estimators built on discounted returns over the response tokens: gae and reinforce_plus_plus.
+"""Estimators built on returns over the response tokens: gae, reinforce_plus_plus and remax.
 
-Both walk the response backwards over its valid tokens. A masked token inside a response (e.g. a tool
-observation in a multi-turn rollout) is skipped: it neither receives a TD error nor breaks the chain,
-as in verl. Same calling convention as advantages.py.
+gae and reinforce_plus_plus walk the response backwards over its valid tokens. A masked token inside a
+response (e.g. a tool observation in a multi-turn rollout) is skipped by gae: it neither receives a TD
+error nor breaks the chain, as in verl. Same calling convention as advantages.py; each spec names the
+batch tensors (values, reward_baselines) and keys (gamma, lam) its function takes.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from verl_lite.algos.masked import masked_whiten
 from verl_lite.algos.registry import ADV_ESTIMATORS
 
 
-@ADV_ESTIMATORS.register("gae")
+@ADV_ESTIMATORS.register(
+    "gae", needs_critic=True, inputs=("values",), config_keys=("algorithm.gamma", "algorithm.lam")
+)
 @torch.no_grad()
 def compute_gae_advantage_return(
     token_level_rewards: torch.Tensor,  # (bs, T)
@@ -21,7 +24,6 @@ def compute_gae_advantage_return(
     values: torch.Tensor | None = None,  # (bs, T) critic values of the response tokens
     gamma: float = 1.0,
     lam: float = 1.0,
-    **_unused,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """GAE (Schulman et al. 2016) over the valid tokens t_1 < ... < t_n of each response:
 
@@ -49,13 +51,12 @@ def compute_gae_advantage_return(
     return advantages, returns
 
 
-@ADV_ESTIMATORS.register("reinforce_plus_plus")
+@ADV_ESTIMATORS.register("reinforce_plus_plus", config_keys=("algorithm.gamma",))
 @torch.no_grad()
 def compute_reinforce_plus_plus_outcome_advantage(
     token_level_rewards: torch.Tensor,  # (bs, T)
     response_mask: torch.Tensor,  # (bs, T)
     gamma: float = 1.0,
-    **_unused,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """REINFORCE++ (Hu 2025): G_t = r_t + gamma G_{t+1} over each response, whitened over the batch.
 
@@ -71,4 +72,26 @@ def compute_reinforce_plus_plus_outcome_advantage(
         running = running * mask[:, t]
     returns = returns * mask
     advantages = masked_whiten(returns, mask) * mask
+    return advantages, returns
+
+
+@ADV_ESTIMATORS.register("remax", phases=("gen_max",), inputs=("reward_baselines",))
+@torch.no_grad()
+def compute_remax_outcome_advantage(
+    token_level_rewards: torch.Tensor,  # (bs, T)
+    response_mask: torch.Tensor,  # (bs, T)
+    reward_baselines: torch.Tensor | None = None,  # (bs,) score of the greedy response to the same prompt
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """ReMax: returns-to-go G_t = sum_{k>=t} r_k (undiscounted), A_t = G_t - b with b the greedy score.
+
+    With an outcome reward on the last token, G_t is the response's score on every valid token. The
+    trainer's `gen_max` phase (the spec's) produces reward_baselines.
+    """
+    if reward_baselines is None:
+        raise ValueError(
+            "algorithm.adv_estimator=remax needs reward_baselines: the scores of a greedy rollout per prompt"
+        )
+    mask = response_mask.to(token_level_rewards.dtype)
+    returns = (token_level_rewards * mask).flip(-1).cumsum(-1).flip(-1) * mask  # (bs, T)
+    advantages = returns - reward_baselines.to(returns.dtype).unsqueeze(-1) * mask
     return advantages, returns

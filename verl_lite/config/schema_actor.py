@@ -21,7 +21,7 @@ ARR = "actor_rollout_ref"
 
 @dataclass
 class PolicyLossConfig:
-    loss_mode: str = "vanilla"  # registered policy loss (algos/policy_loss.py): vanilla | gspo | ...
+    loss_mode: str = "vanilla"  # policy loss (docs/algorithms.md): vanilla, gspo, geo_mean, cispo, sapo, gpg, clip_cov, kl_cov
     clip_cov_ratio: float = 0.0002  # clip_cov: share of tokens whose covariance is clipped
     clip_cov_lb: float = 1.0  # clip_cov: lower covariance bound
     clip_cov_ub: float = 5.0  # clip_cov: upper covariance bound

@@ -107,7 +107,7 @@ class AlgorithmConfig:
     rollout_correction: RolloutCorrectionConfig = field(default_factory=RolloutCorrectionConfig)
     gamma: float = 1.0  # discount factor of GAE (and REINFORCE++ returns)
     lam: float = 1.0  # GAE's lambda: bias/variance trade-off of the advantage
-    adv_estimator: str = "gae"  # registered advantage estimator (algos/advantages.py); gae trains a critic
+    adv_estimator: str = "gae"  # advantage estimator (docs/algorithms.md); gae trains a critic
     norm_adv_by_std_in_grpo: bool = True  # GRPO: divide by the group's std (False: Dr.GRPO)
     use_kl_in_reward: bool = False  # subtract kl_coef x KL(actor || ref) from the token-level rewards
     kl_penalty: str = "kl"  # estimator of the in-reward KL: kl | abs | mse | low_var_kl (algos/kl.py)

@@ -150,8 +150,11 @@ RULES: list[Rule] = [
     Rule(f"{ARR}.actor.use_prefix_grouper", instead="every response runs its own forward (same math)"),
     Rule(f"{ARR}.actor.use_fused_kernels", (False,), instead=f"fused log-prob kernels are {SOON}"),
     Rule(f"{ARR}.actor.use_remove_padding", FOLLOWS, instead=f"set {ARR}.model.use_remove_padding"),
-    Rule(f"{ARR}.actor.calculate_sum_pi_squared", instead="no estimator here uses it"),
-    Rule(f"{ARR}.actor.sum_pi_squared_checkpointing", ANY),
+    Rule(
+        f"{ARR}.actor.sum_pi_squared_checkpointing",
+        ANY,
+        note="sum_pi_squared is computed only in compute_log_prob, without gradient: nothing to recompute",
+    ),
     # model
     Rule(
         f"{ARR}.model.hf_config_path",

@@ -9,8 +9,10 @@ import json
 import logging
 import os
 
+from verl_lite.algos import ADV_ESTIMATORS, POLICY_LOSSES
 from verl_lite.algos.kl import KL_TYPES, is_kl_type
 from verl_lite.algos.loss_agg import LOSS_AGG_MODES
+from verl_lite.algos.registry import select
 from verl_lite.config.common import ARR, STRATEGIES, fsdp_dtypes, per_gpu, world_size
 from verl_lite.config.schema import VERL_MODEL, PPOTrainerConfig
 from verl_lite.engine.optim import WARMUP_STYLES
@@ -82,11 +84,18 @@ def check_vllm(cfg: PPOTrainerConfig, problems: list[str]) -> None:
             problems.append(f"{key}.{name}={getattr(r, name)} must be positive")
 
 
+def uses_reference(cfg: PPOTrainerConfig) -> bool:
+    """A reference policy is built when a KL term needs it: in the loss or in the reward (verl's rule;
+    the trainer and the memory planner both ask here)."""
+    return bool(cfg.actor_rollout_ref.actor.use_kl_loss or cfg.algorithm.use_kl_in_reward)
+
+
 def uses_critic(cfg: PPOTrainerConfig) -> bool:
-    """critic.enable when set; else a value model is trained only for GAE, as in verl."""
+    """critic.enable when set; else whether the advantage estimator's spec needs a critic (gae), as in verl."""
     if cfg.critic.enable is not None:
         return cfg.critic.enable
-    return cfg.algorithm.adv_estimator == "gae"
+    name = cfg.algorithm.adv_estimator
+    return ADV_ESTIMATORS.problem(name) is None and ADV_ESTIMATORS.spec(name).needs_critic
 
 
 def _linked_per_gpu(global_size, per_gpu_size, world: int, key: str, problems: list[str]):
@@ -173,8 +182,9 @@ def check_critic(cfg: PPOTrainerConfig, problems: list[str]) -> None:
         problems.append(f"critic.cliprange_value={c.cliprange_value} must be > 0")
     if c.model.path == VERL_MODEL and not os.path.isdir(os.path.expanduser(VERL_MODEL)):
         problems.append(
-            f"critic.model.path={c.model.path!r} is verl's placeholder and algorithm.adv_estimator=gae trains a "
-            "critic; set critic.model.path (e.g. the actor's model)"
+            f"critic.model.path={c.model.path!r} is verl's placeholder and this run trains a critic "
+            f"(algorithm.adv_estimator={cfg.algorithm.adv_estimator}, critic.enable={c.enable}); "
+            "set critic.model.path (e.g. the actor's model)"
         )
     elif not os.path.isfile(os.path.join(c.model.path, "config.json")):
         problems.append(f"critic.model.path={c.model.path!r}: no HF model folder (config.json) there")
@@ -241,8 +251,62 @@ def check_algorithm(cfg: PPOTrainerConfig, problems: list[str]) -> None:
         problems.append(
             f"algorithm.filter_groups.enable=True needs {ARR}.rollout.n >= 2 (groups to compare), got {n}"
         )
-    if alg.adv_estimator == "rloo" and n < 2:
-        problems.append(f"algorithm.adv_estimator=rloo needs {ARR}.rollout.n >= 2 (leave-one-out), got {n}")
+
+
+def check_extensions(cfg: PPOTrainerConfig, problems: list[str]) -> None:
+    """The advantage estimator and the policy loss, by their registered specs (algos/registry.py)."""
+    _check_estimator(cfg, problems)
+    _check_policy_loss(cfg.actor_rollout_ref.actor, problems)
+
+
+def _check_estimator(cfg: PPOTrainerConfig, problems: list[str]) -> None:
+    name, n = cfg.algorithm.adv_estimator, cfg.actor_rollout_ref.rollout.n
+    problem = ADV_ESTIMATORS.problem(name)
+    if problem:
+        problems.append(problem)
+        return
+    spec = ADV_ESTIMATORS.spec(name)
+    if n < spec.min_group_size:
+        problems.append(
+            f"algorithm.adv_estimator={name} needs {ARR}.rollout.n >= {spec.min_group_size} "
+            f"({spec.why_group}), got {n}"
+        )
+    if spec.needs_critic and cfg.critic.enable is False:
+        problems.append(
+            f"algorithm.adv_estimator={name} needs a critic (its values), but critic.enable=False; "
+            "set critic.enable=True (or leave it null) or choose an estimator without a critic"
+        )
+    for key, wanted in spec.requires:
+        value = select(cfg, key)
+        if value != wanted:
+            problems.append(f"algorithm.adv_estimator={name} needs {key}={wanted}, got {value}")
+    problems.extend(ADV_ESTIMATORS.check_values(spec, cfg))
+
+
+def _check_policy_loss(actor, problems: list[str]) -> None:
+    mode = actor.policy_loss.loss_mode
+    problem = POLICY_LOSSES.problem(mode)
+    if problem:
+        problems.append(problem)
+        return
+    spec = POLICY_LOSSES.spec(mode)
+    problems.extend(POLICY_LOSSES.check_values(spec, actor))
+    if spec.agg_mode and spec.agg_mode != actor.loss_agg_mode:
+        log.info(
+            "%s.actor.policy_loss.loss_mode=%s aggregates pg_loss %s, as in verl; loss_agg_mode=%s applies "
+            "to the entropy and KL terms",
+            ARR,
+            mode,
+            spec.agg_mode,
+            actor.loss_agg_mode,
+        )
+    if not spec.split_invariant:
+        log.info(
+            "%s.actor.policy_loss.loss_mode=%s picks its tokens within each micro-batch, as in verl: its "
+            "update depends on the micro-batch size and the number of workers",
+            ARR,
+            mode,
+        )
 
 
 def check_reward_model(cfg: PPOTrainerConfig, problems: list[str]) -> None:

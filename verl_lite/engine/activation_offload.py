@@ -154,10 +154,8 @@ class ActivationOffload:
             dev.stream_wait(stream, None)
         start, clock = dev.timing_event(stream), time.perf_counter()
         with dev.on_stream(stream):
-            if _dense_alone(t):
-                out = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=target, pin_memory=pin)
-            else:
-                out = torch.empty(t.shape, dtype=t.dtype, device=target, pin_memory=pin)
+            stride = t.stride() if _dense_alone(t) else None
+            out = dev.empty(t.shape, t.dtype, target, stride=stride, pinned=pin)
             out.copy_(t, non_blocking=pin or (self.pin and to_device))
         dev.mark_used_on(t, stream)
         nbytes = t.numel() * t.element_size()

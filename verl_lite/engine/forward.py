@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from verl_lite.algos.logprob import entropy_from_logits, logprobs_from_logits
+from verl_lite.algos.logprob import entropy_from_logits, logprobs_from_logits, sum_pi_squared_from_logits
 from verl_lite.engine.micro_batch import MicroPlan
 from verl_lite.engine.packing import PackPlan, packed_forward, plan_pack
 
@@ -61,8 +61,8 @@ def response_token_outputs(logits: torch.Tensor, micro, request: TokenRequest) -
     out = {"log_probs": logprobs_from_logits(z, micro["responses"])}
     if request.entropy:
         out["entropy"] = entropy_from_logits(z)
-    if request.sum_pi_squared:  # sum_v softmax(z)_v^2 = exp(lse(2z) - 2 lse(z))
-        out["sum_pi_squared"] = torch.exp(torch.logsumexp(2 * z, -1) - 2 * torch.logsumexp(z, -1))
+    if request.sum_pi_squared:
+        out["sum_pi_squared"] = sum_pi_squared_from_logits(z)
     return out
 
 

@@ -1,38 +1,49 @@
-"""Per-device memory of one training rank, estimated from the model's shape: the planner's math.
+"""Memory of one FSDP2 engine on one rank, estimated from the model's shape: the planner's math.
 
-Pure arithmetic on a `ModelShape` (read from a HF config.json) and a `Setup` (world size, dtypes,
-micro-batch, sequence length, offload mode). No torch, no FSDP: the planner (verl_lite/plan.py),
-the trainer's auto-offload and scripts/bench_offload.py all use it, and tests check it against a
-hand calculation. What each term assumes:
+Pure arithmetic on a `ModelShape` (read from a HF config.json) and an `EngineSetup` (world size,
+dtypes, micro-batch, sequence length, offload mode). No torch: the planner (plan_memory.py), the
+trainer's auto-offload and scripts/gpu_check.py use it; tests/engine/test_memory_model.py checks
+every term against a hand calculation. N is the parameter count, W the ranks sharing the model,
+p/c/r the bytes of model_dtype / param_dtype / reduce_dtype, a "unit" what one fully_shard owns (a
+decoder layer, or the root: embeddings, head, final norm), S(x) a unit's shard (dim 0 split W ways,
+padded). What each term is, read from torch 2.13's FSDP2 and AdamW:
 
-  params      sharded master params, model_dtype, N/W each             (host with offload_policy)
-  grads       sharded grads, model_dtype, N/W each                      (host with offload_policy)
-              + unsharded grads of every layer in param_dtype when reduce-scatter waits for the
-              last micro-batch (set_requires_gradient_sync(False) keeps them until then)
-  optimizer   AdamW's two moments, model_dtype, 2N/W                    (host with offload_policy;
-              optimizer_offload streams one FSDP unit at a time, so only the largest unit's share)
-  gathered    full params of the root unit (embeddings, head, final norm: FSDP2 keeps the root
-              gathered through forward and backward), of two decoder layers (the one computing and
-              the one prefetched) and one layer's unsharded grad, in param_dtype; without
-              reshard_after_forward every layer stays gathered from forward to backward
-  activations what autograd saves per token and layer (8h + 4kv + 4i elements in param_dtype plus
-              two fp32 RMSNorm inputs), the logits (param_dtype) and four fp32 copies of the
-              response logits (scaled logits, two log-softmaxes for log-probs and entropy, the
-              softmax); with gradient checkpointing only
-              each layer's input plus one layer's activations during its recompute
-  rollout     the rollout's full copy of the weights in rollout.dtype (1/TP of it for vLLM with
-              tensor_model_parallel_size > 1) and, while it generates, its KV cache for the rank's
-              prompts x n at full length (with TP: 1/TP of the heads for TP times the sequences,
-              the same bytes). The HF rollout's copy stays on the device through the
-              update; vLLM with free_cache_engine sleeps (weights and KV cache leave the device)
-              before the update, without it both stay
-  ref         the reference model's sharded params, model_dtype, N/W, unless its fsdp_config
-              offloads them (then they wait on the host between its uses)
+  params        the master shard, S(N) * p. offload_policy: on the host. Manual param_offload: on the
+                host between phases, on the device inside them.
+  grads         the reduced shard, S(N) * p (FSDP2 casts the reduce output to the params' dtype);
+                on the host with offload_policy. Plus, when reduce-scatter waits for the last
+                micro-batch, every unsharded grad accumulated in reduce_dtype (FSDP2 upcasts it
+                before accumulating): N * r, on the device in every mode.
+  optimizer     AdamW's exp_avg and exp_avg_sq, 2 * S(N) * p. optimizer_offload streams one unit at
+                a time through the device: 2 * S(largest unit) * p. offload_policy: on the host.
+  step_temp     foreach AdamW's sqrt(exp_avg_sq) temporary, one more S(N) * p during the step (the
+                step's peak is params + grads + both moments + this: 5x the shard in fp32);
+                streamed: S(largest unit) * p. offload_policy steps on the host tensor by tensor.
+  gathered      full params of the root (kept through forward and backward), of the layer
+                computing and the one prefetched, in param_dtype; without reshard_after_forward
+                every unit stays gathered. Plus the all-gather input: the largest unit's shard cast
+                to param_dtype, and with offload_policy each tensor's shard copied from the host in
+                model_dtype before its cast (one tensor at a time: the largest).
+  root_grads    in backward, the root's unsharded grads in param_dtype (the LM head's is computed
+                first and reduced last, with the root)
+  reduce        a unit's reduce-scatter: its input in reduce_dtype (the unit's full size; FSDP2
+                keeps one in flight) beside first the unit's grads (param_dtype, freed once copied
+                in), then the output shard in reduce_dtype
+  activations   what autograd saves per token and layer (8h + 4kv + 4i elements in param_dtype plus
+                two fp32 RMSNorm inputs), the logits (param_dtype) and four fp32 copies of the
+                response logits (scaled logits, two log-softmaxes for log-probs and entropy, the
+                softmax); with gradient checkpointing only each layer's input plus one layer's
+                activations during its recompute
+  forward       a no-grad forward (log-probs, values, scores): one layer's transient (3i + 4h per
+                token), the logits and three fp32 copies of the response logits (lm head only)
 
-param_offload alone saves memory only between phases (rollout, log-probs of another engine); it
-is reported as the `between phases` figure. The estimates are approximations: the allocator's
-fragmentation and CUDA context are not modelled, which is why the planner keeps a headroom and
-scripts/gpu_check.sh compares them with measured peaks.
+The update's peak is the larger of backward's (state + gathered + the larger of: activations with
+the root's grads and a layer's reduce; the root's reduce at the end of backward) and the step's
+(state + step_temp). Host bytes: what the mode keeps there, each pinned tensor rounded up
+to a power of two as the caching host allocator does (GPU machines pin; CPU-only machines cannot),
+plus the whole model once, in model_dtype, while the engine loads it before sharding.
+The CUDA context, NCCL buffers and allocator fragmentation are not modelled here (plan_memory.py
+adds a per-process overhead; the planner keeps a headroom; scripts/gpu_check.py measures).
 """
 
 from __future__ import annotations
@@ -43,6 +54,16 @@ from dataclasses import dataclass, field
 
 DTYPE_BYTES = {"fp32": 4, "float32": 4, "bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2}
 MODES = ("none", "param_optimizer_offload", "offload_policy")
+HEADS = ("lm", "value")  # causal LM (actor, ref) | one output per token (critic, reward model)
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def pow2_ceil(nbytes: int) -> int:
+    """The block the caching host allocator hands out for a pinned request of `nbytes`."""
+    return 1 << (nbytes - 1).bit_length() if nbytes > 1 else nbytes
 
 
 @dataclass(frozen=True)
@@ -55,6 +76,7 @@ class ModelShape:
     kv_heads: int
     tie_word_embeddings: bool = False
     attention_bias: bool = True  # Qwen2 has q/k/v biases
+    head: str = "lm"
 
     @property
     def head_dim(self) -> int:
@@ -65,40 +87,56 @@ class ModelShape:
         return self.kv_heads * self.head_dim
 
     @property
-    def layer_params(self) -> int:
+    def out_features(self) -> int:
+        return self.vocab if self.head == "lm" else 1
+
+    def layer_tensors(self) -> list[tuple[int, int]]:
+        """(dim 0, numel) of each parameter of one decoder layer: q, k, v (+ biases), o, gate, up, down, 2 norms."""
         h, kv, i = self.hidden, self.kv_dim, self.intermediate
-        attention = h * h + 2 * h * kv + h * h + (h + 2 * kv if self.attention_bias else 0)
-        return attention + 3 * h * i + 2 * h  # q, k, v, o; gate, up, down; two RMSNorms
+        out = [(h, h * h), (kv, kv * h), (kv, kv * h), (h, h * h), (i, i * h), (i, i * h), (h, h * i)]
+        if self.attention_bias:
+            out += [(h, h), (kv, kv), (kv, kv)]
+        return out + [(h, h), (h, h)]
+
+    def root_tensors(self) -> list[tuple[int, int]]:
+        """What no decoder layer owns: embeddings, the final norm, the LM head unless tied (or the
+        value head: one output and its bias)."""
+        h = self.hidden
+        out = [(self.vocab, self.vocab * h), (h, h)]
+        if self.head == "value":
+            return out + [(1, h), (1, 1)]
+        return out if self.tie_word_embeddings else out + [(self.vocab, self.vocab * h)]
+
+    @property
+    def layer_params(self) -> int:
+        return sum(n for _, n in self.layer_tensors())
 
     @property
     def root_params(self) -> int:
-        """What no decoder layer owns: embeddings, the LM head unless tied, the final norm."""
-        embed = self.vocab * self.hidden
-        return embed + (0 if self.tie_word_embeddings else embed) + self.hidden
+        return sum(n for _, n in self.root_tensors())
 
     @property
     def num_params(self) -> int:
         return self.layers * self.layer_params + self.root_params
 
+    def all_tensors(self) -> list[tuple[int, int]]:
+        return self.layers * self.layer_tensors() + self.root_tensors()
 
-def read_shape(model_path: str) -> ModelShape:
-    """The shape fields of `<model_path>/config.json` (a HF model folder)."""
+
+def shard_numel(tensors: list[tuple[int, int]], world: int) -> int:
+    """Elements of one rank's shard: dim 0 split `world` ways, padded to equal chunks (FSDP2)."""
+    return sum(_ceil(dim0, world) * (numel // dim0) for dim0, numel in tensors)
+
+
+def read_shape(model_path: str, head: str = "lm", key: str = "actor_rollout_ref.model.path") -> ModelShape:
+    """The shape fields of `<model_path>/config.json` (a HF model folder); `key` names the config key."""
     path = os.path.join(model_path, "config.json")
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"actor_rollout_ref.model.path={model_path!r}: no config.json to plan from")
+        raise FileNotFoundError(f"{key}={model_path!r}: no config.json to plan from")
     with open(path) as f:
         cfg = json.load(f)
-    missing = [
-        k
-        for k in (
-            "hidden_size",
-            "num_hidden_layers",
-            "vocab_size",
-            "intermediate_size",
-            "num_attention_heads",
-        )
-        if k not in cfg
-    ]
+    keys = ("hidden_size", "num_hidden_layers", "vocab_size", "intermediate_size", "num_attention_heads")
+    missing = [k for k in keys if k not in cfg]
     if missing:
         raise ValueError(f"{path}: missing {missing}; the planner needs a decoder-only LM config")
     return ModelShape(
@@ -110,65 +148,42 @@ def read_shape(model_path: str) -> ModelShape:
         kv_heads=cfg.get("num_key_value_heads") or cfg["num_attention_heads"],
         tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
         attention_bias=bool(cfg.get("attention_bias", cfg.get("model_type") == "qwen2")),
+        head=head,
     )
 
 
 @dataclass(frozen=True)
-class Setup:
-    world: int  # data-parallel ranks the model is sharded over
+class EngineSetup:
+    world: int  # ranks the model is sharded over
     mode: str  # one of MODES
-    micro: int  # responses per micro-batch
+    micro: int  # responses per training micro-batch (0: the engine does not train)
     seq_len: int  # prompt + response tokens per response
     response_len: int
     model_dtype: str = "fp32"
-    param_dtype: str = "fp32"  # mixed_precision.param_dtype: what gathered layers and activations use
+    param_dtype: str = "fp32"  # mixed_precision.param_dtype: gathered params and activations
+    reduce_dtype: str = "fp32"  # mixed_precision.reduce_dtype: reduce-scatter and grad accumulation
     grad_checkpointing: bool = False
     reshard_after_forward: bool = True
     reduce_every_micro: bool = True
     tokens_per_micro: int | None = None  # use_dynamic_bsz: the token budget replaces micro x seq_len
-    rollout_dtype: str | None = "fp32"  # None: no rollout copy on this device
-    rollout_sequences: int = 0  # responses generated at once on this rank (prompts x n)
-    rollout_tp: int = 1  # vLLM tensor parallel size: each rank holds 1/TP of the rollout weights
-    rollout_during_update: str = "weights"  # what the rollout keeps on the device during the update:
-    # "weights" (HF), "none" (vLLM asleep: free_cache_engine), "weights_and_kv" (vLLM awake)
-    ref_on_device: bool | None = None  # None: no reference model; False: its params offloaded
+    trains: bool = True  # False: a frozen engine (ref, reward model): no grads, no optimizer
+    forward_micro: int = 0  # responses per no-grad forward (log-probs, values, scores)
+    forward_tokens: int | None = None  # its token budget with dynamic batching
+    pinned_host: bool = False  # host copies are pinned (GPU machines)
 
 
 @dataclass
-class Estimate:
-    """Bytes on one device. `update` is the peak of the update phase, `between` what stays resident
-    between phases (while the rollout generates), `host` what the offload mode keeps in host memory."""
+class EngineEstimate:
+    """Bytes of one engine on one rank: on the device between phases (`resident`), at the peak of
+    its training step (`update`, 0 when frozen) and of a no-grad forward (`forward`), and in host
+    memory (`host`, steady; `host_load`, while loading before sharding). `terms`: every named term."""
 
-    params: int
-    grads: int
-    optimizer: int
-    gathered: int
-    activations: int
-    rollout: int
-    ref: int
+    resident: int
+    update: int
+    forward: int
     host: int
-    parts: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def update(self) -> int:
-        return (
-            self.params
-            + self.grads
-            + self.optimizer
-            + self.gathered
-            + self.activations
-            + self.parts["rollout_during_update"]
-            + self.ref
-        )
-
-    @property
-    def between(self) -> int:
-        """Resident engine state plus the rollout's weights and KV cache while it generates."""
-        return self.parts["resident_between"] + self.rollout + self.parts["kv_cache"] + self.ref
-
-    @property
-    def peak(self) -> int:
-        return max(self.update, self.between)
+    host_load: int
+    terms: dict[str, int] = field(default_factory=dict)
 
 
 def _bytes(dtype: str) -> int:
@@ -177,71 +192,132 @@ def _bytes(dtype: str) -> int:
     return DTYPE_BYTES[dtype]
 
 
-def activation_bytes(shape: ModelShape, s: Setup) -> int:
-    """What one micro-batch's forward keeps for backward, at its peak."""
+def activation_bytes(shape: ModelShape, s: EngineSetup) -> int:
+    """What one training micro-batch's forward keeps for backward, at its peak."""
     c = _bytes(s.param_dtype)
     tokens = s.tokens_per_micro or s.micro * s.seq_len
     response_tokens = tokens * s.response_len // s.seq_len if s.tokens_per_micro else s.micro * s.response_len
     h, kv, i = shape.hidden, shape.kv_dim, shape.intermediate
     per_layer = tokens * ((8 * h + 4 * kv + 4 * i) * c + 2 * h * 4)
-    if s.grad_checkpointing:
-        layers = shape.layers * tokens * h * c + per_layer
-    else:
-        layers = shape.layers * per_layer
-    logits = tokens * shape.vocab * c + 4 * response_tokens * shape.vocab * 4
+    layers = shape.layers * tokens * h * c + per_layer if s.grad_checkpointing else shape.layers * per_layer
+    logits = tokens * shape.out_features * c
+    if shape.head == "lm":
+        logits += 4 * response_tokens * shape.vocab * 4
     return layers + logits + tokens * h * c  # + the embedding output
 
 
-def estimate(shape: ModelShape, s: Setup) -> Estimate:
+def forward_bytes(shape: ModelShape, s: EngineSetup) -> int:
+    """The transient peak of one no-grad forward micro-batch."""
+    c = _bytes(s.param_dtype)
+    tokens = s.forward_tokens or s.forward_micro * s.seq_len
+    response_tokens = tokens * s.response_len // s.seq_len
+    out = tokens * (3 * shape.intermediate + 4 * shape.hidden) * c + tokens * shape.out_features * c
+    if shape.head == "lm":
+        out += 3 * response_tokens * shape.vocab * 4
+    return out
+
+
+def _units(shape: ModelShape, world: int) -> dict[str, int]:
+    """Shard numels: the whole model, a layer, the root, the largest unit, the largest tensor."""
+    layer, root = shard_numel(shape.layer_tensors(), world), shard_numel(shape.root_tensors(), world)
+    tensor = max(shard_numel([t], world) for t in shape.all_tensors())
+    return {
+        "all": shape.layers * layer + root,
+        "layer": layer,
+        "root": root,
+        "largest": max(layer, root),
+        "tensor": tensor,
+    }
+
+
+def _state_terms(shape: ModelShape, s: EngineSetup) -> dict[str, int]:
+    """params, grads, grad_accum, optimizer, step_temp on the device during the update, and what stays
+    between phases (resident)."""
+    p, r = _bytes(s.model_dtype), _bytes(s.reduce_dtype)
+    u = _units(shape, s.world)
+    train = s.trains
+    accum = shape.num_params * r if train and not s.reduce_every_micro else 0
+    if s.mode == "offload_policy":
+        return dict(params=0, grads=0, grad_accum=accum, optimizer=0, step_temp=0, resident=0)
+    params = u["all"] * p
+    if s.mode == "param_optimizer_offload":
+        optim, temp = (2 * u["largest"] * p, u["largest"] * p) if train else (0, 0)
+        return dict(
+            params=params,
+            grads=params if train else 0,
+            grad_accum=accum,
+            optimizer=optim,
+            step_temp=temp,
+            resident=0,
+        )
+    optim = 2 * params if train else 0
+    return dict(
+        params=params,
+        grads=params if train else 0,
+        grad_accum=accum,
+        optimizer=optim,
+        step_temp=params if train else 0,
+        resident=params + optim,
+    )
+
+
+def _transient_terms(shape: ModelShape, s: EngineSetup) -> dict[str, int]:
+    """gathered (+ all-gather input), unsharded grads, reduce-scatter buffers: the FSDP2 working set."""
+    p, c, r = _bytes(s.model_dtype), _bytes(s.param_dtype), _bytes(s.reduce_dtype)
+    u = _units(shape, s.world)
+    full = shape.num_params if not s.reshard_after_forward else shape.root_params + 2 * shape.layer_params
+    ag_input = u["largest"] * c if c != p or s.mode == "offload_policy" else 0
+    copy_in = u["tensor"] * p if s.mode == "offload_policy" else 0
+
+    def reduce(full_numel: int, shard: int) -> int:
+        return full_numel * r + max(full_numel * c, shard * r) if s.trains else 0
+
+    return {
+        "gathered": full * c + ag_input + copy_in,
+        "root_grads": shape.root_params * c if s.trains else 0,
+        "reduce_layer": reduce(shape.layer_params, u["layer"]),
+        "reduce_root": reduce(shape.root_params, u["root"]),
+    }
+
+
+def host_terms(shape: ModelShape, s: EngineSetup) -> dict[str, int]:
+    """Host bytes per rank: offloaded state (pinned tensors rounded up) and the load before sharding."""
+    p = _bytes(s.model_dtype)
+    tensors = [(_ceil(d0, s.world) * (n // d0)) * p for d0, n in shape.all_tensors()]
+    pinned = sum(pow2_ceil(b) for b in tensors) if s.pinned_host else sum(tensors)
+    exact = sum(tensors)
+    out = {"host_params": 0, "host_grads": 0, "host_optimizer": 0, "host_load": shape.num_params * p}
+    if s.mode == "param_optimizer_offload":
+        out["host_params"] = pinned
+        out["host_optimizer"] = 2 * pinned if s.trains else 0  # each moment moved tensor by tensor
+    elif s.mode == "offload_policy":
+        out["host_params"] = pinned  # FSDP2 pins each padded shard
+        if s.trains:
+            out["host_grads"] = pinned  # the first micro-batch's grads land in pinned copies
+            out["host_optimizer"] = 2 * exact + max(tensors)  # moments (pageable) + a step temporary
+    return out
+
+
+def estimate(shape: ModelShape, s: EngineSetup) -> EngineEstimate:
     if s.mode not in MODES:
         raise ValueError(f"offload mode {s.mode!r} is not one of {MODES}")
-    p, c = _bytes(s.model_dtype), _bytes(s.param_dtype)
-    n, w = shape.num_params, s.world
-    shard = -(-n // w)  # ceil: FSDP2 pads the last shard
-    largest_unit = max(shape.layer_params, shape.root_params)
-    unsharded_grads = 0 if s.reduce_every_micro else n * c
-    if s.reshard_after_forward:
-        gathered = (shape.root_params + 2 * shape.layer_params) * c
-    else:
-        gathered = n * c
-    gathered += shape.layer_params * c  # one layer's unsharded grad before its reduce-scatter
-    host = 0
-    if s.mode == "none":
-        params, grads, optim = shard * p, shard * p + unsharded_grads, 2 * shard * p
-        resident = params + optim
-    elif s.mode == "param_optimizer_offload":
-        params, grads = shard * p, shard * p + unsharded_grads
-        optim = 2 * (-(-largest_unit // w)) * p  # the streamed step holds one unit's moments
-        resident = 0
-        host = 3 * shard * p  # params between phases, both moments
-    else:  # offload_policy
-        params, grads, optim = 0, unsharded_grads, 0
-        resident = 0
-        host = 4 * shard * p  # params, grads, both moments
-    rollout = kv_cache = 0
-    if s.rollout_dtype is not None:
-        r = _bytes(s.rollout_dtype)
-        rollout = -(-n // s.rollout_tp) * r
-        # with TP a rank holds 1/TP of the KV heads for its TP group's sequences (TP x its own; see
-        # rollout/tp_group.py): the same bytes as its own sequences at full width
-        kv_cache = 2 * shape.layers * shape.kv_dim * s.rollout_sequences * s.seq_len * r
-    during_update = {"weights": rollout, "none": 0, "weights_and_kv": rollout + kv_cache}
-    if s.rollout_during_update not in during_update:
-        raise ValueError(
-            f"rollout_during_update={s.rollout_during_update!r} is not one of {list(during_update)}"
-        )
-    return Estimate(
-        params=params,
-        grads=grads,
-        optimizer=optim,
-        gathered=gathered,
-        activations=activation_bytes(shape, s),
-        rollout=rollout,
-        ref=shard * p if s.ref_on_device else 0,
-        host=host + (shard * p if s.ref_on_device is False else 0),
-        parts={
-            "resident_between": resident,
-            "kv_cache": kv_cache,
-            "rollout_during_update": during_update[s.rollout_during_update],
-        },
+    state, work = _state_terms(shape, s), _transient_terms(shape, s)
+    acts = activation_bytes(shape, s) if s.trains and (s.micro or s.tokens_per_micro) else 0
+    fwd = forward_bytes(shape, s) if s.forward_micro or s.forward_tokens else 0
+    held = state["params"] + state["grads"] + state["grad_accum"] + state["optimizer"]
+    in_layers = acts + work["root_grads"] + work["reduce_layer"]
+    at_root = work["reduce_root"]  # the end of backward: activations are gone
+    backward = held + work["gathered"] + max(in_layers, at_root)
+    step = held + state["step_temp"]
+    # a no-grad forward: the resident state, plus the params manual offload brings in for the phase
+    in_phase = max(state["resident"], state["params"])
+    host = host_terms(shape, s)
+    terms = {**state, **work, "activations": acts, "forward_activations": fwd, **host}
+    return EngineEstimate(
+        resident=state["resident"],
+        update=max(backward, step) if s.trains else 0,
+        forward=in_phase + work["gathered"] + fwd,
+        host=host["host_params"] + host["host_grads"] + host["host_optimizer"],
+        host_load=host["host_load"],
+        terms=terms,
     )

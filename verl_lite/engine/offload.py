@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 from torch.distributed.checkpoint.state_dict import set_optimizer_state_dict
-from torch.distributed.fsdp import CPUOffloadPolicy, OffloadPolicy
+from torch.distributed.fsdp import OffloadPolicy
 from torch.distributed.tensor import DTensor
 
 from verl_lite.engine.optim import zero_adamw_state
@@ -350,7 +350,7 @@ class PolicyOffload(NoOffload):
         self.reshard_after_forward = reshard_after_forward
 
     def fsdp_policy(self) -> OffloadPolicy:
-        return CPUOffloadPolicy(pin_memory=dev.can_pin_memory())
+        return dev.cpu_offload_policy()
 
     def place(self, module: nn.Module) -> None:
         # sharded params stay on the host (FSDP2 owns them); only buffers (e.g. rotary tables) go to the device

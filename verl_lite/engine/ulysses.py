@@ -177,13 +177,20 @@ def ulysses_mask(**kwargs):
         return ALL_MASK_ATTENTION_FUNCTIONS[base](**kwargs)
     pos = _ACTIVE.position_ids
     shape = (pos.shape[0], pos.shape[1], 0)  # masking_utils reads batch, length, dtype, device only
-    return create_causal_mask(
+    mask = create_causal_mask(
         config=_BaseConfigView(config, base),
         inputs_embeds=torch.empty(shape, dtype=kwargs["dtype"], device=kwargs["device"]),
         attention_mask=None,
         past_key_values=None,
         position_ids=pos,
     )
+    if base == "sdpa" and mask is not None and mask.dtype == torch.bool:
+        # sdpa turns a boolean mask into an additive one on every call and saves that copy for
+        # backward: one (L, L) float tensor per layer. Made once here (the same -inf / 0 values),
+        # every layer shares it.
+        additive = torch.zeros(mask.shape, dtype=kwargs["dtype"], device=mask.device)
+        mask = additive.masked_fill_(~mask, float("-inf"))
+    return mask
 
 
 for _base in BASES:

@@ -49,7 +49,8 @@ class NaiveRewardManager:
                 rewards[i, n - 1] = score
             if shown[source] < self.num_examine:
                 shown[source] += 1
-                log.info("[%s] response=%r ground_truth=%r score=%s", source, text, truth, score)
+                # examples for the run's log file (utils/logs.py); log_val_generations puts samples on the console
+                log.debug("[%s] response=%r ground_truth=%r score=%s", source, text, truth, score)
         return rewards, dict(extra)
 
     def shape(self, score: float, length: int, details: dict) -> float:

@@ -1,38 +1,93 @@
-"""Rollout backends behind one small interface (base.py); `build_rollout` picks one by name.
+"""Rollout backends behind one interface (base.Rollout), chosen by name from a registry.
 
-`vllm` (vllm_rollout.py) is the default where vLLM is installed (`make install` installs it);
-`hf` (hf_rollout.py, transformers' generate) is the reference backend and the fallback.
+`vllm` (vllm_rollout.py) is preferred where vLLM is installed (`make install` installs it); `hf`
+(hf_rollout.py, transformers' generate) is the reference backend and the fallback. A backend is
+registered with the import path of its class, so listing or validating names never imports vLLM
+(seconds, and process-wide side effects). `auto` is resolved in one place, `resolve_rollout_name`,
+when the config is normalised; everything after that sees a backend's own name.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
+from collections.abc import Callable
+from dataclasses import dataclass
 
-ROLLOUT_NAMES = ("vllm", "hf")
+KEY = "actor_rollout_ref.rollout.name"
 
 
-def vllm_available() -> bool:
-    """Whether vLLM is installed (checked without importing it: the import takes seconds)."""
-    return importlib.util.find_spec("vllm") is not None
+@dataclass(frozen=True)
+class Backend:
+    name: str
+    target: str  # "package.module:Class", imported only when a rollout is built
+    is_available: Callable[[], bool]
+    install_hint: str = ""  # what to do when it is not available
+
+    def load(self) -> type:
+        module, _, cls = self.target.partition(":")
+        return getattr(importlib.import_module(module), cls)
+
+
+class RolloutRegistry:
+    """Backends by name; `auto` picks the first available one in registration order."""
+
+    def __init__(self):
+        self._backends: dict[str, Backend] = {}
+
+    def register(self, backend: Backend) -> None:
+        if backend.name in self._backends or backend.name == "auto":
+            raise ValueError(f"rollout backend {backend.name!r} registered twice (or named 'auto')")
+        self._backends[backend.name] = backend
+
+    def names(self) -> list[str]:
+        return list(self._backends)
+
+    def get(self, name: str) -> Backend:
+        if name == "auto":
+            raise ValueError(
+                f"{KEY}=auto reached a rollout builder unresolved; normalise the config first "
+                "(config.validate.normalize resolves it)"
+            )
+        if name not in self._backends:
+            raise ValueError(f"{KEY}={name!r} is not a rollout backend; use one of {['auto', *self.names()]}")
+        return self._backends[name]
+
+    def resolve(self, name: str) -> str:
+        if name != "auto":
+            return name
+        for backend in self._backends.values():
+            if backend.is_available():
+                return backend.name
+        raise ValueError(f"{KEY}=auto: no rollout backend is available among {self.names()}")
+
+
+def _installed(module: str) -> Callable[[], bool]:
+    """Whether `module` is installed, checked without importing it (vLLM's import takes seconds)."""
+    return lambda: importlib.util.find_spec(module) is not None
+
+
+ROLLOUTS = RolloutRegistry()
+ROLLOUTS.register(
+    Backend(
+        "vllm",
+        "verl_lite.rollout.vllm_rollout:VLLMRollout",
+        _installed("vllm"),
+        "run `make install` (VLLM=cpu or VLLM=cuda)",
+    )
+)
+ROLLOUTS.register(Backend("hf", "verl_lite.rollout.hf_rollout:HFRollout", lambda: True))
 
 
 def resolve_rollout_name(name: str) -> str:
-    """`auto` becomes vllm where it is installed, else hf; other names are kept."""
-    if name == "auto":
-        return "vllm" if vllm_available() else "hf"
-    return name
+    """The one place `auto` is resolved: vllm where it is installed, else hf; other names are kept."""
+    return ROLLOUTS.resolve(name)
+
+
+def vllm_available() -> bool:
+    return ROLLOUTS.get("vllm").is_available()
 
 
 def build_rollout(name: str, model_cfg, rollout_cfg, tokenizer, rank: int):
-    name = resolve_rollout_name(name)
-    if name == "hf":
-        from verl_lite.rollout.hf_rollout import HFRollout
-
-        return HFRollout(model_cfg, rollout_cfg, tokenizer, rank)
-    if name == "vllm":
-        from verl_lite.rollout.vllm_rollout import VLLMRollout
-
-        return VLLMRollout(model_cfg, rollout_cfg, tokenizer, rank)
-    raise ValueError(
-        f"actor_rollout_ref.rollout.name={name!r} is not a rollout backend; use one of {list(ROLLOUT_NAMES)}"
-    )
+    """The rollout backend `name` (already resolved) for this rank: a base.Rollout."""
+    return ROLLOUTS.get(name).load()(model_cfg, rollout_cfg, tokenizer, rank)

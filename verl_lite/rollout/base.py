@@ -1,13 +1,16 @@
-"""What every rollout backend shares: sampling settings and the layout of a generated batch.
+"""What every rollout backend shares: the interface, sampling settings, the generated batch's layout.
 
-A backend implements `update_weights(named_tensors)` (the hybrid engine's weight sync: the actor's
-full weights, one tensor at a time), a `weights_loaded` flag (False until the first sync for a
-backend that starts without weights) and `generate_tokens(prompt_ids, prompt_mask, params)`
-returning raw response tokens (prompts * n, <= response_length), each prompt's n samples adjacent,
-with their sampled-token log-probs (same shape) or None where the backend has none.
-Its sampling state (`state_dict()` / `load_state_dict()`: small ints, no tensors) goes into every
-checkpoint, so a resumed run draws the same samples as an uninterrupted one; validation
-(`SamplingParams.validate`) draws from its own stream, so validating does not move training's.
+`Rollout` is the interface the worker drives (one subclass per backend, registered by name in
+rollout/__init__.py): `update_weights(named_tensors)` (the hybrid engine's weight sync: the actor's
+full weights, one tensor at a time), `weights_loaded` (False while the backend holds no valid
+weights: before the first sync, or after a sleep that discarded them; the worker syncs then) and
+`generate_tokens(prompt_ids, prompt_mask, params)` returning raw response tokens (prompts * n,
+<= response_length), each prompt's n samples adjacent, with their sampled-token log-probs (same
+shape) or None where the backend has none.
+Its sampling state (`state_dict()` / `load_state_dict()`: the call counters its seeds derive from,
+small ints) goes into every checkpoint, so a resumed run draws the same samples as an uninterrupted
+one; validation (`SamplingParams.validate`) counts its calls apart, so validating does not move
+training's stream.
 `assemble` turns those into verl's batch layout:
   prompts (bs, P) left-padded | responses (bs, R) right-padded with pad after the first EOS
   input_ids = [prompts | responses], attention_mask, position_ids continuing the prompt's,
@@ -16,6 +19,8 @@ checkpoint, so a resumed run draws the same samples as an uninterrupted one; val
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import torch
@@ -35,6 +40,48 @@ class SamplingParams:
     @property
     def greedy(self) -> bool:
         return not self.do_sample or self.temperature == 0
+
+
+class Rollout(ABC):
+    """A rollout backend as the worker sees it. Subclasses take (model_cfg, rollout_cfg, tokenizer,
+    rank) and call `super().__init__(seed, rank)`."""
+
+    weights_loaded: bool = True
+
+    def __init__(self, seed: int, rank: int):
+        self.seed, self.rank = seed, rank
+        self.num_calls, self.num_val_calls = 0, 0
+
+    @abstractmethod
+    def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> dict[str, float]:
+        """Load the actor's full weights (every rank iterates together); returns at least
+        update_weights_s and update_weights_gb."""
+
+    @abstractmethod
+    def generate_tokens(
+        self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, params: SamplingParams
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(responses (B*n, <=R), their sampled-token log-probs or None) for left-padded prompts (B, P)."""
+
+    def needs_sync(self, actor_changed: bool) -> bool:
+        """Whether the worker must sync weights before the next generate: the actor moved since the
+        last sync, or the backend holds no valid weights (never loaded, or discarded by a sleep)."""
+        return actor_changed or not self.weights_loaded
+
+    def next_call(self, validate: bool) -> tuple[int, ...]:
+        """Count a generate call: (training call,) or (validation call, 1), the key seeds derive from."""
+        if validate:
+            self.num_val_calls += 1
+            return (self.num_val_calls, 1)
+        self.num_calls += 1
+        return (self.num_calls,)
+
+    def state_dict(self) -> dict[str, int]:
+        """The sampling state a checkpoint keeps."""
+        return {"num_calls": self.num_calls, "num_val_calls": self.num_val_calls}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.num_calls, self.num_val_calls = int(state["num_calls"]), int(state["num_val_calls"])
 
 
 def response_mask_from_tokens(responses: torch.Tensor, eos_id: int) -> torch.Tensor:

@@ -7,6 +7,18 @@ is the memory-frugal backend). Sampling draws from a generator seeded by (seed, 
 from the training RNG, so rollouts are reproducible and never perturb training's random state.
 Training and validation calls are counted apart (validation seeds carry a 1), and the counts are
 the backend's checkpointed state.
+
+Sampling is exactly what the rollout config says, as in verl: temperature, then top_k (<= 0: off),
+then top_p (1.0: off), and nothing else. `generate` would otherwise fill every unset field from the
+model folder's generation_config.json and then from transformers' global defaults (top_k=50: with
+top_k=None the prepared config carries a TopK warper, and a real model's file adds its own top_k,
+top_p, temperature and repetition penalty), so the actor's untruncated log-probs would be of
+another distribution than the one sampled from. The model's generation config is therefore replaced
+by an empty one, generate's own warpers are switched off with explicit neutral values, and the
+warpers are passed in as processors (`build_logits_processors`). The last processor records the
+log-prob of each sampled token under the distribution it was drawn from (vLLM's
+"processed_logprobs"), keeping one step's (batch, vocab) log-probs at a time, so the
+rollout-vs-actor log-prob metric covers this backend too and any hidden truncation shows.
 """
 
 from __future__ import annotations
@@ -15,39 +27,87 @@ import time
 
 import torch
 from transformers import GenerationConfig
+from transformers.generation.logits_process import (
+    LogitsProcessor,
+    LogitsProcessorList,
+    TemperatureLogitsWarper,
+    TopKLogitsWarper,
+    TopPLogitsWarper,
+)
 
 from verl_lite.engine.parallelize import parse_dtype
-from verl_lite.rollout.base import SamplingParams
+from verl_lite.rollout.base import Rollout, SamplingParams, response_mask_from_tokens
 from verl_lite.utils import device as dev
 from verl_lite.utils.hf_model import load_causal_lm
 
 
-class HFRollout:
+class SampledTokenLogProbs(LogitsProcessor):
+    """Last processor of a generate call: the log-prob of every sampled token under the processed
+    (warped) distribution it was sampled from, (batch, steps). A processor sees step t's scores before
+    the token is drawn, and that token only as the last input id of step t + 1, so one step's
+    log-probs are kept until then; `finish` reads the last step's token from the output."""
+
+    def __init__(self):
+        self.pending: torch.Tensor | None = None  # (batch, vocab) log-probs of the latest step
+        self.steps: list[torch.Tensor] = []  # (batch, 1) per generated token
+
+    def _take(self, tokens: torch.Tensor) -> None:
+        if self.pending is not None:
+            self.steps.append(self.pending.gather(-1, tokens.unsqueeze(-1)).cpu())
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        self._take(input_ids[:, -1])
+        self.pending = torch.log_softmax(scores.float(), dim=-1)
+        return scores
+
+    def finish(self, last_tokens: torch.Tensor) -> torch.Tensor:
+        self._take(last_tokens)
+        self.pending = None
+        return torch.cat(self.steps, dim=-1) if self.steps else torch.zeros(last_tokens.shape[0], 0)
+
+
+def build_logits_processors(params: SamplingParams) -> LogitsProcessorList:
+    """The sampling warpers of `params`, in vLLM's order (temperature, top-k, top-p); none for greedy."""
+    if params.greedy:
+        return LogitsProcessorList()
+    warpers = LogitsProcessorList()
+    if params.temperature != 1.0:
+        warpers.append(TemperatureLogitsWarper(params.temperature))
+    if params.top_k > 0:
+        warpers.append(TopKLogitsWarper(top_k=params.top_k))
+    if params.top_p < 1.0:
+        warpers.append(TopPLogitsWarper(top_p=params.top_p))
+    return warpers
+
+
+def build_generation_config(params: SamplingParams, eos_id: int | None, pad_id: int) -> GenerationConfig:
+    """Length and stop settings only; sampling fields at values for which generate adds no warper
+    (the warpers come from `build_logits_processors`)."""
+    sampling = {} if params.greedy else {"temperature": 1.0, "top_k": 0, "top_p": 1.0}
+    return GenerationConfig(
+        max_new_tokens=params.response_length,
+        do_sample=not params.greedy,
+        eos_token_id=None if params.ignore_eos else eos_id,
+        pad_token_id=pad_id,
+        **sampling,
+    )
+
+
+class HFRollout(Rollout):
     def __init__(self, model_cfg, rollout_cfg, tokenizer, rank: int):
+        super().__init__(rollout_cfg.seed, rank)
         dtype = parse_dtype(rollout_cfg.dtype, "actor_rollout_ref.rollout.dtype")
         self.model = load_causal_lm(model_cfg, dtype).to(dev.local_device()).eval()
         self.params = dict(self.model.named_parameters())
-        # generate() fills unset fields from the model's own defaults, so an EOS left unset there would
-        # come back from generation_config.json and stop ignore_eos runs; EOS is passed per call instead
-        self.model.generation_config.eos_token_id = None
+        # generate() fills every field left unset from the model's generation_config.json (sampling
+        # defaults, an EOS that would stop ignore_eos runs): an empty one leaves the rollout config in
+        # charge; EOS is passed per call
+        self.model.generation_config = GenerationConfig()
         self.eos_id, self.pad_id = tokenizer.eos_token_id, tokenizer.pad_token_id
-        self.seed, self.rank = rollout_cfg.seed, rank
-        self.num_calls, self.num_val_calls = 0, 0
         self.weights_loaded = True  # loaded from the same folder as the actor
 
-    def state_dict(self) -> dict[str, int]:
-        return {"num_calls": self.num_calls, "num_val_calls": self.num_val_calls}
-
-    def load_state_dict(self, state: dict[str, int]) -> None:
-        self.num_calls, self.num_val_calls = int(state["num_calls"]), int(state["num_val_calls"])
-
     def _call_seed(self, validate: bool) -> int:
-        if validate:
-            self.num_val_calls += 1
-            key = (self.seed, self.rank, self.num_val_calls, 1)
-        else:
-            self.num_calls += 1
-            key = (self.seed, self.rank, self.num_calls)
+        key = (self.seed, self.rank, *self.next_call(validate))
         return hash(key) % (2**63)  # ints only: tuple hashes of ints do not vary between processes
 
     @torch.no_grad()
@@ -63,29 +123,28 @@ class HFRollout:
     @torch.no_grad()
     def generate_tokens(
         self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, params: SamplingParams
-    ) -> tuple[torch.Tensor, None]:
-        """(responses (B*n, <=R), None): HF generate does not return sampled-token log-probs here."""
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(responses (B*n, <=R), their sampled-token log-probs (B*n, <=R), 0 after the first EOS)."""
         seed = self._call_seed(params.validate)
-        config = GenerationConfig(
-            max_new_tokens=params.response_length,
-            do_sample=not params.greedy,
-            temperature=None if params.greedy else params.temperature,
-            top_k=None if params.greedy or params.top_k <= 0 else params.top_k,
-            top_p=None if params.greedy else params.top_p,
-            eos_token_id=None if params.ignore_eos else self.eos_id,
-            pad_token_id=self.pad_id,
-        )
+        recorder = SampledTokenLogProbs()
+        processors = build_logits_processors(params)
+        processors.append(recorder)
         device = dev.local_device()
         # each prompt n times, adjacent (HF refuses num_return_sequences > 1 for greedy decoding)
         prompt_ids, prompt_mask = (
             prompt_ids.repeat_interleave(params.n, 0),
             prompt_mask.repeat_interleave(params.n, 0),
         )
-        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        with dev.fork_rng():
             torch.manual_seed(seed)
             out = self.model.generate(
                 input_ids=prompt_ids.to(device),
                 attention_mask=prompt_mask.to(device),
-                generation_config=config,
+                generation_config=build_generation_config(params, self.eos_id, self.pad_id),
+                logits_processor=processors,
             )
-        return out[:, prompt_ids.shape[1] :].cpu(), None
+        tokens = out[:, prompt_ids.shape[1] :].cpu()
+        log_probs = recorder.finish(out[:, -1])
+        if not params.ignore_eos:  # finished rows continue with pad tokens, whose log-probs mean nothing
+            log_probs = torch.where(response_mask_from_tokens(tokens, self.eos_id).bool(), log_probs, 0.0)
+        return tokens, log_probs

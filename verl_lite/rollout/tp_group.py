@@ -21,6 +21,8 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from verl_lite.utils import device as dev
+
 
 @dataclass
 class GroupBatch:
@@ -49,7 +51,7 @@ class TPGroup:
         if tp_size > 1:
             # new_group is collective over the whole world: every rank creates every group, in order
             for start in range(0, world, tp_size):
-                group = dist.new_group(list(range(start, start + tp_size)), backend="gloo")
+                group = dist.new_group(list(range(start, start + tp_size)), backend=dev.HOST_BACKEND)
                 if start == self.first:
                     self.group = group
 

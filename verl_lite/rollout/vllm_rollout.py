@@ -15,9 +15,10 @@ With `tensor_model_parallel_size` > 1 the ranks of a TP group run one engine tog
 their prompt chunks and generate the whole group's batch identically (tp_group.py). Weight sync is
 unchanged: every rank hands vLLM the full tensors and vLLM's weight loaders keep their TP slice.
 
-On a GPU, `free_cache_engine` puts the engine to sleep after generating (weights to host, KV cache
-freed) and wakes the weights, then the KV cache, before the next rollout. vLLM has no sleep mode on
-CPU, where both are no-ops (documented in docs/hybrid_engine.md).
+On a GPU, `free_cache_engine` puts the engine to sleep after generating (level 2: weights and KV
+cache released, nothing copied to the host) and wakes the weights, syncs them, then wakes the KV
+cache before the next rollout (vllm_sleep.py says why and in which order). vLLM has no sleep mode
+on CPU, where the engine stays awake (documented in docs/hybrid_engine.md).
 """
 
 from __future__ import annotations
@@ -29,9 +30,10 @@ from collections.abc import Iterable, Iterator
 import torch
 
 from verl_lite.engine.parallelize import parse_dtype
-from verl_lite.rollout.base import SamplingParams
+from verl_lite.rollout.base import Rollout, SamplingParams
 from verl_lite.rollout.engine_state import prepare_engine_env, preserved_process_state
 from verl_lite.rollout.tp_group import TPGroup
+from verl_lite.rollout.vllm_sleep import Call, EngineMemory
 from verl_lite.utils import device as dev
 
 GB = 1024**3
@@ -96,45 +98,39 @@ def engine_kwargs(model_cfg, r, enable_sleep_mode: bool) -> dict:
         logprobs_mode="processed_logprobs",  # log-probs of the distribution sampled from
         disable_log_stats=r.disable_log_stats,
     )
-    if not dev.is_cuda_available():
+    if not dev.has_accelerator():
         # on CPU vLLM reads gpu_memory_utilization as a share of *host* memory, which ranks share
         kwargs["kv_cache_memory_bytes"] = int(r.cpu_kv_cache_gb * GB)
     return kwargs
 
 
-class VLLMRollout:
+class VLLMRollout(Rollout):
     def __init__(self, model_cfg, rollout_cfg, tokenizer, rank: int):
         r = rollout_cfg
+        super().__init__(r.seed, rank)  # validation calls are counted apart from training's
         prepare_engine_env()
         from vllm import LLM  # after prepare_engine_env: vLLM reads its env vars at import
 
         self.eos_id, self.pad_id = tokenizer.eos_token_id, tokenizer.pad_token_id
-        self.seed, self.rank, self.num_calls = r.seed, rank, 0
-        self.num_val_calls = 0  # validation calls are counted apart: validating never moves training's seeds
         self.bucket_bytes = int(r.update_weights_bucket_megabytes * 1024**2)
-        self.can_sleep = r.free_cache_engine and dev.is_cuda_available()  # no sleep mode on CPU
-        self.asleep_tags: set[str] = set()
-        self.weights_loaded = False  # load_format=dummy: the first update_weights brings them
+        # load_format=dummy: no valid weights until the first update_weights; no sleep mode on CPU
+        self.memory = EngineMemory(sleep_enabled=r.free_cache_engine and dev.has_accelerator())
         self.tp_group = TPGroup(r.tensor_model_parallel_size)  # before LLM(): a clear error on a bad size
         with preserved_process_state():
-            self.llm = LLM(**engine_kwargs(model_cfg, r, self.can_sleep))
+            self.llm = LLM(**engine_kwargs(model_cfg, r, self.memory.sleep_enabled))
         self.tied_lm_head = bool(
             getattr(self.llm.llm_engine.model_config.hf_config, "tie_word_embeddings", False)
         )
-        self._sleep()
+        self._run(self.memory.sleep())
 
-    # --- memory: sleep between rollouts (GPU only) --------------------------------------------------
-    def _sleep(self) -> None:
-        if self.can_sleep and not self.asleep_tags:
-            self.llm.sleep(level=1)  # weights to host, KV cache dropped
-            self.asleep_tags = {"weights", "kv_cache"}
+    @property
+    def weights_loaded(self) -> bool:
+        return self.memory.weights_valid
 
-    def _wake(self, tags: list[str]) -> None:
-        """Wake the sleeping parts among `tags`: weights before a sync, the KV cache only to generate."""
-        waking = [t for t in tags if t in self.asleep_tags]
-        if waking:
-            self.llm.wake_up(tags=waking)
-            self.asleep_tags -= set(waking)
+    def _run(self, calls: list[Call]) -> None:
+        """Make the sleep/wake calls EngineMemory decided on."""
+        for method, kwargs in calls:
+            getattr(self.llm, method)(**kwargs)
 
     # --- weight sync --------------------------------------------------------------------------------
     @torch.no_grad()
@@ -145,7 +141,7 @@ class VLLMRollout:
         two buckets must still be loaded in one pass (vLLM repacks a layer once all its parts are in).
         The prefix cache is reset afterwards: cached prefixes hold the old weights' keys and values.
         """
-        self._wake(["weights"])
+        self._run(self.memory.before_sync())
         start, stats = time.perf_counter(), {"bytes": 0, "num_buckets": 0}
         if self.tied_lm_head:
             named_tensors = with_tied_lm_head(named_tensors)
@@ -154,7 +150,7 @@ class VLLMRollout:
         for _ in buckets:  # the actor's gather is collective: walk to the end even if vLLM stopped early
             pass
         self.llm.reset_prefix_cache()
-        self.weights_loaded = True
+        self.memory.after_sync()
         return {
             "update_weights_s": time.perf_counter() - start,
             "update_weights_gb": stats["bytes"] / GB,
@@ -162,20 +158,6 @@ class VLLMRollout:
         }
 
     # --- generation ---------------------------------------------------------------------------------
-    def state_dict(self) -> dict[str, int]:
-        """The sampling state a checkpoint keeps: the call counters the request seeds derive from."""
-        return {"num_calls": self.num_calls, "num_val_calls": self.num_val_calls}
-
-    def load_state_dict(self, state: dict[str, int]) -> None:
-        self.num_calls, self.num_val_calls = int(state["num_calls"]), int(state["num_val_calls"])
-
-    def _next_call(self, validate: bool) -> tuple[int, ...]:
-        if validate:
-            self.num_val_calls += 1
-            return (self.num_val_calls, 1)
-        self.num_calls += 1
-        return (self.num_calls,)
-
     def request_seed(self, call: int | tuple[int, ...], owner: int, row: int) -> int:
         """The seed of row `row` of rank `owner`'s chunk: the same on every rank of a TP group."""
         call = call if isinstance(call, tuple) else (call,)
@@ -204,10 +186,8 @@ class VLLMRollout:
         """(responses (B*n, <=R) padded with pad, their sampled-token log-probs (B*n, <=R), 0 in padding)."""
         from vllm.inputs import TokensPrompt
 
-        if not self.weights_loaded:
-            raise RuntimeError("vLLM rollout: generate before the first update_weights (dummy weights)")
-        call = self._next_call(params.validate)
-        self._wake(["weights", "kv_cache"])
+        self._run(self.memory.before_generate())  # raises while the weights are dummy or discarded
+        call = self.next_call(params.validate)
         batch = self.tp_group.gather(prompt_ids, prompt_mask)  # the TP group's prompts (own chunk if TP=1)
         prompts = [
             TokensPrompt(prompt_token_ids=ids[m.bool()].tolist())
@@ -218,11 +198,10 @@ class VLLMRollout:
         sampling = [
             self._sampling(per_request, self.request_seed(call, owner, row)) for owner, row in batch.origins
         ]
-        device = dev.local_device()
         # seeded requests draw from their own generators, but the sampler still advances the global RNG
-        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        with dev.fork_rng():
             outputs = self.llm.generate(prompts, sampling, use_tqdm=False)
-        self._sleep()
+        self._run(self.memory.sleep())
         repeat = params.n if params.greedy else 1
         samples = [
             s for out in outputs[batch.own_rows] for s in out.outputs for _ in range(repeat)

@@ -27,8 +27,9 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from verl_lite.single_controller.decorator import DISPATCH_ATTR, collect_results, dispatch_args
+from verl_lite.single_controller.decorator import DISPATCH_ATTR, MESH_ATTR, collect_results, dispatch_args
 from verl_lite.utils import device as dev
+from verl_lite.utils import logs
 
 
 class WorkerError(RuntimeError):
@@ -114,6 +115,8 @@ class RayWorkerGroup:
         remote_cls = ray.remote(worker_cls)
         slots = list(pool.slots())
         self.workers = []
+        self.log_files = [logs.worker_log_path(name, rank) for rank in range(len(slots))]
+        self.failed = False  # a method raised or a worker died: shutdown kills at once
         master = None
         for rank, (pg, bundle_index) in enumerate(slots):
             env = {
@@ -122,6 +125,8 @@ class RayWorkerGroup:
                 "OMP_NUM_THREADS": str(pool.num_threads),
                 "TOKENIZERS_PARALLELISM": "false",
             }
+            if self.log_files[rank]:  # the worker's output goes to its file in the run folder
+                env[logs.WORKER_LOG_ENV] = self.log_files[rank]
             if master is not None:
                 env["MASTER_ADDR"], env["MASTER_PORT"] = master[0], str(master[1])
             share = pool.actor_resources()
@@ -149,16 +154,27 @@ class RayWorkerGroup:
         """The Ray node id of each rank, in rank order."""
         return self._get_all("get_node_id", [w.get_node_id.remote() for w in self.workers])
 
+    def set_data_layout(self, mesh: str, ranks_per_shard: int) -> None:
+        """Methods registered with `mesh` send each chunk of data to `ranks_per_shard` consecutive
+        ranks (a sequence-parallel group) and gather one result per group."""
+        if ranks_per_shard < 1 or self.world_size % ranks_per_shard:
+            raise ValueError(
+                f"{self.name}: {ranks_per_shard} ranks per shard do not divide {self.world_size}"
+            )
+        self.ranks_per_shard[mesh] = ranks_per_shard
+
     def _bind_methods(self, worker_cls: type) -> None:
+        self.ranks_per_shard: dict[str, int] = {}
         for method_name, fn in inspect.getmembers(worker_cls, predicate=inspect.isfunction):
-            mode = getattr(fn, DISPATCH_ATTR, None)
+            mode, mesh = getattr(fn, DISPATCH_ATTR, None), getattr(fn, MESH_ATTR, None)
             if mode is None:
                 continue
 
-            def group_method(*args, _name=method_name, _mode=mode, **kwargs):
-                per_rank = dispatch_args(_mode, self.world_size, args, kwargs)
+            def group_method(*args, _name=method_name, _mode=mode, _mesh=mesh, **kwargs):
+                shard = self.ranks_per_shard.get(_mesh, 1)
+                per_rank = dispatch_args(_mode, self.world_size, args, kwargs, shard)
                 futures = [getattr(w, _name).remote(*a, **kw) for w, (a, kw) in zip(self.workers, per_rank)]
-                return collect_results(_mode, self._get_all(_name, futures))
+                return collect_results(_mode, self._get_all(_name, futures), shard)
 
             setattr(self, method_name, functools.wraps(fn)(group_method))
 
@@ -173,13 +189,25 @@ class RayWorkerGroup:
             try:
                 ray.get(done[0])
             except RayTaskError as e:
+                self.failed = True
                 # a rank that dies makes its peers' collectives fail too, sometimes first: name the
                 # dead rank as the cause when one is found among the others
                 self._raise_if_one_died(method, pending, rank_of)
                 raise WorkerError(f"{self.name} rank {rank} raised in {method}: {e.cause!r}\n{e}") from e
             except RayActorError as e:
-                raise WorkerError(f"{self.name} rank {rank} died during {method}: {e}") from e
+                self.failed = True
+                raise WorkerError(
+                    f"{self.name} rank {rank} died during {method}: {e}{self._log_end(rank)}"
+                ) from e
         return ray.get(futures)
+
+    def _log_end(self, rank: int) -> str:
+        """Where a dead worker's own output is, and its last lines (what it printed before dying)."""
+        path = self.log_files[rank]
+        if not path:
+            return ""
+        end = logs.tail(path)
+        return f"\n{self.name} rank {rank} log: {path}" + (f"; its last lines:\n{end}" if end else "")
 
     def _raise_if_one_died(self, method: str, pending: list, rank_of: dict, wait_s: float = 10.0) -> None:
         if not pending:
@@ -189,11 +217,26 @@ class RayWorkerGroup:
             try:
                 ray.get(future)
             except RayActorError as e:
-                raise WorkerError(f"{self.name} rank {rank_of[future]} died during {method}: {e}") from e
+                rank = rank_of[future]
+                raise WorkerError(
+                    f"{self.name} rank {rank} died during {method}: {e}{self._log_end(rank)}"
+                ) from e
             except RayTaskError:
                 pass
 
-    def shutdown(self) -> None:
-        for w in self.workers:
-            ray.kill(w)
+    def shutdown(self, grace_s: float = 30.0) -> None:
+        """End the workers: first by letting each process exit normally, so libraries release what
+        they hold outside it (vLLM's CPU engine leaves its shared-memory files in /dev/shm when
+        killed, and the next tensor-parallel run on the machine fails on them); a worker still busy
+        after `grace_s` is killed. An exiting process is left to finish: Ray reports the actor dead
+        before the process has run its exit handlers, and killing it then would cut them short."""
+        if not self.workers:
+            return
+        if self.failed:  # its ranks may be stuck in a collective with the failed one: no grace
+            grace_s = 0.0
+        exits = [w.__ray_terminate__.remote() for w in self.workers]
+        _, busy = ray.wait(exits, num_returns=len(exits), timeout=grace_s)
+        for w, exit_ref in zip(self.workers, exits):
+            if exit_ref in busy:
+                ray.kill(w)
         self.workers = []

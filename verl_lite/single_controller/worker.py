@@ -5,8 +5,8 @@ environment variables. The worker adds LOCAL_RANK itself: the ordinal of its dev
 devices visible to its process, which is what torch (`set_device`, DeviceMesh) and vLLM's external
 launcher (it asserts LOCAL_RANK < the visible device count) read it as. Ray shows each GPU worker
 only its own GPU, so that is 0 on every rank of every node, not the rank's index on its node.
-The worker then sets its thread count and initialises torch.distributed with the device's backend
-and a bounded timeout (a collective that hangs becomes an error instead of a silent stall).
+The worker then routes its output (utils/logs.py), sets its thread count and initialises
+torch.distributed with the device's backend and a bounded timeout (a collective that hangs becomes an error instead of a silent stall).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import torch
 import torch.distributed as dist
 
 from verl_lite.utils import device as dev
+from verl_lite.utils.logs import route_worker_output
 
 
 def device_env(assigned_gpu_ids: list[str], visible_devices: str | None) -> dict[str, str]:
@@ -30,6 +31,7 @@ def device_env(assigned_gpu_ids: list[str], visible_devices: str | None) -> dict
 
 class Worker:
     def __init__(self):
+        self.log_file = route_worker_output()  # before anything prints: the output's place (utils/logs.py)
         # outside a Ray actor (a test constructing a worker directly) nothing is assigned; asking
         # the runtime context there would start a local Ray
         assigned = ray.get_runtime_context().get_accelerator_ids()["GPU"] if ray.is_initialized() else []

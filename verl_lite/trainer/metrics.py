@@ -9,6 +9,7 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
+from verl_lite.algos.masked import masked_mean, masked_sum
 from verl_lite.algos.value_loss import explained_variance
 from verl_lite.protocol import DataProto
 
@@ -54,6 +55,35 @@ def compute_data_metrics(
         metrics.update(_stats("critic/values", b["values"][mask]))
         metrics["critic/vf_explained_var"] = explained_variance(b["values"], b["returns"], mask)
     return metrics
+
+
+@torch.no_grad()
+def compute_variance_proxy_metrics(batch: DataProto, grad_norm: float | None) -> dict[str, float]:
+    """verl's variance_proxy/* when the actor returned sum_pi_squared (actor.calculate_sum_pi_squared).
+
+    With W_i = sum_t m_t (1 - 2 pi_t + sum_v pi_v^2) (the squared logit-gradient norm of response i,
+    the OTB proxy) and a_i its mean token advantage: proxy2_total_power = mean_i a_i^2 max(W_i, 0)
+    estimates E||g_i||^2 of one response's gradient; proxy1_signal_strength = grad_norm^2 that of the
+    batch gradient; proxy3_pure_noise = max(0, (proxy2 - proxy1) / (N - 1)) the variance of the batch
+    mean; plus the components E[a^2] and E[W]. Nothing without sum_pi_squared.
+    """
+    b = batch.batch
+    if "sum_pi_squared" not in b:
+        return {}
+    mask = b["response_mask"].to(b["advantages"].dtype)
+    energy = masked_sum(1.0 - 2.0 * b["old_log_probs"].exp() + b["sum_pi_squared"], mask, dim=-1)  # (bs,)
+    advantage = masked_mean(b["advantages"], mask, dim=-1)  # (bs,)
+    total_power = float((advantage.square() * energy.clamp(min=0.0)).mean())
+    signal = grad_norm**2 if grad_norm is not None else None
+    rows = advantage.shape[0]
+    noise = max(0.0, (total_power - signal) / (rows - 1)) if signal is not None and rows > 1 else 0.0
+    return {
+        "variance_proxy/proxy1_signal_strength": signal if signal is not None else 0.0,
+        "variance_proxy/proxy2_total_power": total_power,
+        "variance_proxy/proxy3_pure_noise": noise,
+        "variance_proxy/expected_a_squared": float(advantage.square().mean()),
+        "variance_proxy/expected_w": float(energy.mean()),
+    }
 
 
 def compute_throughput_metrics(batch: DataProto, step_seconds: float, num_workers: int) -> dict[str, float]:

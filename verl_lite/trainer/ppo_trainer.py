@@ -31,6 +31,7 @@ from verl_lite.algos import ADV_ESTIMATORS
 from verl_lite.algos.kl_ctrl import build_kl_controller
 from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.config.validate import uses_critic
+from verl_lite.config.validate_roles import uses_reference
 from verl_lite.data.rlhf_dataset import EpochSampler, RLHFDataset
 from verl_lite.plan import auto_offload
 from verl_lite.protocol import DataProto
@@ -43,6 +44,7 @@ from verl_lite.trainer.metrics import (
     compute_data_metrics,
     compute_throughput_metrics,
     compute_val_metrics,
+    compute_variance_proxy_metrics,
     timer,
 )
 from verl_lite.trainer.ppo_phases import AlgorithmPhases
@@ -83,10 +85,11 @@ class RayPPOTrainer(AlgorithmPhases):
             len(train_dataset), config.data.train_batch_size, config.data.shuffle, config.data.seed
         )
         self.total_training_steps = self.sampler_steps()
-        actor, alg = config.actor_rollout_ref.actor, config.algorithm
-        self.use_ref = actor.use_kl_loss or alg.use_kl_in_reward
+        alg = config.algorithm
+        self.use_ref = uses_reference(config)
         self.use_critic = uses_critic(config)
-        self.adv_fn = ADV_ESTIMATORS.get(alg.adv_estimator)
+        self.adv_spec = ADV_ESTIMATORS.spec(alg.adv_estimator)
+        self.adv_kwargs = ADV_ESTIMATORS.read_keys(self.adv_spec, config)  # the keys the estimator reads
         self.kl_ctrl = None
         if alg.use_kl_in_reward:
             k = alg.kl_ctrl
@@ -123,21 +126,36 @@ class RayPPOTrainer(AlgorithmPhases):
         return path
 
     def build_phases(self) -> list:
+        """The step's phases in their fixed order: those every step runs, those the config asks for,
+        and those the advantage estimator's spec names (e.g. ReMax's gen_max)."""
         alg, t = self.config.algorithm, self.config.trainer
         filtered = alg.filter_groups.enable
-        return [
-            ("gen", self._generate_filtered if filtered else self._generate),
-            *([("gen_max", self._remax_baseline)] if alg.adv_estimator == "remax" else []),
-            *([] if filtered else [("reward", self._reward)]),  # dynamic sampling scores as it generates
-            ("old_log_prob", self._old_log_prob),
-            *([("ref", self._ref_log_prob)] if self.use_ref else []),
-            *([("values", self._values)] if self.use_critic else []),
-            *([("kl_reward", self._kl_in_reward)] if alg.use_kl_in_reward else []),
-            ("adv", self._advantage),
-            *([("update_critic", self._update_critic)] if self.use_critic else []),
-            ("update_actor", self._update_actor),
-            *([("dump_rollout_generations", self._dump_rollout)] if t.rollout_data_dir else []),
-        ]
+        available = {
+            "gen": self._generate_filtered if filtered else self._generate,
+            "gen_max": self._remax_baseline,
+            "reward": self._reward,
+            "old_log_prob": self._old_log_prob,
+            "ref": self._ref_log_prob,
+            "values": self._values,
+            "kl_reward": self._kl_in_reward,
+            "adv": self._advantage,
+            "update_critic": self._update_critic,
+            "update_actor": self._update_actor,
+            "dump_rollout_generations": self._dump_rollout,
+        }
+        wanted = {"gen", "old_log_prob", "adv", "update_actor", *self.adv_spec.phases}
+        wanted |= set() if filtered else {"reward"}  # dynamic sampling scores as it generates
+        wanted |= {"ref"} if self.use_ref else set()
+        wanted |= {"values", "update_critic"} if self.use_critic else set()
+        wanted |= {"kl_reward"} if alg.use_kl_in_reward else set()
+        wanted |= {"dump_rollout_generations"} if t.rollout_data_dir else set()
+        unknown = sorted(wanted - available.keys())
+        if unknown:
+            raise ValueError(
+                f"algorithm.adv_estimator={alg.adv_estimator} asks for trainer phases {unknown}, which the "
+                f"trainer does not have; it has {list(available)}"
+            )
+        return [(name, phase) for name, phase in available.items() if name in wanted]
 
     def sampler_steps(self) -> int:
         t = self.config.trainer
@@ -203,7 +221,9 @@ class RayPPOTrainer(AlgorithmPhases):
 
     def _plan_offload(self) -> dict:
         """trainer.auto_offload: the planner's choice for the memory the workers actually have."""
-        overrides, message = auto_offload(self.config, self.actor_rollout_wg.device_memory_gb())
+        overrides, message = auto_offload(
+            self.config, self.actor_rollout_wg.device_memory_gb(), accelerator=self.use_gpu
+        )
         log.info(message)
         self.config.actor_rollout_ref = apply_overrides(self.config.actor_rollout_ref, overrides)
         return overrides
@@ -259,6 +279,7 @@ class RayPPOTrainer(AlgorithmPhases):
         metrics.update(compute_data_metrics(batch, self.config.data.max_prompt_length, self.response_length))
         metrics.update({f"timing_s/{k}": v for k, v in timings.items()})
         metrics.update(compute_throughput_metrics(batch, timings["step"], self.world_size))
+        metrics.update(compute_variance_proxy_metrics(batch, metrics.get("actor/grad_norm")))
         metrics["training/global_step"] = self.global_steps
         metrics["training/epoch"] = self.sampler.epoch
         return metrics
@@ -298,16 +319,15 @@ class RayPPOTrainer(AlgorithmPhases):
         return batch.union(out)
 
     def _advantage(self, batch: DataProto, metrics: dict) -> DataProto:
-        algo = self.config.algorithm
-        advantages, returns = self.adv_fn(
+        inputs = {  # the batch tensors the estimator's spec names; "index" is the group ids
+            name: batch.non_tensor_batch["uid"] if name == "index" else batch.batch[name]
+            for name in self.adv_spec.inputs
+        }
+        advantages, returns = self.adv_spec.fn(
             token_level_rewards=batch.batch["token_level_rewards"],
             response_mask=batch.batch["response_mask"],
-            index=batch.non_tensor_batch["uid"],
-            values=batch.batch.get("values"),
-            gamma=algo.gamma,
-            lam=algo.lam,
-            norm_adv_by_std_in_grpo=algo.norm_adv_by_std_in_grpo,
-            reward_baselines=batch.batch.get("reward_baselines"),
+            **inputs,
+            **self.adv_kwargs,
         )
         batch.batch["advantages"], batch.batch["returns"] = advantages, returns
         return batch
@@ -437,4 +457,9 @@ def runtime_env(user: dict) -> dict:
 
 def start_ray(config: PPOTrainerConfig) -> None:
     if not ray.is_initialized():
-        ray.init(**ray_init_kwargs(config))
+        kwargs = ray_init_kwargs(config)
+        ray.init(**kwargs)
+        if "num_cpus" in kwargs:  # Ray's own notice goes to the log file
+            log.info("started a local Ray instance (%s CPUs)", ray.cluster_resources().get("CPU", 0))
+        else:
+            log.info("joined the Ray cluster at %s", kwargs["address"])

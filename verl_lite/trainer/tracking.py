@@ -1,6 +1,7 @@
 """Experiment tracking: `trainer.logger` is a list of backends, each getting every step's metrics.
 
-console      one readable line per step with the main metrics, under a progress bar over steps
+console      every metric of the step under verl's name, grouped (console_format.py), under a
+             progress bar over the training steps
 file         one JSON object per step appended to <trainer.default_local_dir>/metrics.jsonl
 wandb        a Weights & Biases run (trainer/trackers.py)
 tensorboard  TensorBoard event files (trainer/trackers.py)
@@ -12,50 +13,31 @@ Every backend also takes the validation samples of `trainer.log_val_generations`
 from __future__ import annotations
 
 import json
-import math
 import os
 
 from tqdm import tqdm
 
+from verl_lite.trainer.console_format import console_width, fmt_value, format_step
 from verl_lite.trainer.trackers import Sample, TensorboardLogger, WandbLogger
-
-CONSOLE_KEYS = (
-    ("critic/score/mean", "score"),
-    ("actor/pg_loss", "pg_loss"),
-    ("actor/grad_norm", "grad_norm"),
-    ("actor/ppo_kl", "ppo_kl"),
-    ("actor/entropy", "entropy"),
-    ("actor/kl_loss", "kl_loss"),
-    ("response_length/mean", "resp_len"),
-    ("timing_s/step", "step_s"),
-)
-
-
-def _fmt(value) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}" if math.isfinite(value) else str(value)
-    return str(value)
+from verl_lite.utils.logs import console_write
 
 
 class ConsoleLogger:
     def __init__(self, total_steps: int):
+        self.total_steps = total_steps
         # disable=None: a live bar on a terminal, none in a log file (where it would print every redraw)
         self.bar = tqdm(total=total_steps, desc="training", unit="step", dynamic_ncols=True, disable=None)
 
     def log(self, metrics: dict, step: int) -> None:
-        parts = [f"{short} {_fmt(metrics[key])}" for key, short in CONSOLE_KEYS if key in metrics]
-        parts += [
-            f"{k.removeprefix('val-core/')} {_fmt(v)}"
-            for k, v in metrics.items()
-            if k.startswith("val-core/")
-        ]
-        tqdm.write(f"step {step} | " + " | ".join(parts))
+        console_write(format_step(metrics, step, self.total_steps, console_width()))
         if step > self.bar.n:
             self.bar.update(step - self.bar.n)
 
     def log_generations(self, samples: list[Sample], step: int) -> None:
         for text_in, text_out, score in samples:
-            tqdm.write(f"val step {step} | input {text_in!r} | output {text_out!r} | score {_fmt(score)}")
+            console_write(
+                f"val step {step} | input {text_in!r} | output {text_out!r} | score {fmt_value(score)}"
+            )
 
     def finish(self) -> None:
         self.bar.close()

@@ -41,15 +41,41 @@ def is_cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
+def has_accelerator() -> bool:
+    """Whether this process computes on an accelerator (a GPU) rather than on the host: the question
+    other modules ask, in words that do not name the accelerator."""
+    return is_cuda_available()
+
+
 def device_type() -> str:
     """'cuda' when a GPU is visible to this process, else 'cpu'."""
     return "cuda" if is_cuda_available() else "cpu"
 
 
+DEVICE_CHOICES = ("auto", "cpu", "cuda")  # trainer.device
+HOST_BACKEND = "gloo"  # the collective backend for host tensors, on every machine
+
+
+def wants_accelerator(device: str) -> bool:
+    """trainer.device: whether workers use GPUs (`cuda`; `auto` when one is visible here)."""
+    return device == "cuda" or (device == "auto" and num_visible_gpus() > 0)
+
+
+def requires_accelerator(device: str) -> bool:
+    """trainer.device names the accelerator explicitly (then a machine without one is an error)."""
+    return device == "cuda"
+
+
 def dist_backend() -> str:
     """nccl for device tensors; with CUDA also gloo for host tensors, which CPU offload needs
     (FSDP2's CPUOffloadPolicy clips and reduces host-resident grads)."""
-    return "cpu:gloo,cuda:nccl" if is_cuda_available() else "gloo"
+    return f"cpu:{HOST_BACKEND},cuda:nccl" if is_cuda_available() else HOST_BACKEND
+
+
+def host_backend_available() -> bool:
+    import torch.distributed as dist
+
+    return dist.is_available() and dist.is_gloo_available()
 
 
 def local_device() -> torch.device:
@@ -99,6 +125,22 @@ def local_ordinal() -> int:
     """This process's device as an ordinal among its visible devices (0 on a CPU-only machine):
     the LOCAL_RANK vLLM's external launcher must see to pick the device torch computes on."""
     return torch.cuda.current_device() if is_cuda_available() else 0
+
+
+def empty(shape, dtype: torch.dtype, device: torch.device, stride=None, pinned: bool = False) -> torch.Tensor:
+    """New storage on `device` (with `stride` when given); `pinned` asks for page-locked host memory,
+    which the accelerator copies from asynchronously (ignored where no accelerator exists)."""
+    pin = pinned and device.type == "cpu" and can_pin_memory()
+    if stride is not None:
+        return torch.empty_strided(shape, stride, dtype=dtype, device=device, pin_memory=pin)
+    return torch.empty(shape, dtype=dtype, device=device, pin_memory=pin)
+
+
+def cpu_offload_policy():
+    """FSDP2's CPUOffloadPolicy, with pinned host shards where an accelerator copies from them."""
+    from torch.distributed.fsdp import CPUOffloadPolicy
+
+    return CPUOffloadPolicy(pin_memory=can_pin_memory())
 
 
 def can_pin_memory() -> bool:
@@ -241,6 +283,25 @@ def worker_num_threads(num_workers_per_node: int, cpus_per_node: float) -> int:
     return max(1, int(cpus_per_node // max(num_workers_per_node, 1)))
 
 
+def describe_devices() -> list[tuple[str, str]]:
+    """(name, what it is and its free memory) for every visible accelerator (none on CPU)."""
+    out = []
+    for i in range(num_visible_gpus()):
+        free, total = torch.cuda.mem_get_info(i)
+        name = torch.cuda.get_device_name(i)
+        out.append((f"cuda:{i}", f"{name}, {free / 2**30:.1f} of {total / 2**30:.1f} GiB free"))
+    return out
+
+
+def pinned_memory_problem() -> str | None:
+    """Why page-locked host memory cannot be had here (None when it works)."""
+    try:
+        torch.empty(1, pin_memory=True)
+    except RuntimeError as e:
+        return str(e)
+    return None
+
+
 def device_memory_total_gb() -> float:
     """Memory of this process's device: the GPU's, or on a CPU-only machine the host's available."""
     if is_cuda_available():
@@ -272,6 +333,11 @@ def measure_link_gbps(num_bytes: int = 256 * 1024**2) -> float:
     host.to(target, copy=True)
     synchronize()
     return num_bytes / 1024**3 / (time.perf_counter() - start)
+
+
+def fork_rng():
+    """A context that restores the host generator and this process's device generator afterwards."""
+    return torch.random.fork_rng(devices=[torch.cuda.current_device()] if is_cuda_available() else [])
 
 
 def device_rng_states() -> list[torch.Tensor] | None:

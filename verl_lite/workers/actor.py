@@ -23,40 +23,59 @@ from verl_lite.engine.forward import TokenRequest
 from verl_lite.engine.fsdp_engine import FSDPEngine
 
 MODEL_INPUTS = ("input_ids", "attention_mask", "position_ids", "responses")
+LOSS_METRICS = {"clipped": "pg_clipfrac", "clipped_lower": "pg_clipfrac_lower", "approx_kl": "ppo_kl"}
 
 
-def compute_log_prob(
+def _response_token_stats(
     engine: FSDPEngine,
     tensors: dict[str, torch.Tensor],
+    with_sum_pi_squared: bool,
     *,
     micro_size: int | None,
     max_token_len: int | None,
     temperature: float,
     phase: str,
 ) -> torch.Tensor:
-    """Log-probs of the sampled response tokens, (bs, R), in the rows' original order (0 where a
-    micro-batch has only padding left). `max_token_len` (dynamic batching) groups rows by a token
-    budget instead of `micro_size`."""
-
+    """(bs, R, S) per response token, rows in their original order (0 where a micro-batch has only
+    padding left): log-probs of the sampled tokens and, when asked, sum_v pi_v^2
+    (optimal_token_baseline's input), from one forward. `max_token_len` (dynamic batching) groups
+    rows by a token budget instead of `micro_size`."""
+    names = ("log_probs", "sum_pi_squared") if with_sum_pi_squared else ("log_probs",)
     inputs = {k: tensors[k] for k in MODEL_INPUTS}
     return engine.forward(
         inputs,
-        lambda output, micro: output.tokens["log_probs"],
+        lambda output, micro: torch.stack([output.tokens[n] for n in names], -1),
         micro_size=micro_size,
         max_token_len=max_token_len,
         phase=phase,
-        request=TokenRequest(temperature=temperature),
+        request=TokenRequest(temperature=temperature, sum_pi_squared=with_sum_pi_squared),
     )
+
+
+def compute_log_prob(engine: FSDPEngine, tensors: dict[str, torch.Tensor], **kw) -> torch.Tensor:
+    """Log-probs of the sampled response tokens, (bs, R); keywords as _response_token_stats."""
+    return _response_token_stats(engine, tensors, False, **kw)[..., 0]
+
+
+def compute_log_prob_and_sum_pi_squared(
+    engine: FSDPEngine, tensors: dict[str, torch.Tensor], **kw
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log-probs and sum_v pi_v^2 of each response token, both (bs, R), from one forward."""
+    stats = _response_token_stats(engine, tensors, True, **kw)
+    return stats[..., 0], stats[..., 1]
 
 
 class PPOActor:
     def __init__(self, engine: FSDPEngine, cfg: ActorConfig, response_length: int, temperature: float):
         self.engine, self.cfg = engine, cfg
         self.response_length, self.temperature = response_length, temperature
-        self.policy_loss = POLICY_LOSSES.get(cfg.policy_loss.loss_mode)
+        spec = POLICY_LOSSES.spec(cfg.policy_loss.loss_mode)
+        self.policy_loss, self.policy_loss_kwargs = spec.fn, POLICY_LOSSES.read_keys(spec, cfg)
+        self.pg_agg_mode = spec.agg_mode or cfg.loss_agg_mode  # gspo, sapo, geo_mean fix theirs (as verl)
 
     def loss(self, output, micro, scale: LossScale):
-        """This micro-batch's share of the mini-batch loss, and the metric shares."""
+        """This micro-batch's share of the mini-batch loss, and the metric shares (only the
+        indicators the policy loss reports)."""
         cfg = self.cfg
         mask = micro["response_mask"].float()
         logp = output.tokens["log_probs"]
@@ -65,20 +84,15 @@ class PPOActor:
             log_prob=logp,
             advantages=micro["advantages"],
             response_mask=mask,
-            clip_ratio_low=cfg.clip_ratio_low,
-            clip_ratio_high=cfg.clip_ratio_high,
-            clip_ratio_c=cfg.clip_ratio_c,
+            **self.policy_loss_kwargs,
         )
-        pg_loss = agg_loss(terms["pg_loss"], mask, cfg.loss_agg_mode, scale)
+        pg_loss = agg_loss(terms["pg_loss"], mask, self.pg_agg_mode, scale)
         entropy = agg_loss(output.tokens["entropy"], mask, cfg.loss_agg_mode, scale)
         loss = pg_loss - cfg.entropy_coeff * entropy
-        shares = {
-            "pg_loss": pg_loss,
-            "entropy": entropy,
-            "pg_clipfrac": agg_loss(terms["clipped"], mask, "token-mean", scale),
-            "pg_clipfrac_lower": agg_loss(terms["clipped_lower"], mask, "token-mean", scale),
-            "ppo_kl": agg_loss(terms["approx_kl"], mask, "token-mean", scale),
-        }
+        shares = {"pg_loss": pg_loss, "entropy": entropy}
+        for term, metric in LOSS_METRICS.items():
+            if term in terms:
+                shares[metric] = agg_loss(terms[term], mask, "token-mean", scale)
         if cfg.use_kl_loss:
             kl = kl_penalty(logp, micro["ref_log_prob"], cfg.kl_loss_type)
             shares["kl_loss"] = agg_loss(kl, mask, cfg.loss_agg_mode, scale)

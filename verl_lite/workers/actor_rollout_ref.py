@@ -30,7 +30,7 @@ from verl_lite.rollout.base import SamplingParams, assemble, place_log_probs
 from verl_lite.single_controller import Dispatch, Worker, register
 from verl_lite.utils import device as dev
 from verl_lite.utils.hf_model import load_tokenizer
-from verl_lite.workers.actor import PPOActor, compute_log_prob
+from verl_lite.workers.actor import PPOActor, compute_log_prob, compute_log_prob_and_sum_pi_squared
 
 ROLES = ("actor_rollout", "actor_rollout_ref", "ref")
 GB = 1024**3
@@ -85,7 +85,7 @@ class ActorRolloutRefWorker(Worker):
             self.actor = PPOActor(self.engines["actor"], a, self.response_length, cfg.rollout.temperature)
             # after the FSDP2 engine, on every rank together: vLLM joins the existing process group
             self.rollout = build_rollout(cfg.rollout.name, cfg.model, cfg.rollout, self.tokenizer, self.rank)
-            self.rollout_is_stale = not self.rollout.weights_loaded  # vLLM starts from dummy weights
+            self.rollout_is_stale = False  # the actor has not moved; a backend without weights asks to sync
         if self.has_ref:
             self.engines["ref"] = FSDPEngine(cfg.model, cfg.ref.fsdp_config, layout, role="ref")
         dev.reset_peak_memory()
@@ -107,7 +107,7 @@ class ActorRolloutRefWorker(Worker):
         )
 
     def _sync_rollout_weights(self) -> dict[str, float]:
-        if not self.rollout_is_stale:
+        if not self.rollout.needs_sync(actor_changed=self.rollout_is_stale):
             return {}
         start = time.perf_counter()
         r = self.config.rollout
@@ -159,9 +159,9 @@ class ActorRolloutRefWorker(Worker):
         return DataProto.from_dict(out, meta_info={"metrics": metrics})
 
     # --- log-probs ----------------------------------------------------------------------------------
-    def _log_prob(self, role: str, data: DataProto, source, phase: str):
+    def _log_prob(self, role: str, data: DataProto, source, phase: str, fn=compute_log_prob):
         """`source`: the config section with log_prob_* micro-batch keys (rollout for the actor, ref)."""
-        return compute_log_prob(
+        return fn(
             self.engines[role],
             data.batch,
             micro_size=source.log_prob_micro_batch_size_per_gpu,
@@ -172,8 +172,15 @@ class ActorRolloutRefWorker(Worker):
 
     @register(Dispatch.DP_COMPUTE_PROTO)
     def compute_log_prob(self, data: DataProto) -> DataProto:
-        logp = self._log_prob("actor", data, self.config.rollout, "compute_log_prob")
-        return DataProto.from_dict({"old_log_probs": logp})
+        """old_log_probs; with actor.calculate_sum_pi_squared also sum_pi_squared (optimal_token_baseline)."""
+        if not self.config.actor.calculate_sum_pi_squared:
+            return DataProto.from_dict(
+                {"old_log_probs": self._log_prob("actor", data, self.config.rollout, "compute_log_prob")}
+            )
+        logp, sum_pi_squared = self._log_prob(
+            "actor", data, self.config.rollout, "compute_log_prob", compute_log_prob_and_sum_pi_squared
+        )
+        return DataProto.from_dict({"old_log_probs": logp, "sum_pi_squared": sum_pi_squared})
 
     @register(Dispatch.DP_COMPUTE_PROTO)
     def compute_ref_log_prob(self, data: DataProto) -> DataProto:
@@ -218,7 +225,7 @@ class ActorRolloutRefWorker(Worker):
         out["perf/cpu_memory_used_gb"] = psutil.virtual_memory().used / GB
         out["perf/cpu_memory_rss_gb"] = psutil.Process(os.getpid()).memory_info().rss / GB
         total = dev.device_memory_total_gb()
-        if dev.is_cuda_available():
+        if dev.has_accelerator():
             out["perf/device_memory_total_gb"] = total
             util = dev.device_utilization()
             if util is not None:

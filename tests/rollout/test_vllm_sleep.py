@@ -1,0 +1,109 @@
+"""The vLLM rollout's sleep decisions (vllm_sleep.py), step by step through a training run.
+
+vLLM has no sleep mode on CPU, so the engine here is a recorder of the calls the rollout would make
+(`LLM.sleep`, `LLM.wake_up`, the weight load, `LLM.generate`); the decisions -- which level, which
+tags in which order, when the worker must sync -- are the real code: EngineMemory and
+Rollout.needs_sync, driven the way VLLMRollout and the worker drive them.
+"""
+
+import pytest
+
+from verl_lite.rollout.base import Rollout
+from verl_lite.rollout.vllm_sleep import EngineMemory
+
+
+class RecordingRollout(Rollout):
+    """VLLMRollout's memory handling around a recorder instead of an engine."""
+
+    def __init__(self, sleep_enabled: bool):
+        super().__init__(seed=0, rank=0)
+        self.memory = EngineMemory(sleep_enabled)
+        self.log: list = []
+        self._run(self.memory.sleep())  # as after LLM(...)
+
+    @property
+    def weights_loaded(self) -> bool:
+        return self.memory.weights_valid
+
+    def _run(self, calls):
+        self.log += [(method, kwargs.get("level", kwargs.get("tags"))) for method, kwargs in calls]
+
+    def update_weights(self, named_tensors):
+        self._run(self.memory.before_sync())
+        self.log.append(("load_weights", None))
+        self.memory.after_sync()
+        return {}
+
+    def generate_tokens(self, prompt_ids, prompt_mask, params):
+        self._run(self.memory.before_generate())
+        self.log.append(("generate", None))
+        self._run(self.memory.sleep())
+        return None, None
+
+
+def run(sleep_enabled: bool, phases: list[str]) -> tuple[RecordingRollout, int]:
+    """The worker's side: sync when Rollout.needs_sync says so, then generate; an update moves the actor."""
+    rollout, actor_changed, syncs = RecordingRollout(sleep_enabled), False, 0
+    for phase in phases:
+        if phase == "update_actor":
+            actor_changed = True
+            continue
+        if rollout.needs_sync(actor_changed):
+            rollout.update_weights([])
+            actor_changed, syncs = False, syncs + 1
+        rollout.generate_tokens(None, None, None)
+    return rollout, syncs
+
+
+# step 1 (ReMax: a greedy baseline right after the rollout), step 2 with validation after its update
+PHASES = ["gen", "gen_max", "update_actor", "gen", "update_actor", "validate", "gen"]
+
+
+def test_on_gpu_every_sleep_discards_and_every_rollout_syncs_first():
+    rollout, syncs = run(True, PHASES)
+    assert ("sleep", 1) not in rollout.log, "level 1 would copy the weights to the host and back"
+    assert rollout.log[:6] == [
+        ("sleep", 2),  # after start-up: the dummy weights and the KV cache leave the device
+        ("wake_up", ["weights"]),  # room for the sync's writes ...
+        ("load_weights", None),
+        ("wake_up", ["kv_cache"]),  # ... and only then the KV cache, to generate
+        ("generate", None),
+        ("sleep", 2),
+    ]
+    generates = [i for i, (m, _) in enumerate(rollout.log) if m == "generate"]
+    assert len(generates) == 5 and syncs == 5, "gen_max and the rollout after validation re-sync too"
+    for i in generates:
+        assert rollout.log[i - 3 : i] == [
+            ("wake_up", ["weights"]),
+            ("load_weights", None),
+            ("wake_up", ["kv_cache"]),
+        ]
+        assert rollout.log[i + 1] == ("sleep", 2)
+
+
+def test_on_cpu_the_engine_stays_awake_and_syncs_only_after_updates():
+    rollout, syncs = run(False, PHASES)
+    assert [m for m, _ in rollout.log if m in ("sleep", "wake_up")] == []
+    assert syncs == 3, "the first sync (dummy weights), then one per update"
+
+
+def test_generating_on_discarded_weights_is_refused():
+    memory = EngineMemory(sleep_enabled=True)
+    memory.sleep()
+    with pytest.raises(RuntimeError, match="without valid weights"):
+        memory.before_generate()
+    memory.before_sync()
+    memory.after_sync()
+    assert memory.before_generate() == [("wake_up", {"tags": ["kv_cache"]})]
+    assert memory.before_generate() == [], "waking what is awake only makes vLLM warn: nothing to call"
+
+
+def test_keep_weights_sleeps_at_level_1_and_the_weights_stay_valid():
+    """For a caller that syncs only part of the weights (LoRA adapters over a base)."""
+    memory = EngineMemory(sleep_enabled=True, keep_weights=True)
+    memory.before_sync()
+    memory.after_sync()
+    memory.before_generate()
+    assert memory.sleep() == [("sleep", {"level": 1})]
+    assert memory.weights_valid, "level 1 copies the weights to the host and back"
+    assert memory.before_generate() == [("wake_up", {"tags": ["weights", "kv_cache"]})]

@@ -1,0 +1,150 @@
+"""Phase-by-phase device memory of a whole run (plan_memory.py) for a Qwen2.5-7B GRPO/PPO run.
+
+Each test composes main_ppo's config through Hydra (the planner's own path) and checks a phase's
+total against the engines' terms (tested by hand in tests/engine/test_memory_model.py) and the
+rollout's, written out here.
+"""
+
+import os
+
+import pytest
+
+from verl_lite.config import validate_roles
+from verl_lite.engine.memory_model import read_shape
+from verl_lite.plan import compose_config
+from verl_lite.plan_memory import GB, MB, PROCESS_OVERHEAD, plan_device
+from verl_lite.trainer import ppo_trainer
+
+CONFIGS = os.path.join(os.path.dirname(__file__), os.pardir, "scripts", "model_configs")
+SEVEN_B, HALF_B = os.path.join(CONFIGS, "qwen2.5-7b"), os.path.join(CONFIGS, "qwen2.5-0.5b")
+N, V, H = 7_615_616_512, 152064, 3584
+DEVICE = 80 * GB
+
+
+def config(*extra: str):
+    """8 GPUs, GRPO, 64 prompts x 4, 512 + 512 tokens, bf16 vLLM at 0.5 of the device, no KL."""
+    return compose_config(
+        [
+            f"actor_rollout_ref.model.path={SEVEN_B}",
+            "trainer.n_gpus_per_node=8",
+            "algorithm.adv_estimator=grpo",
+            "data.train_batch_size=64",
+            "data.max_prompt_length=512",
+            "data.max_response_length=512",
+            "actor_rollout_ref.rollout.n=4",
+            "actor_rollout_ref.rollout.name=vllm",
+            "actor_rollout_ref.rollout.dtype=bf16",
+            "actor_rollout_ref.rollout.tensor_model_parallel_size=2",
+            "actor_rollout_ref.rollout.gpu_memory_utilization=0.5",
+            "actor_rollout_ref.rollout.update_weights_bucket_megabytes=512",
+            "actor_rollout_ref.actor.ppo_mini_batch_size=32",
+            "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",
+            "actor_rollout_ref.actor.use_kl_loss=False",
+            "algorithm.use_kl_in_reward=False",
+            *extra,
+        ]
+    )
+
+
+@pytest.fixture(scope="module")
+def shape():
+    return read_shape(SEVEN_B)
+
+
+def test_vllm_holds_its_share_while_generating_and_nothing_asleep(shape):
+    plan = plan_device(config(), shape, 8, "none", 4, DEVICE)
+    actor = plan.engines["actor"]
+    assert set(plan.engines) == {"actor"} and set(plan.phases) == {
+        "generate",
+        "update_weights",
+        "old_log_prob",
+        "update_actor",
+    }
+    share = int(0.5 * DEVICE)  # gpu_memory_utilization x the device, claimed at start and on every wake
+    assert plan.phases["generate"] == actor.resident + share
+    # waking the weights only (TP=2: half of them, bf16), plus the sync's bucket and the tensor past it
+    weights = N // 2 * 2
+    assert plan.phases["update_weights"] == actor.resident + weights + 512 * MB + V * H * 4
+    assert plan.phases["update_actor"] == actor.update, "asleep (level 2): nothing beside the update"
+    assert plan.phases["old_log_prob"] == actor.forward
+    assert plan.overhead == PROCESS_OVERHEAD and plan.peak == max(plan.phases.values()) + PROCESS_OVERHEAD
+
+
+def test_an_awake_vllm_keeps_its_share_beside_every_phase(shape):
+    plan = plan_device(
+        config("actor_rollout_ref.rollout.free_cache_engine=False"), shape, 8, "none", 4, DEVICE
+    )
+    share = int(0.5 * DEVICE)
+    assert plan.phases["update_actor"] == plan.engines["actor"].update + share
+    assert plan.phases["update_weights"] == plan.engines["actor"].resident + share + 512 * MB + V * H * 4
+
+
+def test_on_cpu_vllm_holds_weights_and_its_kv_space_and_processes_cost_nothing_extra(shape):
+    cfg = config("actor_rollout_ref.rollout.cpu_kv_cache_gb=2")
+    plan = plan_device(cfg, shape, 8, "none", 4, DEVICE, accelerator=False)
+    held = N // 2 * 2 + 2 * GB
+    assert plan.phases["update_actor"] == plan.engines["actor"].update + held
+    assert plan.overhead == 0
+
+
+def test_hf_keeps_a_full_copy_and_grows_a_kv_cache_while_generating(shape):
+    cfg = config(
+        "actor_rollout_ref.rollout.name=hf", "actor_rollout_ref.rollout.tensor_model_parallel_size=1"
+    )
+    plan = plan_device(cfg, shape, 8, "none", 4, DEVICE)
+    copy = N * 2
+    sequences = 64 * 4 // 8
+    kv_cache = 2 * 28 * 512 * sequences * 1024 * 2  # K and V, 28 layers, kv dim 512, bf16
+    assert plan.phases["generate"] == plan.engines["actor"].resident + copy + kv_cache + sequences * V * 4
+    assert plan.phases["update_actor"] == plan.engines["actor"].update + copy
+
+
+def test_kl_in_the_reward_alone_builds_the_reference_as_the_trainer_does(shape):
+    assert ppo_trainer.uses_reference is validate_roles.uses_reference, "one rule for trainer and planner"
+    cfg = config(
+        "algorithm.use_kl_in_reward=True", "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4"
+    )
+    assert validate_roles.uses_reference(cfg)
+    plan = plan_device(cfg, shape, 8, "none", 4, DEVICE)
+    ref, actor = plan.engines["ref"], plan.engines["actor"]
+    assert ref.resident == N // 8 * 4, "the reference's fp32 shard stays unless its fsdp_config offloads it"
+    assert plan.phases["ref"] == actor.resident + ref.forward
+    assert plan.phases["update_actor"] == actor.update + ref.resident
+    assert plan.overhead == PROCESS_OVERHEAD, "the reference lives in the actor's process"
+
+
+def test_a_colocated_critic_and_reward_model_share_the_device_in_processes_of_their_own(shape):
+    cfg = config(
+        "algorithm.adv_estimator=gae",
+        f"critic.model.path={SEVEN_B}",
+        "critic.ppo_micro_batch_size_per_gpu=4",
+        "critic.forward_micro_batch_size_per_gpu=4",
+        "reward_model.enable=True",
+        f"reward_model.model.path={HALF_B}",
+        "reward_model.micro_batch_size_per_gpu=4",
+        "reward_model.model.input_tokenizer=null",
+    )
+    plan = plan_device(cfg, shape, 8, "none", 4, DEVICE)
+    actor, critic, rm = (plan.engines[k] for k in ("actor", "critic", "reward_model"))
+    assert critic.resident == 3 * shard_value(8) * 4  # params + both moments, fp32
+    assert plan.phases["update_critic"] == critic.update + actor.resident + rm.resident
+    assert plan.phases["update_actor"] == actor.update + critic.resident + rm.resident
+    assert plan.phases["values"] == critic.forward + actor.resident + rm.resident
+    assert plan.phases["reward"] == rm.forward + actor.resident + critic.resident
+    assert plan.phases["generate"] == actor.resident + critic.resident + rm.resident + int(0.5 * DEVICE)
+    assert plan.overhead == 3 * PROCESS_OVERHEAD
+
+
+def shard_value(world: int) -> int:
+    """The 7B value model's shard: the backbone, a (1 x hidden) head and its bias; 152064 and 1 rows
+    split over 8 ranks (the head's single row pads to one per rank)."""
+    layers = 28 * 233_057_792 // world
+    return layers + V * H // world + H // world + 1 * H + 1
+
+
+def test_a_large_log_prob_micro_batch_is_the_peak(shape):
+    cfg = config("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=64")
+    plan = plan_device(cfg, shape, 8, "none", 4, DEVICE)
+    assert plan.peak_phase == "old_log_prob"
+    # its logits alone: 64 x 1024 tokens x vocab in bf16, and three fp32 copies of the responses'
+    assert plan.engines["actor"].terms["forward_activations"] > 64 * 1024 * V * 2 + 3 * 64 * 512 * V * 4

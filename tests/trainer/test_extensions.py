@@ -1,0 +1,185 @@
+"""Every registered advantage estimator and policy loss, built through the real start-up path without Ray.
+
+Estimators: the CLI's build_trainer (validation, datasets, reward functions, the trainer) gives a phase
+list with the spec's phases, the critic's phases exactly when the spec needs a critic, every batch
+tensor the estimator reads produced by a phase before `adv`, and the `adv` phase turns a scored batch
+into finite advantages. Losses: the actor's loss function (what the engine calls per micro-batch)
+gives a finite loss with a gradient and the metrics the loss reports. Refused and unknown names stop
+start-up with one line.
+"""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from verl_lite.algos import ADV_ESTIMATORS, POLICY_LOSSES
+from verl_lite.algos.loss_agg import LossScale
+from verl_lite.config.compose import load_config
+from verl_lite.config.schema import TINY_MODEL, TINY_TRAIN
+from verl_lite.config.validate import ConfigError, check_placeholders, validate
+from verl_lite.main_ppo import SetupError, build_trainer, resolve_assets
+from verl_lite.protocol import DataProto
+from verl_lite.workers.actor import PPOActor
+
+ARR = "actor_rollout_ref"
+N = 4  # responses per prompt: every estimator's minimum group size is at most this
+# the batch tensor each trainer phase adds that an estimator may read ("index" is the uid every step has)
+PRODUCED_BY = {
+    "values": "values",
+    "reward_baselines": "gen_max",
+    "old_log_probs": "old_log_prob",
+    "sum_pi_squared": "old_log_prob",
+}
+
+
+def load(tmp_path, *overrides):
+    """The demo config (tiny model and task, fp32, CPU) at a small batch, with `overrides`."""
+    base = [
+        f"{ARR}.model.path={TINY_MODEL}",
+        f"data.train_files={TINY_TRAIN}",
+        "data.val_files=null",
+        "data.train_batch_size=4",
+        f"{ARR}.rollout.n={N}",
+        f"{ARR}.rollout.name=hf",
+        f"{ARR}.actor.ppo_mini_batch_size=4",
+        f"{ARR}.actor.ppo_micro_batch_size_per_gpu=4",
+        "trainer.n_gpus_per_node=2",
+        "trainer.device=cpu",
+        "trainer.resume_mode=disable",
+        f"trainer.default_local_dir={tmp_path}",
+    ]
+    cfg = load_config([*base, *overrides], "demo")
+    resolve_assets(cfg)  # the embedded model and data, as the CLI does before validating
+    return cfg
+
+
+def _scored_batch(trainer, rows: int = 8, width: int = 5) -> DataProto:
+    g = torch.Generator().manual_seed(0)
+    lengths = torch.tensor([5, 3, 1, 4, 2, 5, 5, 3])[:rows]
+    mask = (torch.arange(width) < lengths.unsqueeze(1)).float()
+    rewards = torch.zeros(rows, width)
+    rewards[torch.arange(rows), lengths - 1] = torch.tensor([1.0, 0.0, 1.0, 0.5, 0.0, 1.0, 0.0, 0.0])[:rows]
+    tensors = {
+        "token_level_rewards": rewards,
+        "response_mask": mask,
+        "values": torch.randn(rows, width, generator=g) * mask,
+        "reward_baselines": torch.rand(rows, generator=g),
+        "old_log_probs": -torch.rand(rows, width, generator=g) * mask,
+        "sum_pi_squared": torch.rand(rows, width, generator=g) * mask,
+    }
+    uid = np.array([f"p{i // N}" for i in range(rows)], dtype=object)
+    return DataProto.from_dict(tensors, non_tensors={"uid": uid})
+
+
+@pytest.mark.parametrize("name", ADV_ESTIMATORS.names())
+def test_every_estimator_builds_its_phases_and_advantages(name, tmp_path):
+    spec = ADV_ESTIMATORS.spec(name)
+    requires = [f"{key}={value}" for key, value in spec.requires]
+    trainer = build_trainer(load(tmp_path, f"algorithm.adv_estimator={name}", *requires))
+    phases = [phase for phase, _ in trainer.phases]
+    assert set(spec.phases) <= set(phases)
+    assert ({"values", "update_critic"} <= set(phases)) == spec.needs_critic == trainer.use_critic
+    before_adv = phases[: phases.index("adv")]
+    for tensor in spec.inputs:
+        assert tensor == "index" or PRODUCED_BY[tensor] in before_adv, (
+            f"{name} reads {tensor}: no phase makes it"
+        )
+    batch = trainer._advantage(_scored_batch(trainer), {})
+    advantages, mask = batch.batch["advantages"], batch.batch["response_mask"]
+    assert advantages.shape == mask.shape and torch.isfinite(advantages).all()
+    assert (advantages[mask == 0] == 0).all() and (advantages != 0).any()
+    assert torch.isfinite(batch.batch["returns"]).all()
+
+
+def _micro(rows=6, prompt=3, width=4, vocab=11):
+    g = torch.Generator().manual_seed(1)
+    lengths = torch.tensor([4, 2, 3, 1, 4, 4])[:rows]
+    return {
+        "responses": torch.randint(vocab, (rows, width), generator=g),
+        "response_mask": (torch.arange(width) < lengths.unsqueeze(1)).float(),
+        "old_log_probs": -torch.rand(rows, width, generator=g) - 1.0,
+        "advantages": torch.randn(rows, 1, generator=g).expand(rows, width).contiguous(),
+    }, torch.randn(rows, prompt + width, vocab, generator=g)
+
+
+@pytest.mark.parametrize("mode", POLICY_LOSSES.names())
+def test_every_policy_loss_runs_in_the_actor_loss_function(mode, tmp_path):
+    cfg = load(tmp_path, f"{ARR}.actor.policy_loss.loss_mode={mode}")
+    validate(cfg, num_gpus=0)
+    actor = PPOActor(None, cfg.actor_rollout_ref.actor, response_length=4, temperature=1.0)
+    micro, logits = _micro()
+    logits.requires_grad_(True)
+    loss, shares = actor.make_loss_fn(LossScale.of(micro["response_mask"]))(
+        SimpleNamespace(logits=logits), micro
+    )
+    loss.backward()
+    assert torch.isfinite(loss) and torch.isfinite(logits.grad).all() and logits.grad.abs().sum() > 0
+    assert {"pg_loss", "entropy"} <= set(shares)
+    reported = {"pg_clipfrac", "pg_clipfrac_lower", "ppo_kl"} & set(shares)
+    expected = {"gpg": set(), "kl_cov": {"ppo_kl"}, "clip_cov": {"pg_clipfrac", "ppo_kl"}}
+    assert reported == expected.get(mode, {"pg_clipfrac", "pg_clipfrac_lower", "ppo_kl"}), reported
+
+
+def test_a_loss_key_reaches_the_loss(tmp_path):
+    # sapo's gate temperature: the same micro-batch gives another loss when tau_pos / tau_neg change
+    micro, logits = _micro()
+    losses = []
+    for tau in ("1.0", "3.0"):
+        cfg = load(
+            tmp_path,
+            f"{ARR}.actor.policy_loss.loss_mode=sapo",
+            f"{ARR}.actor.tau_pos={tau}",
+            f"{ARR}.actor.tau_neg={tau}",
+        )
+        actor = PPOActor(None, cfg.actor_rollout_ref.actor, response_length=4, temperature=1.0)
+        loss, _ = actor.make_loss_fn(LossScale.of(micro["response_mask"]))(
+            SimpleNamespace(logits=logits), micro
+        )
+        losses.append(float(loss))
+    assert losses[0] != losses[1]
+
+
+def test_refused_and_unknown_names_stop_start_up_with_one_line(tmp_path):
+    with pytest.raises(SetupError, match="loss_mode=bypass_mode is not supported by verl_lite: .* use "):
+        build_trainer(load(tmp_path, f"{ARR}.actor.policy_loss.loss_mode=bypass_mode"))
+    with pytest.raises(ConfigError) as info:
+        validate(
+            load(tmp_path, "algorithm.adv_estimator=grpo_plus", f"{ARR}.actor.policy_loss.loss_mode=ppo"), 0
+        )
+    assert "algorithm.adv_estimator='grpo_plus' is not a known advantage estimator; choose one of [" in str(
+        info.value
+    )
+    assert "loss_mode='ppo' is not a known policy loss; choose one of [" in str(info.value)
+
+
+def test_spec_rules_are_checked_before_ray(tmp_path):
+    cases = {
+        ("algorithm.adv_estimator=opo", f"{ARR}.rollout.n=1"): "algorithm.adv_estimator=opo needs "
+        f"{ARR}.rollout.n >= 2 (its baseline is computed from the other responses to the same prompt), got 1",
+        (
+            f"{ARR}.actor.policy_loss.loss_mode=kl_cov",
+            f"{ARR}.actor.policy_loss.kl_cov_ratio=0",
+        ): f"{ARR}.actor.policy_loss.kl_cov_ratio=0.0 must be > 0 (fraction of tokens to penalise); "
+        f"{ARR}.actor.policy_loss.loss_mode=kl_cov reads it",
+        (f"{ARR}.actor.clip_ratio_c=1.0",): f"{ARR}.actor.clip_ratio_c=1.0 must be > 1",
+        ("algorithm.adv_estimator=optimal_token_baseline",): "algorithm.adv_estimator=optimal_token_baseline "
+        f"needs {ARR}.actor.calculate_sum_pi_squared=True, got False",
+        ("algorithm.adv_estimator=gae", "critic.enable=False"): "algorithm.adv_estimator=gae needs a critic",
+    }
+    for overrides, line in cases.items():
+        with pytest.raises(ConfigError) as info:
+            validate(load(tmp_path, *overrides), 0)
+        assert any(p.startswith(line) for p in info.value.problems), info.value.problems
+    # critic.enable=True trains a critic whatever the estimator (verl's need_critic), so its path matters
+    trainer = build_trainer(load(tmp_path, "algorithm.adv_estimator=grpo", "critic.enable=True"))
+    assert trainer.use_critic and "update_critic" in [phase for phase, _ in trainer.phases]
+    placeholder = "critic.model.path='~/models/deepseek-llm-7b-chat'"
+    with pytest.raises(
+        ConfigError, match="critic.model.path=~/models/deepseek-llm-7b-chat: verl's placeholder"
+    ):
+        check_placeholders(load_config(["critic.enable=True", placeholder], "demo"))
+    check_placeholders(load_config(["critic.enable=False", placeholder], "demo"))  # no critic: no matter
+    # the dual-clip cap is vanilla's key: other losses do not read it (verl checks it in vanilla only)
+    validate(load(tmp_path, f"{ARR}.actor.policy_loss.loss_mode=gspo", f"{ARR}.actor.clip_ratio_c=1.0"), 0)

@@ -1,0 +1,229 @@
+"""Per-device memory of a whole run, phase by phase: every role that shares the device, and the rollout.
+
+One device holds, in one process, the actor, its rollout and (when a KL term needs it) the
+reference; in processes of their own the critic (GAE) and the reward model, colocated as verl
+colocates them. Each phase of a step puts one engine at its peak while the others hold what they
+keep between phases (engine/memory_model.py gives both per engine). The rollout holds:
+
+  vLLM on a GPU   its gpu_memory_utilization share of the device (weights + KV cache + workspace,
+                  claimed at start and on every wake) while it generates; while it receives weights
+                  only its weights (the KV cache still sleeps) plus the sync's gather buffer (up to
+                  update_weights_bucket_megabytes of full tensors, plus the tensor that overflows
+                  it); between rollouts nothing with free_cache_engine (sleep level 2), else its share
+  vLLM on CPU     its weights and rollout.cpu_kv_cache_gb, always (no sleep mode)
+  HF generate     a full copy of the weights, always, plus the KV cache of the rank's prompts x n at
+                  full length and one step's logits while it generates
+
+Each process on a GPU also holds a CUDA context and NCCL buffers (PROCESS_OVERHEAD, an assumption
+that scripts/gpu_check.py and the GPU e2e test are there to check) and a host-side baseline. Host
+memory per rank: the offloaded state of every engine (pinned tensors rounded up), and while the
+engines load, the whole model of the one loading.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from verl_lite.config.schema import PPOTrainerConfig
+from verl_lite.config.validate_roles import uses_critic, uses_reference
+from verl_lite.engine.memory_model import (
+    DTYPE_BYTES,
+    EngineEstimate,
+    EngineSetup,
+    ModelShape,
+    estimate,
+    read_shape,
+)
+from verl_lite.rollout import ROLLOUTS
+
+GB = 1024**3
+MB = 1024**2
+PROCESS_OVERHEAD = 768 * MB  # CUDA context + NCCL communicators per GPU process (not measured here)
+HOST_PROCESS_OVERHEAD = 2 * GB  # a worker's interpreter, torch, transformers (and vLLM) once imported
+
+
+def fsdp_mode(fsdp) -> str:
+    """The memory model's mode name for an fsdp_config (manual offload counts as the pair)."""
+    if fsdp.offload_policy:
+        return "offload_policy"
+    return "param_optimizer_offload" if fsdp.param_offload or fsdp.optimizer_offload else "none"
+
+
+@dataclass
+class RolloutMemory:
+    generate: int  # on the device while generating
+    sync: int  # while receiving the actor's weights
+    idle: int  # between rollouts (log-probs, updates)
+
+
+@dataclass
+class DevicePlan:
+    phases: dict[str, int]  # device bytes per phase, processes' overhead excluded
+    overhead: int  # CUDA contexts and NCCL buffers of the processes on the device
+    host_per_rank: int  # steady host bytes per rank (offloaded state, pinned rounding included)
+    host_load_per_rank: int  # the extra while an engine loads its model before sharding
+    host_overhead_per_rank: int
+    engines: dict[str, EngineEstimate] = field(default_factory=dict)
+
+    @property
+    def peak(self) -> int:
+        return max(self.phases.values()) + self.overhead
+
+    @property
+    def peak_phase(self) -> str:
+        return max(self.phases, key=self.phases.get)
+
+    @property
+    def host_peak_per_rank(self) -> int:
+        return self.host_per_rank + self.host_load_per_rank + self.host_overhead_per_rank
+
+
+def rollout_memory(
+    cfg: PPOTrainerConfig, shape: ModelShape, world: int, device_bytes: int, accelerator: bool
+) -> RolloutMemory:
+    r = cfg.actor_rollout_ref.rollout
+    backend = ROLLOUTS.get(r.name).name  # refuses "auto": plan a normalised config
+    w = DTYPE_BYTES[r.dtype]
+    p = DTYPE_BYTES[cfg.actor_rollout_ref.actor.fsdp_config.model_dtype]
+    largest = max(n for _, n in shape.all_tensors()) * p  # one full tensor from the actor's gather
+    if backend == "vllm":
+        weights = -(-shape.num_params // r.tensor_model_parallel_size) * w
+        buffer = int(r.update_weights_bucket_megabytes * MB) + largest
+        if not accelerator:
+            held = weights + int(r.cpu_kv_cache_gb * GB)
+            return RolloutMemory(generate=held, sync=held + buffer, idle=held)
+        share = int(r.gpu_memory_utilization * device_bytes)
+        asleep = r.free_cache_engine
+        return RolloutMemory(
+            generate=share, sync=(weights if asleep else share) + buffer, idle=0 if asleep else share
+        )
+    weights = shape.num_params * w
+    sequences = max(1, cfg.data.train_batch_size * r.n // world)
+    seq_len = r.prompt_length + r.response_length
+    kv_cache = 2 * shape.layers * shape.kv_dim * sequences * seq_len * w
+    return RolloutMemory(
+        generate=weights + kv_cache + sequences * shape.vocab * 4, sync=weights + largest, idle=weights
+    )
+
+
+def engine_setup(fsdp, world: int, seq_len: int, response_len: int, accelerator: bool, **kw) -> EngineSetup:
+    mp = fsdp.mixed_precision
+    return EngineSetup(
+        world=world,
+        mode=kw.pop("mode", None) or fsdp_mode(fsdp),
+        seq_len=seq_len,
+        response_len=response_len,
+        model_dtype=fsdp.model_dtype,
+        param_dtype=mp.param_dtype,
+        reduce_dtype=mp.reduce_dtype,
+        reshard_after_forward=fsdp.reshard_after_forward,
+        reduce_every_micro=fsdp.reduce_scatter_every_micro_batch,
+        pinned_host=accelerator,
+        **kw,
+    )
+
+
+def _forward_size(micro: int | None, dynamic: bool, token_budget: int) -> dict:
+    return {"forward_tokens": token_budget} if dynamic else {"forward_micro": micro or 1}
+
+
+def role_engines(
+    cfg: PPOTrainerConfig, shape: ModelShape, world: int, mode: str, micro: int, accelerator: bool
+) -> dict[str, EngineEstimate]:
+    """The estimate of every engine the run builds, the actor at (mode, micro)."""
+    arr = cfg.actor_rollout_ref
+    a, r = arr.actor, arr.rollout
+    seq, resp = r.prompt_length + r.response_length, r.response_length
+    actor = engine_setup(
+        a.fsdp_config,
+        world,
+        seq,
+        resp,
+        accelerator,
+        mode=mode,
+        micro=micro,
+        grad_checkpointing=arr.model.enable_gradient_checkpointing,
+        tokens_per_micro=a.ppo_max_token_len_per_gpu if a.use_dynamic_bsz else None,
+        **_forward_size(
+            r.log_prob_micro_batch_size_per_gpu, r.log_prob_use_dynamic_bsz, r.log_prob_max_token_len_per_gpu
+        ),
+    )
+    out = {"actor": estimate(shape, actor)}
+    if uses_reference(cfg):
+        f = _forward_size(
+            arr.ref.log_prob_micro_batch_size_per_gpu,
+            arr.ref.log_prob_use_dynamic_bsz,
+            arr.ref.log_prob_max_token_len_per_gpu,
+        )
+        out["ref"] = estimate(
+            shape,
+            engine_setup(arr.ref.fsdp_config, world, seq, resp, accelerator, micro=0, trains=False, **f),
+        )
+    if uses_critic(cfg):
+        c = cfg.critic
+        f = _forward_size(
+            c.forward_micro_batch_size_per_gpu, c.use_dynamic_bsz, c.forward_max_token_len_per_gpu
+        )
+        critic = engine_setup(
+            c.model.fsdp_config,
+            world,
+            seq,
+            resp,
+            accelerator,
+            micro=c.ppo_micro_batch_size_per_gpu or 1,
+            grad_checkpointing=c.model.enable_gradient_checkpointing,
+            tokens_per_micro=c.ppo_max_token_len_per_gpu if c.use_dynamic_bsz else None,
+            **f,
+        )
+        out["critic"] = estimate(read_shape(c.model.path, head="value", key="critic.model.path"), critic)
+    if cfg.reward_model.enable:
+        rm = cfg.reward_model
+        f = _forward_size(rm.micro_batch_size_per_gpu, rm.use_dynamic_bsz, rm.forward_max_token_len_per_gpu)
+        out["reward_model"] = estimate(
+            read_shape(rm.model.path, head="value", key="reward_model.model.path"),
+            engine_setup(rm.model.fsdp_config, world, seq, resp, accelerator, micro=0, trains=False, **f),
+        )
+    return out
+
+
+PHASE_OF = {"actor": "old_log_prob", "ref": "ref", "critic": "values", "reward_model": "reward"}
+PROCESS_OF = {"actor": "actor", "ref": "actor", "critic": "critic", "reward_model": "reward_model"}
+
+
+def plan_device(
+    cfg: PPOTrainerConfig,
+    shape: ModelShape,
+    world: int,
+    mode: str,
+    micro: int,
+    device_bytes: int,
+    accelerator: bool = True,
+) -> DevicePlan:
+    """Device bytes per phase with the actor at (mode, micro) on a device of `device_bytes`."""
+    engines = role_engines(cfg, shape, world, mode, micro, accelerator)
+    roll = rollout_memory(cfg, shape, world, device_bytes, accelerator)
+    resident = {role: e.resident for role, e in engines.items()}
+
+    def beside(role: str) -> int:
+        return sum(v for k, v in resident.items() if k != role)
+
+    actor = engines["actor"]
+    phases = {
+        "generate": sum(resident.values()) + roll.generate,
+        "update_weights": beside("actor") + max(actor.resident, actor.terms["params"]) + roll.sync,
+    }
+    for role, e in engines.items():
+        phases[PHASE_OF[role]] = beside(role) + e.forward + roll.idle
+    for role in ("critic", "actor"):
+        if role in engines:
+            phases[f"update_{role}"] = beside(role) + engines[role].update + roll.idle
+    processes = {PROCESS_OF[role] for role in engines}
+    per_process = PROCESS_OVERHEAD if accelerator else 0
+    return DevicePlan(
+        phases=phases,
+        overhead=per_process * len(processes),
+        host_per_rank=sum(e.host for e in engines.values()),
+        host_load_per_rank=max(e.host_load for e in engines.values()),
+        host_overhead_per_rank=HOST_PROCESS_OVERHEAD * len(processes),
+        engines=engines,
+    )
