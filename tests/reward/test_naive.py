@@ -6,7 +6,7 @@ import torch
 
 from verl_lite.data.tiny_tokenizer import build_tokenizer
 from verl_lite.protocol import DataProto
-from verl_lite.reward.naive import NaiveRewardManager
+from verl_lite.reward.naive import NaiveRewardManager, RewardError
 from verl_lite.reward.scorers import default_compute_score, load_custom_scorer, score_arith
 
 
@@ -43,9 +43,9 @@ def test_unknown_source_and_bad_scorers_fail_loudly(tmp_path):
     tok = build_tokenizer()
     with pytest.raises(RuntimeError, match="no reward scorer for data_source='other'"):
         NaiveRewardManager(tok, default_compute_score)(_batch(tok, ["1"], source="other"))
-    with pytest.raises(TypeError, match="must return a finite number"):
+    with pytest.raises(RewardError, match="returned 'yes' .* must return a finite number"):
         NaiveRewardManager(tok, lambda *a: "yes")(_batch(tok, ["1"]))
-    with pytest.raises(TypeError, match="must return a finite number"):
+    with pytest.raises(RewardError, match="returned nan .* must return a finite number"):
         NaiveRewardManager(tok, lambda *a: float("nan"))(_batch(tok, ["1"]))
 
 
@@ -73,9 +73,13 @@ def test_non_numeric_rewards_name_the_sample(returned):
     batch = _batch(tok, ["46", "7"])
     batch.non_tensor_batch["index"] = np.array([11, 12], dtype=object)
     with pytest.raises(
-        TypeError, match=r"for batch row 0 \(dataset index 11, data_source='verl_lite/arith'\)"
+        RewardError, match=r"for dataset index 11 \(batch row 0, data_source='verl_lite/arith'\)"
     ):
         NaiveRewardManager(tok, lambda *a: returned)(batch)
+    located = NaiveRewardManager(tok, lambda *a: returned)
+    located.locate = lambda index: f"train.parquet row {index - 10}"
+    with pytest.raises(RewardError, match=r"for train.parquet row 1 \(batch row 0, data_source="):
+        located(batch)
 
 
 def test_a_raising_scorer_names_the_sample_and_keeps_the_cause():
@@ -87,7 +91,27 @@ def test_a_raising_scorer_names_the_sample_and_keeps_the_cause():
         return 1.0
 
     with pytest.raises(
-        RuntimeError, match=r"failed on batch row 1 .*response='7', ground_truth='46'"
+        RewardError, match=r"scorer \(.*test_naive.py\) raised KeyError: 'boom' on batch row 1 .*response='7'"
     ) as info:
         NaiveRewardManager(tok, scorer)(_batch(tok, ["46", "7"]))
     assert isinstance(info.value.__cause__, KeyError)
+
+
+def test_a_reward_function_past_its_timeout_stops_the_batch_naming_the_row():
+    """reward_model.timeout bounds a batch: a function stuck in sleep (or a loop) is interrupted."""
+    import time
+
+    tok = build_tokenizer()
+
+    def stuck(source, text, truth, info):
+        if text == "7":
+            time.sleep(60)
+        return 1.0
+
+    manager = NaiveRewardManager(tok, stuck)
+    manager.timeout = 0.5
+    start = time.perf_counter()
+    with pytest.raises(RewardError, match=r"within reward_model.timeout=0.5 s \(it was scoring batch row 1 "):
+        manager(_batch(tok, ["46", "7"]))
+    assert time.perf_counter() - start < 10
+    assert manager(_batch(tok, ["46", "46"]))[0].sum() == 2.0  # the next batch runs normally

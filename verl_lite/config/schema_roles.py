@@ -126,6 +126,7 @@ class RewardModelConfig:
     reward_kwargs: dict[str, Any] = field(
         default_factory=dict  # manager's extra args, added with '+'; dapo: max_resp_len, overlong_buffer_cfg.{enable,len,penalty_factor,log}
     )
+    timeout: float = 300.0  # seconds the reward function may take to score one batch, then the run stops (verl's limited reward manager reads this key, per sample)
 
 
 @dataclass

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from verl_lite.data.files import locate_invalid_utf8, lost_characters
 from verl_lite.protocol import DataProto
 
 log = logging.getLogger(__name__)
@@ -44,11 +45,28 @@ def _read(files) -> pd.DataFrame:
         try:
             frame = pd.read_parquet(f)
         except Exception as e:  # pyarrow raises several types for a corrupt or missing file
-            raise ValueError(f"cannot read parquet file {f!r}: {e}") from e
+            raise ValueError(_read_error(f, e)) from e
+        if frame.empty:
+            raise ValueError(f"{f}: the parquet file holds no rows; fill it or leave it out")
         frame["__file__"] = f
         frame["__row__"] = range(len(frame))  # the row's index in its own file, for error messages
         frames.append(frame)
     return pd.concat(frames, ignore_index=True)
+
+
+def _read_error(path: str, error: Exception) -> str:
+    """What pandas could not read, named by file (and column and row for text that is not UTF-8)."""
+    try:
+        bad = locate_invalid_utf8(path)
+    except Exception:  # the file is not readable at all: pandas' own message says why
+        bad = None
+    if bad is not None:
+        column, row = bad
+        return (
+            f"{path} row {row}: column '{column}' holds text that is not valid UTF-8; "
+            "re-encode the text as UTF-8 (e.g. bytes.decode('latin-1')) and write the file again"
+        )
+    return f"cannot read parquet file {path!r}: {' '.join(str(error).split())}"
 
 
 def _messages(value, where: str, key: str) -> list[dict]:
@@ -87,11 +105,23 @@ def _check_row(row: dict, where: str, spec: PromptSpec) -> None:
         )
 
 
+def _check_representable(tokenizer, text: str, ids: list[int], where: str, key: str) -> None:
+    """Text the tokenizer cannot represent would silently vanish from the prompt: an error instead."""
+    lost = lost_characters(tokenizer, text, ids)
+    if lost:
+        shown = ", ".join(repr(c) for c in lost[:8]) + (", ..." if len(lost) > 8 else "")
+        raise ValueError(
+            f"{where}: column '{key}' has characters the tokenizer cannot represent ({shown}); they would be "
+            "dropped from the prompt. Remove them from the data or use a tokenizer that covers them"
+        )
+
+
 class RLHFDataset:
     def __init__(self, files, tokenizer, spec: PromptSpec):
         if spec.truncation not in TRUNCATIONS:
             raise ValueError(f"data.truncation={spec.truncation!r} must be one of {TRUNCATIONS}")
         self.tokenizer, self.spec = tokenizer, spec
+        self.files = [files] if isinstance(files, str) else list(files)
         frame = _read(files)
         for column in (spec.prompt_key, spec.reward_fn_key):
             if column not in frame.columns:
@@ -109,6 +139,7 @@ class RLHFDataset:
             _check_row(row, where, spec)
             text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
             ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+            _check_representable(tokenizer, text, ids, where, spec.prompt_key)
             ids = self._fit(ids, where)
             if ids is None:
                 self.num_filtered += 1
@@ -119,7 +150,11 @@ class RLHFDataset:
         if self.num_filtered:
             log.warning("filter_overlong_prompts dropped %d of %d prompts", self.num_filtered, len(frame))
         if not self.rows:
-            raise ValueError(f"{files}: no usable prompts (after filtering {self.num_filtered})")
+            raise ValueError(
+                f"{self.files}: all {self.num_filtered} prompts are over data.max_prompt_length="
+                f"{spec.max_prompt_length} and were dropped by data.filter_overlong_prompts=True; "
+                "raise data.max_prompt_length or set data.truncation=left|right"
+            )
 
     def _fit(self, ids: list[int], where: str) -> list[int] | None:
         limit = self.spec.max_prompt_length
@@ -138,6 +173,11 @@ class RLHFDataset:
 
     def __len__(self) -> int:
         return len(self.rows)
+
+    def where(self, index: int) -> str:
+        """`file row N` of the dataset's prompt `index`, for messages."""
+        row = self.rows[index]
+        return f"{row['__file__']} row {row['__row__']}"
 
     def collate(self, indices) -> DataProto:
         """Left-padded prompt tensors plus the rows' non-tensor fields, as one DataProto."""
@@ -162,12 +202,30 @@ class RLHFDataset:
         return DataProto.from_dict(tensors, non_tensors)
 
 
+def check_batch_fits(dataset: RLHFDataset, batch_size: int, key: str, files_key: str) -> str | None:
+    """A batch (drop_last) larger than the dataset would give no step at all: one line naming both."""
+    if batch_size <= len(dataset):
+        return None
+    dropped = (
+        f" ({dataset.num_filtered} more dropped by data.filter_overlong_prompts)"
+        if dataset.num_filtered
+        else ""
+    )
+    return (
+        f"{key}={batch_size} is larger than the {len(dataset)} prompts of {files_key}={dataset.files}{dropped}; "
+        f"lower {key} or add data"
+    )
+
+
 class EpochSampler:
     """Batches of indices, reshuffled every epoch from (seed, epoch); its state is two integers."""
 
     def __init__(self, size: int, batch_size: int, shuffle: bool, seed: int | None, drop_last: bool = True):
         if batch_size > size and drop_last:
-            raise ValueError(f"batch size {batch_size} is larger than the dataset ({size} prompts)")
+            raise ValueError(
+                f"data.train_batch_size={batch_size} is larger than the training set ({size} prompts); "
+                "lower it or add data"
+            )
         self.size, self.batch_size, self.shuffle, self.seed, self.drop_last = (
             size,
             batch_size,

@@ -88,8 +88,12 @@ def build_reward_manager(
     num_examine: int = 0,
     reward_kwargs: dict | None = None,
     max_response_length: int | None = None,
+    timeout: float | None = None,
+    locate: Callable[[int], str] | None = None,
 ) -> NaiveRewardManager:
-    """The manager `name` with its `reward_kwargs`; dapo's max_resp_len defaults to max_response_length."""
+    """The manager `name` with its `reward_kwargs`; dapo's max_resp_len defaults to max_response_length.
+    `timeout` (reward_model.timeout) bounds the scoring of one batch; `locate` names a sample's file
+    and row in error messages."""
     cls = REWARD_MANAGERS.get(name)
     kwargs = dict(reward_kwargs or {})
     if cls is DAPORewardManager:
@@ -102,4 +106,6 @@ def build_reward_manager(
             f"{KWARGS} has keys {unknown} that reward_model.reward_manager={name!r} does not take "
             f"(it takes {sorted(allowed) or 'none'})"
         )
-    return cls(tokenizer, compute_score, reward_fn_key, num_examine, **kwargs)
+    manager = cls(tokenizer, compute_score, reward_fn_key, num_examine, **kwargs)
+    manager.timeout, manager.locate = timeout, locate
+    return manager

@@ -1,9 +1,11 @@
 """The naive reward manager: decode each response, score it by rule, reward its last token.
 
 verl's `naive` manager: the score of a response is placed on its last valid token of a
-(batch, response_len) tensor, which the advantage estimators sum. A scorer that raises or returns
-something that is not a finite number stops the run with the offending sample named: a silently
-wrong reward would poison training without a trace.
+(batch, response_len) tensor, which the advantage estimators sum. A scorer that raises, returns
+something that is not a finite number, or runs past `timeout` seconds for a batch
+(reward_model.timeout) stops the run with a RewardError naming the function and its file, the
+sample's parquet file and row (through `locate`, set from the dataset) and its data_source: a
+silently wrong reward would poison training without a trace.
 """
 
 from __future__ import annotations
@@ -16,12 +18,28 @@ from collections.abc import Callable
 
 import torch
 
+from verl_lite.errors import RunError
 from verl_lite.protocol import DataProto
+from verl_lite.reward.deadline import DeadlineExceeded, deadline
 
 log = logging.getLogger(__name__)
 
 
+class RewardError(RunError):
+    """The reward function failed on a sample, returned a non-number, or ran past reward_model.timeout."""
+
+
+def function_name(fn: Callable) -> str:
+    """`name (file)` of a reward function, for messages."""
+    code = getattr(fn, "__code__", None)
+    name = getattr(fn, "__qualname__", None) or repr(fn)
+    return f"{name} ({code.co_filename})" if code is not None else name
+
+
 class NaiveRewardManager:
+    timeout: float | None = None  # seconds per batch (reward_model.timeout); None: no limit
+    locate: Callable[[int], str] | None = None  # dataset index -> "file row N"
+
     def __init__(
         self, tokenizer, compute_score: Callable, reward_fn_key: str = "data_source", num_examine: int = 0
     ):
@@ -29,6 +47,22 @@ class NaiveRewardManager:
         self.reward_fn_key, self.num_examine = reward_fn_key, num_examine
 
     def __call__(self, data: DataProto) -> tuple[torch.Tensor, dict[str, list]]:
+        progress = {"row": None}
+        try:
+            with deadline(self.timeout):
+                return self._score_batch(data, progress)
+        except DeadlineExceeded:
+            i = progress["row"]
+            where = (
+                self._where(data, i, data.non_tensor_batch[self.reward_fn_key][i]) if i is not None else "?"
+            )
+            raise RewardError(
+                f"reward function {function_name(self.compute_score)} did not finish the batch within "
+                f"reward_model.timeout={self.timeout} s (it was scoring {where}); make it faster or raise "
+                "reward_model.timeout"
+            ) from None
+
+    def _score_batch(self, data: DataProto, progress: dict) -> tuple[torch.Tensor, dict[str, list]]:
         responses = data.batch["responses"]  # (bs, T)
         response_mask = data.batch["response_mask"]
         lengths = response_mask.sum(-1).long()
@@ -36,6 +70,7 @@ class NaiveRewardManager:
         extra: dict[str, list] = defaultdict(list)
         shown: dict[str, int] = defaultdict(int)
         for i in range(len(data)):
+            progress["row"] = i
             n = int(lengths[i])
             text = self.tokenizer.decode(responses[i, :n].tolist(), skip_special_tokens=True)
             source = data.non_tensor_batch[self.reward_fn_key][i]
@@ -57,23 +92,27 @@ class NaiveRewardManager:
         """The reward of a response from its score and valid length; subclasses add terms (dapo)."""
         return score
 
-    @staticmethod
-    def _where(data: DataProto, i: int, source) -> str:
-        """Where a sample came from: its batch row, its dataset index and its data_source."""
+    def _where(self, data: DataProto, i: int, source) -> str:
+        """Where a sample came from: its parquet file and row (or dataset index), batch row, data_source."""
         index = data.non_tensor_batch["index"][i] if "index" in data.non_tensor_batch else None
-        return f"batch row {i} (dataset index {index}, data_source={source!r})"
+        if index is None:
+            return f"batch row {i} (data_source={source!r})"
+        origin = self.locate(int(index)) if self.locate is not None else f"dataset index {index}"
+        return f"{origin} (batch row {i}, data_source={source!r})"
 
     def _score(self, source, text, truth, info, where: str) -> tuple[float, dict]:
+        name = function_name(self.compute_score)
         try:
             result = self.compute_score(source, text, truth, info)
         except Exception as e:
-            raise RuntimeError(
-                f"reward function failed on {where}, response={text!r}, ground_truth={truth!r}: {e!r}"
+            raise RewardError(
+                f"reward function {name} raised {type(e).__name__}: {e} on {where}, "
+                f"response={text[:200]!r}, ground_truth={truth!r}"
             ) from e
         value = result.get("score") if isinstance(result, dict) else result
         if not isinstance(value, numbers.Real) or not math.isfinite(value):
-            raise TypeError(
-                f"reward function returned {result!r} for {where}, response={text!r}; "
+            raise RewardError(
+                f"reward function {name} returned {result!r} for {where}, response={text[:200]!r}; "
                 "it must return a finite number or a dict with a numeric 'score'"
             )
         details = {k: v for k, v in result.items() if k != "score"} if isinstance(result, dict) else {}

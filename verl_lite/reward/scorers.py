@@ -60,15 +60,43 @@ def default_compute_score(data_source, solution_str, ground_truth, extra_info=No
     return _SCORERS[data_source](data_source, solution_str, ground_truth, extra_info)
 
 
+def missing_scorers(sources) -> list[str]:
+    """The data_source names among `sources` that no built-in scorer handles."""
+    return sorted({s for s in sources if s not in _SCORERS})
+
+
+def known_sources() -> list[str]:
+    return sorted(_SCORERS)
+
+
+def _import_error(path: str, e: BaseException) -> str:
+    if isinstance(e, SyntaxError):
+        return f"custom_reward_function.path={path!r} has a syntax error at line {e.lineno}: {e.msg}; fix the file"
+    return (
+        f"custom_reward_function.path={path!r} fails to import: {type(e).__name__}: {e}; "
+        "fix the file (or install what it imports)"
+    )
+
+
 def load_custom_scorer(path: str | None, name: str) -> Callable:
     """The scorer named by custom_reward_function, or the built-in registry when path is null."""
     if not path:
         return default_compute_score
     if not os.path.exists(path):
         raise FileNotFoundError(f"custom_reward_function.path={path!r} does not exist")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"custom_reward_function.path={path!r} is not a file; point it at a .py file")
     spec = importlib.util.spec_from_file_location("custom_reward_module", path)
+    if spec is None or spec.loader is None:
+        raise ValueError(f"custom_reward_function.path={path!r} is not a Python file (it needs a .py name)")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:  # whatever the module raises at import: SyntaxError, ImportError, NameError, ...
+        raise ValueError(_import_error(path, e)) from e
     if not callable(getattr(module, name, None)):
-        raise AttributeError(f"custom_reward_function.name={name!r}: no such function in {path}")
+        found = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_"))
+        raise AttributeError(
+            f"custom_reward_function.name={name!r}: no such function in {path} (it defines {found[:8]})"
+        )
     return getattr(module, name)

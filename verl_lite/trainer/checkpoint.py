@@ -5,6 +5,7 @@ Under trainer.default_local_dir:
     global_step_N/
         actor/ critic/                 each role's engine state, written by its workers (engine/checkpoint.py)
         data.pt                        the driver's state: global step and the sampler's position
+        manifest.json                  every file's size, recorded at commit
     latest_checkpointed_iteration.txt  N of the newest complete checkpoint
 
 A checkpoint is written into `.tmp_global_step_N/`. Only when every worker has returned and the
@@ -12,12 +13,16 @@ driver has written data.pt are all files and folders fsynced and the folder rena
 `global_step_N` (one rename: a folder of that name is always complete); then the tracker file is
 replaced the same way (temp file, fsync, os.replace). A crash at any point leaves the previous
 checkpoint and the tracker pointing at it untouched; the next save removes a leftover temp folder.
+Before a resume, `check_complete` finds every file the run will load, at the size the manifest
+recorded (a shard cut short or deleted is named before Ray starts); checkpoint_vet.py then vets
+their contents.
 Old checkpoints are removed after the new one is committed, renamed aside first, so a crash
 mid-delete never leaves a half-deleted folder under a checkpoint's name.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -31,6 +36,7 @@ log = logging.getLogger(__name__)
 
 TRACKER = "latest_checkpointed_iteration.txt"
 DATA_FILE = "data.pt"
+MANIFEST = "manifest.json"
 STEP_DIR = re.compile(r"^global_step_(\d+)$")
 RESUME_MODES = ("auto", "disable", "resume_path")
 
@@ -81,8 +87,21 @@ def _remove(root: str, path: str) -> None:
     shutil.rmtree(trash)
 
 
+def write_manifest(folder: str) -> None:
+    """Record the size of every file of the checkpoint folder (relative paths), for check_complete."""
+    sizes = {}
+    for dirpath, _, files in os.walk(folder):
+        for name in files:
+            full = os.path.join(dirpath, name)
+            sizes[os.path.relpath(full, folder)] = os.path.getsize(full)
+    sizes.pop(MANIFEST, None)
+    with open(os.path.join(folder, MANIFEST), "w") as f:
+        json.dump({"format": 1, "sizes": dict(sorted(sizes.items()))}, f, indent=0)
+
+
 def commit(root: str, step: int, tmp: str) -> str:
     """Publish the temp folder as global_step_`step` and point the tracker at it."""
+    write_manifest(tmp)
     _fsync_tree(tmp)
     final = step_dir(root, step)
     if os.path.exists(final):  # a run restarted without resume writes the same step again
@@ -167,3 +186,42 @@ def check_complete(path: str, roles: dict[str, list[str]], world_size: int, key:
             "Point it at another global_step_N folder, resume with the world size it was saved with, "
             "or narrow the role's checkpoint.load_contents"
         )
+    wrong = _size_mismatches(path, roles)
+    if wrong:
+        raise FileNotFoundError(
+            f"{key}: checkpoint {path!r} is damaged: {'; '.join(wrong[:5])}"
+            f"{f' (and {len(wrong) - 5} more)' if len(wrong) > 5 else ''}. Point it at another global_step_N folder"
+        )
+
+
+def _loaded_prefixes(roles: dict[str, list[str]]) -> list[str]:
+    """Relative path prefixes of the files a resume with these load_contents reads."""
+    prefixes = [DATA_FILE]
+    for role, contents in roles.items():
+        for content, sub in (("model", MODEL_DIR), ("optimizer", OPTIM_DIR)):
+            if content in contents:
+                prefixes.append(os.path.join(role, sub) + os.sep)
+        if "extra" in contents:
+            prefixes.append(os.path.join(role, "extra_state_"))
+    return prefixes
+
+
+def _size_mismatches(path: str, roles: dict[str, list[str]]) -> list[str]:
+    """Files the manifest recorded (among those a resume loads) that are now missing or resized."""
+    try:
+        with open(os.path.join(path, MANIFEST)) as f:
+            sizes = json.load(f)["sizes"]
+    except FileNotFoundError:
+        return []  # saved before manifests existed: the DCP metadata still names every shard
+    except (OSError, ValueError, KeyError) as e:
+        return [f"{MANIFEST} is unreadable ({e})"]
+    prefixes, wrong = _loaded_prefixes(roles), []
+    for rel, size in sizes.items():
+        if not rel.startswith(tuple(prefixes)):
+            continue
+        full = os.path.join(path, rel)
+        if not os.path.isfile(full):
+            wrong.append(f"{rel} is missing")
+        elif os.path.getsize(full) != size:
+            wrong.append(f"{rel} is {os.path.getsize(full)} bytes, {size} when saved")
+    return wrong

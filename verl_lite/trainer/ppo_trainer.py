@@ -33,11 +33,13 @@ from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.config.validate import uses_critic
 from verl_lite.config.validate_roles import uses_reference
 from verl_lite.data.rlhf_dataset import EpochSampler, RLHFDataset
+from verl_lite.errors import RunError
 from verl_lite.plan import auto_offload
 from verl_lite.protocol import DataProto
 from verl_lite.rollout.base import compute_logprob_diff_metrics
 from verl_lite.single_controller import RayResourcePool, RayWorkerGroup, WorkerError
 from verl_lite.trainer import checkpoint as ckpt
+from verl_lite.trainer.checkpoint_vet import vet_checkpoint
 from verl_lite.trainer.dump import Generations, dump_jsonl, record_validation
 from verl_lite.trainer.health import HealthMonitor, run_shape
 from verl_lite.trainer.metrics import (
@@ -58,11 +60,14 @@ log = logging.getLogger(__name__)
 
 @contextmanager
 def trainer_phase(name: str, step: int):
-    """Name the trainer phase and step in a worker failure (the group names worker, rank, method)."""
+    """Name the trainer phase and step in a worker failure (the group names worker, rank, method) and
+    in a driver-side failure of the run (RunError: the reward function)."""
     try:
         yield
     except WorkerError as e:
         raise WorkerError(f"trainer phase '{name}' at step {step} failed: {e}") from e
+    except RunError as e:
+        raise type(e)(f"trainer phase '{name}' at step {step} failed: {e}", e.detail) from e
 
 
 class RayPPOTrainer(AlgorithmPhases):
@@ -123,6 +128,7 @@ class RayPPOTrainer(AlgorithmPhases):
                 else f"trainer.resume_mode=auto ({ckpt.TRACKER} in trainer.default_local_dir)"
             )
             ckpt.check_complete(path, self.checkpoint_contents(), self.world_size, key)
+            vet_checkpoint(path, self.checkpoint_contents(), self.world_size, key)
         return path
 
     def build_phases(self) -> list:

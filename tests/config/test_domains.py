@@ -1,0 +1,65 @@
+"""The value-domain table: every key it names exists, the schema's defaults lie inside, and each kind of
+domain refuses what it should (NaN, infinities, negatives, a one-element betas)."""
+
+import math
+
+import pytest
+
+from verl_lite.config.compose import load_config
+from verl_lite.config.domains import BETAS, DOMAINS, POS, POS_INT, UNIT_OPEN, check_domains, lookup
+from verl_lite.config.schema import PPOTrainerConfig
+
+
+def test_every_key_in_the_table_exists_in_the_schema():
+    cfg = PPOTrainerConfig()
+    for key in DOMAINS:
+        lookup(cfg, key)  # KeyError names a key the schema lacks
+
+
+@pytest.mark.parametrize("config_name", ["ppo_trainer", "demo"])
+def test_the_composed_defaults_are_inside_their_domains(config_name):
+    assert check_domains(load_config([], config_name)) == []
+
+
+@pytest.mark.parametrize(
+    "domain, good, bad",
+    [
+        (POS, [1e-6, 3], [0, -1e-6, math.nan, math.inf, None, True]),
+        (POS_INT, [1, 64], [0, -3, 2.5, None, False]),
+        (UNIT_OPEN, [0.2, 1e-4], [0, 1, -0.2, math.nan]),
+        (BETAS, [[0.9, 0.999], (0.0, 0.5)], [[0.9], [0.9, 1.0], [0.9, math.nan], 0.9, [0.9, 0.99, 0.9]]),
+    ],
+    ids=["positive", "positive_int", "open_unit", "betas"],
+)
+def test_domains_accept_and_refuse(domain, good, bad):
+    assert all(domain.holds(v) for v in good), good
+    assert not any(domain.holds(v) for v in bad), [v for v in bad if domain.holds(v)]
+    assert domain.or_null("x").holds(None)
+
+
+def test_problems_name_key_value_and_domain():
+    cfg = load_config([], "demo")
+    cfg.actor_rollout_ref.actor.optim.betas = [0.9]
+    cfg.critic.optim.lr = math.nan
+    cfg.actor_rollout_ref.rollout.response_length = 0
+    assert check_domains(cfg) == [
+        "actor_rollout_ref.actor.optim.betas=[0.9] must be two numbers in [0, 1), e.g. [0.9, 0.999]",
+        "actor_rollout_ref.rollout.response_length=0 must be a positive integer",
+        "critic.optim.lr=nan must be a finite number > 0",
+    ]
+
+
+def test_a_bad_value_is_named_once_where_it_was_set():
+    from omegaconf import OmegaConf
+
+    from verl_lite.config.compose import compose_config, to_config
+    from verl_lite.config.domains import linked_keys
+
+    raw = compose_config(["actor_rollout_ref.actor.ppo_epochs=0", "critic.ppo_micro_batch_size=0"], "demo")
+    links = linked_keys(OmegaConf.to_container(raw, resolve=False))
+    assert links["critic.forward_micro_batch_size_per_gpu"] == "critic.ppo_micro_batch_size_per_gpu"
+    assert links["critic.ppo_epochs"] == "actor_rollout_ref.actor.ppo_epochs"
+    assert check_domains(to_config(raw), links=links) == [
+        "actor_rollout_ref.actor.ppo_epochs=0 must be a positive integer",
+        "critic.ppo_micro_batch_size=0 must be a positive integer or null (unset)",
+    ]

@@ -1,0 +1,180 @@
+"""Bad inputs on disk, built once per session: data files, model folders and checkpoints that are wrong
+in one way each, next to good ones to compare with.
+
+Everything starts from the embedded tiny assets (verl_lite://), copied and then damaged, so a check
+that fires on a damaged copy is known not to fire on the original.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import torch
+import torch.distributed.checkpoint as dcp
+
+from verl_lite.data import assets
+from verl_lite.trainer import checkpoint as ckpt
+
+SOURCE = "verl_lite/arith"
+
+
+def _rows(contents: list[str], source: str = SOURCE) -> list[dict]:
+    return [
+        {
+            "data_source": source,
+            "prompt": [{"role": "user", "content": c}],
+            "ability": "math",
+            "reward_model": {"style": "rule", "ground_truth": "2"},
+            "extra_info": {"index": i},
+        }
+        for i, c in enumerate(contents)
+    ]
+
+
+def _write(path: Path, rows: list[dict]) -> str:
+    pd.DataFrame(rows).to_parquet(path)
+    return str(path)
+
+
+def _non_utf8_parquet(path: Path) -> str:
+    """Row 2's prompt content holds bytes that are not UTF-8, in a column typed as text."""
+    raw = pa.array([b"1+1=", b"1+2=", b"\xff\xfe1+3=", b"1+4="], type=pa.binary())
+    content = pa.Array.from_buffers(pa.string(), len(raw), raw.buffers())
+    messages = pa.StructArray.from_arrays([pa.array(["user"] * len(raw)), content], names=["role", "content"])
+    prompt = pa.ListArray.from_arrays(pa.array(range(len(raw) + 1), type=pa.int32()), messages)
+    truth = pa.StructArray.from_arrays([pa.array(["2"] * len(raw))], names=["ground_truth"])
+    table = pa.table({"data_source": [SOURCE] * len(raw), "prompt": prompt, "reward_model": truth})
+    pq.write_table(table, path)
+    return str(path)
+
+
+def build_data_files(root: Path) -> dict[str, str]:
+    root.mkdir(parents=True, exist_ok=True)
+    train = pd.read_parquet(assets.resolve("verl_lite://arith/train.parquet"))
+    good = root / "good.parquet"
+    train.head(16).to_parquet(good)
+    files = {"good": str(good), "good_val": _write(root / "good_val.parquet", _rows(["1+1=", "2+2="]))}
+    (root / "folder").mkdir(exist_ok=True)
+    shutil.copy(good, root / "folder" / "train.parquet")
+    files["folder"] = str(root / "folder")
+    files["empty"] = str(root / "empty.parquet")
+    Path(files["empty"]).write_bytes(b"")
+    files["csv"] = str(root / "csv.parquet")
+    train.head(4).to_csv(files["csv"])
+    files["truncated"] = str(root / "truncated.parquet")
+    Path(files["truncated"]).write_bytes(good.read_bytes()[:300])
+    files["no_prompt"] = _write(root / "no_prompt.parquet", [{"data_source": SOURCE, "question": "1+1="}])
+    files["non_utf8"] = _non_utf8_parquet(root / "non_utf8.parquet")
+    files["zero_rows"] = str(root / "zero_rows.parquet")
+    train.head(0).to_parquet(files["zero_rows"])
+    files["emoji"] = _write(root / "emoji.parquet", _rows(["1+1=", "\U0001f600\U0001f600", "1+2=", "3+4="]))
+    files["four"] = _write(root / "four.parquet", _rows(["1+1=", "1+2=", "1+3=", "1+4="]))
+    files["unknown_source"] = _write(root / "unknown_source.parquet", _rows(["1+1=", "1+2="], "my/task"))
+    files["overlong"] = _write(root / "overlong.parquet", _rows(["1+" * 30 + "1="] * 4))
+    return files
+
+
+def _copy_model(root: Path, name: str) -> Path:
+    target = root / name
+    if not target.exists():
+        shutil.copytree(assets.resolve("verl_lite://tiny-qwen2-arith"), target)
+    return target
+
+
+def _edit_config(folder: Path, **changes) -> None:
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps(config | changes))
+
+
+def build_model_folders(root: Path) -> dict[str, str]:
+    root.mkdir(parents=True, exist_ok=True)
+    folders = {"good": str(_copy_model(root, "good"))}
+    no_weights = _copy_model(root, "no_weights")
+    (no_weights / "model.safetensors").unlink(missing_ok=True)
+    truncated = _copy_model(root, "truncated")
+    data = (truncated / "model.safetensors").read_bytes()
+    (truncated / "model.safetensors").write_bytes(data[: len(data) // 2])
+    no_template = _copy_model(root, "no_template")
+    (no_template / "chat_template.jinja").unlink(missing_ok=True)
+    only_config = root / "only_config"
+    only_config.mkdir(exist_ok=True)
+    shutil.copy(no_weights / "config.json", only_config / "config.json")
+    small_vocab = _copy_model(root, "small_vocab")
+    _edit_config(small_vocab, vocab_size=50)
+    short = _copy_model(root, "short_positions")
+    _edit_config(short, max_position_embeddings=20)
+    head16 = _copy_model(root, "head16")
+    _edit_config(head16, num_attention_heads=8)  # hidden 128 / 8 heads: head size 16
+    for name, path in [("no_weights", no_weights), ("truncated", truncated), ("no_template", no_template)]:
+        folders[name] = str(path)
+    folders |= {"only_config": str(only_config), "small_vocab": str(small_vocab)}
+    folders |= {"short_positions": str(short), "head16": str(head16)}
+    return folders
+
+
+class _Runs:
+    """A pickle that, if ever unpickled, creates the folder `marker` (so a test can see it ran)."""
+
+    def __init__(self, marker: str):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.makedirs, (self.marker, 0o755, True))
+
+
+def write_checkpoint(folder: Path, world_size: int = 2) -> str:
+    """A checkpoint in verl_lite's layout (real DCP folders, extra states, data.pt, manifest) for an
+    actor whose resume contents are model, optimizer and extra."""
+    root = folder.parent
+    tmp = ckpt.begin(str(root), 1)
+    actor = Path(tmp) / "actor"
+    g = torch.Generator().manual_seed(0)
+    weights = {"w": torch.randn(64, 8, generator=g), "b": torch.zeros(8)}
+    dcp.save(weights, checkpoint_id=str(actor / "model"), no_dist=True)
+    optim = {"state": {"w": {"exp_avg": torch.zeros(64, 8)}}, "param_groups": [{"lr": 0.1, "params": ["w"]}]}
+    dcp.save(optim, checkpoint_id=str(actor / "optimizer"), no_dist=True)
+    for rank in range(world_size):
+        torch.save(
+            {"rng": torch.get_rng_state(), "worker": {}},
+            actor / f"extra_state_world_size_{world_size}_rank_{rank}.pt",
+        )
+    ckpt.write_trainer_state(tmp, 1, {"epoch": 0, "offset": 8})
+    final = ckpt.commit(str(root), 1, tmp)
+    os.replace(final, folder)
+    return str(folder)
+
+
+def damaged_checkpoints(root: Path, marker: str) -> dict[str, str]:
+    """Copies of one good checkpoint, each damaged in one way; `marker` appears if a pickle ever runs."""
+    good = write_checkpoint(root / "good")
+    out = {"good": good}
+
+    def copy(name: str) -> Path:
+        target = root / name
+        shutil.copytree(good, target)
+        out[name] = str(target)
+        return target
+
+    shard = next((Path(good) / "actor" / "model").glob("*.distcp")).name
+    (copy("deleted_shard") / "actor" / "model" / shard).unlink()
+    for name in ("truncated_shard", "truncated_shard_no_manifest"):
+        cut = copy(name) / "actor" / "model" / shard
+        cut.write_bytes(cut.read_bytes()[:100])
+    (root / "truncated_shard_no_manifest" / ckpt.MANIFEST).unlink()  # an older checkpoint: DCP's metadata
+    payload = pickle.dumps(_Runs(marker))
+    for name, rel in [
+        ("unsafe_data", "data.pt"),
+        ("unsafe_extra", "actor/extra_state_world_size_2_rank_1.pt"),
+        ("unsafe_metadata", "actor/model/.metadata"),
+    ]:
+        target = copy(name)
+        (target / rel).write_bytes(payload)
+        ckpt.write_manifest(str(target))  # as a crafted checkpoint would: sizes agree, contents do not
+    return out

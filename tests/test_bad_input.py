@@ -1,0 +1,637 @@
+"""Bad input of every class, through the real CLI entry: exit status 2, one line naming key/file/row,
+before Ray starts.
+
+The table drives `main_ppo.run` (the body of the Hydra main) in-process on a config composed with
+Hydra's compose API: it costs a fraction of a second per case instead of a process start. Ray is
+made unreachable (`start_ray` fails the test if called), which proves the input was refused before
+Ray. Each case's seconds are recorded and printed at the end, with the count of cases by outcome.
+Two subprocess runs keep the process boundary honest (the exit status and stderr of the real
+`python -m verl_lite.main_ppo`): one bad input at start-up, one reward function failing mid-run.
+The cluster check after joining runs against the session's local Ray.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.helpers.bad_inputs import build_data_files, build_model_folders, damaged_checkpoints
+from verl_lite import main_ppo
+from verl_lite.config.compose import compose_config
+
+ARR = "actor_rollout_ref"
+TIMES: dict[str, tuple[str, float]] = {}  # case -> (outcome, seconds), printed at the end
+
+# The demo config, with every value the cases depend on set explicitly.
+BASE = [
+    f"{ARR}.model.path=verl_lite://tiny-qwen2-arith",
+    "data.train_files=verl_lite://arith/train.parquet",
+    "data.val_files=verl_lite://arith/test.parquet",
+    "data.max_prompt_length=16",
+    "data.max_response_length=8",
+    "data.train_batch_size=8",
+    "data.val_batch_size=null",
+    "data.truncation=error",
+    "data.filter_overlong_prompts=False",
+    f"{ARR}.rollout.name=hf",
+    f"{ARR}.rollout.n=4",
+    f"{ARR}.actor.ppo_mini_batch_size=4",
+    f"{ARR}.actor.ppo_micro_batch_size_per_gpu=4",
+    f"{ARR}.rollout.log_prob_micro_batch_size_per_gpu=8",
+    f"{ARR}.ref.log_prob_micro_batch_size_per_gpu=8",
+    f"{ARR}.actor.use_dynamic_bsz=False",
+    f"{ARR}.actor.fsdp_config.model_dtype=fp32",
+    f"{ARR}.actor.fsdp_config.mixed_precision.param_dtype=fp32",
+    f"{ARR}.rollout.dtype=fp32",
+    f"{ARR}.rollout.tensor_model_parallel_size=1",
+    "algorithm.adv_estimator=grpo",
+    "reward_model.enable=False",
+    "custom_reward_function.path=null",
+    "trainer.nnodes=1",
+    "trainer.n_gpus_per_node=2",
+    "trainer.device=cpu",
+    "trainer.logger=[console]",
+    "trainer.total_training_steps=1",
+    "trainer.val_before_train=False",
+    "trainer.test_freq=-1",
+    "trainer.save_freq=-1",
+    "trainer.resume_mode=disable",
+    f"{ARR}.actor.checkpoint.save_contents=[model,optimizer,extra]",
+    f"{ARR}.actor.checkpoint.load_contents=[model,optimizer,extra]",
+    "ray_kwargs.ray_init.address=null",
+]
+
+VLLM = [
+    f"{ARR}.rollout.name=vllm",
+    f"{ARR}.rollout.max_num_seqs=64",
+    f"{ARR}.rollout.enable_chunked_prefill=True",
+]
+GAE = ["algorithm.adv_estimator=gae", "critic.ppo_micro_batch_size_per_gpu=4"]
+
+# (id, overrides ({d}: data files, {m}: model folders, {c}: checkpoints, {r}: reward files), fragments)
+CASES = [
+    # --- config values, per section ---------------------------------------------------------------
+    (
+        "data_val_batch_negative",
+        ["data.val_batch_size=-1"],
+        ["data.val_batch_size=-1 must be a positive integer or null"],
+    ),
+    (
+        "data_train_batch_zero",
+        ["data.train_batch_size=0"],
+        ["data.train_batch_size=0 must be a positive integer"],
+    ),
+    ("data_prompt_length_negative", ["data.max_prompt_length=-4"], ["data.max_prompt_length=-4 must be"]),
+    ("data_seed_negative", ["data.seed=-1"], ["data.seed=-1 must be an integer >= 0 or null"]),
+    (
+        "actor_clip_ratio_negative",
+        [f"{ARR}.actor.clip_ratio=-0.2"],
+        [f"{ARR}.actor.clip_ratio=-0.2 must be a number in (0, 1)"],
+    ),
+    (
+        "actor_clip_high_zero",
+        [f"{ARR}.actor.clip_ratio_high=0"],
+        [f"{ARR}.actor.clip_ratio_high=0.0 must be"],
+    ),
+    (
+        "actor_lr_nan",
+        [f"{ARR}.actor.optim.lr=nan"],
+        [f"{ARR}.actor.optim.lr=nan must be a finite number > 0"],
+    ),
+    (
+        "actor_lr_negative",
+        [f"{ARR}.actor.optim.lr=-1e-5"],
+        [f"{ARR}.actor.optim.lr=-1e-05 must be a finite number > 0"],
+    ),
+    (
+        "actor_betas_one",
+        [f"{ARR}.actor.optim.betas=[0.9]"],
+        [f"{ARR}.actor.optim.betas=[0.9] must be two numbers in [0, 1)"],
+    ),
+    (
+        "actor_betas_above_one",
+        [f"{ARR}.actor.optim.betas=[0.9,1.5]"],
+        ["betas=[0.9, 1.5] must be two numbers"],
+    ),
+    (
+        "actor_warmup_ratio",
+        [f"{ARR}.actor.optim.lr_warmup_steps_ratio=2.0"],
+        ["lr_warmup_steps_ratio=2.0 must be a number in [0, 1]"],
+    ),
+    (
+        "actor_kl_coef_inf",
+        [f"{ARR}.actor.kl_loss_coef=inf"],
+        [f"{ARR}.actor.kl_loss_coef=inf must be a finite number >= 0"],
+    ),
+    (
+        "actor_entropy_negative",
+        [f"{ARR}.actor.entropy_coeff=-0.01"],
+        ["entropy_coeff=-0.01 must be a finite number >= 0"],
+    ),
+    (
+        "actor_grad_clip_zero",
+        [f"{ARR}.actor.grad_clip=0"],
+        [f"{ARR}.actor.grad_clip=0.0 must be a finite number > 0"],
+    ),
+    (
+        "actor_micro_zero",
+        [f"{ARR}.actor.ppo_micro_batch_size_per_gpu=0"],
+        ["ppo_micro_batch_size_per_gpu=0 must be a positive integer or null"],
+    ),
+    (
+        "actor_epochs_zero",
+        [f"{ARR}.actor.ppo_epochs=0"],
+        [f"{ARR}.actor.ppo_epochs=0 must be a positive integer"],
+    ),
+    (
+        "rollout_response_length_zero",
+        [f"{ARR}.rollout.response_length=0"],
+        [f"{ARR}.rollout.response_length=0 must be a positive integer"],
+    ),
+    (
+        "rollout_response_length_negative",
+        [f"{ARR}.rollout.response_length=-3"],
+        [f"{ARR}.rollout.response_length=-3 must be"],
+    ),
+    (
+        "rollout_top_p_zero",
+        [f"{ARR}.rollout.top_p=0"],
+        [f"{ARR}.rollout.top_p=0.0 must be a number in (0, 1]"],
+    ),
+    (
+        "rollout_temperature_negative",
+        [f"{ARR}.rollout.temperature=-1.0"],
+        [f"{ARR}.rollout.temperature=-1.0 must be"],
+    ),
+    (
+        "rollout_top_k",
+        [f"{ARR}.rollout.top_k=-5"],
+        [f"{ARR}.rollout.top_k=-5 must be -1 (no top-k) or a positive integer"],
+    ),
+    (
+        "rollout_val_n_zero",
+        [f"{ARR}.rollout.val_kwargs.n=0"],
+        [f"{ARR}.rollout.val_kwargs.n=0 must be a positive integer"],
+    ),
+    (
+        "ref_micro_zero",
+        [f"{ARR}.ref.log_prob_micro_batch_size_per_gpu=0"],
+        [f"{ARR}.ref.log_prob_micro_batch_size_per_gpu=0 must be"],
+    ),
+    (
+        "vllm_batched_tokens_below_seqs",
+        [*VLLM, f"{ARR}.rollout.max_num_batched_tokens=32"],
+        [f"{ARR}.rollout.max_num_batched_tokens=32 is below {ARR}.rollout.max_num_seqs=64"],
+    ),
+    (
+        "vllm_no_chunked_prefill",
+        [
+            *VLLM,
+            f"{ARR}.rollout.enable_chunked_prefill=False",
+            f"{ARR}.rollout.max_num_seqs=8",
+            f"{ARR}.rollout.max_num_batched_tokens=16",
+        ],
+        ["max_num_batched_tokens=16 is below max_model_len=24 without chunked prefill"],
+    ),
+    (
+        "vllm_max_model_len_beyond_model",
+        [*VLLM, f"{ARR}.rollout.max_model_len=128"],
+        [f"{ARR}.rollout.max_model_len=128 exceeds the model's 64 positions"],
+    ),
+    (
+        "vllm_memory_share",
+        [*VLLM, f"{ARR}.rollout.gpu_memory_utilization=1.5"],
+        ["gpu_memory_utilization=1.5 must be a number in (0, 1]"],
+    ),
+    (
+        "vllm_head_size",
+        [*VLLM, f"{ARR}.model.path={{m[head16]}}"],
+        ["head size 16", "use actor_rollout_ref.rollout.name=hf"],
+    ),
+    (
+        "critic_cliprange_negative",
+        [*GAE, "critic.cliprange_value=-0.5"],
+        ["critic.cliprange_value=-0.5 must be a finite number > 0"],
+    ),
+    ("critic_lr_zero", [*GAE, "critic.optim.lr=0"], ["critic.optim.lr=0.0 must be a finite number > 0"]),
+    (
+        "reward_model_timeout_zero",
+        ["reward_model.timeout=0"],
+        ["reward_model.timeout=0.0 must be a finite number > 0"],
+    ),
+    (
+        "reward_model_without_path",
+        ["reward_model.enable=True", "reward_model.model.path=null"],
+        ["reward_model.model.path is not set"],
+    ),
+    ("algorithm_gamma", ["algorithm.gamma=1.5"], ["algorithm.gamma=1.5 must be a number in [0, 1]"]),
+    (
+        "algorithm_kl_coef_negative",
+        ["algorithm.kl_ctrl.kl_coef=-0.1"],
+        ["algorithm.kl_ctrl.kl_coef=-0.1 must be a finite number >= 0"],
+    ),
+    (
+        "algorithm_grpo_single_sample",
+        [f"{ARR}.rollout.n=1"],
+        ["algorithm.adv_estimator=grpo needs actor_rollout_ref.rollout.n >= 2"],
+    ),
+    (
+        "trainer_workers_beyond_cpus",
+        ["trainer.n_gpus_per_node=32", "data.train_batch_size=32", f"{ARR}.actor.ppo_mini_batch_size=32"],
+        ["trainer.nnodes=1 x trainer.n_gpus_per_node=32 needs 32", "set trainer.n_gpus_per_node <= "],
+    ),
+    (
+        "trainer_two_nodes_local",
+        ["trainer.nnodes=2", "trainer.n_gpus_per_node=1"],
+        ["a local Ray has one node", "RAY_ADDRESS"],
+    ),
+    (
+        "trainer_timeout_zero",
+        ["trainer.dist_timeout_s=0"],
+        ["trainer.dist_timeout_s=0 must be a positive integer"],
+    ),
+    (
+        "trainer_epochs_zero",
+        ["trainer.total_epochs=0"],
+        ["trainer.total_epochs=0 must be a positive integer"],
+    ),
+    (
+        "ray_num_cpus_zero",
+        ["ray_kwargs.ray_init.num_cpus=0"],
+        ["ray_kwargs.ray_init.num_cpus=0 must be a positive integer or null"],
+    ),
+    # --- data files ---------------------------------------------------------------------------------
+    (
+        "data_directory",
+        ["data.train_files={d[folder]}"],
+        ["data.train_files: '{d[folder]}' is a directory", "train.parquet"],
+    ),
+    (
+        "data_missing",
+        ["data.train_files={d[folder]}/nope.parquet"],
+        ["data.train_files: '{d[folder]}/nope.parquet' does not exist"],
+    ),
+    ("data_empty_file", ["data.train_files={d[empty]}"], ["'{d[empty]}' is empty (0 bytes)"]),
+    ("data_not_parquet", ["data.train_files={d[csv]}"], ["'{d[csv]}' is not a parquet file"]),
+    (
+        "data_truncated_parquet",
+        ["data.train_files={d[truncated]}"],
+        ["'{d[truncated]}' is truncated or not a parquet file"],
+    ),
+    ("data_no_prompt_column", ["data.train_files={d[no_prompt]}"], ["no column 'prompt'", "data.prompt_key"]),
+    (
+        "data_non_utf8",
+        ["data.train_files={d[non_utf8]}"],
+        ["{d[non_utf8]} row 2: column 'prompt' holds text that is not valid UTF-8"],
+    ),
+    (
+        "data_zero_rows",
+        ["data.train_files={d[zero_rows]}"],
+        ["{d[zero_rows]}: the parquet file holds no rows"],
+    ),
+    (
+        "data_emoji_prompt",
+        ["data.train_files={d[emoji]}"],
+        ["{d[emoji]} row 1: column 'prompt' has characters the tokenizer cannot represent"],
+    ),
+    (
+        "data_batch_beyond_dataset",
+        ["data.train_files={d[four]}"],
+        ["data.train_batch_size=8 is larger than the 4 prompts of data.train_files=['{d[four]}']"],
+    ),
+    (
+        "data_val_unknown_source",
+        ["data.val_files={d[unknown_source]}"],
+        ["data.val_files: no reward scorer for data_source ['my/task'] (e.g. {d[unknown_source]} row 0)"],
+    ),
+    (
+        "data_all_filtered",
+        ["data.train_files={d[overlong]}", "data.filter_overlong_prompts=True"],
+        ["all 4 prompts are over data.max_prompt_length=16"],
+    ),
+    ("data_val_directory", ["data.val_files={d[folder]}"], ["data.val_files: '{d[folder]}' is a directory"]),
+    # --- model folders ------------------------------------------------------------------------------
+    (
+        "model_missing",
+        [f"{ARR}.model.path={{m[good]}}/nope"],
+        [f"{ARR}.model.path='{{m[good]}}/nope': no such folder"],
+    ),
+    (
+        "model_no_weights",
+        [f"{ARR}.model.path={{m[no_weights]}}"],
+        [f"{ARR}.model.path='{{m[no_weights]}}' has config.json but no weights"],
+    ),
+    (
+        "model_truncated_safetensors",
+        [f"{ARR}.model.path={{m[truncated]}}"],
+        ["{m[truncated]}/model.safetensors' is truncated"],
+    ),
+    (
+        "model_no_chat_template",
+        [f"{ARR}.model.path={{m[no_template]}}"],
+        [f"{ARR}.model.path='{{m[no_template]}}': the tokenizer has no chat template"],
+    ),
+    (
+        "tokenizer_only_config",
+        ["data.tokenizer={m[only_config]}"],
+        ["data.tokenizer='{m[only_config]}' has no tokenizer files"],
+    ),
+    (
+        "tokenizer_beyond_vocab",
+        [f"{ARR}.model.path={{m[small_vocab]}}"],
+        ["has token ids up to 114, beyond the model's vocabulary", "vocab_size=50"],
+    ),
+    (
+        "lengths_beyond_positions",
+        [f"{ARR}.model.path={{m[short_positions]}}"],
+        ["16 + 8 = 24 tokens is longer than the model's 20 positions", "{m[short_positions]}"],
+    ),
+    # --- checkpoints (trainer.resume_from_path) -----------------------------------------------------
+    (
+        "ckpt_missing_folder",
+        ["trainer.resume_from_path={c[good]}_nope"],
+        ["trainer.resume_from_path: checkpoint folder '{c[good]}_nope' does not exist"],
+    ),
+    (
+        "ckpt_deleted_shard",
+        ["trainer.resume_from_path={c[deleted_shard]}"],
+        [
+            "trainer.resume_from_path: checkpoint '{c[deleted_shard]}' is damaged",
+            "actor/model/__0_0.distcp is missing",
+        ],
+    ),
+    (
+        "ckpt_truncated_shard",
+        ["trainer.resume_from_path={c[truncated_shard]}"],
+        ["is damaged", "actor/model/__0_0.distcp is 100 bytes"],
+    ),
+    (
+        "ckpt_truncated_shard_old",
+        ["trainer.resume_from_path={c[truncated_shard_no_manifest]}"],
+        ["shard {c[truncated_shard_no_manifest]}/actor/model/__0_0.distcp is truncated: 100 bytes"],
+    ),
+    (
+        "ckpt_unsafe_data_pt",
+        ["trainer.resume_from_path={c[unsafe_data]}"],
+        ["refusing to load {c[unsafe_data]}/data.pt"],
+    ),
+    (
+        "ckpt_unsafe_extra_state",
+        ["trainer.resume_from_path={c[unsafe_extra]}"],
+        ["refusing to load {c[unsafe_extra]}/actor/extra_state_world_size_2_rank_1.pt"],
+    ),
+    (
+        "ckpt_unsafe_metadata",
+        ["trainer.resume_from_path={c[unsafe_metadata]}"],
+        ["refusing to load {c[unsafe_metadata]}/actor/model/.metadata"],
+    ),
+    # --- the reward function file ---------------------------------------------------------------------
+    (
+        "reward_file_syntax_error",
+        ["custom_reward_function.path={r[syntax]}"],
+        ["custom_reward_function.path='{r[syntax]}' has a syntax error at line 2"],
+    ),
+    (
+        "reward_file_import_error",
+        ["custom_reward_function.path={r[imports]}"],
+        ["custom_reward_function.path='{r[imports]}' fails to import: ModuleNotFoundError"],
+    ),
+    (
+        "reward_file_is_directory",
+        ["custom_reward_function.path={r[dir]}"],
+        ["custom_reward_function.path='{r[dir]}' is a directory"],
+    ),
+    (
+        "reward_function_missing",
+        ["custom_reward_function.path={r[good]}", "custom_reward_function.name=nope"],
+        ["custom_reward_function.name='nope': no such function in {r[good]}", "compute_score"],
+    ),
+]
+CKPT_CASES = ("ckpt_",)
+
+
+@pytest.fixture(scope="session")
+def bad(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bad_inputs")
+    marker = str(root / "PICKLE_RAN")
+    rewards = root / "rewards"
+    (rewards / "dir").mkdir(parents=True)
+    files = {
+        "syntax": "def compute_score(a, b, c, d=None):\n    return (\n",
+        "imports": "import no_such_module_xyz\n\ndef compute_score(a, b, c, d=None):\n    return 0.0\n",
+        "good": "def compute_score(a, b, c, d=None):\n    return 0.0\n",
+    }
+    for name, text in files.items():
+        (rewards / f"{name}.py").write_text(text)
+    paths = {
+        "d": build_data_files(root / "data"),
+        "m": build_model_folders(root / "models"),
+        "c": damaged_checkpoints(root / "ckpt", marker),
+        "r": {name: str(rewards / f"{name}.py") for name in files} | {"dir": str(rewards / "dir")},
+    }
+    return paths | {"marker": marker, "root": root}
+
+
+def _compose(overrides: list[str]):
+    return compose_config(overrides, "demo")
+
+
+def _no_ray(cfg):
+    raise AssertionError("bad input reached Ray: it must be refused before Ray starts")
+
+
+def run_in_process(overrides: list[str], monkeypatch, capsys) -> tuple[int, str, float]:
+    """(exit status, the stderr line(s) of verl_lite, seconds) of main_ppo.run on these overrides."""
+    monkeypatch.setattr(main_ppo, "start_ray", _no_ray)
+    config = _compose(overrides)
+    start = time.perf_counter()
+    with pytest.raises(SystemExit) as info:
+        main_ppo.run(config)
+    seconds = time.perf_counter() - start
+    err = capsys.readouterr().err
+    message = err[err.index("verl_lite: ") :] if "verl_lite: " in err else err
+    return info.value.code, message.strip(), seconds
+
+
+@pytest.mark.parametrize("case, overrides, fragments", CASES, ids=[c[0] for c in CASES])
+def test_bad_input_fails_before_ray_with_one_line(
+    case, overrides, fragments, bad, tmp_path, monkeypatch, capsys
+):
+    fill = {k: v for k, v in bad.items() if k in "dmcr"}
+    overrides = [o.format(**fill) for o in overrides]
+    run_dir = [f"trainer.default_local_dir={tmp_path}/run"]
+    if case.startswith(CKPT_CASES):
+        run_dir += ["trainer.resume_mode=resume_path"]
+    code, message, seconds = run_in_process([*BASE, *run_dir, *overrides], monkeypatch, capsys)
+    TIMES[case] = ("refused at start-up, before Ray", seconds)
+    assert code == 2, message
+    assert message.startswith("verl_lite: ") and "\n" not in message, f"one line expected:\n{message}"
+    for fragment in fragments:
+        assert fragment.format(**fill) in message, message
+    assert "Traceback" not in message
+    assert not os.path.exists(bad["marker"]), "a crafted pickle in the checkpoint was executed"
+    assert seconds < 30, f"start-up refusal took {seconds:.1f}s"
+
+
+def test_good_inputs_pass_every_start_up_check(bad, tmp_path, monkeypatch, capsys):
+    """The undamaged originals of the table's files pass: each case fails for its own damage only."""
+    d, m, c, r = bad["d"], bad["m"], bad["c"], bad["r"]
+    overrides = [
+        *BASE,
+        f"trainer.default_local_dir={tmp_path}/run",
+        f"data.train_files={d['good']}",
+        f"data.val_files={d['good_val']}",
+        f"{ARR}.model.path={m['good']}",
+        "trainer.resume_mode=resume_path",
+        f"trainer.resume_from_path={c['good']}",
+        f"custom_reward_function.path={r['good']}",
+    ]
+    reached = []
+    monkeypatch.setattr(main_ppo, "start_ray", lambda cfg: reached.append(True) or _stop())
+    with pytest.raises(_Reached):
+        main_ppo.run(_compose(overrides))
+    assert reached == [True]
+
+
+class _Reached(Exception):
+    pass
+
+
+def _stop():
+    raise _Reached()
+
+
+def test_cluster_without_room_is_refused_after_joining_before_workers(
+    ray_local, tmp_path, monkeypatch, capsys
+):
+    """A cluster joined by address is only known once joined: checked then, before any worker starts."""
+    from verl_lite.trainer.ppo_trainer import RayPPOTrainer
+
+    cpus = int(ray_local.cluster_resources()["CPU"])
+
+    def no_workers(self):
+        raise AssertionError("workers started on a cluster without room for them")
+
+    monkeypatch.setattr(RayPPOTrainer, "init_workers", no_workers)
+    overrides = [
+        *BASE,
+        f"trainer.default_local_dir={tmp_path}/run",
+        "ray_kwargs.ray_init.address=auto",  # joins: the local check is skipped, the cluster's applies
+        f"trainer.n_gpus_per_node={cpus + 2}",
+        f"data.train_batch_size={(cpus + 2) * 4}",
+        f"{ARR}.actor.ppo_mini_batch_size={(cpus + 2) * 4}",
+    ]
+    start = time.perf_counter()
+    with pytest.raises(SystemExit) as info:
+        main_ppo.run(_compose(overrides))
+    TIMES["cluster_without_room"] = ("refused after joining Ray, before workers", time.perf_counter() - start)
+    err = capsys.readouterr().err
+    assert info.value.code == 2
+    assert (
+        f"trainer.n_gpus_per_node={cpus + 2} needs {cpus + 2} CPUs" in err
+        and "the cluster's 1 node(s)" in err
+    )
+
+
+def test_a_failed_phase_is_reported_as_one_line_with_exit_2(tmp_path, monkeypatch, capsys):
+    """A WorkerError's long form (Ray's multi-line text, the remote traceback) goes to the log; the
+    user gets its first line, as for start-up errors (test_faults.py kills a real worker)."""
+    from verl_lite.single_controller import WorkerError
+
+    def dies(cfg, links=None):
+        raise WorkerError(
+            "trainer phase 'update_actor' at step 2 failed: actor_rollout_ref rank 1 died during update_actor: "
+            "The actor died unexpectedly before finishing this task.\n\tclass_name: ActorRolloutRefWorker"
+        )
+
+    monkeypatch.setattr(main_ppo, "run_ppo", dies)
+    with pytest.raises(SystemExit) as info:
+        main_ppo.run(_compose([*BASE, f"trainer.default_local_dir={tmp_path}/run"]))
+    lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("verl_lite: ")]
+    assert info.value.code == 2 and len(lines) == 1
+    assert lines[0].endswith(
+        "rank 1 died during update_actor: The actor died unexpectedly before finishing this task."
+    )
+
+
+def _cli(tmp_path, *overrides, timeout=600):
+    cmd = [
+        sys.executable,
+        "-m",
+        "verl_lite.main_ppo",
+        "--config-name",
+        "demo",
+        f"hydra.run.dir={tmp_path}/hydra",
+    ]
+    cmd += [*BASE, *overrides]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=dict(os.environ))
+
+
+@pytest.mark.slow
+def test_cli_process_exits_2_with_one_line_before_ray(bad, tmp_path):
+    start = time.perf_counter()
+    proc = _cli(
+        tmp_path, f"trainer.default_local_dir={tmp_path}/run", f"data.train_files={bad['d']['folder']}"
+    )
+    TIMES["cli_directory_as_data_file"] = (
+        "refused at start-up, before Ray (process)",
+        time.perf_counter() - start,
+    )
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("verl_lite: ")]
+    assert len(lines) == 1 and "is a directory" in lines[0], proc.stderr[-3000:]
+    assert "Started a local Ray" not in proc.stdout + proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_reward_function_failing_mid_run_ends_it_like_a_start_up_error(bad, tmp_path):
+    """A reward function that raises on one row: exit 2, one line naming step, phase, function and
+    its file, the parquet file and row, and the data_source."""
+    reward = tmp_path / "reward.py"
+    reward.write_text(
+        "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+        "    if extra_info['index'] == 3:\n"
+        "        raise ZeroDivisionError('no score for this one')\n"
+        "    return 0.0\n"
+    )
+    data = bad["d"]["four"]
+    start = time.perf_counter()
+    proc = _cli(
+        tmp_path,
+        f"trainer.default_local_dir={tmp_path}/run",
+        f"data.train_files={data}",
+        "data.train_batch_size=4",
+        "data.val_files=null",
+        "data.shuffle=False",
+        f"custom_reward_function.path={reward}",
+    )
+    TIMES["cli_reward_raises_mid_run"] = (
+        "run stopped at step 1, exit 2 (process)",
+        time.perf_counter() - start,
+    )
+    assert proc.returncode == 2, proc.stderr[-4000:]
+    line = [x for x in proc.stderr.splitlines() if x.startswith("verl_lite: ")][-1]
+    for fragment in [
+        "trainer phase 'reward' at step 1 failed",
+        f"compute_score ({reward})",
+        "raised ZeroDivisionError: no score for this one",
+        f"{data} row 3",
+        "data_source='verl_lite/arith'",
+    ]:
+        assert fragment in line, line
+
+
+def test_zz_report_counts_by_outcome():
+    """Prints the cases tried in this session by outcome, with their times (run with -s to see)."""
+    if not TIMES:
+        pytest.skip("no bad-input case ran in this session")
+    by_outcome: dict[str, list[float]] = {}
+    for outcome, seconds in TIMES.values():
+        by_outcome.setdefault(outcome, []).append(seconds)
+    print(f"\nbad inputs tried: {len(TIMES)}")
+    for outcome, times in sorted(by_outcome.items()):
+        print(f"  {len(times):3d}  {outcome}: {min(times):.2f}-{max(times):.2f} s")

@@ -1,0 +1,230 @@
+"""Value domains: every number in the config that has one, checked once, before anything is derived.
+
+A size must be a positive integer, a rate a finite number in its interval, AdamW's betas two numbers
+in [0, 1), a clip range positive, a coefficient finite and not negative. The table `DOMAINS` maps
+each key to its domain; `check_domains` reads the composed config as the user wrote it (before
+normalisation fills derived values, so `rollout.response_length=0` is reported instead of being
+taken for "unset") and returns one line per value outside its domain, naming key, value and what
+is allowed. Hydra already refuses a value of the wrong type (`lr=fast`), but not `lr=nan` or
+`lr=-1`, and a wrong value here would otherwise train silently wrong or fail late in a worker.
+
+A key whose value is a link to another key (`critic.ppo_epochs: ${actor_rollout_ref.actor.ppo_epochs}`)
+is not checked when the key it follows is in the table: a bad value is reported once, under the
+key the user set. `linked_keys` finds the links in the composed config before it is resolved.
+
+Rules that relate several keys (batch geometry, lengths against the model) live with the checks of
+the component they concern; this table holds only what one value alone can get wrong.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+ARR = "actor_rollout_ref"
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+def _is_num(v) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
+
+
+@dataclass(frozen=True)
+class Domain:
+    test: Callable[[Any], bool]
+    says: str  # "must be <says>"
+    nullable: bool = False  # null is allowed (and means what the schema's comment says)
+
+    def holds(self, value) -> bool:
+        return (self.nullable and value is None) or (value is not None and self.test(value))
+
+    def or_null(self, meaning: str) -> Domain:
+        return Domain(self.test, f"{self.says} or null ({meaning})", nullable=True)
+
+
+POS_INT = Domain(lambda v: _is_int(v) and v > 0, "a positive integer")
+NON_NEG_INT = Domain(lambda v: _is_int(v) and v >= 0, "an integer >= 0")
+POS = Domain(lambda v: _is_num(v) and v > 0, "a finite number > 0")
+NON_NEG = Domain(lambda v: _is_num(v) and v >= 0, "a finite number >= 0")
+UNIT = Domain(lambda v: _is_num(v) and 0 <= v <= 1, "a number in [0, 1]")
+UNIT_OPEN = Domain(lambda v: _is_num(v) and 0 < v < 1, "a number in (0, 1)")
+SHARE = Domain(lambda v: _is_num(v) and 0 < v <= 1, "a number in (0, 1]")
+BETAS = Domain(
+    lambda v: isinstance(v, (list, tuple)) and len(v) == 2 and all(_is_num(b) and 0 <= b < 1 for b in v),
+    "two numbers in [0, 1), e.g. [0.9, 0.999]",
+)
+TOP_K = Domain(lambda v: _is_int(v) and v >= -1, "-1 (no top-k) or a positive integer")
+WARMUP_STEPS = Domain(lambda v: _is_int(v) and v >= -1, "-1 (use lr_warmup_steps_ratio) or an integer >= 0")
+DUAL_CLIP = Domain(lambda v: _is_num(v) and v > 1, "a finite number > 1 (the dual-clip cap on the ratio)")
+FREQ = Domain(_is_int, "an integer (a step count; <= 0: never)")
+
+
+def _optim(prefix: str) -> dict[str, Domain]:
+    return {
+        f"{prefix}.lr": POS,
+        f"{prefix}.betas": BETAS,
+        f"{prefix}.weight_decay": NON_NEG,
+        f"{prefix}.lr_warmup_steps": WARMUP_STEPS,
+        f"{prefix}.lr_warmup_steps_ratio": UNIT,
+        f"{prefix}.min_lr_ratio": UNIT,
+        f"{prefix}.num_cycles": POS,
+    }
+
+
+def _sampling(prefix: str) -> dict[str, Domain]:
+    return {
+        f"{prefix}.temperature": NON_NEG,
+        f"{prefix}.top_k": TOP_K,
+        f"{prefix}.top_p": SHARE,
+        f"{prefix}.n": POS_INT,
+    }
+
+
+MICRO = POS_INT.or_null("unset")
+FOLLOWS_ACTOR = POS_INT.or_null("the actor's")
+FSDP_SECTIONS = (f"{ARR}.actor", f"{ARR}.ref", "critic.model", "reward_model.model")
+
+DOMAINS: dict[str, Domain] = {
+    # data
+    "data.train_batch_size": POS_INT,
+    "data.val_batch_size": POS_INT.or_null("the whole validation set in one batch"),
+    "data.max_prompt_length": POS_INT,
+    "data.max_response_length": POS_INT,
+    "data.seed": NON_NEG_INT.or_null("a fixed default seed"),
+    # actor
+    f"{ARR}.actor.ppo_mini_batch_size": POS_INT,
+    f"{ARR}.actor.ppo_micro_batch_size": MICRO,
+    f"{ARR}.actor.ppo_micro_batch_size_per_gpu": MICRO,
+    f"{ARR}.actor.ppo_max_token_len_per_gpu": POS_INT,
+    f"{ARR}.actor.ppo_epochs": POS_INT,
+    f"{ARR}.actor.clip_ratio": UNIT_OPEN,
+    f"{ARR}.actor.clip_ratio_low": UNIT_OPEN.or_null("clip_ratio"),
+    f"{ARR}.actor.clip_ratio_high": POS.or_null("clip_ratio"),
+    f"{ARR}.actor.clip_ratio_c": DUAL_CLIP,
+    f"{ARR}.actor.entropy_coeff": NON_NEG,
+    f"{ARR}.actor.kl_loss_coef": NON_NEG,
+    f"{ARR}.actor.grad_clip": POS,
+    **_optim(f"{ARR}.actor.optim"),
+    # ref and rollout
+    f"{ARR}.ref.log_prob_micro_batch_size": MICRO,
+    f"{ARR}.ref.log_prob_micro_batch_size_per_gpu": MICRO,
+    f"{ARR}.ref.log_prob_max_token_len_per_gpu": POS_INT,
+    **_sampling(f"{ARR}.rollout"),
+    **_sampling(f"{ARR}.rollout.val_kwargs"),
+    f"{ARR}.rollout.prompt_length": POS_INT,
+    f"{ARR}.rollout.response_length": POS_INT,
+    f"{ARR}.rollout.log_prob_micro_batch_size": MICRO,
+    f"{ARR}.rollout.log_prob_micro_batch_size_per_gpu": MICRO,
+    f"{ARR}.rollout.log_prob_max_token_len_per_gpu": POS_INT,
+    f"{ARR}.rollout.gpu_memory_utilization": SHARE,
+    f"{ARR}.rollout.tensor_model_parallel_size": POS_INT,
+    f"{ARR}.rollout.max_num_batched_tokens": POS_INT,
+    f"{ARR}.rollout.max_model_len": POS_INT.or_null("prompt_length + response_length"),
+    f"{ARR}.rollout.max_num_seqs": POS_INT,
+    f"{ARR}.rollout.update_weights_bucket_megabytes": POS_INT,
+    f"{ARR}.rollout.cpu_kv_cache_gb": POS,
+    **{f"{s}.fsdp_config.wrap_policy.min_num_params": NON_NEG_INT for s in FSDP_SECTIONS},
+    # critic
+    "critic.ppo_mini_batch_size": FOLLOWS_ACTOR,
+    "critic.ppo_micro_batch_size": MICRO,
+    "critic.ppo_micro_batch_size_per_gpu": FOLLOWS_ACTOR,
+    "critic.forward_micro_batch_size": MICRO,
+    "critic.forward_micro_batch_size_per_gpu": POS_INT.or_null("ppo_micro_batch_size_per_gpu"),
+    "critic.ppo_max_token_len_per_gpu": POS_INT,
+    "critic.forward_max_token_len_per_gpu": POS_INT.or_null("ppo_max_token_len_per_gpu"),
+    "critic.ppo_epochs": FOLLOWS_ACTOR,
+    "critic.cliprange_value": POS,
+    "critic.grad_clip": POS,
+    **_optim("critic.optim"),
+    # reward model and reward function
+    "reward_model.micro_batch_size": MICRO,
+    "reward_model.micro_batch_size_per_gpu": MICRO,
+    "reward_model.forward_max_token_len_per_gpu": POS_INT,
+    "reward_model.timeout": POS,
+    # algorithm
+    "algorithm.gamma": UNIT,
+    "algorithm.lam": UNIT,
+    "algorithm.kl_ctrl.kl_coef": NON_NEG,
+    "algorithm.kl_ctrl.horizon": POS_INT,
+    "algorithm.kl_ctrl.target_kl": POS,
+    # trainer and Ray
+    "trainer.nnodes": POS_INT,
+    "trainer.n_gpus_per_node": POS_INT,
+    "trainer.total_epochs": POS_INT,
+    "trainer.total_training_steps": POS_INT.or_null("total_epochs' worth"),
+    "trainer.log_val_generations": NON_NEG_INT,
+    "trainer.test_freq": FREQ,
+    "trainer.save_freq": FREQ,
+    "trainer.dist_timeout_s": POS_INT,
+    "trainer.device_memory_gb": POS.or_null("what the workers report"),
+    "trainer.max_actor_ckpt_to_keep": POS_INT.or_null("keep all"),
+    "trainer.max_critic_ckpt_to_keep": POS_INT.or_null("keep all"),
+    "trainer.critic_warmup": NON_NEG_INT,
+    "ray_kwargs.ray_init.num_cpus": POS_INT.or_null("all of the machine's"),
+}
+
+
+def lookup(cfg, key: str):
+    """The value at dotted `key` of a dataclass (or dict) tree; KeyError when a part is missing."""
+    node = cfg
+    for part in key.split("."):
+        if isinstance(node, dict):
+            node = node[part]
+        elif hasattr(node, part):
+            node = getattr(node, part)
+        else:
+            raise KeyError(key)
+    return node
+
+
+_LINK = re.compile(r"^\$\{(\.*)([\w.]+)\}$")
+
+
+def _target(prefix: str, dots: str, name: str) -> str:
+    """The absolute key of a link: `${a.b}` is absolute; `${.b}` is in the same node, `${..b}` above it."""
+    if not dots:
+        return name
+    parts = prefix.rstrip(".").split(".") if prefix else []
+    base = parts[: len(parts) - (len(dots) - 1)]
+    return ".".join([*base, name])
+
+
+def linked_keys(raw: dict, prefix: str = "") -> dict[str, str]:
+    """{key: the key it links to} for every value of the unresolved config (a nested dict, as
+    OmegaConf.to_container(cfg, resolve=False) gives it) that is exactly `${other.key}` (or relative)."""
+    links = {}
+    for name, value in raw.items():
+        key = f"{prefix}{name}"
+        if isinstance(value, dict):
+            links |= linked_keys(value, key + ".")
+        elif isinstance(value, str) and (m := _LINK.match(value)):
+            links[key] = _target(prefix, m.group(1), m.group(2))
+    return links
+
+
+def check_domains(
+    cfg, domains: dict[str, Domain] = DOMAINS, links: dict[str, str] | None = None
+) -> list[str]:
+    """One line per value outside its domain: `<key>=<value> must be <domain>`. A key in `links`
+    that follows a key of the table is left to that key."""
+    problems = []
+    for key, domain in domains.items():
+        if (links or {}).get(key) in domains:
+            continue
+        value = lookup(cfg, key)
+        if not domain.holds(value):
+            problems.append(f"{key}={_show(value)} must be {domain.says}")
+    return problems
+
+
+def _show(value) -> str:
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_show(v) for v in value) + "]"
+    return "null" if value is None else str(value) if not isinstance(value, str) else repr(value)

@@ -1,0 +1,94 @@
+"""A deadline for code running on the driver's main thread: the reward function (reward_model.timeout).
+
+A reward function that never returns would hang the run forever. The function keeps running on the
+main thread (as in verl, so functions that time themselves out with `signal.alarm` keep working);
+a watchdog thread waits for the deadline and, if the work is still running, sends the main thread
+SIGUSR1, whose handler raises `DeadlineExceeded` there. A blocking call (sleep, a lock, a child
+process, a socket) is interrupted by the signal; a Python loop stops at its next instruction. The
+exception derives from BaseException so a reward function's `except Exception` cannot swallow it.
+
+Code that holds the GIL inside one C call (a catastrophic regular expression) cannot be interrupted
+from Python at all: as a last resort faulthandler dumps every thread's stack and ends the process
+(exit status 1) `grace_s` after the deadline.
+
+The handler is installed once and stays: a SIGUSR1 that arrives late (after the work finished in
+the same instant) finds it disarmed and does nothing, instead of the default action (termination).
+Any handler that was there before is still called for signals that are not ours.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import signal
+import sys
+import threading
+from contextlib import contextmanager
+
+SIGNAL = signal.SIGUSR1
+
+
+class DeadlineExceeded(BaseException):
+    """Raised in the main thread when the work under `deadline` runs past it."""
+
+
+class _State:
+    lock = threading.RLock()  # the handler may run in the main thread while it holds the lock
+    armed = False  # a deadline is running and has passed: the next SIGUSR1 is ours
+    installed = False
+    previous = signal.SIG_DFL
+
+
+def _handler(signum, frame):
+    with _State.lock:
+        ours, _State.armed = _State.armed, False
+    if ours:
+        raise DeadlineExceeded()
+    if callable(_State.previous):
+        _State.previous(signum, frame)
+
+
+def _install() -> None:
+    if not _State.installed:
+        _State.previous = signal.signal(SIGNAL, _handler)
+        _State.installed = True
+
+
+def _arm_backstop(seconds: float) -> bool:
+    try:
+        faulthandler.dump_traceback_later(seconds, exit=True, file=sys.__stderr__)
+        return True
+    except (AttributeError, ValueError, OSError):  # no usable stderr file descriptor
+        return False
+
+
+@contextmanager
+def deadline(seconds: float | None, grace_s: float = 30.0):
+    """Raise DeadlineExceeded in the body if it runs longer than `seconds` (None: no deadline).
+    Only on the main thread (signals are delivered there); elsewhere the body runs unguarded."""
+    if not seconds or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _install()
+    main, finished = threading.get_ident(), threading.Event()
+
+    def watch():
+        if finished.wait(seconds):
+            return
+        with _State.lock:
+            if finished.is_set():
+                return
+            _State.armed = True
+        signal.pthread_kill(main, SIGNAL)
+
+    watcher = threading.Thread(target=watch, name="verl_lite-deadline", daemon=True)
+    backstop = _arm_backstop(seconds + grace_s)
+    watcher.start()
+    try:
+        yield
+    finally:
+        if backstop:
+            faulthandler.cancel_dump_traceback_later()
+        with _State.lock:
+            finished.set()
+            _State.armed = False  # a signal sent in this very instant is then ignored when it lands
+        watcher.join()

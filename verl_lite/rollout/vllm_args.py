@@ -1,0 +1,90 @@
+"""vLLM's own engine-argument rules, checked at start-up against the rollout config and the model's config.
+
+Inside a worker, `LLM(...)` refuses these with an error Ray cannot always pass back cleanly, after
+Ray and FSDP2 have started. The rules are vLLM 0.32's (vllm/config/scheduler.py, model.py,
+parallel.py and the CPU attention backend), written as numbers so that checking them needs no
+vLLM import (which takes seconds):
+
+- max_num_batched_tokens >= max_num_seqs (the scheduler fills a step with at least one token per
+  sequence);
+- without chunked prefill, max_num_batched_tokens >= max_model_len (a prompt is prefilled in one step);
+- max_model_len <= the model's positions (max_position_embeddings, times a linear/dynamic RoPE factor);
+- the attention heads split evenly over tensor_model_parallel_size;
+- on CPU: a head size the CPU attention kernels have, and a KV cache (cpu_kv_cache_gb) that holds
+  one sequence of max_model_len tokens.
+"""
+
+from __future__ import annotations
+
+KEY = "actor_rollout_ref.rollout"
+CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
+DTYPE_BYTES = {"fp32": 4, "float32": 4, "bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2}
+GB = 1024**3
+
+
+def derived_max_len(config: dict) -> int | None:
+    """The longest sequence vLLM accepts for this model without VLLM_ALLOW_LONG_MAX_MODEL_LEN."""
+    positions = config.get("max_position_embeddings")
+    if not isinstance(positions, int):
+        return None
+    rope = config.get("rope_scaling") or config.get("rope_parameters") or {}
+    if rope.get("rope_type", rope.get("type")) in ("linear", "dynamic") and rope.get("factor"):
+        return int(positions * rope["factor"])
+    return positions
+
+
+def head_size(config: dict) -> int | None:
+    if isinstance(config.get("head_dim"), int):
+        return config["head_dim"]
+    hidden, heads = config.get("hidden_size"), config.get("num_attention_heads")
+    return hidden // heads if isinstance(hidden, int) and isinstance(heads, int) and heads else None
+
+
+def check_engine_args(r, config: dict, model_key: str, on_gpu: bool) -> list[str]:
+    """Problems with the rollout section `r` (normalised: max_model_len set) for the model `config`."""
+    problems = []
+    if r.max_num_batched_tokens < r.max_num_seqs:
+        problems.append(
+            f"{KEY}.max_num_batched_tokens={r.max_num_batched_tokens} is below {KEY}.max_num_seqs="
+            f"{r.max_num_seqs}; vLLM needs max_num_batched_tokens >= max_num_seqs: raise it or lower max_num_seqs"
+        )
+    limit = derived_max_len(config)
+    # prompt + response beyond the positions is reported for every rollout (preflight); here only a
+    # max_model_len set longer than the sequences need
+    if limit is not None and r.max_model_len > limit >= r.prompt_length + r.response_length:
+        problems.append(
+            f"{KEY}.max_model_len={r.max_model_len} exceeds the model's {limit} positions ({model_key}); "
+            f"set it to at most {limit} (or null: prompt_length + response_length)"
+        )
+    heads, tp = config.get("num_attention_heads"), r.tensor_model_parallel_size
+    if isinstance(heads, int) and tp > 0 and heads % tp:
+        problems.append(
+            f"{KEY}.tensor_model_parallel_size={tp} does not divide the model's {heads} attention heads "
+            f"({model_key}); use a divisor of {heads}"
+        )
+    if not on_gpu:
+        problems += _cpu_problems(r, config, model_key)
+    return problems
+
+
+def _cpu_problems(r, config: dict, model_key: str) -> list[str]:
+    problems = []
+    size = head_size(config)
+    if size is not None and size not in CPU_HEAD_SIZES:
+        problems.append(
+            f"{model_key}: head size {size} (hidden_size / num_attention_heads) has no vLLM CPU attention kernel "
+            f"(sizes {list(CPU_HEAD_SIZES)}); use {KEY}.name=hf on this machine, or a GPU"
+        )
+    layers, kv_heads = config.get("num_hidden_layers"), config.get("num_key_value_heads")
+    kv_heads = kv_heads or config.get("num_attention_heads")
+    tp = max(1, r.tensor_model_parallel_size)
+    if size and isinstance(layers, int) and isinstance(kv_heads, int):
+        per_token = 2 * layers * max(1, kv_heads // tp) * size * DTYPE_BYTES.get(r.dtype, 4)
+        need = per_token * r.max_model_len
+        if need > r.cpu_kv_cache_gb * GB:
+            problems.append(
+                f"{KEY}.cpu_kv_cache_gb={r.cpu_kv_cache_gb} cannot hold one sequence of max_model_len="
+                f"{r.max_model_len} tokens ({need / GB:.3f} GiB of KV cache); raise it to at least "
+                f"{need / GB:.3f}"
+            )
+    return problems

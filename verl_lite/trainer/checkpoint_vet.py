@@ -1,0 +1,121 @@
+"""Vetting a checkpoint's contents on the driver, before Ray or any worker touches it.
+
+checkpoint.check_complete says whether the files are there (and of the size the manifest recorded
+at save). This module opens what would be unpickled and reads what the workers would read, so a
+checkpoint that is cut short or crafted fails at start-up with exit status 2, naming the file:
+
+- data.pt (the driver's state) and every rank's extra_state file: `torch.load(weights_only=True)`,
+  which refuses anything but tensors and plain containers; data.pt must hold a step and the
+  sampler's position;
+- each DCP folder's `.metadata`: replayed with the allow-list unpickler of engine/checkpoint.py;
+- each DCP shard file: present and long enough for every chunk `.metadata` places in it; the
+  non-tensor items DCP would unpickle (optimizer hyper-parameters) are read with
+  `weights_only=True` here first.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+
+import torch
+from torch.distributed.checkpoint.metadata import BytesStorageMetadata
+
+from verl_lite.engine.checkpoint import MODEL_DIR, OPTIM_DIR, extra_state_name, read_dcp_metadata
+from verl_lite.trainer.checkpoint import DATA_FILE
+
+
+def _refusal_reason(e: Exception) -> str:
+    """What torch.load(weights_only=True) refused, in a few words."""
+    text = " ".join(str(e).split())
+    found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", text)
+    if found:
+        return f"it names {found.group(1)}, which a tensor file never does"
+    found = re.search(r"WeightsUnpickler error: (.*?) Check the documentation", text)
+    if found:
+        return f"the safe unpickler refused it: {found.group(1)}"
+    return f"{type(e).__name__}: {text[:200]}"
+
+
+def _safe_load(file: str, key: str):
+    try:
+        return torch.load(file, weights_only=True)
+    except Exception as e:  # UnpicklingError for crafted files, EOFError/RuntimeError for cut ones
+        raise ValueError(
+            f"{key}: refusing to load {file}: not a plain tensor file ({_refusal_reason(e)}); "
+            "point the resume at a checkpoint written by verl_lite"
+        ) from e
+
+
+def vet_trainer_state(path: str, key: str) -> dict:
+    """data.pt, loaded safely and checked for the fields a resume reads."""
+    file = os.path.join(path, DATA_FILE)
+    state = _safe_load(file, key)
+    sampler = state.get("sampler") if isinstance(state, dict) else None
+    ok = (
+        isinstance(state, dict)
+        and isinstance(state.get("global_step"), int)
+        and isinstance(sampler, dict)
+        and all(isinstance(sampler.get(k), int) for k in ("epoch", "offset"))
+    )
+    if not ok:
+        raise ValueError(
+            f"{key}: {file} does not hold a verl_lite trainer state (global_step, sampler.epoch/offset)"
+        )
+    return state
+
+
+def _dcp_problems(folder: str, key: str) -> list[str]:
+    """Every shard `.metadata` names is present and long enough; its pickled items load safely."""
+    try:
+        metadata = read_dcp_metadata(folder)
+    except (OSError, ValueError) as e:
+        return [f"{key}: {' '.join(str(e).split())}"]
+    problems, sizes = [], {}
+    for index, info in (metadata.storage_data or {}).items():
+        file = os.path.join(folder, info.relative_path)
+        if file not in sizes:
+            sizes[file] = os.path.getsize(file) if os.path.isfile(file) else None
+        if sizes[file] is None:
+            problems.append(f"{key}: shard {file} is missing (named by {folder}/.metadata)")
+            sizes[file] = -1  # said once
+        elif sizes[file] >= 0 and sizes[file] < info.offset + info.length:
+            problems.append(
+                f"{key}: shard {file} is truncated: {sizes[file]} bytes, its chunks need {info.offset + info.length}"
+            )
+            sizes[file] = -1
+        elif sizes[file] >= 0 and _is_bytes_item(metadata, index) and not info.transform_descriptors:
+            with open(file, "rb") as f:
+                f.seek(info.offset)
+                raw = f.read(info.length)
+            try:
+                torch.load(io.BytesIO(raw), weights_only=True)
+            except Exception as e:
+                problems.append(f"{key}: refusing to load {file}: item {index.fqn!r}: {_refusal_reason(e)}")
+    return problems
+
+
+def _is_bytes_item(metadata, index) -> bool:
+    return isinstance(metadata.state_dict_metadata.get(index.fqn), BytesStorageMetadata)
+
+
+def vet_checkpoint(path: str, roles: dict[str, list[str]], world_size: int, key: str) -> None:
+    """Raise ValueError naming `key` and the file when anything a resume would load is unsafe or cut."""
+    vet_trainer_state(path, key)
+    problems = []
+    for role, contents in roles.items():
+        folder = os.path.join(path, role)
+        for content, sub in (("model", MODEL_DIR), ("optimizer", OPTIM_DIR)):
+            if content in contents:
+                problems += _dcp_problems(os.path.join(folder, sub), key)
+        if "extra" in contents:
+            for rank in range(world_size):
+                try:
+                    _safe_load(os.path.join(folder, extra_state_name(world_size, rank)), key)
+                except ValueError as e:
+                    problems.append(str(e))
+    if problems:
+        raise ValueError(
+            "; ".join(problems[:5]) + (f" (and {len(problems) - 5} more)" if len(problems) > 5 else "")
+        )
