@@ -99,7 +99,8 @@ def test_sbatch_runs_main_ppo_on_a_ray_cluster_from_the_allocation(slurm, tmp_pa
     assert proc.returncode == 0, proc.stderr + log[-5000:]
     # nnodes and workers per node from the allocation: 1 node, no GPU, so one CPU worker per CPU
     cpus = os.cpu_count()
-    assert f"trainer.nnodes=1 trainer.n_gpus_per_node={cpus} data.train_batch_size=8" in log
+    assert "--config-name=demo data.train_batch_size=8" in log  # the user's arguments first, as given
+    assert f"hydra.run.dir={tmp_path}/hydra trainer.nnodes=1 trainer.n_gpus_per_node={cpus}\n" in log
     assert "joined the Ray cluster at" in log and "started a local Ray instance" not in log
     rows = [json.loads(line) for line in open(tmp_path / "run" / "metrics.jsonl")]
     assert [r["step"] for r in rows] == [1] and rows[0]["actor/grad_norm"] > 0
