@@ -49,6 +49,19 @@ def test_one_24gb_card_fits_7b_only_with_offload_policy_beside_a_sleeping_vllm(s
     assert "none, param_optimizer_offload do not fit" in rec.reason and "(update_actor)" in rec.reason
 
 
+def test_lora_on_one_24gb_card_needs_less_than_full_tuning(shape):
+    """LoRA: no grads or moments of the base, no reference copy; the fp32 base still needs offload."""
+    kl = ("actor_rollout_ref.rollout.gpu_memory_utilization=0.3", "actor_rollout_ref.actor.use_kl_loss=True")
+    full = compose_config(overrides(1, 16, "vllm", *kl))
+    lora = compose_config(overrides(1, 16, "vllm", *kl, "actor_rollout_ref.model.lora_rank=8"))
+    rec = recommend(lora, shape, world=1, budget_gb=24)
+    assert rec.mode == "offload_policy" and rec.micro == 4, rec.reason
+    for f, lo in zip(plan_rows(full, shape, 1, 24), plan_rows(lora, shape, 1, 24)):
+        assert lo.estimate.peak < f.estimate.peak, (f.mode, f.micro)
+        # without offload the host holds only the model while it loads, with or without LoRA
+        assert lo.host_per_node < f.host_per_node or f.mode == "none", (f.mode, f.micro)
+
+
 def test_hf_rollouts_full_copy_leaves_no_room_on_24gb(shape):
     """The HF rollout's bf16 copy (15.2 GB) stays through the update: nothing fits beside it."""
     cfg = compose_config(overrides(1, 16, "hf"))

@@ -148,3 +148,37 @@ def test_a_large_log_prob_micro_batch_is_the_peak(shape):
     assert plan.peak_phase == "old_log_prob"
     # its logits alone: 64 x 1024 tokens x vocab in bf16, and three fp32 copies of the responses'
     assert plan.engines["actor"].terms["forward_activations"] > 64 * 1024 * V * 2 + 3 * 64 * 512 * V * 4
+
+
+NT8 = 20_185_088  # trainable parameters of 7B with rank-8 adapters on every linear (PEFT's count)
+
+
+def test_with_lora_the_reference_is_the_actor_with_adapters_off(shape):
+    kl = (
+        "actor_rollout_ref.actor.use_kl_loss=True",
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=8",
+    )
+    plan = plan_device(config(*kl, "actor_rollout_ref.model.lora_rank=8"), shape, 8, "none", 4, DEVICE)
+    assert set(plan.engines) == {"actor"}, "no reference engine: nothing resident for it"
+    actor = plan.engines["actor"]
+    assert actor.terms["optimizer"] == 2 * NT8 // 8 * 4 and actor.terms["grads"] == NT8 // 8 * 4
+    assert plan.phases["update_actor"] == actor.update, "nothing beside the update (vLLM asleep)"
+    assert plan.phases["ref"] > plan.phases["old_log_prob"], "the ref phase runs the ref's micro-batch of 8"
+    full = plan_device(config(*kl), shape, 8, "none", 4, DEVICE)
+    assert full.phases["update_actor"] == full.engines["actor"].update + N // 8 * 4
+    saved = full.phases["update_actor"] - plan.phases["update_actor"]
+    assert saved > 4 * (N // 8) * 4 * 0.99, "the ref's copy, the grads and both moments of the base"
+
+
+def test_a_lora_critic_trains_its_adapters_and_its_value_head(shape):
+    cfg = config(
+        "algorithm.adv_estimator=gae",
+        f"critic.model.path={SEVEN_B}",
+        "critic.ppo_micro_batch_size_per_gpu=4",
+        "critic.forward_micro_batch_size_per_gpu=4",
+        "critic.model.lora_rank=8",
+    )
+    critic = plan_device(cfg, shape, 8, "none", 4, DEVICE).engines["critic"]
+    # + the head's trained copy: (1 x hidden) and its bias split 8 ways on dim 0 pad to a row per rank
+    assert critic.terms["grads"] == (NT8 // 8 + H + 1) * 4
+    assert critic.terms["optimizer"] == 2 * critic.terms["grads"]

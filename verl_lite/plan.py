@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.engine.memory_model import MODES, ModelShape, read_shape
-from verl_lite.plan_memory import DevicePlan, plan_device
+from verl_lite.plan_memory import DevicePlan, lora_fields, plan_device
 
 GB = 1024**3
 HEADROOM = 0.9  # the top of the healthy memory range (trainer/health.py)
@@ -256,6 +256,12 @@ def main(argv: list[str] | None = None) -> int:
         f"host {'unchecked' if host_budget is None else f'{host_budget:.1f} GB per node'}; "
         f"planned for {'GPUs' if targets_accelerator(cfg) else 'CPUs'}"
     )
+    lora = lora_fields(cfg.actor_rollout_ref.model, "causal_lm")
+    if lora:
+        print(
+            f"LoRA rank {lora['lora_rank']} on {', '.join(lora['lora_targets'])}: grads and optimizer state "
+            "only for the adapters; the reference is the actor with its adapters off (no reference engine)"
+        )
     print("actor terms at its update; then each phase's device total (every role and the rollout); peak adds")
     print("each process's CUDA context and NCCL buffers; host/node: offloaded state while a model loads")
     print(format_table(plan_rows(cfg, shape, world, budget, host_budget)))

@@ -181,3 +181,87 @@ def test_read_shape_names_the_key_and_the_missing_field(tmp_path):
     (tmp_path / "config.json").write_text('{"hidden_size": 8}')
     with pytest.raises(ValueError, match="num_hidden_layers"):
         read_shape(str(tmp_path))
+
+
+# LoRA rank 8 on all seven linears of a 7B layer: r x (in + out) each
+A8 = 8 * ((H + H) + (H + KV) + (H + KV) + (H + H) + 3 * (H + INTER))
+NT = L * A8  # trainable parameters
+
+
+def lora(**changes) -> EngineSetup:
+    return setup(lora_rank=8, **changes)
+
+
+def test_lora_counts_match_peft_on_the_real_model():
+    """Trainable and frozen counts against PEFT's own on meta-device models (0.5B: actor; value head)."""
+    from peft import LoraConfig, TaskType, get_peft_model
+    from transformers import AutoModelForTokenClassification
+
+    from verl_lite.engine.memory_model import parts
+
+    path = os.path.join(CONFIGS, "qwen2.5-0.5b")
+    cfg = AutoConfig.from_pretrained(path)
+    for kind, head, builder, task, extra in [
+        ("actor", "lm", AutoModelForCausalLM, TaskType.CAUSAL_LM, {}),
+        (
+            "critic",
+            "value",
+            AutoModelForTokenClassification,
+            TaskType.TOKEN_CLS,
+            {"exclude_modules": ["score"]},
+        ),
+    ]:
+        with torch.device("meta"):
+            if head == "value":
+                cfg.num_labels = 1  # the critic's scalar head
+            model = builder.from_config(cfg)
+            peft = get_peft_model(
+                model, LoraConfig(task_type=task, r=8, target_modules="all-linear", **extra)
+            )
+        trained = sum(p.numel() for p in peft.parameters() if p.requires_grad)
+        frozen = sum(p.numel() for p in peft.parameters() if not p.requires_grad)
+        shape = read_shape(path, head=head)
+        pt = parts(shape, EngineSetup(world=1, mode="none", micro=1, seq_len=8, response_len=4, lora_rank=8))
+        assert trained == shape.layers * pt.full("layer_trained") + pt.full("root_trained"), kind
+        assert frozen == shape.num_params, kind
+
+
+def test_lora_state_is_the_adapters_and_the_frozen_base_is_params_only(seven_b):
+    assert (A8, NT) == (720_896, 20_185_088)  # PEFT prints 20,185,088 trainable params for 7B r=8
+    e = estimate(seven_b, lora())
+    t = e.terms
+    assert t["params"] == (N + NT) // 8 * 4, "every dim 0 divides by 8 (lora_A's rank 8 too)"
+    assert t["grads"] == NT // 8 * 4 and t["optimizer"] == 2 * NT // 8 * 4 and t["step_temp"] == NT // 8 * 4
+    assert e.resident == (N + NT) // 8 * 4 + 2 * NT // 8 * 4
+    assert t["root_grads"] == t["reduce_root"] == 0, "embeddings, head and final norm are frozen"
+    assert t["reduce_layer"] == A8 * 4 + max(A8 * 2, A8 // 8 * 4)  # only the adapters reduce
+    assert t["gathered"] == (ROOT + 2 * (LAYER + A8)) * 2 + ROOT // 8 * 2
+    full = estimate(seven_b, setup())
+    assert full.update - e.update > 3 * (N // 8) * 4 * 0.99, "grads and both moments of the base are gone"
+    assert estimate(seven_b, lora(reduce_every_micro=False)).terms["grad_accum"] == NT * 4
+
+
+def test_lora_activations_add_each_adapters_rank_wide_intermediate(seven_b):
+    tokens = 2 * 1024
+    extra = estimate(seven_b, lora()).terms["activations"] - estimate(seven_b, setup()).terms["activations"]
+    assert extra == tokens * 8 * 7 * 2, "checkpointed: one recomputed layer's seven rank-8 outputs in bf16"
+
+
+def test_lora_offload_moves_only_the_adapters_grads_and_moments(seven_b):
+    e = estimate(seven_b, lora(world=1, mode="offload_policy"))
+    t = e.terms
+    assert t["host_params"] == (N + NT) * 4 and t["host_grads"] == NT * 4
+    assert t["host_optimizer"] == 2 * NT * 4 + INTER * 8 * 4  # + the largest adapter's step temporary
+    manual = estimate(seven_b, lora(world=1, mode="param_optimizer_offload"))
+    assert manual.terms["optimizer"] == 2 * A8 * 4 and manual.terms["step_temp"] == A8 * 4
+    assert manual.terms["host_optimizer"] == 2 * NT * 4
+
+
+def test_lora_targets_follow_peft_matching():
+    from verl_lite.engine.memory_model import LINEARS, adapted_linears
+
+    assert adapted_linears("all-linear") == LINEARS
+    assert adapted_linears(["q_proj", "v_proj"]) == ("q_proj", "v_proj")
+    assert adapted_linears(r".*self_attn\..*") == ("q_proj", "k_proj", "v_proj", "o_proj")
+    assert adapted_linears("all-linear", ["down_proj"]) == LINEARS[:-1]
+    assert adapted_linears("all-linear", r".*\.mlp\..*") == LINEARS[:4]

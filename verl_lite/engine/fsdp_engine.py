@@ -29,6 +29,8 @@ from torch.distributed.tensor import DTensor
 
 from verl_lite.config.schema import FSDPConfig, ModelConfig, OptimConfig
 from verl_lite.engine import micro_batch
+from verl_lite.engine.lora import apply_lora
+from verl_lite.engine.lora_spec import LoraSpec
 from verl_lite.engine.offload import TransferLog, build_offload
 from verl_lite.engine.optim import build_lr_scheduler, build_optimizer, num_warmup_steps
 from verl_lite.engine.packing import packed_forward
@@ -79,6 +81,16 @@ class FSDPEngine:
         )
         if model_cfg.enable_gradient_checkpointing:
             self.module.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        self.lora_config = None  # LoRA (engine/lora.py): adapters on the frozen model, in the same FSDP units
+        lora = LoraSpec.of(model_cfg, model_kind)
+        if lora is not None:
+            self.module = apply_lora(self.module, lora)
+            self.lora_config = self.module.peft_config["default"]
+        # what never changes: not trained, not in checkpoints' model/, not re-sent to the rollout
+        # (tied weights under every name they have, e.g. lm_head.weight beside embed_tokens.weight)
+        self.frozen_names = frozenset(
+            n for n, p in self.module.named_parameters(remove_duplicate=False) if not p.requires_grad
+        )
         mp = fsdp_cfg.mixed_precision
         self.wrapped = apply_fsdp2(
             self.module,
@@ -98,7 +110,10 @@ class FSDPEngine:
         self.optimizer = self.lr_scheduler = None
         if optim_cfg is not None:
             self.optimizer = build_optimizer(
-                self.module.parameters(), optim_cfg.lr, optim_cfg.betas, optim_cfg.weight_decay
+                [p for p in self.module.parameters() if p.requires_grad],
+                optim_cfg.lr,
+                optim_cfg.betas,
+                optim_cfg.weight_decay,
             )
             total = optim_cfg.total_training_steps
             self.lr_scheduler = build_lr_scheduler(
@@ -249,10 +264,23 @@ class FSDPEngine:
         summed = self.dp_all_reduce_sum(torch.stack([torch.as_tensor(totals[k]) for k in keys]))
         return {k: float(v) for k, v in zip(keys, summed.tolist())}
 
-    def iter_full_params(self) -> Iterator[tuple[str, torch.Tensor]]:
-        """(name, full tensor) one parameter at a time; every rank must iterate together."""
+    @contextmanager
+    def adapters_disabled(self):
+        """The frozen base model: LoRA's reference policy, without a second copy of the weights."""
+        if self.lora_config is None:
+            raise RuntimeError(f"{self.role} engine has no LoRA adapters to disable")
+        with self.module.disable_adapter():
+            yield
+
+    def iter_full_params(
+        self, select: Callable[[str], bool] | None = None
+    ) -> Iterator[tuple[str, torch.Tensor]]:
+        """(name, full tensor) one parameter at a time, those whose name `select` accepts (all by
+        default); every rank must iterate together."""
         with self.phase("gather_weights"):
             for name, param in self.module.named_parameters():
+                if select is not None and not select(name):
+                    continue
                 if isinstance(param, DTensor):
                     local = param.to_local()
                     if (
@@ -272,3 +300,6 @@ class FSDPEngine:
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.module.parameters())
+
+    def num_trainable_params(self) -> int:
+        return sum(p.numel() for p in self.module.parameters() if p.requires_grad)

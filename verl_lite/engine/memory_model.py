@@ -42,6 +42,14 @@ the root's grads and a layer's reduce; the root's reduce at the end of backward)
 (state + step_temp). Host bytes: what the mode keeps there, each pinned tensor rounded up
 to a power of two as the caching host allocator does (GPU machines pin; CPU-only machines cannot),
 plus the whole model once, in model_dtype, while the engine loads it before sharding.
+
+LoRA (`lora_rank` > 0, engine/lora.py): each adapted linear (out x in) gains A (rank x in) and
+B (out x rank), kept in fp32 (PEFT upcasts 16-bit adapters); the critic's value head is trained as a
+copy beside the frozen one (PEFT's modules_to_save). The units then hold frozen base weights and
+trained tensors: params count both, while grads, grad_accum, optimizer, step_temp, root_grads, the
+reduce-scatter buffers and the host's grads and moments count only the trained ones (FSDP2
+reduce-scatters only parameters with gradients). Activations gain each adapter's rank-wide
+intermediate per token; the frozen linear's input is still saved, now for the adapter beside it.
 The CUDA context, NCCL buffers and allocator fragmentation are not modelled here (plan_memory.py
 adds a per-process overhead; the planner keeps a headroom; scripts/gpu_check.py measures).
 """
@@ -50,11 +58,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 
 DTYPE_BYTES = {"fp32": 4, "float32": 4, "bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2}
 MODES = ("none", "param_optimizer_offload", "offload_policy")
 HEADS = ("lm", "value")  # causal LM (actor, ref) | one output per token (critic, reward model)
+LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+ADAPTER_BYTES = 4  # LoRA adapters are fp32 whatever model_dtype (PEFT's autocast_adapter_dtype)
 
 
 def _ceil(a: int, b: int) -> int:
@@ -90,10 +101,16 @@ class ModelShape:
     def out_features(self) -> int:
         return self.vocab if self.head == "lm" else 1
 
+    def linears(self) -> dict[str, tuple[int, int]]:
+        """(out, in) features of each linear layer of a decoder layer, by its module name."""
+        h, kv, i = self.hidden, self.kv_dim, self.intermediate
+        shapes = ((h, h), (kv, h), (kv, h), (h, h), (i, h), (i, h), (h, i))
+        return dict(zip(LINEARS, shapes))
+
     def layer_tensors(self) -> list[tuple[int, int]]:
         """(dim 0, numel) of each parameter of one decoder layer: q, k, v (+ biases), o, gate, up, down, 2 norms."""
-        h, kv, i = self.hidden, self.kv_dim, self.intermediate
-        out = [(h, h * h), (kv, kv * h), (kv, kv * h), (h, h * h), (i, i * h), (i, i * h), (h, h * i)]
+        h, kv = self.hidden, self.kv_dim
+        out = [(o, o * i) for o, i in self.linears().values()]
         if self.attention_bias:
             out += [(h, h), (kv, kv), (kv, kv)]
         return out + [(h, h), (h, h)]
@@ -152,6 +169,27 @@ def read_shape(model_path: str, head: str = "lm", key: str = "actor_rollout_ref.
     )
 
 
+def _matches(spec, module: str) -> bool:
+    """PEFT's matching of target_modules / exclude_modules: a regex over the whole module name, or a
+    list of names a module name ends with ('all-linear': every linear of a decoder layer)."""
+    if spec is None:
+        return False
+    if isinstance(spec, str):
+        return spec == "all-linear" or re.fullmatch(spec, module) is not None
+    return any(module == name or module.endswith(f".{name}") for name in spec)
+
+
+def adapted_linears(target_modules, exclude_modules=None) -> tuple[str, ...]:
+    """The decoder layer's linears LoRA adapts under PEFT's rules, for a Qwen2/Llama-style layer."""
+    attention = ("q_proj", "k_proj", "v_proj", "o_proj")
+    names = {n: f"model.layers.0.{'self_attn' if n in attention else 'mlp'}.{n}" for n in LINEARS}
+    return tuple(
+        n
+        for n, full in names.items()
+        if _matches(target_modules, full) and not _matches(exclude_modules, full)
+    )
+
+
 @dataclass(frozen=True)
 class EngineSetup:
     world: int  # ranks the model is sharded over
@@ -170,6 +208,8 @@ class EngineSetup:
     forward_micro: int = 0  # responses per no-grad forward (log-probs, values, scores)
     forward_tokens: int | None = None  # its token budget with dynamic batching
     pinned_host: bool = False  # host copies are pinned (GPU machines)
+    lora_rank: int = 0  # > 0: LoRA adapters of this rank train on the frozen model (engine/lora.py)
+    lora_targets: tuple[str, ...] = LINEARS  # the adapted linears of each decoder layer
 
 
 @dataclass
@@ -186,6 +226,51 @@ class EngineEstimate:
     terms: dict[str, int] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Parts:
+    """(dim 0, numel) of the tensors of one decoder layer and of the root, split into the frozen ones
+    (model_dtype) and the trained ones (model_dtype; LoRA's adapters: fp32)."""
+
+    layer_frozen: list[tuple[int, int]]
+    root_frozen: list[tuple[int, int]]
+    layer_trained: list[tuple[int, int]]
+    root_trained: list[tuple[int, int]]
+    trained_bytes: int  # bytes per trained element
+
+    def full(self, which: str) -> int:
+        """Elements of 'layer' / 'root' (frozen and trained), or of their trained part ('layer_trained', ...)."""
+        if which in ("layer", "root"):
+            return sum(n for _, n in getattr(self, f"{which}_frozen") + getattr(self, f"{which}_trained"))
+        return sum(n for _, n in getattr(self, which))
+
+
+def adapter_tensors(shape: ModelShape, rank: int, targets: tuple[str, ...]) -> list[tuple[int, int]]:
+    """LoRA's A (rank x in) and B (out x rank) of every adapted linear of one decoder layer."""
+    linears = shape.linears()
+    unknown = [t for t in targets if t not in linears]
+    if unknown:
+        raise ValueError(f"LoRA targets {unknown} are not among the decoder's linears {list(linears)}")
+    out = []
+    for name in targets:
+        o, i = linears[name]
+        out += [(rank, rank * i), (o, o * rank)]
+    return out
+
+
+def parts(shape: ModelShape, s: EngineSetup) -> Parts:
+    """What this engine freezes and trains: all or nothing without LoRA; with LoRA the adapters (and
+    the value head's trained copy), beside the frozen base."""
+    p = _bytes(s.model_dtype)
+    layer, root = shape.layer_tensors(), shape.root_tensors()
+    if not s.lora_rank:
+        if s.trains:
+            return Parts([], [], layer, root, p)
+        return Parts(layer, root, [], [], p)
+    adapters = adapter_tensors(shape, s.lora_rank, s.lora_targets)
+    head = [(1, shape.hidden), (1, 1)] if shape.head == "value" else []  # PEFT's modules_to_save copy
+    return Parts(layer, root, adapters, head, ADAPTER_BYTES)
+
+
 def _bytes(dtype: str) -> int:
     if dtype not in DTYPE_BYTES:
         raise ValueError(f"dtype {dtype!r} is not one of {sorted(DTYPE_BYTES)}")
@@ -198,7 +283,7 @@ def activation_bytes(shape: ModelShape, s: EngineSetup) -> int:
     tokens = s.tokens_per_micro or s.micro * s.seq_len
     response_tokens = tokens * s.response_len // s.seq_len if s.tokens_per_micro else s.micro * s.response_len
     h, kv, i = shape.hidden, shape.kv_dim, shape.intermediate
-    per_layer = tokens * ((8 * h + 4 * kv + 4 * i) * c + 2 * h * 4)
+    per_layer = tokens * ((8 * h + 4 * kv + 4 * i + s.lora_rank * len(s.lora_targets)) * c + 2 * h * 4)
     layers = shape.layers * tokens * h * c + per_layer if s.grad_checkpointing else shape.layers * per_layer
     logits = tokens * shape.out_features * c
     if shape.head == "lm":
@@ -217,16 +302,21 @@ def forward_bytes(shape: ModelShape, s: EngineSetup) -> int:
     return out
 
 
-def _units(shape: ModelShape, world: int) -> dict[str, int]:
-    """Shard numels: the whole model, a layer, the root, the largest unit, the largest tensor."""
-    layer, root = shard_numel(shape.layer_tensors(), world), shard_numel(shape.root_tensors(), world)
-    tensor = max(shard_numel([t], world) for t in shape.all_tensors())
+def _units(pt: Parts, world: int) -> dict[str, int]:
+    """Shard numels: the whole model, a layer, the root, the largest unit, the largest tensor, and the
+    same of the trained tensors (`trained`, `trained_layer`, `trained_root`, `trained_largest`)."""
+    layers = pt.layer_frozen + pt.layer_trained
+    roots = pt.root_frozen + pt.root_trained
+    layer, root = shard_numel(layers, world), shard_numel(roots, world)
+    t_layer, t_root = shard_numel(pt.layer_trained, world), shard_numel(pt.root_trained, world)
     return {
-        "all": shape.layers * layer + root,
         "layer": layer,
         "root": root,
         "largest": max(layer, root),
-        "tensor": tensor,
+        "tensor": max(shard_numel([t], world) for t in layers + roots),
+        "trained_layer": t_layer,
+        "trained_root": t_root,
+        "trained_largest": max(t_layer, t_root),
     }
 
 
@@ -234,67 +324,74 @@ def _state_terms(shape: ModelShape, s: EngineSetup) -> dict[str, int]:
     """params, grads, grad_accum, optimizer, step_temp on the device during the update, and what stays
     between phases (resident)."""
     p, r = _bytes(s.model_dtype), _bytes(s.reduce_dtype)
-    u = _units(shape, s.world)
-    train = s.trains
-    accum = shape.num_params * r if train and not s.reduce_every_micro else 0
+    pt = parts(shape, s)
+    u, b = _units(pt, s.world), pt.trained_bytes
+    frozen = shard_numel(pt.layer_frozen, s.world) * shape.layers + shard_numel(pt.root_frozen, s.world)
+    trained = u["trained_layer"] * shape.layers + u["trained_root"]
+    n_trained = shape.layers * pt.full("layer_trained") + pt.full("root_trained")
+    accum = n_trained * r if not s.reduce_every_micro else 0
     if s.mode == "offload_policy":
         return dict(params=0, grads=0, grad_accum=accum, optimizer=0, step_temp=0, resident=0)
-    params = u["all"] * p
+    params, grads = frozen * p + trained * b, trained * b
     if s.mode == "param_optimizer_offload":
-        optim, temp = (2 * u["largest"] * p, u["largest"] * p) if train else (0, 0)
+        unit = u["trained_largest"] * b
         return dict(
-            params=params,
-            grads=params if train else 0,
-            grad_accum=accum,
-            optimizer=optim,
-            step_temp=temp,
-            resident=0,
+            params=params, grads=grads, grad_accum=accum, optimizer=2 * unit, step_temp=unit, resident=0
         )
-    optim = 2 * params if train else 0
     return dict(
         params=params,
-        grads=params if train else 0,
+        grads=grads,
         grad_accum=accum,
-        optimizer=optim,
-        step_temp=params if train else 0,
-        resident=params + optim,
+        optimizer=2 * grads,
+        step_temp=grads,
+        resident=params + 2 * grads,
     )
 
 
 def _transient_terms(shape: ModelShape, s: EngineSetup) -> dict[str, int]:
     """gathered (+ all-gather input), unsharded grads, reduce-scatter buffers: the FSDP2 working set."""
     p, c, r = _bytes(s.model_dtype), _bytes(s.param_dtype), _bytes(s.reduce_dtype)
-    u = _units(shape, s.world)
-    full = shape.num_params if not s.reshard_after_forward else shape.root_params + 2 * shape.layer_params
+    pt = parts(shape, s)
+    u = _units(pt, s.world)
+    layer, root = pt.full("layer"), pt.full("root")
+    full = shape.layers * layer + root if not s.reshard_after_forward else root + 2 * layer
     ag_input = u["largest"] * c if c != p or s.mode == "offload_policy" else 0
     copy_in = u["tensor"] * p if s.mode == "offload_policy" else 0
 
     def reduce(full_numel: int, shard: int) -> int:
-        return full_numel * r + max(full_numel * c, shard * r) if s.trains else 0
+        return full_numel * r + max(full_numel * c, shard * r) if full_numel else 0
 
     return {
         "gathered": full * c + ag_input + copy_in,
-        "root_grads": shape.root_params * c if s.trains else 0,
-        "reduce_layer": reduce(shape.layer_params, u["layer"]),
-        "reduce_root": reduce(shape.root_params, u["root"]),
+        "root_grads": pt.full("root_trained") * c,
+        "reduce_layer": reduce(pt.full("layer_trained"), u["trained_layer"]),
+        "reduce_root": reduce(pt.full("root_trained"), u["trained_root"]),
     }
 
 
 def host_terms(shape: ModelShape, s: EngineSetup) -> dict[str, int]:
     """Host bytes per rank: offloaded state (pinned tensors rounded up) and the load before sharding."""
     p = _bytes(s.model_dtype)
-    tensors = [(_ceil(d0, s.world) * (n // d0)) * p for d0, n in shape.all_tensors()]
-    pinned = sum(pow2_ceil(b) for b in tensors) if s.pinned_host else sum(tensors)
-    exact = sum(tensors)
+    pt = parts(shape, s)
+
+    def shards(tensors: list[tuple[int, int]], nbytes: int) -> list[int]:
+        return [(_ceil(d0, s.world) * (n // d0)) * nbytes for d0, n in tensors]
+
+    frozen = shards(shape.layers * pt.layer_frozen + pt.root_frozen, p)
+    trained = shards(shape.layers * pt.layer_trained + pt.root_trained, pt.trained_bytes)
+
+    def pinned(tensors: list[int]) -> int:
+        return sum(pow2_ceil(b) for b in tensors) if s.pinned_host else sum(tensors)
+
     out = {"host_params": 0, "host_grads": 0, "host_optimizer": 0, "host_load": shape.num_params * p}
     if s.mode == "param_optimizer_offload":
-        out["host_params"] = pinned
-        out["host_optimizer"] = 2 * pinned if s.trains else 0  # each moment moved tensor by tensor
+        out["host_params"] = pinned(frozen + trained)
+        out["host_optimizer"] = 2 * pinned(trained)  # each moment moved tensor by tensor
     elif s.mode == "offload_policy":
-        out["host_params"] = pinned  # FSDP2 pins each padded shard
-        if s.trains:
-            out["host_grads"] = pinned  # the first micro-batch's grads land in pinned copies
-            out["host_optimizer"] = 2 * exact + max(tensors)  # moments (pageable) + a step temporary
+        out["host_params"] = pinned(frozen + trained)  # FSDP2 pins each padded shard
+        out["host_grads"] = pinned(trained)  # the first micro-batch's grads land in pinned copies
+        # moments (pageable) + a step temporary
+        out["host_optimizer"] = 2 * sum(trained) + max(trained) if trained else 0
     return out
 
 
