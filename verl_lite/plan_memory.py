@@ -114,10 +114,15 @@ def rollout_memory(
     )
 
 
+def shard_world(fsdp, world: int) -> int:
+    """Ranks one model is sharded over: fsdp_config.fsdp_size when it makes HSDP groups, else all."""
+    return fsdp.fsdp_size if 0 < fsdp.fsdp_size < world else world
+
+
 def engine_setup(fsdp, world: int, seq_len: int, response_len: int, accelerator: bool, **kw) -> EngineSetup:
     mp = fsdp.mixed_precision
     return EngineSetup(
-        world=world,
+        world=shard_world(fsdp, world),
         mode=kw.pop("mode", None) or fsdp_mode(fsdp),
         seq_len=seq_len,
         response_len=response_len,
@@ -133,6 +138,21 @@ def engine_setup(fsdp, world: int, seq_len: int, response_len: int, accelerator:
 
 def _forward_size(micro: int | None, dynamic: bool, token_budget: int) -> dict:
     return {"forward_tokens": token_budget} if dynamic else {"forward_micro": micro or 1}
+
+
+LEVERS = ("fused", "activation_offload")  # what the planner may switch on for the actor (plan.py)
+
+
+def actor_levers(cfg: PPOTrainerConfig, levers: tuple[str, ...] = ()) -> dict:
+    """The actor's memory levers as configured, with `levers` (names from LEVERS) switched on."""
+    arr = cfg.actor_rollout_ref
+    return dict(
+        sp_size=arr.actor.ulysses_sequence_parallel_size,
+        fused=arr.model.use_fused_kernels or "fused" in levers,
+        entropy_chunking=arr.actor.entropy_from_logits_with_chunking,
+        entropy_checkpointing=arr.actor.entropy_checkpointing,
+        activation_offload=arr.model.enable_activation_offload or "activation_offload" in levers,
+    )
 
 
 def lora_fields(model_cfg, kind: str) -> dict:
@@ -151,7 +171,13 @@ def reference_engine(cfg: PPOTrainerConfig) -> bool:
 
 
 def _actor_setup(
-    cfg: PPOTrainerConfig, world: int, mode: str, micro: int, accelerator: bool, forward: dict
+    cfg: PPOTrainerConfig,
+    world: int,
+    mode: str,
+    micro: int,
+    accelerator: bool,
+    forward: dict,
+    levers: tuple[str, ...] = (),
 ) -> EngineSetup:
     arr = cfg.actor_rollout_ref
     a, r = arr.actor, arr.rollout
@@ -165,6 +191,7 @@ def _actor_setup(
         micro=micro,
         grad_checkpointing=arr.model.enable_gradient_checkpointing,
         tokens_per_micro=a.ppo_max_token_len_per_gpu if a.use_dynamic_bsz else None,
+        **actor_levers(cfg, levers),
         **forward,
         **lora_fields(arr.model, "causal_lm"),
     )
@@ -180,21 +207,40 @@ def _ref_forward(cfg: PPOTrainerConfig) -> dict:
 
 
 def role_engines(
-    cfg: PPOTrainerConfig, shape: ModelShape, world: int, mode: str, micro: int, accelerator: bool
+    cfg: PPOTrainerConfig,
+    shape: ModelShape,
+    world: int,
+    mode: str,
+    micro: int,
+    accelerator: bool,
+    levers: tuple[str, ...] = (),
 ) -> dict[str, EngineEstimate]:
-    """The estimate of every engine the run builds, the actor at (mode, micro)."""
+    """The estimate of every engine the run builds, the actor at (mode, micro) with `levers` on."""
     arr = cfg.actor_rollout_ref
     r = arr.rollout
     seq, resp = r.prompt_length + r.response_length, r.response_length
     forward = _forward_size(
         r.log_prob_micro_batch_size_per_gpu, r.log_prob_use_dynamic_bsz, r.log_prob_max_token_len_per_gpu
     )
-    out = {"actor": estimate(shape, _actor_setup(cfg, world, mode, micro, accelerator, forward))}
+    out = {"actor": estimate(shape, _actor_setup(cfg, world, mode, micro, accelerator, forward, levers))}
     if reference_engine(cfg):
+        ref = dict(
+            sp_size=arr.ref.ulysses_sequence_parallel_size,
+            fused=arr.model.use_fused_kernels or "fused" in levers,  # the model's key: actor and ref
+            entropy_chunking=arr.ref.entropy_from_logits_with_chunking,
+        )
         out["ref"] = estimate(
             shape,
             engine_setup(
-                arr.ref.fsdp_config, world, seq, resp, accelerator, micro=0, trains=False, **_ref_forward(cfg)
+                arr.ref.fsdp_config,
+                world,
+                seq,
+                resp,
+                accelerator,
+                micro=0,
+                trains=False,
+                **_ref_forward(cfg),
+                **ref,
             ),
         )
     if uses_critic(cfg):
@@ -211,6 +257,8 @@ def role_engines(
             micro=c.ppo_micro_batch_size_per_gpu or 1,
             grad_checkpointing=c.model.enable_gradient_checkpointing,
             tokens_per_micro=c.ppo_max_token_len_per_gpu if c.use_dynamic_bsz else None,
+            sp_size=c.ulysses_sequence_parallel_size,
+            activation_offload=c.model.enable_activation_offload,
             **f,
             **lora_fields(c.model, "value"),
         )
@@ -237,9 +285,11 @@ def plan_device(
     micro: int,
     device_bytes: int,
     accelerator: bool = True,
+    levers: tuple[str, ...] = (),
 ) -> DevicePlan:
-    """Device bytes per phase with the actor at (mode, micro) on a device of `device_bytes`."""
-    engines = role_engines(cfg, shape, world, mode, micro, accelerator)
+    """Device bytes per phase with the actor at (mode, micro) and `levers` (plan_memory.LEVERS) on a
+    device of `device_bytes`."""
+    engines = role_engines(cfg, shape, world, mode, micro, accelerator, levers)
     roll = rollout_memory(cfg, shape, world, device_bytes, accelerator)
     resident = {role: e.resident for role, e in engines.items()}
 
@@ -254,7 +304,9 @@ def plan_device(
     for role, e in engines.items():
         phases[PHASE_OF[role]] = beside(role) + e.forward + roll.idle
     if uses_reference(cfg) and "ref" not in engines:  # LoRA: the actor's forward with adapters off
-        as_ref = estimate(shape, _actor_setup(cfg, world, mode, micro, accelerator, _ref_forward(cfg)))
+        as_ref = estimate(
+            shape, _actor_setup(cfg, world, mode, micro, accelerator, _ref_forward(cfg), levers)
+        )
         phases["ref"] = beside("actor") + as_ref.forward + roll.idle
     for role in ("critic", "actor"):
         if role in engines:

@@ -36,10 +36,40 @@ padded). What each term is, read from torch 2.13's FSDP2 and AdamW:
                 activations during its recompute
   forward       a no-grad forward (log-probs, values, scores): one layer's transient (3i + 4h per
                 token), the logits and three fp32 copies of the response logits (lm head only)
+  attention_mask  sdpa/eager with a mask (padded rows, or packed rows' block-causal mask): the boolean
+                (rows, S, S) mask, shared by all layers, and the additive copy sdpa makes of it on every
+                layer call and saves for backward (param_dtype; one layer's with checkpointing)
+
+The memory levers (issue 13) change these terms:
+  sp_size       Ulysses sequence parallelism: a micro-batch of `micro` responses belongs to a group of
+                sp ranks, each holding 1/sp of its tokens, so every per-token term above is per rank
+                / sp (attention's exchanged q/k/v/output: the whole row for heads / sp, as many
+                elements); with dynamic batching the group's token budget is sp x the per-GPU one
+                (verl), so a rank holds the per-GPU budget. The attention mask still covers whole
+                rows, made once as an additive mask shared by every layer (engine/ulysses.py). Not
+                modelled: the repeated kv heads when kv_heads < sp (<= head_dim per token and layer).
+  fsdp_size     HSDP: the model is sharded over fsdp_size ranks, not the world; the caller
+                (plan_memory.py) passes that as `world`.
+  fused         use_fused_kernels: no logits and no fp32 copies of them; the head works `chunk`
+                tokens at a time (algos/chunked_logprob.py): two fp32 chunk x vocab tensors in forward
+                and backward, plus in backward the head's gradient accumulated in fp32 when
+                param_dtype is narrower (its param_dtype copy is root_grads).
+  entropy       of the four fp32 response-logit copies, two are the entropy's (its log-softmax and
+                softmax); entropy_from_logits_with_chunking replaces them by one chunk of 2048 tokens
+                (measured with the CPU allocator on the update's head: the peak falls by two copies).
+                entropy_checkpointing keeps nothing after forward but recomputes at the start of
+                backward, when every activation is still alive: the same peak (measured: unchanged),
+                so it does not change the estimate.
+  activation_offload  what a training forward saves goes to host memory layer by layer (engine/
+                activation_offload.py): on the device the layer computing and the one copied or
+                prefetched (2 layers' saved tensors, with checkpointing 2 layer inputs plus the
+                recomputed layer), the rest (layers - 1 groups; the last stays) on the host, each
+                pinned tensor rounded up to a power of two.
 
 The update's peak is the larger of backward's (state + gathered + the larger of: activations with
 the root's grads and a layer's reduce; the root's reduce at the end of backward) and the step's
-(state + step_temp). Host bytes: what the mode keeps there, each pinned tensor rounded up
+(state + step_temp). Host bytes: what the mode keeps there (and offloaded activations during the
+update), each pinned tensor rounded up
 to a power of two as the caching host allocator does (GPU machines pin; CPU-only machines cannot),
 plus the whole model once, in model_dtype, while the engine loads it before sharding.
 
@@ -60,6 +90,8 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
+
+from verl_lite.errors import InputError
 
 DTYPE_BYTES = {"fp32": 4, "float32": 4, "bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2}
 MODES = ("none", "param_optimizer_offload", "offload_policy")
@@ -149,13 +181,16 @@ def read_shape(model_path: str, head: str = "lm", key: str = "actor_rollout_ref.
     """The shape fields of `<model_path>/config.json` (a HF model folder); `key` names the config key."""
     path = os.path.join(model_path, "config.json")
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"{key}={model_path!r}: no config.json to plan from")
+        raise InputError(
+            f"{key}={model_path!r}: no config.json to plan from; set {key} to a HF model folder "
+            "(the planner reads only its config.json)"
+        )
     with open(path) as f:
         cfg = json.load(f)
     keys = ("hidden_size", "num_hidden_layers", "vocab_size", "intermediate_size", "num_attention_heads")
     missing = [k for k in keys if k not in cfg]
     if missing:
-        raise ValueError(f"{path}: missing {missing}; the planner needs a decoder-only LM config")
+        raise InputError(f"{path}: missing {missing}; the planner needs a decoder-only LM config")
     return ModelShape(
         hidden=cfg["hidden_size"],
         layers=cfg["num_hidden_layers"],
@@ -208,6 +243,11 @@ class EngineSetup:
     forward_micro: int = 0  # responses per no-grad forward (log-probs, values, scores)
     forward_tokens: int | None = None  # its token budget with dynamic batching
     pinned_host: bool = False  # host copies are pinned (GPU machines)
+    sp_size: int = 1  # ulysses_sequence_parallel_size: ranks sharing one micro-batch's tokens
+    fused: bool = False  # use_fused_kernels: log-probs and entropy from hidden states in chunks
+    entropy_chunking: bool = False  # entropy_from_logits_with_chunking
+    entropy_checkpointing: bool = False
+    activation_offload: bool = False  # enable_activation_offload (training forwards only)
     lora_rank: int = 0  # > 0: LoRA adapters of this rank train on the frozen model (engine/lora.py)
     lora_targets: tuple[str, ...] = LINEARS  # the adapted linears of each decoder layer
 
@@ -277,29 +317,91 @@ def _bytes(dtype: str) -> int:
     return DTYPE_BYTES[dtype]
 
 
+FUSED_CHUNK_BYTES = 256 * 1024**2  # algos/chunked_logprob.py: one fp32 chunk x vocab tensor
+ENTROPY_CHUNK = 2048  # tokens per chunk of entropy_from_logits_with_chunking
+
+
+def fused_chunk_tokens(vocab: int) -> int:
+    """Tokens per chunk of the fused head (the same rule as algos/chunked_logprob.py)."""
+    return max(16, FUSED_CHUNK_BYTES // (4 * vocab))
+
+
+def micro_tokens(s: EngineSetup, training: bool = True) -> tuple[int, int, int]:
+    """(tokens, response tokens, rows) one rank holds of a micro-batch: a training one, or a no-grad
+    forward's. With sp ranks per micro-batch each holds 1/sp of the tokens; a token budget (dynamic
+    batching) is per rank (the group's is sp times it, as in verl)."""
+    budget = s.tokens_per_micro if training else s.forward_tokens
+    micro = s.micro if training else s.forward_micro
+    if budget:
+        rows = _ceil(budget * s.sp_size, s.seq_len)
+        return budget, budget * s.response_len // s.seq_len, rows
+    return _ceil(micro * s.seq_len, s.sp_size), _ceil(micro * s.response_len, s.sp_size), micro
+
+
+def _layer_tensors(shape: ModelShape, s: EngineSetup, tokens: int) -> list[int]:
+    """Bytes of each tensor one decoder layer saves for backward (without checkpointing)."""
+    c = _bytes(s.param_dtype)
+    h, kv, i = shape.hidden, shape.kv_dim, shape.intermediate
+    lora = [tokens * s.lora_rank * len(s.lora_targets) * c] if s.lora_rank else []  # adapters' inner
+    return [tokens * h * c] * 8 + [tokens * kv * c] * 4 + [tokens * i * c] * 4 + [tokens * h * 4] * 2 + lora
+
+
+def mask_terms(shape: ModelShape, s: EngineSetup, rows: int) -> tuple[int, int]:
+    """(shared, per layer) bytes of the attention mask of `rows` rows of seq_len: sdpa's additive copy
+    per layer, or with sequence parallelism one additive mask shared by all layers."""
+    square = rows * s.seq_len * s.seq_len
+    if s.sp_size > 1:
+        return square * _bytes(s.param_dtype), 0
+    return square, square * _bytes(s.param_dtype)
+
+
+def head_terms(shape: ModelShape, s: EngineSetup, tokens: int, response_tokens: int, training: bool) -> int:
+    """The head's output and what the log-prob/entropy math keeps of it (see the module docstring)."""
+    c, v = _bytes(s.param_dtype), shape.vocab
+    if shape.head != "lm":
+        return tokens * shape.out_features * c
+    if s.fused:
+        chunk = min(fused_chunk_tokens(v), tokens)
+        widen = v * shape.hidden * 4 if training and c != 4 else 0
+        return 2 * chunk * v * 4 + widen
+    copy = response_tokens * v * 4
+    chunk = min(ENTROPY_CHUNK, response_tokens) * v * 4
+    if training:  # scaled logits and the log-probs' log-softmax, then the entropy's two
+        entropy = chunk if s.entropy_chunking else 2 * copy
+        return tokens * v * c + 2 * copy + entropy
+    return tokens * v * c + 2 * copy + (chunk if s.entropy_chunking else copy)
+
+
+def activation_terms(shape: ModelShape, s: EngineSetup) -> dict[str, int]:
+    """What one training micro-batch's forward keeps for backward at its peak (`activations`), and
+    with activation offload what waits on the host (`host_activations`)."""
+    c = _bytes(s.param_dtype)
+    tokens, response_tokens, rows = micro_tokens(s)
+    shared, mask = mask_terms(shape, s, rows)
+    layer = sum(_layer_tensors(shape, s, tokens)) + mask
+    saved = [tokens * shape.hidden * c] if s.grad_checkpointing else [*_layer_tensors(shape, s, tokens), mask]
+    on_device = min(shape.layers, 2) if s.activation_offload else shape.layers
+    layers = on_device * sum(saved) + (layer if s.grad_checkpointing else 0)
+    host = 0
+    if s.activation_offload:
+        rounded = [pow2_ceil(b) if s.pinned_host else b for b in saved if b]
+        host = (shape.layers - 1) * sum(rounded)
+    head = head_terms(shape, s, tokens, response_tokens, training=True)
+    return {"activations": layers + shared + head + tokens * shape.hidden * c, "host_activations": host}
+
+
 def activation_bytes(shape: ModelShape, s: EngineSetup) -> int:
     """What one training micro-batch's forward keeps for backward, at its peak."""
-    c = _bytes(s.param_dtype)
-    tokens = s.tokens_per_micro or s.micro * s.seq_len
-    response_tokens = tokens * s.response_len // s.seq_len if s.tokens_per_micro else s.micro * s.response_len
-    h, kv, i = shape.hidden, shape.kv_dim, shape.intermediate
-    per_layer = tokens * ((8 * h + 4 * kv + 4 * i + s.lora_rank * len(s.lora_targets)) * c + 2 * h * 4)
-    layers = shape.layers * tokens * h * c + per_layer if s.grad_checkpointing else shape.layers * per_layer
-    logits = tokens * shape.out_features * c
-    if shape.head == "lm":
-        logits += 4 * response_tokens * shape.vocab * 4
-    return layers + logits + tokens * h * c  # + the embedding output
+    return activation_terms(shape, s)["activations"]
 
 
 def forward_bytes(shape: ModelShape, s: EngineSetup) -> int:
     """The transient peak of one no-grad forward micro-batch."""
     c = _bytes(s.param_dtype)
-    tokens = s.forward_tokens or s.forward_micro * s.seq_len
-    response_tokens = tokens * s.response_len // s.seq_len
-    out = tokens * (3 * shape.intermediate + 4 * shape.hidden) * c + tokens * shape.out_features * c
-    if shape.head == "lm":
-        out += 3 * response_tokens * shape.vocab * 4
-    return out
+    tokens, response_tokens, rows = micro_tokens(s, training=False)
+    shared, mask = mask_terms(shape, s, rows)
+    layer = tokens * (3 * shape.intermediate + 4 * shape.hidden) * c + shared + mask
+    return layer + head_terms(shape, s, tokens, response_tokens, training=False)
 
 
 def _units(pt: Parts, world: int) -> dict[str, int]:
@@ -399,7 +501,9 @@ def estimate(shape: ModelShape, s: EngineSetup) -> EngineEstimate:
     if s.mode not in MODES:
         raise ValueError(f"offload mode {s.mode!r} is not one of {MODES}")
     state, work = _state_terms(shape, s), _transient_terms(shape, s)
-    acts = activation_bytes(shape, s) if s.trains and (s.micro or s.tokens_per_micro) else 0
+    training = s.trains and (s.micro or s.tokens_per_micro)
+    act = activation_terms(shape, s) if training else {"activations": 0, "host_activations": 0}
+    acts = act["activations"]
     fwd = forward_bytes(shape, s) if s.forward_micro or s.forward_tokens else 0
     held = state["params"] + state["grads"] + state["grad_accum"] + state["optimizer"]
     in_layers = acts + work["root_grads"] + work["reduce_layer"]
@@ -408,13 +512,13 @@ def estimate(shape: ModelShape, s: EngineSetup) -> EngineEstimate:
     step = held + state["step_temp"]
     # a no-grad forward: the resident state, plus the params manual offload brings in for the phase
     in_phase = max(state["resident"], state["params"])
-    host = host_terms(shape, s)
+    host = {**host_terms(shape, s), "host_activations": act["host_activations"]}
     terms = {**state, **work, "activations": acts, "forward_activations": fwd, **host}
     return EngineEstimate(
         resident=state["resident"],
         update=max(backward, step) if s.trains else 0,
         forward=in_phase + work["gathered"] + fwd,
-        host=host["host_params"] + host["host_grads"] + host["host_optimizer"],
+        host=host["host_params"] + host["host_grads"] + host["host_optimizer"] + host["host_activations"],
         host_load=host["host_load"],
         terms=terms,
     )

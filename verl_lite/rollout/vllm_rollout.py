@@ -22,6 +22,8 @@ from (rollout.seed, owner rank, call, prompt row), so the same config gives the 
 With `tensor_model_parallel_size` > 1 the ranks of a TP group run one engine together: they gather
 their prompt chunks and generate the whole group's batch identically (tp_group.py). Weight sync is
 unchanged: every rank hands vLLM the full tensors and vLLM's weight loaders keep their TP slice.
+On CPU, vLLM's TP shared memory has the same names in every run: a killed run's are removed first
+(cpu_shm.py).
 
 On a GPU, `free_cache_engine` puts the engine to sleep after generating (level 2: weights and KV
 cache released, nothing copied to the host) and wakes the weights, syncs them, then wakes the KV
@@ -41,7 +43,7 @@ import torch
 
 from verl_lite.engine.lora_spec import LoraSpec
 from verl_lite.engine.parallelize import parse_dtype
-from verl_lite.rollout import VLLM_LORA_RANKS
+from verl_lite.rollout import VLLM_LORA_RANKS, cpu_shm
 from verl_lite.rollout.base import Rollout, SamplingParams
 from verl_lite.rollout.engine_state import prepare_engine_env, preserved_process_state
 from verl_lite.rollout.tp_group import TPGroup
@@ -183,8 +185,16 @@ class VLLMRollout(Rollout):
         if r.load_format != "dummy":  # read from model.path at start-up: valid before any sync
             self.memory.after_sync()
         self.tp_group = TPGroup(r.tensor_model_parallel_size)  # before LLM(): a clear error on a bad size
+        on_host_tp = r.tensor_model_parallel_size > 1 and not dev.has_accelerator()
+        if on_host_tp:
+            cpu_shm.remove_stale()  # a killed TP run's shared memory would stop this one (cpu_shm.py)
         with preserved_process_state():
-            self.llm = LLM(**engine_kwargs(model_cfg, r, self.memory.sleep_enabled))
+            try:
+                self.llm = LLM(**engine_kwargs(model_cfg, r, self.memory.sleep_enabled))
+            except RuntimeError as e:
+                if not (on_host_tp and "SHMManager" in str(e)):
+                    raise
+                raise RuntimeError(f"{e}. {cpu_shm.collision()}") from e
         self.tied_lm_head = bool(
             getattr(self.llm.llm_engine.model_config.hf_config, "tie_word_embeddings", False)
         )
