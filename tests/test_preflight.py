@@ -71,7 +71,9 @@ def test_batch_geometry_messages_name_keys_and_numbers():
         )
     )
     assert "ppo_micro_batch_size_per_gpu=5 does not divide the per-worker mini-batch of 24" in msg
-    msg = problems(load("trainer.n_gpus_per_node=3", "actor_rollout_ref.rollout.n=5"))
+    msg = problems(
+        load("trainer.n_gpus_per_node=3", "actor_rollout_ref.rollout.n=5", "ray_kwargs.ray_init.num_cpus=3")
+    )
     assert "data.train_batch_size=32 prompts cannot be split over 3 workers" in msg
     assert "16 x 5 = 80 responses cannot be split over 3 workers" in msg
     msg = problems(load("data.train_batch_size=24"))

@@ -78,11 +78,11 @@ CHECKS: list[Step] = [
     Step("data", check_data),
     Step("trainer", check_trainer),
     Step("models", check_models),
+    Step("machine", check_machine),  # workers the machine cannot host make the geometry moot
     Step("batch geometry", validate.check_batch_geometry, needs_clean=True),
     Step("critic batch geometry", validate.check_critic_geometry, needs_clean=True),
     Step("model positions", check_positions, needs_clean=True),
     Step("vLLM engine arguments", check_vllm_engine, needs_clean=True),
-    Step("machine", check_machine),  # whatever the steps above found
 ]
 
 TOKENIZER: list[Step] = [

@@ -7,6 +7,6 @@ class ConfigError(ValueError):
     def __init__(self, problems: list[str]):
         self.problems = problems
         if len(problems) == 1:  # one line
-            super().__init__(f"invalid config: {problems[0]}")
+            super().__init__(f"invalid input: {problems[0]}")
         else:
-            super().__init__("invalid config:\n  - " + "\n  - ".join(problems))
+            super().__init__("invalid input:\n  - " + "\n  - ".join(problems))
