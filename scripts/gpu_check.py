@@ -22,8 +22,8 @@ weights on a GPU (fp32 throughout on CPU). Columns:
   h2d GB/s    host-to-device bytes over the seconds they took (manual offload: each copy timed;
               offload_policy: FSDP2's copies are counted, not timed, so bytes over the whole update,
               a lower bound, marked >=), and that as a share of the pinned-copy peak measured first
-  pinned GB   the caching host allocator's peak (rounded blocks, in use or cached) next to the
-              planner's pinned host bytes
+  pinned GB   page-locked host bytes: manual offload's HostBuffers plus the caching host allocator's
+              peak (offload_policy's rounded blocks, in use or cached), next to the planner's host bytes
   ctx GB      device memory in use outside torch's allocator after the row (CUDA context, NCCL
               and cuBLAS workspaces) next to the planner's per-process assumption (plan_memory.py)
 
@@ -254,7 +254,8 @@ def run_row(args, name: str, mode: Mode) -> dict:
         "tokens_per_s": rows * (args.prompt + args.response) / best,
         "h2d_gbps": gbps,
         "h2d_lower_bound": lower_bound,
-        "pinned_gb": dev.pinned_host_peak_bytes() / GB,
+        # manual offload's HostBuffers (registered once, kept) + the caching host allocator's peak
+        "pinned_gb": (dev.pinned_host_bytes()["registered"] + dev.pinned_host_peak_bytes()) / GB,
         "outside_gb": dev.memory_outside_torch_gb(),
     }
 
