@@ -198,11 +198,6 @@ DOMAINS: dict[str, Domain] = {
 NO_DOMAIN = {
     f"{ARR}.actor.optim.total_training_steps": "filled in by the trainer from the data (verl does the same)",
     "critic.optim.total_training_steps": "filled in by the trainer from the data (verl does the same)",
-    **{
-        f"{section}.model.{key}": "checked with the other LoRA rules in config/validate_lora.py"
-        for section in (ARR, "critic")
-        for key in ("lora_rank", "lora_alpha")
-    },
 }
 
 
