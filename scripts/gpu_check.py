@@ -93,6 +93,26 @@ register_mode(
     )
 )
 register_mode(Mode("offload_policy", "offload_policy", {"offload_policy": True}))
+# the memory levers (issue 13) that run on one device: fused log-probs and activation offload
+LEVER_MODELS = ("qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-7b")
+register_mode(
+    Mode(
+        "fused_logprobs",
+        "none",
+        model={"use_fused_kernels": True},
+        setup={"fused": True},
+        models=LEVER_MODELS,
+    )
+)
+register_mode(
+    Mode(
+        "activation_offload",
+        "none",
+        model={"enable_activation_offload": True},
+        setup={"activation_offload": True},
+        models=LEVER_MODELS,
+    )
+)
 
 
 # --- shapes and data --------------------------------------------------------------------------------

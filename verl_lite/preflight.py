@@ -21,6 +21,7 @@ import os
 
 from verl_lite.config.domains import check_domains
 from verl_lite.config.schema import PPOTrainerConfig
+from verl_lite.config.validate_levers import check_heads
 from verl_lite.config.validate_roles import uses_critic
 from verl_lite.data.files import check_parquet_files
 from verl_lite.data.rlhf_dataset import RLHFDataset, check_batch_fits
@@ -114,7 +115,7 @@ def check_model_fit(cfg: PPOTrainerConfig, tokenizer, on_gpu: bool) -> list[str]
             )
     if r.name == "vllm":
         problems += check_engine_args(r, actor, actor_key, on_gpu)
-    return problems
+    return problems + check_heads(cfg, models)
 
 
 def _sources_problem(dataset: RLHFDataset, files_key: str, reward_fn_key: str) -> str | None:

@@ -17,6 +17,7 @@ from verl_lite.algos.loss_agg import LOSS_AGG_MODES
 from verl_lite.config.common import ARR, STRATEGIES, fsdp_dtypes, per_gpu, world_size
 from verl_lite.config.errors import ConfigError
 from verl_lite.config.schema import VERL_MODEL, VERL_REWARD_MODEL, VERL_TRAIN, VERL_VAL, PPOTrainerConfig
+from verl_lite.config.validate_levers import check_levers, dp_size
 from verl_lite.config.validate_lora import check_lora
 from verl_lite.config.validate_roles import (
     check_algorithm,
@@ -67,7 +68,7 @@ def normalize(cfg: PPOTrainerConfig) -> list[str]:
     a.ppo_micro_batch_size_per_gpu = per_gpu(
         a.ppo_micro_batch_size,
         a.ppo_micro_batch_size_per_gpu,
-        world,
+        dp_size(cfg),
         f"{ARR}.actor.ppo_micro_batch_size",
         problems,
     )
@@ -76,7 +77,7 @@ def normalize(cfg: PPOTrainerConfig) -> list[str]:
         sub.log_prob_micro_batch_size_per_gpu = per_gpu(
             sub.log_prob_micro_batch_size,
             sub.log_prob_micro_batch_size_per_gpu,
-            world,
+            dp_size(cfg),
             f"{ARR}.{section}.log_prob_micro_batch_size",
             problems,
         )
@@ -138,13 +139,15 @@ def _check_batch_geometry(cfg: PPOTrainerConfig, problems: list[str]) -> None:
             f"data.train_batch_size={tbs} is not a multiple of {ARR}.actor.ppo_mini_batch_size={mini}; "
             "each step must split into whole mini-batches"
         )
-    if (mini * n) % world:
+    dp = dp_size(cfg)
+    ranks = f"{dp} data-parallel ranks" if dp != world else f"{world} workers"
+    if (mini * n) % dp:
         problems.append(
             f"{ARR}.actor.ppo_mini_batch_size x rollout.n = {mini} x {n} = {mini * n} responses cannot be split "
-            f"over {world} workers; make it a multiple of {world}"
+            f"over {ranks}; make it a multiple of {dp}"
         )
         return
-    local_mini = mini * n // world
+    local_mini = mini * n // dp
     micro = a.ppo_micro_batch_size_per_gpu
     _check_token_budgets(cfg, problems)
     fixed = not a.use_dynamic_bsz  # with dynamic batching, micro-batches come from the token budget
@@ -155,7 +158,7 @@ def _check_batch_geometry(cfg: PPOTrainerConfig, problems: list[str]) -> None:
     elif fixed and (micro <= 0 or local_mini % micro):
         problems.append(
             f"{ARR}.actor.ppo_micro_batch_size_per_gpu={micro} does not divide the per-worker mini-batch of "
-            f"{local_mini} responses (ppo_mini_batch_size {mini} x rollout.n {n} / {world} workers); "
+            f"{local_mini} responses (ppo_mini_batch_size {mini} x rollout.n {n} / {ranks}); "
             f"use a divisor of {local_mini}"
         )
     for section in ("rollout", "ref"):
@@ -353,6 +356,7 @@ def validate(cfg: PPOTrainerConfig, num_gpus: int) -> None:
     check_algorithm(cfg, problems)
     check_extensions(cfg, problems)
     check_reward_model(cfg, problems)
+    check_levers(cfg, problems)
     if not problems:
         _check_batch_geometry(cfg, problems)
     if not problems and uses_critic(cfg):

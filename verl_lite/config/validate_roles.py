@@ -15,6 +15,7 @@ from verl_lite.algos.loss_agg import LOSS_AGG_MODES
 from verl_lite.algos.registry import select
 from verl_lite.config.common import ARR, STRATEGIES, fsdp_dtypes, per_gpu, world_size
 from verl_lite.config.schema import VERL_MODEL, PPOTrainerConfig
+from verl_lite.config.validate_levers import dp_size
 from verl_lite.engine.optim import WARMUP_STYLES
 from verl_lite.engine.parallelize import DTYPES
 from verl_lite.rollout import resolve_rollout_name, vllm_available
@@ -109,7 +110,7 @@ def _linked_per_gpu(global_size, per_gpu_size, world: int, key: str, problems: l
 def normalize_critic(cfg: PPOTrainerConfig, problems: list[str]) -> None:
     """verl's deprecated global critic micro sizes become per-GPU ones (the other keys follow the
     actor's through the schema's links)."""
-    c, world = cfg.critic, world_size(cfg)
+    c, world = cfg.critic, dp_size(cfg, "critic")  # verl splits global sizes over data-parallel ranks
     c.ppo_micro_batch_size_per_gpu = _linked_per_gpu(
         c.ppo_micro_batch_size, c.ppo_micro_batch_size_per_gpu, world, "critic.ppo_micro_batch_size", problems
     )
@@ -155,18 +156,20 @@ def check_critic(cfg: PPOTrainerConfig, problems: list[str]) -> None:
             f"data.train_batch_size={tbs} is not a multiple of critic.ppo_mini_batch_size={mini}; "
             "each step must split into whole critic mini-batches"
         )
-    if (mini * n) % world:
+    dp = dp_size(cfg, "critic")
+    ranks = f"{dp} data-parallel ranks" if dp != world else f"{world} workers"
+    if (mini * n) % dp:
         problems.append(
             f"critic.ppo_mini_batch_size x rollout.n = {mini} x {n} = {mini * n} responses cannot be split over "
-            f"{world} workers; make it a multiple of {world}"
+            f"{ranks}; make it a multiple of {dp}"
         )
         return
-    local_mini = mini * n // world
+    local_mini = mini * n // dp
     micro, forward = c.ppo_micro_batch_size_per_gpu, c.forward_micro_batch_size_per_gpu
     if not c.use_dynamic_bsz and (micro is None or micro <= 0 or local_mini % micro):
         problems.append(
             f"critic.ppo_micro_batch_size_per_gpu={micro} does not divide the per-worker critic mini-batch of "
-            f"{local_mini} responses (critic.ppo_mini_batch_size {mini} x rollout.n {n} / {world} workers); "
+            f"{local_mini} responses (critic.ppo_mini_batch_size {mini} x rollout.n {n} / {ranks}); "
             f"use a divisor of {local_mini}"
         )
     if not c.use_dynamic_bsz and (forward is None or forward <= 0):

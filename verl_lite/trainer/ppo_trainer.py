@@ -183,6 +183,8 @@ class RayPPOTrainer(AlgorithmPhases):
             t.dist_timeout_s,
             name="actor_rollout_ref",
         )
+        # log-probs and updates go to data-parallel ranks: a sequence-parallel group shares its rows
+        self.actor_rollout_wg.set_data_layout("actor", self.world_size // self.dp_size("actor"))
         overrides = self._plan_offload() if t.auto_offload else None
         info = self.actor_rollout_wg.init_model(overrides)
         self.checkpoint_wgs = {"actor": self.actor_rollout_wg}  # every role with trainable state
@@ -208,6 +210,7 @@ class RayPPOTrainer(AlgorithmPhases):
             rollout = self.config.actor_rollout_ref.rollout
             args = (self.config.critic, rollout.response_length, rollout.n, t.dist_timeout_s)
             self.critic_wg = RayWorkerGroup(self.pool, CriticWorker, *args, name="critic", idle_on_host=idle)
+            self.critic_wg.set_data_layout("critic", self.world_size // self.dp_size("critic"))
             info = self.critic_wg.init_model()
             self.checkpoint_wgs["critic"] = self.critic_wg
             log.info("critic ready: %d workers, %s params", self.world_size, info[0]["num_params"])

@@ -21,8 +21,10 @@ import time
 
 import psutil
 
+from verl_lite.algos.chunked_logprob import DEFAULT_CHUNK
 from verl_lite.config.schema import ActorRolloutRefConfig
 from verl_lite.engine.checkpoint import load_engine, save_engine
+from verl_lite.engine.forward import TokenMath
 from verl_lite.engine.fsdp_engine import FSDPEngine
 from verl_lite.engine.mesh import build_layout
 from verl_lite.engine.offload import offload_metrics
@@ -37,6 +39,17 @@ from verl_lite.utils.hf_model import load_tokenizer
 from verl_lite.workers.actor import PPOActor, compute_log_prob, compute_log_prob_and_sum_pi_squared
 
 ROLES = ("actor_rollout", "actor_rollout_ref", "ref")
+ARR = "actor_rollout_ref"
+
+
+def entropy_math(section) -> TokenMath:
+    """The entropy keys of an actor or ref section (use_fused_kernels is the model's)."""
+    return TokenMath(
+        entropy_chunk=DEFAULT_CHUNK if section.entropy_from_logits_with_chunking else None,
+        entropy_checkpointing=section.entropy_checkpointing,
+    )
+
+
 GB = 1024**3
 
 
@@ -77,14 +90,26 @@ class ActorRolloutRefWorker(Worker):
         self.init_distributed(self.dist_timeout_s)
         if overrides:
             self.config = apply_overrides(self.config, overrides)
-        layout = build_layout(dev.device_type(), self.config.actor.fsdp_config.fsdp_size)
         cfg = self.config
+        layout = build_layout(
+            dev.device_type(),
+            cfg.actor.fsdp_config.fsdp_size,
+            cfg.actor.ulysses_sequence_parallel_size,
+            key=f"{ARR}.actor",
+        )
         self.tokenizer = load_tokenizer(cfg.model.path, cfg.model.trust_remote_code)
         self.response_length = cfg.rollout.response_length
         if self.has_actor:
             a = cfg.actor
             self.engines["actor"] = FSDPEngine(
-                cfg.model, a.fsdp_config, layout, role="actor", optim_cfg=a.optim, grad_clip=a.grad_clip
+                cfg.model,
+                a.fsdp_config,
+                layout,
+                role="actor",
+                optim_cfg=a.optim,
+                grad_clip=a.grad_clip,
+                entropy=entropy_math(a),
+                sp_key=f"{ARR}.actor.ulysses_sequence_parallel_size",
             )
             self.actor = PPOActor(self.engines["actor"], a, self.response_length, cfg.rollout.temperature)
             # after the FSDP2 engine, on every rank together: vLLM joins the existing process group
@@ -113,8 +138,22 @@ class ActorRolloutRefWorker(Worker):
         if actor is not None and actor.lora_config is not None:
             self.ref_role, self.ref_policy = "actor", actor.adapters_disabled
         else:
+            cfg = self.config
+            if cfg.ref.fsdp_config.fsdp_size != cfg.actor.fsdp_config.fsdp_size:
+                # every rank builds the same groups in the same order (the sp groups are the actor's)
+                layout = build_layout(
+                    dev.device_type(),
+                    cfg.ref.fsdp_config.fsdp_size,
+                    cfg.actor.ulysses_sequence_parallel_size,
+                    key=f"{ARR}.ref",
+                )
             self.engines["ref"] = FSDPEngine(
-                self.config.model, self.config.ref.fsdp_config, layout, role="ref"
+                cfg.model,
+                cfg.ref.fsdp_config,
+                layout,
+                role="ref",
+                entropy=entropy_math(cfg.ref),
+                sp_key=f"{ARR}.ref.ulysses_sequence_parallel_size",
             )
             self.ref_role, self.ref_policy = "ref", contextlib.nullcontext
 
@@ -189,7 +228,7 @@ class ActorRolloutRefWorker(Worker):
             phase=phase,
         )
 
-    @register(Dispatch.DP_COMPUTE_PROTO)
+    @register(Dispatch.DP_COMPUTE_PROTO, mesh="actor")
     def compute_log_prob(self, data: DataProto) -> DataProto:
         """old_log_probs; with actor.calculate_sum_pi_squared also sum_pi_squared (optimal_token_baseline)."""
         if not self.config.actor.calculate_sum_pi_squared:
@@ -201,17 +240,17 @@ class ActorRolloutRefWorker(Worker):
         )
         return DataProto.from_dict({"old_log_probs": logp, "sum_pi_squared": sum_pi_squared})
 
-    @register(Dispatch.DP_COMPUTE_PROTO)
+    @register(Dispatch.DP_COMPUTE_PROTO, mesh="actor")
     def compute_ref_log_prob(self, data: DataProto) -> DataProto:
         with self.ref_policy():  # the ref engine as it is, or the actor with its adapters off
             logp = self._log_prob(self.ref_role, data, self.config.ref, "compute_ref_log_prob")
         return DataProto.from_dict({"ref_log_prob": logp})
 
     # --- update ---------------------------------------------------------------------------------------
-    @register(Dispatch.DP_COMPUTE_PROTO)
+    @register(Dispatch.DP_COMPUTE_PROTO, mesh="actor")
     def update_actor(self, data: DataProto) -> DataProto:
         a, n = self.config.actor, self.config.rollout.n
-        mini_local = a.ppo_mini_batch_size * n // self.world_size
+        mini_local = a.ppo_mini_batch_size * n // self.engines["actor"].dp_size
         metrics = self.actor.update(data.batch, mini_local, a.ppo_micro_batch_size_per_gpu)
         self.rollout_is_stale = True
         metrics.update(self._step_report())
