@@ -24,12 +24,12 @@ import time
 
 import torch
 import torch.distributed as dist
-from torch.distributed.device_mesh import init_device_mesh
 from transformers import AutoConfig, AutoModelForCausalLM, Qwen2Config
 
 from verl_lite.config.schema import ActorConfig, FSDPConfig, MixedPrecisionConfig, ModelConfig, OptimConfig
 from verl_lite.engine.fsdp_engine import FSDPEngine
 from verl_lite.engine.memory_model import EngineSetup, ModelShape, estimate
+from verl_lite.engine.mesh import build_layout
 from verl_lite.engine.offload import offload_metrics
 from verl_lite.utils import device as dev
 from verl_lite.workers.actor import PPOActor
@@ -133,7 +133,7 @@ def run_mode(args, name: str, cfg, mode: str, batch: dict) -> dict:
     torch.manual_seed(0)
     with torch.device(dev.local_device()):
         module = AutoModelForCausalLM.from_config(cfg)
-    mesh = init_device_mesh(dev.device_type(), (1,))
+    mesh = build_layout(dev.device_type())
     engine = FSDPEngine(
         ModelConfig(path=f"<random {name}>", enable_gradient_checkpointing=True, use_remove_padding=False),
         fsdp,

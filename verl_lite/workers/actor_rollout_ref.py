@@ -17,12 +17,13 @@ import os
 import time
 
 import psutil
-from torch.distributed.device_mesh import init_device_mesh
 
 from verl_lite.config.schema import ActorRolloutRefConfig
 from verl_lite.engine.checkpoint import load_engine, save_engine
 from verl_lite.engine.fsdp_engine import FSDPEngine
+from verl_lite.engine.mesh import build_layout
 from verl_lite.engine.offload import offload_metrics
+from verl_lite.engine.parallelize import parse_dtype
 from verl_lite.protocol import DataProto
 from verl_lite.rollout import build_rollout
 from verl_lite.rollout.base import SamplingParams, assemble, place_log_probs
@@ -72,21 +73,21 @@ class ActorRolloutRefWorker(Worker):
         self.init_distributed(self.dist_timeout_s)
         if overrides:
             self.config = apply_overrides(self.config, overrides)
-        mesh = init_device_mesh(dev.device_type(), (self.world_size,))
+        layout = build_layout(dev.device_type(), self.config.actor.fsdp_config.fsdp_size)
         cfg = self.config
         self.tokenizer = load_tokenizer(cfg.model.path, cfg.model.trust_remote_code)
         self.response_length = cfg.rollout.response_length
         if self.has_actor:
             a = cfg.actor
             self.engines["actor"] = FSDPEngine(
-                cfg.model, a.fsdp_config, mesh, role="actor", optim_cfg=a.optim, grad_clip=a.grad_clip
+                cfg.model, a.fsdp_config, layout, role="actor", optim_cfg=a.optim, grad_clip=a.grad_clip
             )
             self.actor = PPOActor(self.engines["actor"], a, self.response_length, cfg.rollout.temperature)
             # after the FSDP2 engine, on every rank together: vLLM joins the existing process group
             self.rollout = build_rollout(cfg.rollout.name, cfg.model, cfg.rollout, self.tokenizer, self.rank)
             self.rollout_is_stale = False  # the actor has not moved; a backend without weights asks to sync
         if self.has_ref:
-            self.engines["ref"] = FSDPEngine(cfg.model, cfg.ref.fsdp_config, mesh, role="ref")
+            self.engines["ref"] = FSDPEngine(cfg.model, cfg.ref.fsdp_config, layout, role="ref")
         dev.reset_peak_memory()
         return {"num_params": next(iter(self.engines.values())).num_params()}
 
@@ -109,11 +110,20 @@ class ActorRolloutRefWorker(Worker):
         if not self.rollout.needs_sync(actor_changed=self.rollout_is_stale):
             return {}
         start = time.perf_counter()
-        stats = self.rollout.update_weights(self.engines["actor"].iter_full_params())
+        r = self.config.rollout
+        # a bucket of shards per collective, already in the rollout's dtype (engine/weight_gather.py)
+        gathered: dict = {}
+        weights = self.engines["actor"].iter_full_params(
+            bucket_bytes=int(r.update_weights_bucket_megabytes * 1024**2),
+            dtype=parse_dtype(r.dtype, "actor_rollout_ref.rollout.dtype"),
+            stats=gathered,
+        )
+        stats = self.rollout.update_weights(weights)
         self.rollout_is_stale = False
         return {
             "timing_s/update_weights": time.perf_counter() - start,
             "perf/update_weights_gb": stats["update_weights_gb"],
+            "perf/update_weights_collectives": gathered.get("collectives", 0),
         }
 
     @register(Dispatch.DP_COMPUTE_PROTO)
