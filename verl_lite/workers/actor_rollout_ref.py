@@ -206,7 +206,7 @@ class ActorRolloutRefWorker(Worker):
         a, n = self.config.actor, self.config.rollout.n
         batch = dict(data.batch)
         if a.use_kl_loss and "ref_log_prob" not in batch:
-            batch["ref_log_prob"] = self._log_prob("ref", data, self.config.ref, "compute_ref_log_prob")
+            batch["ref_log_prob"] = self.compute_ref_log_prob(data).batch["ref_log_prob"]
         out = {}
         if "old_log_probs" in batch:
             mini_local = a.ppo_mini_batch_size * n // self.world_size
