@@ -120,7 +120,7 @@ def bench_one(args) -> dict:
         syncs = []
         for _ in range(args.syncs + 1):
             start = time.perf_counter()
-            stats = vllm.update_weights(actor.iter_full_params(vllm.bucket_bytes))
+            stats = vllm.update_weights(actor.iter_full_params(bucket_bytes=vllm.bucket_bytes))
             syncs.append(time.perf_counter() - start)
         ids, mask = make_prompts(args.prompts, args.prompt_len, len(tokenizer), tokenizer.pad_token_id)
         params = SamplingParams(n=args.n, temperature=1.0, response_length=args.response_len, ignore_eos=True)

@@ -1,13 +1,23 @@
 """The memory planner: its recommendations on a real shape (Qwen2.5-7B), and the CLI through Hydra."""
 
 import os
+import re
 import subprocess
 import sys
 
 import pytest
 
+from verl_lite.config.validate import ConfigError
 from verl_lite.engine.memory_model import read_shape
-from verl_lite.plan import compose_config, micro_candidates, plan_rows, recommend
+from verl_lite.plan import (
+    candidates,
+    compose_config,
+    micro_candidates,
+    plan_rows,
+    proposable_levers,
+    recommend,
+)
+from verl_lite.plan_memory import LEVERS
 
 CONFIGS = os.path.join(os.path.dirname(__file__), os.pardir, "scripts", "model_configs")
 SEVEN_B = os.path.join(CONFIGS, "qwen2.5-7b")
@@ -46,7 +56,21 @@ def test_one_24gb_card_fits_7b_only_with_offload_policy_beside_a_sleeping_vllm(s
     assert rec.mode == "offload_policy" and 2 <= rec.micro <= 8, rec.reason
     assert rec.overrides["actor.fsdp_config.offload_policy"] is True
     assert rec.overrides["actor.ppo_micro_batch_size_per_gpu"] == rec.micro
-    assert "none, param_optimizer_offload do not fit" in rec.reason and "(update_actor)" in rec.reason
+    assert "do not fit even at the smallest micro-batch; offload_policy with micro-batch" in rec.reason
+    assert "(update_actor)" in rec.reason and rec.levers == ()
+
+
+def test_lora_on_one_24gb_card_needs_less_than_full_tuning(shape):
+    """LoRA: no grads or moments of the base, no reference copy; the fp32 base still needs offload."""
+    kl = ("actor_rollout_ref.rollout.gpu_memory_utilization=0.3", "actor_rollout_ref.actor.use_kl_loss=True")
+    full = compose_config(overrides(1, 16, "vllm", *kl))
+    lora = compose_config(overrides(1, 16, "vllm", *kl, "actor_rollout_ref.model.lora_rank=8"))
+    rec = recommend(lora, shape, world=1, budget_gb=24)
+    assert rec.mode == "offload_policy" and rec.micro == 4, rec.reason
+    for f, lo in zip(plan_rows(full, shape, 1, 24), plan_rows(lora, shape, 1, 24)):
+        assert lo.estimate.peak < f.estimate.peak, (f.mode, f.micro)
+        # without offload the host holds only the model while it loads, with or without LoRA
+        assert lo.host_per_node < f.host_per_node or f.mode == "none", (f.mode, f.micro)
 
 
 def test_hf_rollouts_full_copy_leaves_no_room_on_24gb(shape):
@@ -64,7 +88,7 @@ def test_a_sleeping_vllm_leaves_the_update_more_room_than_an_awake_one(shape):
     )
     rows = {name: plan_rows(c, shape, 1, 48) for name, c in (("asleep", asleep), ("awake", awake))}
     best = {
-        k: max((r.micro for r in v if r.fits and r.mode == "offload_policy"), default=0)
+        k: max((r.micro for r in v if r.fits and (r.mode, r.levers) == ("offload_policy", ())), default=0)
         for k, v in rows.items()
     }
     assert best["asleep"] > best["awake"] > 0, best
@@ -83,10 +107,14 @@ def test_eight_80gb_cards_need_no_offload(shape):
 def test_rows_cover_every_mode_and_micro_size(shape):
     cfg = compose_config(overrides(1, 16, "vllm"))
     assert micro_candidates(cfg, 1) == [1, 2, 4, 8, 16, 32]
-    rows = plan_rows(cfg, shape, 1, 24)
-    assert [(r.mode, r.micro) for r in rows][:2] == [("none", 1), ("none", 2)]
-    assert len(rows) == 3 * 6
-    policy = [r.estimate.engines["actor"].terms["activations"] for r in rows if r.mode == "offload_policy"]
+    rows = plan_rows(cfg, shape, 1, 24, levers=LEVERS)
+    assert [(r.mode, r.levers, r.micro) for r in rows][:2] == [("none", (), 1), ("none", (), 2)]
+    assert len(rows) == 9 * 6, "3 modes x (nothing, fused, fused + activation offload) x 6 micro sizes"
+    policy = [
+        r.estimate.engines["actor"].terms["activations"]
+        for r in rows
+        if r.mode == "offload_policy" and not r.levers
+    ]
     assert policy == sorted(policy) and policy[0] < policy[-1]
 
 
@@ -128,7 +156,87 @@ def test_cli_takes_hydra_overrides_and_prints_the_table():
         "host/node",
     ):
         assert column in out
-    assert "recommendation: none, param_optimizer_offload do not fit" in out
+    assert "recommendation: none, " in out
+    assert "do not fit even at the smallest micro-batch; offload_policy with micro-batch" in out
     assert "actor_rollout_ref.actor.fsdp_config.offload_policy=True" in out
     bad = subprocess.run([*cmd, "trainer.no_such_key=1"], capture_output=True, text=True, timeout=300)
     assert bad.returncode != 0 and "no_such_key" in bad.stderr
+    no_critic = [*cmd, "algorithm.adv_estimator=gae", "critic.model.path=/no/such/model"]
+    bad = subprocess.run(no_critic, capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
+        "python -m verl_lite.plan: critic.model.path='/no/such/model': no config.json to plan from; set "
+        "critic.model.path to a HF model folder (the planner reads only its config.json)"
+    ], bad.stderr[-3000:]
+
+
+HALF_B = os.path.join(CONFIGS, "qwen2.5-0.5b")
+
+
+def half_b(*extra: str) -> list[str]:
+    """0.5B with 2048-token responses beside vLLM at 0.3 of a 24 GB card."""
+    base = overrides(1, 16, "vllm", "actor_rollout_ref.rollout.gpu_memory_utilization=0.3", *extra)
+    return [o.replace(SEVEN_B, HALF_B) for o in base] + ["data.max_response_length=2048"]
+
+
+def test_candidates_go_from_no_copies_to_copies_every_micro_batch():
+    cfg = compose_config(half_b())
+    assert candidates(cfg, LEVERS) == [
+        ("none", ()),
+        ("none", ("fused",)),
+        ("param_optimizer_offload", ()),
+        ("param_optimizer_offload", ("fused",)),
+        ("none", ("fused", "activation_offload")),
+        ("param_optimizer_offload", ("fused", "activation_offload")),
+        ("offload_policy", ()),
+        ("offload_policy", ("fused",)),
+        ("offload_policy", ("fused", "activation_offload")),
+    ]
+    cfg.actor_rollout_ref.model.use_fused_kernels = True  # configured: on in every row, not proposed
+    assert candidates(cfg, LEVERS)[:3] == [
+        ("none", ()),
+        ("param_optimizer_offload", ()),
+        ("none", ("activation_offload",)),
+    ]
+    assert candidates(compose_config(half_b()), ("activation_offload",))[:3] == [
+        ("none", ()),
+        ("param_optimizer_offload", ()),
+        ("none", ("activation_offload",)),
+    ], "a lever the planner may not propose is left out, the others stay"
+
+
+def test_fused_log_probs_are_recommended_before_any_offload():
+    """The old-log-prob pass's fp32 logits copies (4 x 2048 responses x 152k vocab) do not fit beside
+    vLLM; fused log-probs keep two chunks instead, and the overrides turn them on for actor and ref."""
+    shape = read_shape(HALF_B)
+    cfg = compose_config(half_b())
+    rec = recommend(cfg, shape, world=1, budget_gb=24, levers=LEVERS)
+    assert (rec.mode, rec.levers) == ("none", ("fused",)) and rec.micro >= 8, rec.reason
+    assert rec.reason.startswith("none does not fit even at the smallest micro-batch; none+fused")
+    assert rec.overrides["model.use_fused_kernels"] is rec.overrides["actor.use_fused_kernels"] is True
+    rows = plan_rows(cfg, shape, 1, 24, levers=LEVERS)
+    plain = [r for r in rows if r.mode == "none" and not r.levers]
+    assert all(r.estimate.peak_phase in ("old_log_prob", "update_actor") for r in plain)
+
+
+def test_nothing_fits_names_the_sequence_parallel_size_that_would():
+    """32k-token responses on 16 GB: no mode or lever fits; sp=2 halves every per-token term (the
+    planner does not apply it: it changes the data-parallel size)."""
+    shape = read_shape(HALF_B)
+    cfg = compose_config(half_b("trainer.n_gpus_per_node=8"))
+    cfg.data.max_response_length = cfg.actor_rollout_ref.rollout.response_length = 32768
+    with pytest.raises(ValueError) as err:
+        recommend(cfg, shape, world=8, budget_gb=16, levers=LEVERS)
+    message = str(err.value)
+    assert message.startswith("no offload mode fits 16.00 GB per device"), message
+    assert re.search(r"ulysses_sequence_parallel_size=2 gives \d+\.\d\d GB \(.*: fits\)", message), message
+
+
+@pytest.mark.parametrize("lever", LEVERS)
+def test_the_planner_proposes_a_lever_only_when_the_config_accepts_its_keys(lever):
+    key = {"fused": "use_fused_kernels", "activation_offload": "enable_activation_offload"}[lever]
+    try:
+        compose_config(half_b(f"actor_rollout_ref.model.{key}=True"))
+        accepted = True
+    except ConfigError:
+        accepted = False
+    assert (lever in proposable_levers()) is accepted

@@ -148,3 +148,88 @@ def test_a_large_log_prob_micro_batch_is_the_peak(shape):
     assert plan.peak_phase == "old_log_prob"
     # its logits alone: 64 x 1024 tokens x vocab in bf16, and three fp32 copies of the responses'
     assert plan.engines["actor"].terms["forward_activations"] > 64 * 1024 * V * 2 + 3 * 64 * 512 * V * 4
+
+
+# --- memory levers (issue 13); set on the composed config until the schema accepts their keys ----------
+def test_hsdp_shards_the_actor_over_fsdp_size_ranks(shape):
+    cfg = config()
+    cfg.actor_rollout_ref.actor.fsdp_config.fsdp_size = 4
+    actor = plan_device(cfg, shape, 8, "none", 4, DEVICE).engines["actor"]
+    full = plan_device(config(), shape, 8, "none", 4, DEVICE).engines["actor"]
+    assert actor.terms["params"] == N // 4 * 4 == 2 * full.terms["params"], "4 shards, replicated twice"
+    assert actor.resident == 3 * N // 4 * 4
+    cfg.actor_rollout_ref.actor.fsdp_config.fsdp_size = 8  # == world: plain full sharding
+    assert plan_device(cfg, shape, 8, "none", 4, DEVICE).engines["actor"].terms == full.terms
+
+
+def test_sequence_parallel_halves_the_actor_and_reference_per_token_terms(shape):
+    base = config(
+        "algorithm.use_kl_in_reward=True", "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4"
+    )
+    cfg = config(
+        "algorithm.use_kl_in_reward=True", "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4"
+    )
+    cfg.actor_rollout_ref.actor.ulysses_sequence_parallel_size = 2
+    cfg.actor_rollout_ref.ref.ulysses_sequence_parallel_size = 2
+    one, two = plan_device(base, shape, 8, "none", 4, DEVICE), plan_device(cfg, shape, 8, "none", 4, DEVICE)
+    for role, term in (
+        ("actor", "activations"),
+        ("actor", "forward_activations"),
+        ("ref", "forward_activations"),
+    ):
+        ratio = two.engines[role].terms[term] / one.engines[role].terms[term]
+        assert 0.45 < ratio < 0.55, (role, term, ratio)
+    assert two.engines["actor"].terms["params"] == one.engines["actor"].terms["params"]
+
+
+def test_levers_the_planner_proposes_reach_actor_and_reference(shape):
+    cfg = config(
+        "algorithm.use_kl_in_reward=True", "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4"
+    )
+    plain = plan_device(cfg, shape, 8, "none", 4, DEVICE)
+    fused = plan_device(cfg, shape, 8, "none", 4, DEVICE, levers=("fused",))
+    for role in ("actor", "ref"):
+        assert (
+            fused.engines[role].terms["forward_activations"]
+            < plain.engines[role].terms["forward_activations"]
+        )
+    offloaded = plan_device(cfg, shape, 8, "none", 4, DEVICE, levers=("activation_offload",))
+    actor = offloaded.engines["actor"]
+    assert actor.terms["host_activations"] > 0 and offloaded.host_per_rank > plain.host_per_rank
+    assert offloaded.engines["ref"].terms == plain.engines["ref"].terms, (
+        "no training forward: nothing to move"
+    )
+
+
+NT8 = 20_185_088  # trainable parameters of 7B with rank-8 adapters on every linear (PEFT's count)
+
+
+def test_with_lora_the_reference_is_the_actor_with_adapters_off(shape):
+    kl = (
+        "actor_rollout_ref.actor.use_kl_loss=True",
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=8",
+    )
+    plan = plan_device(config(*kl, "actor_rollout_ref.model.lora_rank=8"), shape, 8, "none", 4, DEVICE)
+    assert set(plan.engines) == {"actor"}, "no reference engine: nothing resident for it"
+    actor = plan.engines["actor"]
+    assert actor.terms["optimizer"] == 2 * NT8 // 8 * 4 and actor.terms["grads"] == NT8 // 8 * 4
+    assert plan.phases["update_actor"] == actor.update, "nothing beside the update (vLLM asleep)"
+    assert plan.phases["ref"] > plan.phases["old_log_prob"], "the ref phase runs the ref's micro-batch of 8"
+    full = plan_device(config(*kl), shape, 8, "none", 4, DEVICE)
+    assert full.phases["update_actor"] == full.engines["actor"].update + N // 8 * 4
+    saved = full.phases["update_actor"] - plan.phases["update_actor"]
+    assert saved > 4 * (N // 8) * 4 * 0.99, "the ref's copy, the grads and both moments of the base"
+
+
+def test_a_lora_critic_trains_its_adapters_and_its_value_head(shape):
+    cfg = config(
+        "algorithm.adv_estimator=gae",
+        f"critic.model.path={SEVEN_B}",
+        "critic.ppo_micro_batch_size_per_gpu=4",
+        "critic.forward_micro_batch_size_per_gpu=4",
+        "critic.model.lora_rank=8",
+    )
+    critic = plan_device(cfg, shape, 8, "none", 4, DEVICE).engines["critic"]
+    # + the head's trained copy: (1 x hidden) and its bias split 8 ways on dim 0 pad to a row per rank
+    assert critic.terms["grads"] == (NT8 // 8 + H + 1) * 4
+    assert critic.terms["optimizer"] == 2 * critic.terms["grads"]

@@ -8,6 +8,11 @@ offline, in one process, without Ray or a process group: the full tensors are al
 checkpoint's own metadata (names, shapes, dtypes) and DCP fills them from every rank's shards. The
 model is then written with the checkpoint's huggingface/ config, generation config and tokenizer
 (or those of --hf_model_path) as safetensors that AutoModelForCausalLM loads.
+
+A LoRA checkpoint (one with a lora_adapter/ folder) holds only the adapter: the merger copies it,
+in PEFT's format, to <target_dir>/lora_adapter/ and writes the merged model (the base with the
+adapter folded in by PEFT's merge) to target_dir. The base weights are read from --hf_model_path,
+else from the folder the adapter records (adapter_config.json's base_model_name_or_path).
 """
 
 from __future__ import annotations
@@ -19,10 +24,11 @@ import sys
 import warnings
 
 import torch
+import transformers
 from torch.distributed.checkpoint.metadata import TensorStorageMetadata
-from transformers import AutoConfig, GenerationConfig
+from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
 
-from verl_lite.engine.checkpoint import HF_DIR, MODEL_DIR, read_dcp, read_dcp_metadata
+from verl_lite.engine.checkpoint import HF_DIR, LORA_DIR, MODEL_DIR, read_dcp, read_dcp_metadata
 from verl_lite.utils.hf_model import save_hf_folder
 
 # files of a HF folder that describe the model, not the tokenizer
@@ -48,6 +54,25 @@ def load_full_state_dict(model_dir: str) -> dict[str, torch.Tensor]:
     return state
 
 
+def merged_lora_state_dict(adapter_dir: str, base_path: str | None, config) -> dict[str, torch.Tensor]:
+    """The base model's weights with the adapter of `adapter_dir` merged in, as PEFT merges them;
+    `config` (the checkpoint's) names the model class (a causal LM, or the critic's value model)."""
+    from peft import PeftConfig, PeftModel
+
+    base_path = base_path or PeftConfig.from_pretrained(adapter_dir).base_model_name_or_path
+    key = "--hf_model_path" if base_path else "lora_adapter/adapter_config.json's base_model_name_or_path"
+    if not base_path or not os.path.exists(os.path.join(base_path, "config.json")):
+        raise FileNotFoundError(
+            f"{key}: {base_path!r} is not a model folder; a LoRA checkpoint holds only the adapter, so the "
+            "merger needs the base model: pass --hf_model_path <the model folder the run trained on>"
+        )
+    arch = (getattr(config, "architectures", None) or [None])[0]
+    model_cls = getattr(transformers, arch) if arch else AutoModelForCausalLM
+    base = model_cls.from_pretrained(base_path, config=config, dtype="auto")
+    model = PeftModel.from_pretrained(base, adapter_dir).merge_and_unload()
+    return model.state_dict()
+
+
 def merge(local_dir: str, target_dir: str, hf_model_path: str | None = None) -> str:
     """Write the merged HF folder; returns target_dir."""
     source = hf_model_path or os.path.join(local_dir, HF_DIR)
@@ -57,8 +82,13 @@ def merge(local_dir: str, target_dir: str, hf_model_path: str | None = None) -> 
             f"{key}: no config.json in {source!r}; the checkpoint's {HF_DIR}/ folder (written with every "
             "checkpoint) or --hf_model_path must hold the model's config"
         )
-    state = load_full_state_dict(os.path.join(local_dir, MODEL_DIR))
     config = AutoConfig.from_pretrained(source)
+    lora_dir = os.path.join(local_dir, LORA_DIR)
+    if os.path.isdir(lora_dir):
+        state = merged_lora_state_dict(lora_dir, hf_model_path, config)
+        shutil.copytree(lora_dir, os.path.join(target_dir, LORA_DIR), dirs_exist_ok=True)
+    else:
+        state = load_full_state_dict(os.path.join(local_dir, MODEL_DIR))
     try:
         generation_config = GenerationConfig.from_pretrained(source)
     except OSError:  # a model folder without generation_config.json
@@ -81,7 +111,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--backend", default="fsdp", help="checkpoint format; only fsdp (FSDP2 + DCP)")
     parser.add_argument("--local_dir", required=True, help="the global_step_N/actor folder")
     parser.add_argument("--target_dir", required=True, help="where to write the HF model folder")
-    parser.add_argument("--hf_model_path", default=None, help="take config and tokenizer from this folder")
+    parser.add_argument(
+        "--hf_model_path",
+        default=None,
+        help="take config and tokenizer from this folder (LoRA checkpoints: also the base weights)",
+    )
     args = parser.parse_args(argv)
     if args.backend != "fsdp":
         parser.error(f"--backend={args.backend!r}: verl_lite checkpoints are FSDP2 only; use --backend fsdp")

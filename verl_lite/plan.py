@@ -2,12 +2,16 @@
 
 Takes the same Hydra overrides as `verl_lite.main_ppo`, reads the model's shape from its
 config.json, and prints for each offload mode of the actor (none, param+optimizer offload,
-offload_policy) and micro-batch size the estimated bytes per device in every phase of a step
-(plan_memory.py: all roles sharing the device and the rollout; engine/memory_model.py: each
-engine's terms) and per node in host memory, then recommends the cheapest mode that fits with the
-largest micro-batch that fits. Cheapest means fewest host copies: no offload, then manual
-param+optimizer offload (copies at phase boundaries), then offload_policy (copies every layer,
-every micro-batch, and steps on the host).
+offload_policy), memory lever (fused log-probs, activation offload) and micro-batch size the
+estimated bytes per device in every phase of a step (plan_memory.py: all roles sharing the device
+and the rollout; engine/memory_model.py: each engine's terms) and per node in host memory, then
+recommends the cheapest candidate that fits with the largest micro-batch that fits. Cheapest means
+fewest host copies: first what copies nothing (no offload; fused log-probs, which trade the logits
+for recomputing them in chunks), then manual param+optimizer offload (copies at phase boundaries),
+then what copies every micro-batch: activation offload (saved activations), then offload_policy
+(every layer's parameters, and the optimizer steps on the host). The levers configured are always
+on. Sequence parallelism and HSDP change the batch geometry or the sharding, so the planner
+accounts for them as configured and, when nothing fits, says what sequence parallelism would give.
 
 A configuration fits when its peak is at most HEADROOM of the device's memory and its host bytes
 at most HEADROOM of the node's (when known): fragmentation is not modelled. The plan is for GPUs
@@ -18,13 +22,15 @@ the trainer calls `recommend` at start-up with the memory the workers report and
 from __future__ import annotations
 
 import argparse
+import copy
 import logging
 import sys
 from dataclasses import dataclass
 
 from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.engine.memory_model import MODES, ModelShape, read_shape
-from verl_lite.plan_memory import DevicePlan, plan_device
+from verl_lite.errors import one_line
+from verl_lite.plan_memory import LEVERS, DevicePlan, actor_levers, lora_fields, plan_device
 
 GB = 1024**3
 HEADROOM = 0.9  # the top of the healthy memory range (trainer/health.py)
@@ -34,6 +40,7 @@ log = logging.getLogger(__name__)
 @dataclass
 class Row:
     mode: str
+    levers: tuple[str, ...]  # switched on by the planner (configured ones are on in every row)
     micro: int
     estimate: DevicePlan
     fits: bool
@@ -43,14 +50,65 @@ class Row:
 @dataclass
 class Recommendation:
     mode: str
+    levers: tuple[str, ...]
     micro: int
     overrides: dict[str, object]  # dotted keys under actor_rollout_ref, for init_model(overrides)
     reason: str
 
 
 def local_mini(cfg: PPOTrainerConfig, world: int) -> int:
+    """Responses per mini-batch of one data-parallel rank (a group of ulysses_sequence_parallel_size)."""
     a = cfg.actor_rollout_ref.actor
-    return max(1, a.ppo_mini_batch_size * cfg.actor_rollout_ref.rollout.n // world)
+    dp = max(1, world // a.ulysses_sequence_parallel_size)
+    return max(1, a.ppo_mini_batch_size * cfg.actor_rollout_ref.rollout.n // dp)
+
+
+LEVER_STEPS = ((), ("fused",), ("fused", "activation_offload"))
+LEVER_KEYS = {  # what turns a lever on (under actor_rollout_ref)
+    "fused": ("model.use_fused_kernels", "actor.use_fused_kernels"),
+    "activation_offload": ("model.enable_activation_offload",),
+}
+
+
+def proposable_levers() -> tuple[str, ...]:
+    """The levers whose keys the config accepts at True (config/support.py): only those are proposed."""
+    from verl_lite.config.support import ANY, rule_for
+
+    def accepts(key: str) -> bool:
+        rule = rule_for(f"actor_rollout_ref.{key}")
+        return (
+            rule is None
+            or rule.accepted == ANY
+            or (isinstance(rule.accepted, tuple) and True in rule.accepted)
+        )
+
+    return tuple(lever for lever in LEVERS if all(accepts(k) for k in LEVER_KEYS[lever]))
+
+
+def candidates(
+    cfg: PPOTrainerConfig, levers: tuple[str, ...] | None = None
+) -> list[tuple[str, tuple[str, ...]]]:
+    """(mode, levers) from the cheapest: what copies nothing to the host, then copies at phase
+    boundaries, then copies every micro-batch (activation offload before offload_policy). `levers`:
+    those the planner may propose (default: proposable_levers()); those configured on are on in
+    every candidate and not proposed again."""
+    allowed = proposable_levers() if levers is None else levers
+    configured = actor_levers(cfg)
+    on = {"fused": configured["fused"], "activation_offload": configured["activation_offload"]}
+    steps = list(dict.fromkeys(tuple(k for k in st if on[k] or k in allowed) for st in LEVER_STEPS))
+
+    def cost(item):
+        mode, step = item
+        per_micro = "activation_offload" in step or mode == "offload_policy"
+        return (per_micro, mode == "offload_policy", MODES.index(mode), len(step))
+
+    out, seen = [], set()
+    for mode, step in sorted(((m, st) for m in MODES for st in steps), key=cost):
+        effective = (mode, tuple(k for k in LEVERS if on[k] or k in step))
+        if effective not in seen:
+            seen.add(effective)
+            out.append((mode, tuple(k for k in step if not on[k])))
+    return out
 
 
 def micro_candidates(cfg: PPOTrainerConfig, world: int) -> list[int]:
@@ -75,24 +133,26 @@ def plan_rows(
     budget_gb: float,
     host_budget_gb: float | None = None,
     accelerator: bool | None = None,
+    levers: tuple[str, ...] | None = None,
 ) -> list[Row]:
-    """One row per (mode, micro) of the actor; `host_budget_gb`: one node's host memory, or None."""
+    """One row per candidate (mode, levers) and micro of the actor; `host_budget_gb`: one node's host
+    memory, or None; `levers`: what the planner may switch on (default: what the config accepts)."""
     accelerator = targets_accelerator(cfg) if accelerator is None else accelerator
     micros = [0] if cfg.actor_rollout_ref.actor.use_dynamic_bsz else micro_candidates(cfg, world)
     ranks_per_node = min(world, cfg.trainer.n_gpus_per_node)
     rows = []
-    for mode in MODES:
+    for mode, switched in candidates(cfg, levers):
         for micro in micros:
-            est = plan_device(cfg, shape, world, mode, micro, int(budget_gb * GB), accelerator)
+            est = plan_device(cfg, shape, world, mode, micro, int(budget_gb * GB), accelerator, switched)
             host = ranks_per_node * est.host_peak_per_rank
             fits = est.peak <= HEADROOM * budget_gb * GB
             if host_budget_gb is not None:
                 fits = fits and host <= HEADROOM * host_budget_gb * GB
-            rows.append(Row(mode, micro, est, fits, host))
+            rows.append(Row(mode, switched, micro, est, fits, host))
     return rows
 
 
-def _overrides(mode: str, micro: int) -> dict[str, object]:
+def _overrides(mode: str, levers: tuple[str, ...], micro: int) -> dict[str, object]:
     out: dict[str, object] = {
         "actor.fsdp_config.offload_policy": mode == "offload_policy",
         "actor.fsdp_config.param_offload": mode == "param_optimizer_offload",
@@ -100,9 +160,15 @@ def _overrides(mode: str, micro: int) -> dict[str, object]:
     }
     if mode != "offload_policy":
         out["actor.fsdp_config.gradient_offload"] = False
+    for lever in levers:
+        out.update(dict.fromkeys(LEVER_KEYS[lever], True))
     if micro:
         out["actor.ppo_micro_batch_size_per_gpu"] = micro
     return out
+
+
+def _name(mode: str, levers: tuple[str, ...]) -> str:
+    return "+".join((mode, *levers))
 
 
 def recommend(
@@ -112,15 +178,17 @@ def recommend(
     budget_gb: float,
     host_budget_gb: float | None = None,
     accelerator: bool | None = None,
+    levers: tuple[str, ...] | None = None,
 ) -> Recommendation:
-    """The cheapest mode that fits, with its largest fitting micro-batch; ValueError if none fits."""
-    rows = plan_rows(cfg, shape, world, budget_gb, host_budget_gb, accelerator)
-    for mode in MODES:
-        fitting = [r for r in rows if r.mode == mode and r.fits]
+    """The cheapest (mode, levers) that fits, with its largest fitting micro-batch; ValueError if none fits."""
+    rows = plan_rows(cfg, shape, world, budget_gb, host_budget_gb, accelerator, levers)
+    order = candidates(cfg, levers)
+    for index, (mode, levers) in enumerate(order):
+        fitting = [r for r in rows if (r.mode, r.levers) == (mode, levers) and r.fits]
         if not fitting:
             continue
         best = max(fitting, key=lambda r: r.micro)
-        cheaper = list(MODES[: MODES.index(mode)])
+        cheaper = [_name(*c) for c in order[:index]]
         why = (
             f"{', '.join(cheaper)} do{'es' if len(cheaper) == 1 else ''} not fit even at the smallest micro-batch; "
             if cheaper
@@ -128,11 +196,12 @@ def recommend(
         )
         est = best.estimate
         reason = (
-            f"{why}{mode} with micro-batch {best.micro or 'dynamic'} peaks at {est.peak / GB:.2f} GB "
-            f"({est.peak_phase}) of {budget_gb:.2f} GB ({HEADROOM:.0%} headroom: {HEADROOM * budget_gb:.2f} GB) "
-            f"on each of {world} devices; host {best.host_per_node / GB:.1f} GB per node"
+            f"{why}{_name(mode, levers)} with micro-batch {best.micro or 'dynamic'} peaks at "
+            f"{est.peak / GB:.2f} GB ({est.peak_phase}) of {budget_gb:.2f} GB ({HEADROOM:.0%} headroom: "
+            f"{HEADROOM * budget_gb:.2f} GB) on each of {world} devices; host {best.host_per_node / GB:.1f} GB "
+            "per node"
         )
-        return Recommendation(mode, best.micro, _overrides(mode, best.micro), reason)
+        return Recommendation(mode, levers, best.micro, _overrides(mode, levers, best.micro), reason)
     smallest = min(rows, key=lambda r: r.estimate.peak)
     host_note = ""
     if host_budget_gb is not None and smallest.estimate.peak <= HEADROOM * budget_gb * GB:
@@ -142,13 +211,47 @@ def recommend(
         )
     raise ValueError(
         f"no offload mode fits {budget_gb:.2f} GB per device: the smallest estimate is "
-        f"{smallest.estimate.peak / GB:.2f} GB ({smallest.mode}, micro-batch {smallest.micro or 'dynamic'}, "
-        f"in {smallest.estimate.peak_phase}){host_note}; add devices (trainer.n_gpus_per_node), shorten "
+        f"{smallest.estimate.peak / GB:.2f} GB ({_name(smallest.mode, smallest.levers)}, micro-batch "
+        f"{smallest.micro or 'dynamic'}, in {smallest.estimate.peak_phase}){host_note}; "
+        f"{sequence_parallel_hint(cfg, shape, world, budget_gb, accelerator, levers)}add devices "
+        "(trainer.n_gpus_per_node), shorten "
         "data.max_prompt_length / max_response_length, enable "
         "actor_rollout_ref.model.enable_gradient_checkpointing, use mixed_precision.param_dtype=bf16, lower "
         "the log-prob micro-batch sizes or rollout.gpu_memory_utilization, or set trainer.auto_offload=False "
         "to try anyway"
     )
+
+
+def with_sequence_parallel(cfg: PPOTrainerConfig, sp: int) -> PPOTrainerConfig:
+    """A copy of `cfg` with the actor and the reference at ulysses_sequence_parallel_size `sp`."""
+    out = copy.deepcopy(cfg)
+    out.actor_rollout_ref.actor.ulysses_sequence_parallel_size = sp
+    out.actor_rollout_ref.ref.ulysses_sequence_parallel_size = sp
+    return out
+
+
+def sequence_parallel_hint(
+    cfg: PPOTrainerConfig,
+    shape: ModelShape,
+    world: int,
+    budget_gb: float,
+    accelerator: bool | None,
+    levers: tuple[str, ...] | None,
+) -> str:
+    """What a larger ulysses_sequence_parallel_size would give (the planner does not apply it: it
+    changes the data-parallel size and so the batch geometry), or "" when none is possible."""
+    current = cfg.actor_rollout_ref.actor.ulysses_sequence_parallel_size
+    sizes = [k for k in (2, 4, 8) if k > current and world % k == 0 and shape.heads % k == 0]
+    for sp in sizes:
+        rows = plan_rows(with_sequence_parallel(cfg, sp), shape, world, budget_gb, None, accelerator, levers)
+        best = min(rows, key=lambda r: r.estimate.peak)
+        if best.fits or sp == sizes[-1]:
+            verdict = "fits" if best.fits else "still does not fit"
+            return (
+                f"actor_rollout_ref.actor.ulysses_sequence_parallel_size={sp} gives {best.estimate.peak / GB:.2f} "
+                f"GB ({_name(best.mode, best.levers)}, micro-batch {best.micro or 'dynamic'}: {verdict}); "
+            )
+    return ""
 
 
 def auto_offload(
@@ -192,14 +295,15 @@ def format_table(rows: list[Row]) -> str:
     phases = list(rows[0].estimate.phases)
     cols = [*TABLE_TERMS, *phases, "peak", "host/node"]
     width = max(12, max(len(c) for c in cols) + 2)
-    head = f"{'mode':<24}{'micro':>6}" + "".join(f"{c:>{width}}" for c in cols) + f"{'fits':>6}"
+    name = max(24, *(len(_name(r.mode, r.levers)) + 2 for r in rows))
+    head = f"{'mode+levers':<{name}}{'micro':>6}" + "".join(f"{c:>{width}}" for c in cols) + f"{'fits':>6}"
     lines = [f"estimated {unit} per device (host: per node)", head, "-" * len(head)]
     for r in rows:
         e = r.estimate
         values = [e.engines["actor"].terms[t] for t in TABLE_TERMS]
         values += [e.phases[p] for p in phases] + [e.peak, r.host_per_node]
         lines.append(
-            f"{r.mode:<24}{r.micro or 'dyn':>6}"
+            f"{_name(r.mode, r.levers):<{name}}{r.micro or 'dyn':>6}"
             + "".join(f"{v / scale:>{width}.3f}" for v in values)
             + f"{'yes' if r.fits else 'no':>6}"
         )
@@ -239,6 +343,14 @@ def main(argv: list[str] | None = None) -> int:
         "(default: the host is reported, not checked)",
     )
     args, overrides = parser.parse_known_args(argv)
+    try:
+        return _plan(args, overrides)
+    except ValueError as e:  # a bad override, model folder or size: one line, as main_ppo says it
+        print(f"python -m verl_lite.plan: {one_line(e)}", file=sys.stderr)
+        return 2
+
+
+def _plan(args, overrides: list[str]) -> int:
     cfg = compose_config(overrides, args.config_name)
     world = cfg.trainer.nnodes * cfg.trainer.n_gpus_per_node
     budget, host_budget = args.device_memory_gb, args.host_memory_gb
@@ -256,6 +368,12 @@ def main(argv: list[str] | None = None) -> int:
         f"host {'unchecked' if host_budget is None else f'{host_budget:.1f} GB per node'}; "
         f"planned for {'GPUs' if targets_accelerator(cfg) else 'CPUs'}"
     )
+    lora = lora_fields(cfg.actor_rollout_ref.model, "causal_lm")
+    if lora:
+        print(
+            f"LoRA rank {lora['lora_rank']} on {', '.join(lora['lora_targets'])}: grads and optimizer state "
+            "only for the adapters; the reference is the actor with its adapters off (no reference engine)"
+        )
     print("actor terms at its update; then each phase's device total (every role and the rollout); peak adds")
     print("each process's CUDA context and NCCL buffers; host/node: offloaded state while a model loads")
     print(format_table(plan_rows(cfg, shape, world, budget, host_budget)))

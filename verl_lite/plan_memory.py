@@ -14,6 +14,12 @@ keep between phases (engine/memory_model.py gives both per engine). The rollout 
   HF generate     a full copy of the weights, always, plus the KV cache of the rank's prompts x n at
                   full length and one step's logits while it generates
 
+With LoRA on the actor (`actor_rollout_ref.model.lora_rank > 0` or a saved adapter) there is no
+reference engine: the reference's log-probs are the actor's forward with its adapters off, so the
+"ref" phase is the actor's no-grad forward at the ref's micro-batch sizes and nothing is resident for
+it. LoRA's trained tensors (the adapters; the critic's value head) set the engines' gradient,
+optimizer and reduce terms (memory_model.py).
+
 Each process on a GPU also holds a CUDA context and NCCL buffers (PROCESS_OVERHEAD, an assumption
 that scripts/gpu_check.py and the GPU e2e test are there to check) and a host-side baseline. Host
 memory per rank: the offloaded state of every engine (pinned tensors rounded up), and while the
@@ -26,11 +32,13 @@ from dataclasses import dataclass, field
 
 from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.config.validate_roles import uses_critic, uses_reference
+from verl_lite.engine.lora_spec import LoraSpec
 from verl_lite.engine.memory_model import (
     DTYPE_BYTES,
     EngineEstimate,
     EngineSetup,
     ModelShape,
+    adapted_linears,
     estimate,
     read_shape,
 )
@@ -106,10 +114,15 @@ def rollout_memory(
     )
 
 
+def shard_world(fsdp, world: int) -> int:
+    """Ranks one model is sharded over: fsdp_config.fsdp_size when it makes HSDP groups, else all."""
+    return fsdp.fsdp_size if 0 < fsdp.fsdp_size < world else world
+
+
 def engine_setup(fsdp, world: int, seq_len: int, response_len: int, accelerator: bool, **kw) -> EngineSetup:
     mp = fsdp.mixed_precision
     return EngineSetup(
-        world=world,
+        world=shard_world(fsdp, world),
         mode=kw.pop("mode", None) or fsdp_mode(fsdp),
         seq_len=seq_len,
         response_len=response_len,
@@ -127,37 +140,108 @@ def _forward_size(micro: int | None, dynamic: bool, token_budget: int) -> dict:
     return {"forward_tokens": token_budget} if dynamic else {"forward_micro": micro or 1}
 
 
-def role_engines(
-    cfg: PPOTrainerConfig, shape: ModelShape, world: int, mode: str, micro: int, accelerator: bool
-) -> dict[str, EngineEstimate]:
-    """The estimate of every engine the run builds, the actor at (mode, micro)."""
+LEVERS = ("fused", "activation_offload")  # what the planner may switch on for the actor (plan.py)
+
+
+def actor_levers(cfg: PPOTrainerConfig, levers: tuple[str, ...] = ()) -> dict:
+    """The actor's memory levers as configured, with `levers` (names from LEVERS) switched on."""
+    arr = cfg.actor_rollout_ref
+    return dict(
+        sp_size=arr.actor.ulysses_sequence_parallel_size,
+        fused=arr.model.use_fused_kernels or "fused" in levers,
+        entropy_chunking=arr.actor.entropy_from_logits_with_chunking,
+        entropy_checkpointing=arr.actor.entropy_checkpointing,
+        activation_offload=arr.model.enable_activation_offload or "activation_offload" in levers,
+    )
+
+
+def lora_fields(model_cfg, kind: str) -> dict:
+    """EngineSetup's LoRA fields for a model section ({} without LoRA): its rank and adapted linears,
+    or the saved adapter's with lora_adapter_path."""
+    spec = LoraSpec.of(model_cfg, kind)
+    if spec is None:
+        return {}
+    return {"lora_rank": spec.max_rank, "lora_targets": adapted_linears(*spec.modules)}
+
+
+def reference_engine(cfg: PPOTrainerConfig) -> bool:
+    """Whether the run builds a reference engine: a KL term needs the reference, and LoRA is off (with
+    LoRA the actor with its adapters off is the reference; workers/actor_rollout_ref.py)."""
+    return uses_reference(cfg) and LoraSpec.of(cfg.actor_rollout_ref.model) is None
+
+
+def _actor_setup(
+    cfg: PPOTrainerConfig,
+    world: int,
+    mode: str,
+    micro: int,
+    accelerator: bool,
+    forward: dict,
+    levers: tuple[str, ...] = (),
+) -> EngineSetup:
     arr = cfg.actor_rollout_ref
     a, r = arr.actor, arr.rollout
-    seq, resp = r.prompt_length + r.response_length, r.response_length
-    actor = engine_setup(
+    return engine_setup(
         a.fsdp_config,
         world,
-        seq,
-        resp,
+        r.prompt_length + r.response_length,
+        r.response_length,
         accelerator,
         mode=mode,
         micro=micro,
         grad_checkpointing=arr.model.enable_gradient_checkpointing,
         tokens_per_micro=a.ppo_max_token_len_per_gpu if a.use_dynamic_bsz else None,
-        **_forward_size(
-            r.log_prob_micro_batch_size_per_gpu, r.log_prob_use_dynamic_bsz, r.log_prob_max_token_len_per_gpu
-        ),
+        **actor_levers(cfg, levers),
+        **forward,
+        **lora_fields(arr.model, "causal_lm"),
     )
-    out = {"actor": estimate(shape, actor)}
-    if uses_reference(cfg):
-        f = _forward_size(
-            arr.ref.log_prob_micro_batch_size_per_gpu,
-            arr.ref.log_prob_use_dynamic_bsz,
-            arr.ref.log_prob_max_token_len_per_gpu,
+
+
+def _ref_forward(cfg: PPOTrainerConfig) -> dict:
+    ref = cfg.actor_rollout_ref.ref
+    return _forward_size(
+        ref.log_prob_micro_batch_size_per_gpu,
+        ref.log_prob_use_dynamic_bsz,
+        ref.log_prob_max_token_len_per_gpu,
+    )
+
+
+def role_engines(
+    cfg: PPOTrainerConfig,
+    shape: ModelShape,
+    world: int,
+    mode: str,
+    micro: int,
+    accelerator: bool,
+    levers: tuple[str, ...] = (),
+) -> dict[str, EngineEstimate]:
+    """The estimate of every engine the run builds, the actor at (mode, micro) with `levers` on."""
+    arr = cfg.actor_rollout_ref
+    r = arr.rollout
+    seq, resp = r.prompt_length + r.response_length, r.response_length
+    forward = _forward_size(
+        r.log_prob_micro_batch_size_per_gpu, r.log_prob_use_dynamic_bsz, r.log_prob_max_token_len_per_gpu
+    )
+    out = {"actor": estimate(shape, _actor_setup(cfg, world, mode, micro, accelerator, forward, levers))}
+    if reference_engine(cfg):
+        ref = dict(
+            sp_size=arr.ref.ulysses_sequence_parallel_size,
+            fused=arr.model.use_fused_kernels or "fused" in levers,  # the model's key: actor and ref
+            entropy_chunking=arr.ref.entropy_from_logits_with_chunking,
         )
         out["ref"] = estimate(
             shape,
-            engine_setup(arr.ref.fsdp_config, world, seq, resp, accelerator, micro=0, trains=False, **f),
+            engine_setup(
+                arr.ref.fsdp_config,
+                world,
+                seq,
+                resp,
+                accelerator,
+                micro=0,
+                trains=False,
+                **_ref_forward(cfg),
+                **ref,
+            ),
         )
     if uses_critic(cfg):
         c = cfg.critic
@@ -173,7 +257,10 @@ def role_engines(
             micro=c.ppo_micro_batch_size_per_gpu or 1,
             grad_checkpointing=c.model.enable_gradient_checkpointing,
             tokens_per_micro=c.ppo_max_token_len_per_gpu if c.use_dynamic_bsz else None,
+            sp_size=c.ulysses_sequence_parallel_size,
+            activation_offload=c.model.enable_activation_offload,
             **f,
+            **lora_fields(c.model, "value"),
         )
         out["critic"] = estimate(read_shape(c.model.path, head="value", key="critic.model.path"), critic)
     if cfg.reward_model.enable:
@@ -198,9 +285,11 @@ def plan_device(
     micro: int,
     device_bytes: int,
     accelerator: bool = True,
+    levers: tuple[str, ...] = (),
 ) -> DevicePlan:
-    """Device bytes per phase with the actor at (mode, micro) on a device of `device_bytes`."""
-    engines = role_engines(cfg, shape, world, mode, micro, accelerator)
+    """Device bytes per phase with the actor at (mode, micro) and `levers` (plan_memory.LEVERS) on a
+    device of `device_bytes`."""
+    engines = role_engines(cfg, shape, world, mode, micro, accelerator, levers)
     roll = rollout_memory(cfg, shape, world, device_bytes, accelerator)
     resident = {role: e.resident for role, e in engines.items()}
 
@@ -214,6 +303,11 @@ def plan_device(
     }
     for role, e in engines.items():
         phases[PHASE_OF[role]] = beside(role) + e.forward + roll.idle
+    if uses_reference(cfg) and "ref" not in engines:  # LoRA: the actor's forward with adapters off
+        as_ref = estimate(
+            shape, _actor_setup(cfg, world, mode, micro, accelerator, _ref_forward(cfg), levers)
+        )
+        phases["ref"] = beside("actor") + as_ref.forward + roll.idle
     for role in ("critic", "actor"):
         if role in engines:
             phases[f"update_{role}"] = beside(role) + engines[role].update + roll.idle

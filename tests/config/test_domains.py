@@ -63,3 +63,36 @@ def test_a_bad_value_is_named_once_where_it_was_set():
         "actor_rollout_ref.actor.ppo_epochs=0 must be a positive integer",
         "critic.ppo_micro_batch_size=0 must be a positive integer or null (unset)",
     ]
+
+
+def _numeric_keys(cls, prefix=""):
+    """Every key of the schema whose type is a number or a list of numbers, optional or not."""
+    import dataclasses
+    import typing
+
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        kinds = set(typing.get_args(hints[f.name]) or (hints[f.name],))
+        kinds |= {a for k in kinds for a in typing.get_args(k)}  # list[float] -> float
+        section = [k for k in kinds if dataclasses.is_dataclass(k)]
+        if section:
+            yield from _numeric_keys(section[0], f"{prefix}{f.name}.")
+        elif kinds & {int, float}:
+            yield f"{prefix}{f.name}"
+
+
+def test_every_numeric_key_has_a_domain_or_a_reason_not_to():
+    """The class, not the cases: a number the schema takes is checked, or it is only accepted at values
+    that change nothing (the support table), or NO_DOMAIN says why not. A new key must choose."""
+    from verl_lite.config.domains import NO_DOMAIN
+    from verl_lite.config.support import rule_for
+
+    keys = list(_numeric_keys(PPOTrainerConfig))
+    assert "actor_rollout_ref.actor.optim.betas" in keys and "actor_rollout_ref.rollout.max_model_len" in keys
+    unchecked = [
+        k
+        for k in keys
+        if k not in DOMAINS and k not in NO_DOMAIN and (rule_for(k) is None or rule_for(k).when)
+    ]
+    assert unchecked == [], f"numeric keys with no domain: add them to DOMAINS or NO_DOMAIN: {unchecked}"
+    assert not set(NO_DOMAIN) & set(DOMAINS)

@@ -122,7 +122,6 @@ def test_argv_normalization_keeps_flags_and_handles_sweeps():
 REFUSED = [
     (f"{ARR}.actor.ulysses_sequence_parallel_size=2", "sequence parallelism"),
     (f"{ARR}.actor.fsdp_config.fsdp_size=4", "HSDP"),
-    (f"{ARR}.model.lora_rank=8", "LoRA"),
     (f"{ARR}.model.use_fused_kernels=True", "fused log-prob kernels"),
     (f"{ARR}.actor.entropy_from_logits_with_chunking=True", "chunked entropy"),
     (f"{ARR}.actor.entropy_checkpointing=True", "entropy checkpointing"),

@@ -4,7 +4,8 @@ Each rank holds an FSDP2 actor and the vLLM engine in one process, as a worker d
 different (and differently sized) prompt chunks, as the worker group dispatches them; with TP=2 the
 two ranks gather them, run one engine and each keeps its own rows. The same prompts and seeds run
 with TP=1 (an engine per rank) must give the same answers, and both must sample from the actor's
-weights (the rollout/actor log-prob diff, after a full-tensor weight sync that vLLM shards).
+weights (the rollout/actor log-prob diff, after a full-tensor weight sync that vLLM shards). The TP=2
+engine starts where a killed TP=2 run left its shared memory (the names are the same in every run).
 """
 
 import os
@@ -14,6 +15,7 @@ import torch
 import torch.distributed as dist
 
 from tests.helpers.dist import run_ranks
+from verl_lite.rollout import cpu_shm
 from verl_lite.rollout.tp_group import TPGroup
 
 PROMPT_LEN, RESPONSE_LEN = 16, 8
@@ -86,10 +88,28 @@ def _rollout(rank, world, tp):
     return result
 
 
+def plant_a_killed_runs_shared_memory() -> list[str]:
+    """What a TP=2 run killed on this machine leaves behind (rollout/cpu_shm.py): its ranks' segments,
+    under the names the next TP=2 run's ranks will create."""
+    planted = []
+    for rank in range(2):
+        path = os.path.join(cpu_shm.SHM_DIR, f"-tp:0-[0-1]-cpushm_{rank}")
+        try:
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        except FileExistsError:
+            continue  # already there (left by a killed run, or a live run's: the TP=2 run says which)
+        planted.append(path)
+    return planted
+
+
 @pytest.fixture(scope="module")
 def runs():
     pytest.importorskip("vllm", reason="the vLLM rollout needs vllm (make install)")
-    return {tp: run_ranks(_rollout, 2, tp, timeout_s=600) for tp in (1, 2)}
+    results = {1: run_ranks(_rollout, 2, 1, timeout_s=600)}
+    if os.path.isdir(cpu_shm.SHM_DIR):
+        plant_a_killed_runs_shared_memory()  # the TP=2 engine must start anyway
+    results[2] = run_ranks(_rollout, 2, 2, timeout_s=600)
+    return results
 
 
 def test_tp2_generates_what_tp1_generates(runs):

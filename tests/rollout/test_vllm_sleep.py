@@ -15,9 +15,9 @@ from verl_lite.rollout.vllm_sleep import EngineMemory
 class RecordingRollout(Rollout):
     """VLLMRollout's memory handling around a recorder instead of an engine."""
 
-    def __init__(self, sleep_enabled: bool):
+    def __init__(self, sleep_enabled: bool, keep_weights: bool = False):
         super().__init__(seed=0, rank=0)
-        self.memory = EngineMemory(sleep_enabled)
+        self.memory = EngineMemory(sleep_enabled, keep_weights)
         self.log: list = []
         self._run(self.memory.sleep())  # as after LLM(...)
 
@@ -34,6 +34,11 @@ class RecordingRollout(Rollout):
         self.memory.after_sync()
         return {}
 
+    def update_adapter(self, tensors, config):
+        self._run(self.memory.before_sync())
+        self.log.append(("load_adapter", None))
+        return {}
+
     def generate_tokens(self, prompt_ids, prompt_mask, params):
         self._run(self.memory.before_generate())
         self.log.append(("generate", None))
@@ -41,15 +46,20 @@ class RecordingRollout(Rollout):
         return None, None
 
 
-def run(sleep_enabled: bool, phases: list[str]) -> tuple[RecordingRollout, int]:
-    """The worker's side: sync when Rollout.needs_sync says so, then generate; an update moves the actor."""
-    rollout, actor_changed, syncs = RecordingRollout(sleep_enabled), False, 0
+def run(sleep_enabled: bool, phases: list[str], lora: bool = False) -> tuple[RecordingRollout, int]:
+    """The worker's side: sync when Rollout.needs_sync says so, then generate; an update moves the actor.
+    With `lora` the sync is weight_sync.AdapterSync's: the base only while the engine lacks it, then
+    the adapter, and the engine keeps its weights through sleeps (VLLMRollout's choice with LoRA)."""
+    rollout, actor_changed, syncs = RecordingRollout(sleep_enabled, keep_weights=lora), False, 0
     for phase in phases:
         if phase == "update_actor":
             actor_changed = True
             continue
-        if rollout.needs_sync(actor_changed):
-            rollout.update_weights([])
+        if rollout.needs_sync(actor_changed or (lora and syncs == 0)):  # LoRA: no adapter yet
+            if not lora or not rollout.weights_loaded:
+                rollout.update_weights([])
+            if lora:
+                rollout.update_adapter({}, {})
             actor_changed, syncs = False, syncs + 1
         rollout.generate_tokens(None, None, None)
     return rollout, syncs
@@ -107,3 +117,19 @@ def test_keep_weights_sleeps_at_level_1_and_the_weights_stay_valid():
     assert memory.sleep() == [("sleep", {"level": 1})]
     assert memory.weights_valid, "level 1 copies the weights to the host and back"
     assert memory.before_generate() == [("wake_up", {"tags": ["weights", "kv_cache"]})]
+
+
+def test_with_lora_the_base_goes_over_once_and_survives_every_sleep():
+    rollout, syncs = run(True, PHASES, lora=True)
+    assert [m for m, _ in rollout.log].count("load_weights") == 1, "the base (dummy at start) once"
+    assert ("sleep", 2) not in rollout.log, "level 2 would discard the base: a full sync every step"
+    assert rollout.log[:7] == [
+        ("sleep", 1),
+        ("wake_up", ["weights"]),
+        ("load_weights", None),
+        ("load_adapter", None),
+        ("wake_up", ["kv_cache"]),
+        ("generate", None),
+        ("sleep", 1),
+    ]
+    assert syncs == 3, "the first sync, then one adapter per update; gen_max and validation reuse it"

@@ -5,9 +5,11 @@ them: stub packages that raise ImportError shadow the installed ones. Their pyte
 so plugin autoloading is off here, as it is in effect on a machine without those packages.
 """
 
+import importlib.util
 import os
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 
@@ -32,11 +34,17 @@ def test_dry_run_passes_without_ray_hydra_or_vllm(tmp_path):
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
     assert "skipped" in out, "the gpu-marked tests are collected (and skip without CUDA)"
-    rows = [line for line in out.splitlines() if line.startswith("tiny ")]
+    table = out[out.rindex("\nmodel ") :]  # rows are printed as they finish, then once more as a table
+    rows = [line for line in table.splitlines() if line.startswith("tiny ")]
     assert [r.split()[2] for r in rows] == ["none", "param_optimizer_offload", "offload_policy"], out[-3000:]
-    for row in rows:
-        tokens_per_s, tps_ratio = float(row.split()[5]), float(row.split()[-1])
+    for row in rows:  # model params mode peak plan err tok/s /none h2d /link pinned plan
+        tokens_per_s, tps_ratio = float(row.split()[6]), float(row.split()[7])
         assert tokens_per_s > 0 and tps_ratio > 0
+    offloaded = {r.split()[2]: r.split()[8] for r in rows}
+    assert offloaded["none"] == "-" and float(offloaded["param_optimizer_offload"]) > 0, (
+        "h2d traffic measured"
+    )
+    assert "target tiny offload_policy peak / none <= 0.5: not measured (no device peak (CPU)" in out
     assert out.rstrip().endswith("gpu_check: OK")
 
 
@@ -50,3 +58,52 @@ def test_without_a_gpu_the_full_check_refuses_and_says_why():
         ["bash", os.path.join(ROOT, "scripts", "gpu_check.sh")], capture_output=True, text=True, env=env
     )
     assert proc.returncode == 2 and "run with --dry" in proc.stderr
+
+
+def _driver():
+    spec = importlib.util.spec_from_file_location("gpu_check", os.path.join(ROOT, "scripts", "gpu_check.py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_rows_that_cannot_fit_say_so_with_the_planners_number(capsys):
+    """A 7B shape on a 4 GB card: no row runs, each says what the planner needs; a registered mode is a
+    row of its own (for the models it names)."""
+    gpu_check = _driver()
+    gpu_check.register_mode(gpu_check.Mode("capped", "none", models=("qwen2.5-7b",), memory_cap_gb=2.0))
+    with pytest.raises(ValueError, match="registered twice"):
+        gpu_check.register_mode(gpu_check.Mode("capped", "none"))
+    assert gpu_check.main(["--models", "qwen2.5-7b", "--device-gb", "4", "--steps", "1"]) == 0
+    out = capsys.readouterr().out.split("\n\n")[-1]
+    rows = {tuple(line.split()[:3:2]): line for line in out.splitlines() if line.startswith(("qwen", "tiny"))}
+    assert set(rows) == {
+        ("qwen2.5-7b", m) for m in ("none", "param_optimizer_offload", "offload_policy", "capped")
+    }
+    assert all("does not fit (planner: " in line for line in rows.values()), out
+    assert (
+        "> 2.0 GB device" in rows["qwen2.5-7b", "capped"] and "> 4.0 GB device" in rows["qwen2.5-7b", "none"]
+    )
+
+
+def test_targets_are_judged_from_the_rows():
+    """Issue 12's targets from the table's numbers; where no offload cannot run, its planner estimate."""
+    gpu_check = _driver()
+    est = SimpleNamespace(update=20 * gpu_check.GB)
+    row = dict(peak_gb=10.0, tokens_per_s=100.0, h2d_gbps=0.0, link_gbps=50.0)
+    runs = {
+        ("a", "none"): (est, row),
+        ("a", "param_optimizer_offload"): (est, dict(row, peak_gb=8.0, tokens_per_s=70.0, h2d_gbps=25.0)),
+        ("a", "offload_policy"): (est, dict(row, peak_gb=4.0, tokens_per_s=40.0)),
+        ("b", "none"): (est, None),  # did not fit: the planner said 20 GB
+        ("b", "offload_policy"): (est, dict(row, peak_gb=12.0)),
+    }
+    assert gpu_check.target_lines(runs) == [
+        "target a offload_policy peak / none <= 0.5: 0.40 met",
+        "target a param+optimizer offload tok/s / none >= 0.7: 0.70 met",
+        "target a host link use / pinned-copy peak >= 0.7: 0.50 MISSED",
+        "target b offload_policy peak / none <= 0.5 (none: planner estimate): 0.60 MISSED",
+        "target b param+optimizer offload tok/s / none >= 0.7: not measured (both must run)",
+        "target b host link use / pinned-copy peak >= 0.7: not measured (needs the param+optimizer offload row on a GPU)",
+    ]

@@ -23,11 +23,12 @@ def _budget_forcing_offload_policy() -> tuple[float, int]:
     budget = 0.99 * cheapest_other / HEADROOM / GB  # just too small for any mode but offload_policy
     rec = recommend(cfg, shape, world, budget, accelerator=False)
     assert rec.mode == "offload_policy"
-    return budget, rec.micro
+    return budget, rec
 
 
 def test_auto_offload_applies_the_planner_choice(tmp_path):
-    budget, micro = _budget_forcing_offload_policy()
+    budget, rec = _budget_forcing_offload_policy()
+    micro = rec.micro
     proc = run_cli(tmp_path, *SMALL, "trainer.auto_offload=True", f"trainer.device_memory_gb={budget}")
     assert proc.returncode == 0, proc.stderr[-4000:]
     out = proc.stdout + proc.stderr
@@ -35,7 +36,8 @@ def test_auto_offload_applies_the_planner_choice(tmp_path):
     assert "(trainer.device_memory_gb)" in line, out[-3000:]
     assert "actor_rollout_ref.actor.fsdp_config.offload_policy=True" in line
     assert f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={micro}" in line
-    assert "none, param_optimizer_offload do not fit" in line
+    chosen = "+".join((rec.mode, *rec.levers))
+    assert f"do not fit even at the smallest micro-batch; {chosen} with micro-batch {micro} " in line
     assert "health: CPU-only run" in out, "the trainer runs the health checks after each step"
     rows = read_metrics(tmp_path)
     assert rows[1]["perf/offload/policy_h2d_gb"] > 0, "the engines must really run with offload_policy"

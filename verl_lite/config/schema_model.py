@@ -64,11 +64,11 @@ class ModelConfig(ModelBase):
     tokenizer_path: str | None = None  # tokenizer folder; null: path
     custom_chat_template: str | None = None  # Jinja chat template replacing the tokenizer's
     enable_activation_offload: bool = False  # keep activations on the host between forward and backward
-    lora_rank: int = 0  # LoRA rank; 0: full fine-tuning
-    lora_alpha: int = 16  # LoRA scaling factor
-    target_modules: Any = "all-linear"  # modules LoRA adapts: all-linear or a list of names
-    exclude_modules: Any = None  # modules LoRA leaves alone
-    lora_adapter_path: str | None = None  # a trained LoRA adapter to continue from
+    lora_rank: int = 0  # > 0: LoRA of this rank on the frozen model, no reference copy; 0: full tuning
+    lora_alpha: int = 16  # LoRA scaling: an adapter's update is multiplied by lora_alpha / lora_rank
+    target_modules: Any = "all-linear"  # modules LoRA adapts: all-linear (but the LM head) or a list
+    exclude_modules: Any = None  # modules LoRA leaves alone: a list of names or a regex
+    lora_adapter_path: str | None = None  # saved PEFT adapter to continue from (rank, targets)
     use_liger: bool = False  # Liger kernels for the HF model
     use_fused_kernels: bool = False  # log-probs and entropy from hidden states in chunks, without full logits
     fused_kernel_options: FusedKernelOptions = field(default_factory=FusedKernelOptions)
@@ -89,9 +89,9 @@ class CriticModelConfig(ModelBase):
     trust_remote_code: bool = "${actor_rollout_ref.model.trust_remote_code}"  # passed to the model loader
     enable_activation_offload: bool = False  # keep activations on the host between forward and backward
     use_remove_padding: bool = False  # pack sequences without padding into one row for forward passes
-    lora_rank: int = 0  # LoRA rank; 0: full fine-tuning
-    lora_alpha: int = 16  # LoRA scaling factor
-    target_modules: Any = "all-linear"  # modules LoRA adapts: all-linear or a list of names
+    lora_rank: int = 0  # > 0: LoRA of this rank on the frozen backbone (value head trained in full)
+    lora_alpha: int = 16  # LoRA scaling: an adapter's update is multiplied by lora_alpha / lora_rank
+    target_modules: Any = "all-linear"  # modules LoRA adapts: all-linear (but the value head) or a list
     tiled_mlp: TiledMLPConfig = field(default_factory=TiledMLPConfig)
 
 

@@ -115,7 +115,7 @@ class RolloutConfig:
     enable_prefix_caching: bool = True  # reuse KV of shared prompt prefixes (reset at every weight sync)
     logprobs_mode: str = "processed_logprobs"  # the rollout's log-probs: after temperature/top-k/top-p
     scheduling_policy: str = "fcfs"  # vLLM scheduling: fcfs | priority
-    load_format: str = "dummy"  # vLLM's start-up weights: dummy (random, the actor's are synced in before the first generation) | auto, safetensors, ... (read from the model path)
+    load_format: str = "dummy"  # vLLM's start-up weights: dummy (random; the first sync brings the actor's) | auto | safetensors (read from model.path; with LoRA no base weights are ever synced)
     log_prob_micro_batch_size: int | None = None  # deprecated global size; use the per-GPU key
     log_prob_micro_batch_size_per_gpu: int | None = None  # responses per old-log-prob forward
     log_prob_use_dynamic_bsz: bool = (
@@ -147,7 +147,7 @@ class RolloutConfig:
     quantization: str | None = None  # vLLM weight quantization: fp8 | torchao
     quantization_config_file: str | None = None  # its config file
     mtp: Any = f"${{{ARR}.model.mtp}}"  # multi-token prediction: the model's mtp section
-    layered_summon: bool = False  # LoRA: gather the adapter layer by layer for the weight sync (memory)
+    layered_summon: bool = False  # LoRA: gather the adapter layer by layer for the sync (verl_lite always gathers one tensor at a time); vLLM needs load_format other than dummy
     # verl_lite's own keys
     seed: int = 0  # seed of the rollout's own sampling generator (per rank and call)
     update_weights_bucket_megabytes: int = (

@@ -79,9 +79,6 @@ def _model_rules(model: str) -> list[Rule]:
             f"{model}.enable_activation_offload",
             instead=f"activation offload is {SOON}; use gradient checkpointing",
         ),
-        Rule(f"{model}.lora_rank", instead=f"LoRA is {SOON}; keep 0 (full fine-tuning)"),
-        Rule(f"{model}.lora_alpha", ANY),
-        Rule(f"{model}.target_modules", ANY),
         Rule(f"{model}.tiled_mlp.enabled", instead="tiled MLP is not available; use gradient checkpointing"),
         Rule(f"{model}.tiled_mlp.num_shards", ANY),
     ]
@@ -160,8 +157,6 @@ RULES: list[Rule] = [
         f"{ARR}.model.hf_config_path",
         instead=f"keep config.json in {ARR}.model.path (or use model.override_config)",
     ),
-    Rule(f"{ARR}.model.lora_adapter_path", instead=f"LoRA is {SOON}"),
-    Rule(f"{ARR}.model.exclude_modules", ANY),
     Rule(f"{ARR}.model.use_liger", instead="Liger kernels are not available"),
     Rule(f"{ARR}.model.use_fused_kernels", instead=f"fused log-prob kernels are {SOON}"),
     Rule(f"{ARR}.model.fused_kernel_options", ANY),
@@ -208,7 +203,6 @@ RULES: list[Rule] = [
     Rule(f"{ARR}.rollout.quantization", instead="the rollout runs unquantized weights (rollout.dtype)"),
     Rule(f"{ARR}.rollout.quantization_config_file", instead="the rollout runs unquantized weights"),
     Rule(f"{ARR}.rollout.mtp", FOLLOWS, instead=f"set {ARR}.model.mtp"),
-    Rule(f"{ARR}.rollout.layered_summon", ANY, note="LoRA only in verl; no effect here"),
     # data
     Rule("data.use_shm", ANY, note="the driver reads the data files once; /dev/shm changes nothing"),
     Rule("data.tool_config_path", instead="tools in the chat template are not supported"),

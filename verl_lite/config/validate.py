@@ -17,6 +17,7 @@ from verl_lite.algos.loss_agg import LOSS_AGG_MODES
 from verl_lite.config.common import ARR, STRATEGIES, fsdp_dtypes, per_gpu, world_size
 from verl_lite.config.errors import ConfigError
 from verl_lite.config.schema import VERL_MODEL, VERL_REWARD_MODEL, VERL_TRAIN, VERL_VAL, PPOTrainerConfig
+from verl_lite.config.validate_lora import check_lora
 from verl_lite.config.validate_roles import (
     check_algorithm,
     check_critic,
@@ -347,6 +348,7 @@ def validate(cfg: PPOTrainerConfig, num_gpus: int) -> None:
     problems = normalize(cfg)
     _check_choices(cfg, problems)
     _check_values(cfg, problems)
+    check_lora(cfg, problems)
     check_vllm(cfg, problems)
     check_algorithm(cfg, problems)
     check_extensions(cfg, problems)

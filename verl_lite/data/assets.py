@@ -1,8 +1,10 @@
 """Embedded assets behind `verl_lite://` paths: the tiny model folder and the task's parquet files.
 
-They are built deterministically on first use into a cache folder (VERL_LITE_CACHE, default
-~/.cache/verl_lite) keyed by a recipe version, under a file lock and with an atomic rename, so
-concurrent first uses (parallel tests, several Ray workers) neither race nor see half-built files.
+They are built on first use into a cache folder (VERL_LITE_CACHE, default ~/.cache/verl_lite) keyed by
+a recipe version, under a file lock and with an atomic rename, so concurrent first uses (parallel
+tests, several Ray workers) neither race nor see half-built files. The model is built in a child
+process with pinned numerics (data/pinned_build.py), so every machine gets the same weights; the
+folder's DONE file records what the build used and the weights' digest.
 """
 
 from __future__ import annotations
@@ -17,14 +19,13 @@ import time
 from pathlib import Path
 
 import pandas as pd
-import torch
 
-from verl_lite.data import arith
+from verl_lite.data import arith, pinned_build
 
 log = logging.getLogger(__name__)
 
 SCHEME = "verl_lite://"
-RECIPE_VERSION = "v1"  # bump when the model, tokenizer, warm start or task changes
+RECIPE_VERSION = "v3"  # bump when the model, tokenizer, warm start, task or build pin changes
 ASSETS = {"tiny-qwen2-arith": "model", "arith": "data"}
 
 
@@ -67,20 +68,27 @@ def _ensure_built(name: str) -> Path:
 
 
 def _build_model(folder: Path) -> dict:
-    from verl_lite.data.tiny_tokenizer import build_tokenizer
-    from verl_lite.data.warm_start import build_tiny_model, warm_start
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # one thread: the same weights bit for bit on every run
-    try:
-        tokenizer = build_tokenizer()
-        model = build_tiny_model(tokenizer)
-        losses = warm_start(model, tokenizer)
-    finally:
-        torch.set_num_threads(threads)
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return {"sft_final_loss": round(sum(losses[-20:]) / 20, 4), "num_params": model.num_parameters()}
+    info = pinned_build.run_pinned("verl_lite.data.warm_start", str(folder))
+    same = pinned_build.matches_reference(info)
+    if same is False:
+        log.warning(
+            "the embedded model built here differs bit-wise from the reference build (weights sha256 %s, "
+            "expected %s) although torch, transformers and the CPU kernels match: please report it",
+            info["weights_sha256"],
+            pinned_build.REFERENCE["weights_sha256"],
+        )
+    elif same is None:
+        log.info(
+            "the embedded model was built with torch %s, transformers %s, %s kernels; the reference build "
+            "(torch %s, transformers %s, %s) has other bits, so runs differ in detail from the documented ones",
+            info["torch"],
+            info["transformers"],
+            info["cpu_capability"],
+            pinned_build.REFERENCE["torch"],
+            pinned_build.REFERENCE["transformers"],
+            pinned_build.PINNED_CAPABILITY,
+        )
+    return info
 
 
 def _build_data(folder: Path) -> dict:

@@ -2,11 +2,16 @@
 
 RL needs a policy that already solves part of the task, or every group of samples scores zero and
 GRPO has no signal. A short SFT run on the task's `sft` split (disjoint from RL train and validation)
-brings the model to a partial solve rate; RL then has room to raise it. Everything is seeded and run
-on one thread, so the same torch build gives the same weights bit for bit.
+brings the model to a partial solve rate; RL then has room to raise it. Everything is seeded; run as
+`python -m verl_lite.data.warm_start <folder>` under pinned_build's environment (one thread, fixed
+kernels), the same weights come out bit for bit on every machine the pin covers.
 """
 
 from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
 
 import torch
 from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
@@ -22,7 +27,7 @@ TINY_MODEL_SHAPE = dict(
     num_key_value_heads=2,
     max_position_embeddings=64,
 )
-SFT_STEPS, SFT_BATCH, SFT_LR, SFT_SEED = 430, 64, 1e-3, 0
+SFT_STEPS, SFT_BATCH, SFT_LR, SFT_SEED = 275, 64, 5e-4, 0
 
 
 def build_tiny_model(tokenizer: PreTrainedTokenizerFast, seed: int = SFT_SEED) -> Qwen2ForCausalLM:
@@ -82,3 +87,28 @@ def warm_start(
         losses.append(loss.item())
     model.eval()
     return losses
+
+
+def build_model_folder(folder: str | Path, sft_steps: int = SFT_STEPS) -> dict:
+    """Tokenizer + warm-started model saved as a HF folder; returns what the build record keeps.
+    `sft_steps` other than SFT_STEPS only for tests that check the build's determinism quickly."""
+    from verl_lite.data.pinned_build import describe_pin, weights_digest
+    from verl_lite.data.tiny_tokenizer import build_tokenizer
+
+    torch.use_deterministic_algorithms(True)
+    torch.set_num_threads(1)
+    tokenizer = build_tokenizer()
+    model = build_tiny_model(tokenizer)
+    losses = warm_start(model, tokenizer, sft_steps)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return {
+        "sft_final_loss": round(sum(losses[-20:]) / 20, 4),
+        "num_params": model.num_parameters(),
+        "weights_sha256": weights_digest(folder),
+        **describe_pin(),
+    }
+
+
+if __name__ == "__main__":  # the pinned child process of data/assets.py: <folder> [sft_steps]
+    print(json.dumps(build_model_folder(sys.argv[1], *map(int, sys.argv[2:3]))))

@@ -8,6 +8,12 @@ One role's folder (e.g. global_step_N/actor/) holds
                                    device) and what the worker adds (the rollout's sampling state)
     huggingface/                   config, generation config, tokenizer; with `hf_model` also the
                                    full weights as safetensors, gathered from every rank, written by rank 0
+    lora_adapter/                  LoRA only: the adapter in PEFT's format (adapter_config.json +
+                                   adapter_model.safetensors), what lora_adapter_path and vLLM load
+
+With LoRA, model/ holds only what is trained (the adapters; the critic's value head): the frozen
+base is the model folder the run started from, so a checkpoint costs the adapter's bytes, not the
+model's, and `hf_model` writes the merged weights (base + adapter folded in).
 
 DCP reads and writes each rank's own shards (DTensors) wherever they live, so the same code serves
 every offload mode: saving and loading run inside an engine phase, which brings offloaded params in
@@ -43,11 +49,12 @@ from torch.distributed.checkpoint.state_dict import (
 from torch.distributed.fsdp import FSDPModule
 from transformers import PreTrainedModel
 
+from verl_lite.engine.lora import adapter_file_state, hf_module, merged_state_dict, save_adapter
 from verl_lite.utils import device as dev
 from verl_lite.utils.hf_model import save_hf_folder
 
 CONTENTS = ("model", "optimizer", "extra", "hf_model")
-MODEL_DIR, OPTIM_DIR, HF_DIR = "model", "optimizer", "huggingface"
+MODEL_DIR, OPTIM_DIR, HF_DIR, LORA_DIR = "model", "optimizer", "huggingface", "lora_adapter"
 
 
 # what a DCP .metadata pickle holds: DCP's metadata records, torch.Size, dtypes, layouts, paths
@@ -124,7 +131,7 @@ def save_engine(engine, path: str, contents: list[str], *, extra: dict | None = 
     are collectives). `extra` is this rank's worker state, stored beside the scheduler and RNGs."""
     with engine.phase("save_checkpoint"):
         if "model" in contents:
-            dcp.save(get_model_state_dict(engine.module), checkpoint_id=os.path.join(path, MODEL_DIR))
+            dcp.save(_trained_state(engine), checkpoint_id=os.path.join(path, MODEL_DIR))
         if "optimizer" in contents:
             state = get_optimizer_state_dict(engine.module, engine.optimizer)
             dcp.save(state, checkpoint_id=os.path.join(path, OPTIM_DIR))
@@ -135,12 +142,15 @@ def save_engine(engine, path: str, contents: list[str], *, extra: dict | None = 
                 "worker": extra or {},
             }
             torch.save(payload, os.path.join(path, extra_state_name(engine.dp_size, engine.dp_rank)))
-        full = _full_state_dict(engine) if "hf_model" in contents else None
+        full = _hf_state_dict(engine) if "hf_model" in contents else None
+        adapter = _adapter_state(engine) if engine.lora_config is not None else None
     if engine.dp_rank == 0:  # config and tokenizer always: the model merger builds the model from them
-        module = engine.module
+        module = hf_module(engine.module)
         generation_config = getattr(module, "generation_config", None)  # None for value models
         hf_dir = os.path.join(path, HF_DIR)
         save_hf_folder(hf_dir, module.config, generation_config, full, tokenizer, hf_model_class(module))
+        if adapter is not None:
+            save_adapter(os.path.join(path, LORA_DIR), adapter, engine.lora_config)
     if dist.is_initialized():
         dist.barrier(group=engine.mesh.get_group())
 
@@ -152,10 +162,25 @@ def hf_model_class(module: torch.nn.Module) -> type:
     )
 
 
-def _full_state_dict(engine) -> dict[str, torch.Tensor]:
-    """Unsharded weights on rank 0's host (the other ranks take part in the gather, keep nothing)."""
+def _trained_state(engine) -> dict:
+    """The sharded model state a checkpoint keeps: everything but frozen parameters (LoRA's base)."""
+    return {k: v for k, v in get_model_state_dict(engine.module).items() if k not in engine.frozen_names}
+
+
+def _hf_state_dict(engine) -> dict[str, torch.Tensor]:
+    """Unsharded HF weights on rank 0's host (the other ranks take part in the gather, keep nothing);
+    with LoRA, the adapter merged into the base."""
     options = StateDictOptions(full_state_dict=True, cpu_offload=True)
-    return get_model_state_dict(engine.module, options=options)
+    full = get_model_state_dict(engine.module, options=options)
+    if engine.lora_config is None or engine.dp_rank != 0:
+        return full
+    return merged_state_dict(full, engine.lora_config, hf_module(engine.module).config)
+
+
+def _adapter_state(engine) -> dict[str, torch.Tensor]:
+    """The trained tensors, unsharded, in PEFT's file format (every rank gathers; rank 0 writes)."""
+    tensors = ((n, t.cpu()) for n, t in engine.iter_full_params(lambda n: n not in engine.frozen_names))
+    return adapter_file_state(engine.module, tensors)
 
 
 def load_engine(engine, path: str, contents: list[str]) -> dict:
@@ -163,9 +188,9 @@ def load_engine(engine, path: str, contents: list[str]) -> dict:
     for `extra`); returns the worker's part of this rank's extras ({} without `extra`)."""
     with engine.phase("load_checkpoint"):
         if "model" in contents:
-            state = get_model_state_dict(engine.module)
+            state = _trained_state(engine)  # DCP raises if the checkpoint lacks any of these
             read_dcp(state, os.path.join(path, MODEL_DIR))
-            set_model_state_dict(engine.module, state)
+            set_model_state_dict(engine.module, state, options=StateDictOptions(strict=False))
         if "optimizer" in contents:
             # a fresh optimizer has no state yet: the offload mode creates it where it keeps it
             # (optimizer_offload: on the host), else get_optimizer_state_dict does (a zero-lr step)

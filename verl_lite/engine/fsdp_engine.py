@@ -59,6 +59,8 @@ from verl_lite.engine.forward import (
     build_model_forward,
 )
 from verl_lite.engine.forward import response_width as batch_response_width
+from verl_lite.engine.lora import apply_lora
+from verl_lite.engine.lora_spec import LoraSpec
 from verl_lite.engine.mesh import Layout
 from verl_lite.engine.micro_batch import MicroPlan, plan_micro_batches
 from verl_lite.engine.offload import TransferLog, build_offload
@@ -122,6 +124,16 @@ class FSDPEngine:
         self.module = module if module is not None else MODEL_LOADERS[model_kind](model_cfg, dtype)
         if model_cfg.enable_gradient_checkpointing:
             self.module.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        self.lora_config = None  # LoRA (engine/lora.py): adapters on the frozen model, in the same FSDP units
+        lora = LoraSpec.of(model_cfg, model_kind)
+        if lora is not None:
+            self.module = apply_lora(self.module, lora)
+            self.lora_config = self.module.peft_config["default"]
+        # what never changes: not trained, not in checkpoints' model/, not re-sent to the rollout
+        # (tied weights under every name they have, e.g. lm_head.weight beside embed_tokens.weight)
+        self.frozen_names = frozenset(
+            n for n, p in self.module.named_parameters(remove_duplicate=False) if not p.requires_grad
+        )
         mp = fsdp_cfg.mixed_precision
         self.wrapped = apply_fsdp2(
             self.module,
@@ -141,7 +153,10 @@ class FSDPEngine:
 
     def _build_optimizer(self, optim_cfg: OptimConfig) -> None:
         self.optimizer = build_optimizer(
-            self.module.parameters(), optim_cfg.lr, optim_cfg.betas, optim_cfg.weight_decay
+            [p for p in self.module.parameters() if p.requires_grad],
+            optim_cfg.lr,
+            optim_cfg.betas,
+            optim_cfg.weight_decay,
         )
         total = optim_cfg.total_training_steps
         self.lr_scheduler = build_lr_scheduler(
@@ -368,14 +383,31 @@ class FSDPEngine:
         """Advance the LR schedule: it counts training steps, as verl's does, not optimizer steps."""
         self.lr_scheduler.step()
 
+    @contextmanager
+    def adapters_disabled(self):
+        """The frozen base model: LoRA's reference policy, without a second copy of the weights."""
+        if self.lora_config is None:
+            raise RuntimeError(f"{self.role} engine has no LoRA adapters to disable")
+        with self.module.disable_adapter():
+            yield
+
     def iter_full_params(
-        self, bucket_bytes: int | None = None, dtype: torch.dtype | None = None, stats: dict | None = None
+        self,
+        select: Callable[[str], bool] | None = None,
+        *,
+        bucket_bytes: int | None = None,
+        dtype: torch.dtype | None = None,
+        stats: dict | None = None,
     ) -> Iterator[tuple[str, torch.Tensor]]:
-        """(name, full tensor) for every parameter, in `dtype` (None: the master dtype), gathered a
-        bucket of `bucket_bytes` per collective (None: one parameter each); every rank must iterate
-        together, to the end. `stats["collectives"]` counts the gathers."""
+        """(name, full tensor) for every parameter whose name `select` accepts (all by default), in
+        `dtype` (None: the master dtype), gathered a bucket of `bucket_bytes` per collective (None:
+        one parameter each); every rank must iterate together, to the end. `stats["collectives"]`
+        counts the gathers."""
         with self.phase("gather_weights"):
-            yield from iter_full_params(self.module, self.device, bucket_bytes, dtype, stats)
+            yield from iter_full_params(self.module, self.device, bucket_bytes, dtype, stats, select)
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.module.parameters())
+
+    def num_trainable_params(self) -> int:
+        return sum(p.numel() for p in self.module.parameters() if p.requires_grad)

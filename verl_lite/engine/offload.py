@@ -204,6 +204,7 @@ class ManualOffload(NoOffload):
         for unit in [*units, module]:  # the root last: what no layer claimed
             chunk = [p for p in unit.parameters() if id(p) not in seen]
             seen.update(id(p) for p in chunk)
+            chunk = [p for p in chunk if p.requires_grad]  # what the optimizer steps (not LoRA's base)
             if chunk:
                 self.param_chunks.append(chunk)
         self.storages, ptrs = [], set()
@@ -362,6 +363,8 @@ class PolicyOffload(NoOffload):
     def attach(self, module: nn.Module, optimizer, units: list[nn.Module]) -> None:
         super().attach(module, optimizer, units)
         self.shard_bytes = _shard_bytes(module.parameters())
+        # only trained params have grads to reduce (LoRA: the adapters, not the frozen base)
+        self.grad_shard_bytes = _shard_bytes(p for p in module.parameters() if p.requires_grad)
         self.phase = "init"
 
     def enter_phase(self, phase: str) -> None:
@@ -373,7 +376,7 @@ class PolicyOffload(NoOffload):
         self.log.add(self.phase, True, repeats * self.shard_bytes, timed=False)
 
     def on_grad_reduce(self) -> None:
-        self.log.add(self.phase, False, self.shard_bytes, timed=False)
+        self.log.add(self.phase, False, self.grad_shard_bytes, timed=False)
 
 
 def build_offload(fsdp_cfg, device: torch.device, log: TransferLog, idle_on_host: bool = False) -> NoOffload:

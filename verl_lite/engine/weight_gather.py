@@ -20,7 +20,7 @@ Host-resident shards (offload_policy) are copied into the device buffer as part 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 import torch.distributed as dist
@@ -120,12 +120,14 @@ def iter_full_params(
     bucket_bytes: int | None = None,
     dtype: torch.dtype | None = None,
     stats: dict | None = None,
+    select: Callable[[str], bool] | None = None,
 ) -> Iterator[tuple[str, torch.Tensor]]:
-    """(name, full tensor) for every parameter, in `dtype` (None: the master dtype); every rank must
-    iterate together. A bucket is gathered only when the consumer asks for its first tensor.
+    """(name, full tensor) for every parameter whose name `select` accepts (all by default), in
+    `dtype` (None: the master dtype); every rank must iterate together. A bucket is gathered only
+    when the consumer asks for its first tensor; parameters left out are never gathered.
     `bucket_bytes=None` gathers one parameter per collective."""
     stats = {} if stats is None else stats
-    named = list(module.named_parameters())
+    named = [(n, p) for n, p in module.named_parameters() if select is None or select(n)]
     for bucket in buckets(named, bucket_bytes or 0, dtype):
         if _is_dim0_sharded(bucket[0][1]):
             yield from gather_bucket(bucket, device, dtype, stats)

@@ -15,6 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 KEY = "actor_rollout_ref.rollout.name"
+# rollout.load_format: dummy starts vLLM without weights (the first sync brings them); the others read
+# model.path at start-up (the HF rollout always does)
+LOAD_FORMATS = ("dummy", "auto", "safetensors")
+# the max_lora_rank values vLLM 0.32 accepts (vllm.config.lora.MaxLoRARanks): a LoRA rank is served
+# at the smallest that holds it; kept here so the config check needs no vLLM import
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 `Rollout` is the interface the worker drives (one subclass per backend, registered by name in
 rollout/__init__.py): `update_weights(named_tensors)` (the hybrid engine's weight sync: the actor's
-full weights, one tensor at a time), `weights_loaded` (False while the backend holds no valid
+full weights, one tensor at a time), `update_adapter(tensors, config)` (LoRA: the adapter only,
+rollout/weight_sync.py), `weights_loaded` (False while the backend holds no valid
 weights: before the first sync, or after a sleep that discarded them; the worker syncs then) and
 `generate_tokens(prompt_ids, prompt_mask, params)` returning raw response tokens (prompts * n,
 <= response_length), each prompt's n samples adjacent, with their sampled-token log-probs (same
@@ -56,6 +57,11 @@ class Rollout(ABC):
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> dict[str, float]:
         """Load the actor's full weights (every rank iterates together); returns at least
         update_weights_s and update_weights_gb."""
+
+    @abstractmethod
+    def update_adapter(self, tensors: dict[str, torch.Tensor], config: dict) -> dict[str, float]:
+        """LoRA: replace the served adapter by the actor's (full tensors in PEFT's file format, with
+        adapter_config.json's fields); the base weights stay. Returns what update_weights does."""
 
     @abstractmethod
     def generate_tokens(

@@ -19,6 +19,9 @@ warpers are passed in as processors (`build_logits_processors`). The last proces
 log-prob of each sampled token under the distribution it was drawn from (vLLM's
 "processed_logprobs"), keeping one step's (batch, vocab) log-probs at a time, so the
 rollout-vs-actor log-prob metric covers this backend too and any hidden truncation shows.
+
+With LoRA the copy is wrapped by PEFT like the actor: its base comes from model.path once, and each
+sync replaces only the adapter (`update_adapter`).
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ from transformers.generation.logits_process import (
     TopPLogitsWarper,
 )
 
+from verl_lite.engine.lora import apply_lora
+from verl_lite.engine.lora_spec import LoraSpec
 from verl_lite.engine.parallelize import parse_dtype
 from verl_lite.rollout.base import Rollout, SamplingParams, response_mask_from_tokens
 from verl_lite.utils import device as dev
@@ -97,12 +102,16 @@ class HFRollout(Rollout):
     def __init__(self, model_cfg, rollout_cfg, tokenizer, rank: int):
         super().__init__(rollout_cfg.seed, rank)
         dtype = parse_dtype(rollout_cfg.dtype, "actor_rollout_ref.rollout.dtype")
-        self.model = load_causal_lm(model_cfg, dtype).to(dev.local_device()).eval()
-        self.params = dict(self.model.named_parameters())
+        model = load_causal_lm(model_cfg, dtype)
         # generate() fills every field left unset from the model's generation_config.json (sampling
         # defaults, an EOS that would stop ignore_eos runs): an empty one leaves the rollout config in
-        # charge; EOS is passed per call
-        self.model.generation_config = GenerationConfig()
+        # charge; EOS is passed per call. Set on the HF model itself, which PEFT's generate defers to.
+        model.generation_config = GenerationConfig()
+        lora = LoraSpec.of(model_cfg)
+        if lora is not None:
+            model = apply_lora(model, lora)
+        self.model = model.to(dev.local_device()).eval()
+        self.params = dict(self.model.named_parameters())
         self.eos_id, self.pad_id = tokenizer.eos_token_id, tokenizer.pad_token_id
         self.weights_loaded = True  # loaded from the same folder as the actor
 
@@ -119,6 +128,19 @@ class HFRollout(Rollout):
             self.params[name].copy_(tensor)
             num_bytes += tensor.numel() * tensor.element_size()
         return {"update_weights_s": time.perf_counter() - start, "update_weights_gb": num_bytes / 1024**3}
+
+    @torch.no_grad()
+    def update_adapter(self, tensors: dict[str, torch.Tensor], config: dict) -> dict[str, float]:
+        """LoRA: copy the actor's adapter (full tensors in PEFT's file format) into the copy's adapter."""
+        from peft import set_peft_model_state_dict
+
+        start = time.perf_counter()
+        result = set_peft_model_state_dict(self.model, tensors)
+        unset = [k for k in result.missing_keys if ".lora_" in k]
+        if result.unexpected_keys or unset:
+            raise KeyError(f"adapter sync: unexpected {result.unexpected_keys}, not set {unset}")
+        nbytes = sum(t.numel() * t.element_size() for t in tensors.values())
+        return {"update_weights_s": time.perf_counter() - start, "update_weights_gb": nbytes / 1024**3}
 
     @torch.no_grad()
     def generate_tokens(

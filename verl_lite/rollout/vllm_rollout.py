@@ -4,7 +4,15 @@ The engine is created on all ranks together, after the FSDP2 engine, in vLLM's e
 mode: it joins the worker's existing torch.distributed group instead of starting its own processes
 (vLLM first and a second group for FSDP fails; a separate process per rank costs a weight copy
 through Ray on every sync). It starts from `load_format=dummy`: the first weight sync brings the
-actor's weights, and every later step's sync replaces them (`update_weights`).
+actor's weights, and every later step's sync replaces them (`update_weights`); with
+`rollout.load_format` auto or safetensors it reads them from model.path instead.
+
+With LoRA (model.lora_rank > 0) the engine serves the actor's adapter with vLLM's own LoRA support
+(`enable_lora`, one adapter slot, max_lora_rank rounded up to a size vLLM offers). The base weights
+arrive once (from disk, or in the first sync); after each update only the adapter is sent:
+`update_adapter` builds vLLM's LoRA model from the in-memory tensors on the engine's worker and
+swaps it into the slot under the same id (no file, no reload of the base), and every request then
+runs with that adapter.
 
 Creating the engine has process-wide side effects (engine_state.py undoes them): it reseeds the
 torch/python/numpy RNGs, replaces `torch.set_num_threads` by a no-op and edits a few environment
@@ -14,11 +22,15 @@ from (rollout.seed, owner rank, call, prompt row), so the same config gives the 
 With `tensor_model_parallel_size` > 1 the ranks of a TP group run one engine together: they gather
 their prompt chunks and generate the whole group's batch identically (tp_group.py). Weight sync is
 unchanged: every rank hands vLLM the full tensors and vLLM's weight loaders keep their TP slice.
+On CPU, vLLM's TP shared memory has the same names in every run: a killed run's are removed first
+(cpu_shm.py).
 
 On a GPU, `free_cache_engine` puts the engine to sleep after generating (level 2: weights and KV
 cache released, nothing copied to the host) and wakes the weights, syncs them, then wakes the KV
-cache before the next rollout (vllm_sleep.py says why and in which order). vLLM has no sleep mode
-on CPU, where the engine stays awake (documented in docs/hybrid_engine.md).
+cache before the next rollout (vllm_sleep.py says why and in which order). With LoRA it sleeps at
+level 1 instead: the base weights are parked on the host and stay valid, since a sync then brings
+only the adapter. vLLM has no sleep mode on CPU, where the engine stays awake (documented in
+docs/hybrid_engine.md).
 """
 
 from __future__ import annotations
@@ -29,7 +41,9 @@ from collections.abc import Iterable, Iterator
 
 import torch
 
+from verl_lite.engine.lora_spec import LoraSpec
 from verl_lite.engine.parallelize import parse_dtype
+from verl_lite.rollout import VLLM_LORA_RANKS, cpu_shm
 from verl_lite.rollout.base import Rollout, SamplingParams
 from verl_lite.rollout.engine_state import prepare_engine_env, preserved_process_state
 from verl_lite.rollout.tp_group import TPGroup
@@ -37,6 +51,7 @@ from verl_lite.rollout.vllm_sleep import Call, EngineMemory
 from verl_lite.utils import device as dev
 
 GB = 1024**3
+LORA_ID = 1  # the one adapter slot: the actor's adapter, replaced in place at every sync
 
 
 def with_tied_lm_head(
@@ -75,6 +90,17 @@ def iter_buckets(
         yield from bucket
 
 
+def vllm_max_lora_rank(rank: int) -> int:
+    """The smallest max_lora_rank vLLM offers that holds `rank`."""
+    fitting = [r for r in VLLM_LORA_RANKS if r >= rank]
+    if not fitting:
+        raise ValueError(
+            f"actor_rollout_ref.model.lora_rank={rank}: vLLM serves LoRA ranks up to {VLLM_LORA_RANKS[-1]}; "
+            "use a smaller rank or rollout.name=hf"
+        )
+    return fitting[0]
+
+
 def engine_kwargs(model_cfg, r, enable_sleep_mode: bool) -> dict:
     """`LLM(...)` arguments from the model and rollout config sections (verl's key names)."""
     kwargs = dict(
@@ -83,7 +109,7 @@ def engine_kwargs(model_cfg, r, enable_sleep_mode: bool) -> dict:
         trust_remote_code=model_cfg.trust_remote_code,
         hf_overrides=dict(model_cfg.override_config or {}) or None,
         dtype=parse_dtype(r.dtype, "actor_rollout_ref.rollout.dtype"),
-        load_format="dummy",  # random weights, nothing read from disk: the first sync brings them
+        load_format=r.load_format,  # dummy: random weights, nothing read from disk; the first sync brings them
         seed=r.seed,
         distributed_executor_backend="external_launcher",  # join the worker's process group
         tensor_parallel_size=r.tensor_model_parallel_size,
@@ -101,7 +127,43 @@ def engine_kwargs(model_cfg, r, enable_sleep_mode: bool) -> dict:
     if not dev.has_accelerator():
         # on CPU vLLM reads gpu_memory_utilization as a share of *host* memory, which ranks share
         kwargs["kv_cache_memory_bytes"] = int(r.cpu_kv_cache_gb * GB)
+    lora = LoraSpec.of(model_cfg)
+    if lora is not None:
+        kwargs.update(enable_lora=True, max_loras=1, max_lora_rank=vllm_max_lora_rank(lora.max_rank))
     return kwargs
+
+
+def _load_adapter_on_worker(worker, lora_id: int, tensors: dict, config: dict) -> int:
+    """Runs on the engine's worker (collective_rpc): vLLM's LoRA model from in-memory tensors in
+    PEFT's format, swapped into the adapter slot under `lora_id`. Mirrors what vLLM does when it
+    loads an adapter folder (same validation, name mapping and vocabulary), minus the files."""
+    from vllm.lora.lora_model import LoRAModel
+    from vllm.lora.peft_helper import PEFTHelper
+
+    manager = worker.model_runner.lora_manager
+    helper = PEFTHelper.from_dict({**config, "vllm_max_position_embeddings": manager.max_position_embeddings})
+    helper.validate_legal(manager.lora_config)
+    slots = manager._adapter_manager  # vLLM's adapter cache and slots (no public call takes tensors)
+    mapper = getattr(slots.model, "hf_to_vllm_mapper", None)
+    lora = LoRAModel.from_lora_tensors(
+        lora_id,
+        tensors,
+        helper,
+        device="cpu",
+        dtype=manager.lora_config.lora_dtype,
+        model_vocab_size=manager.vocab_size,
+        weights_mapper=mapper.get_rename_mapper() if mapper is not None else None,
+    )
+    supported = {
+        part for m in slots.supported_lora_modules for part in slots.packed_modules_mapping.get(m, [m])
+    }
+    unserved = sorted(m for m in lora.loras if m.rsplit(".", 1)[-1] not in supported)
+    if unserved:
+        raise ValueError(f"vLLM has no LoRA support for {unserved}; it serves {sorted(supported)}")
+    slots.remove_adapter(lora_id)
+    slots.add_adapter(lora)
+    slots.activate_adapter(lora_id)
+    return len(lora.loras)
 
 
 class VLLMRollout(Rollout):
@@ -113,11 +175,26 @@ class VLLMRollout(Rollout):
 
         self.eos_id, self.pad_id = tokenizer.eos_token_id, tokenizer.pad_token_id
         self.bucket_bytes = int(r.update_weights_bucket_megabytes * 1024**2)
-        # load_format=dummy: no valid weights until the first update_weights; no sleep mode on CPU
-        self.memory = EngineMemory(sleep_enabled=r.free_cache_engine and dev.has_accelerator())
+        self.lora_enabled = LoraSpec.of(model_cfg) is not None
+        self.lora_request = None  # LoRA: the synced adapter every request runs with
+        # no sleep mode on CPU. LoRA syncs only the adapter, so its base weights must survive a sleep
+        # (level 1, kept on the host) rather than be discarded (level 2) and re-sent every step
+        self.memory = EngineMemory(
+            sleep_enabled=r.free_cache_engine and dev.has_accelerator(), keep_weights=self.lora_enabled
+        )
+        if r.load_format != "dummy":  # read from model.path at start-up: valid before any sync
+            self.memory.after_sync()
         self.tp_group = TPGroup(r.tensor_model_parallel_size)  # before LLM(): a clear error on a bad size
+        on_host_tp = r.tensor_model_parallel_size > 1 and not dev.has_accelerator()
+        if on_host_tp:
+            cpu_shm.remove_stale()  # a killed TP run's shared memory would stop this one (cpu_shm.py)
         with preserved_process_state():
-            self.llm = LLM(**engine_kwargs(model_cfg, r, self.memory.sleep_enabled))
+            try:
+                self.llm = LLM(**engine_kwargs(model_cfg, r, self.memory.sleep_enabled))
+            except RuntimeError as e:
+                if not (on_host_tp and "SHMManager" in str(e)):
+                    raise
+                raise RuntimeError(f"{e}. {cpu_shm.collision()}") from e
         self.tied_lm_head = bool(
             getattr(self.llm.llm_engine.model_config.hf_config, "tie_word_embeddings", False)
         )
@@ -126,6 +203,11 @@ class VLLMRollout(Rollout):
     @property
     def weights_loaded(self) -> bool:
         return self.memory.weights_valid
+
+    def needs_sync(self, actor_changed: bool) -> bool:
+        """Also before the first adapter: with LoRA the engine serves no policy until it has one."""
+        no_adapter = self.lora_enabled and self.lora_request is None
+        return super().needs_sync(actor_changed) or no_adapter
 
     def _run(self, calls: list[Call]) -> None:
         """Make the sleep/wake calls EngineMemory decided on."""
@@ -157,6 +239,24 @@ class VLLMRollout(Rollout):
             "update_weights_buckets": stats["num_buckets"],
         }
 
+    @torch.no_grad()
+    def update_adapter(self, tensors: dict[str, torch.Tensor], config: dict) -> dict[str, float]:
+        """LoRA: replace the served adapter by `tensors` (full tensors in PEFT's file format) with
+        `config` (adapter_config.json's fields). The base weights stay as they are. The prefix cache
+        is reset: cached prefixes hold the old adapter's keys and values."""
+        from vllm.lora.request import LoRARequest
+
+        self._run(self.memory.before_sync())
+        start = time.perf_counter()
+        # copies: vLLM scales lora_B in place, and a full tensor may share the actor's storage (1 rank)
+        tensors = {k: v.detach().clone() for k, v in tensors.items()}
+        self.llm.collective_rpc(_load_adapter_on_worker, args=(LORA_ID, tensors, config))
+        self.llm.reset_prefix_cache()
+        # the adapter is in the slot already: the path is never read (vLLM asks for a non-empty one)
+        self.lora_request = LoRARequest(lora_name="actor", lora_int_id=LORA_ID, lora_path="in-memory")
+        nbytes = sum(t.numel() * t.element_size() for t in tensors.values())
+        return {"update_weights_s": time.perf_counter() - start, "update_weights_gb": nbytes / GB}
+
     # --- generation ---------------------------------------------------------------------------------
     def request_seed(self, call: int | tuple[int, ...], owner: int, row: int) -> int:
         """The seed of row `row` of rank `owner`'s chunk: the same on every rank of a TP group."""
@@ -187,6 +287,8 @@ class VLLMRollout(Rollout):
         from vllm.inputs import TokensPrompt
 
         self._run(self.memory.before_generate())  # raises while the weights are dummy or discarded
+        if self.lora_enabled and self.lora_request is None:
+            raise RuntimeError("vLLM rollout: LoRA is on but no adapter was synced (update_adapter)")
         call = self.next_call(params.validate)
         batch = self.tp_group.gather(prompt_ids, prompt_mask)  # the TP group's prompts (own chunk if TP=1)
         prompts = [
@@ -200,7 +302,7 @@ class VLLMRollout(Rollout):
         ]
         # seeded requests draw from their own generators, but the sampler still advances the global RNG
         with dev.fork_rng():
-            outputs = self.llm.generate(prompts, sampling, use_tqdm=False)
+            outputs = self.llm.generate(prompts, sampling, use_tqdm=False, lora_request=self.lora_request)
         self._run(self.memory.sleep())
         repeat = params.n if params.greedy else 1
         samples = [

@@ -207,11 +207,13 @@ class RayPPOTrainer(AlgorithmPhases):
         self.checkpoint_wgs = {"actor": self.actor_rollout_wg}  # every role with trainable state
         num_nodes = len(set(self.actor_rollout_wg.node_ids()))
         log.info(
-            "workers ready: %d x %s on %d node(s), %s params",
+            "workers ready: %d x %s on %d node(s), %s params (%s trained), %d reference engine(s)",
             self.world_size,
             role,
             num_nodes,
             info[0]["num_params"],
+            info[0]["num_trainable_params"],
+            info[0]["ref_engines"],
         )
         # a critic or reward model beside the actor on each GPU idles while vLLM and the actor run:
         # its engine keeps params and optimizer state on the host between its phases (no-op on CPU)

@@ -254,6 +254,19 @@ def memory_stats_gb() -> dict[str, float]:
     }
 
 
+def pinned_host_peak_bytes() -> int:
+    """Peak bytes the caching host allocator held (pinned blocks, each rounded up to a power of two,
+    in use or cached) since the last reset; 0 without an accelerator."""
+    if not is_cuda_available():
+        return 0
+    return int(torch.cuda.host_memory_stats().get("allocated_bytes.peak", 0))
+
+
+def reset_peak_pinned_host() -> None:
+    if is_cuda_available():
+        torch.cuda.reset_peak_host_memory_stats()
+
+
 def reset_peak_memory() -> None:
     if is_cuda_available():
         torch.cuda.reset_peak_memory_stats()
@@ -309,6 +322,26 @@ def device_memory_total_gb() -> float:
     import psutil
 
     return psutil.virtual_memory().available / 1024**3
+
+
+def memory_outside_torch_gb() -> float | None:
+    """Device memory in use that torch's caching allocator does not hold: the CUDA context, NCCL's
+    buffers, cuBLAS workspaces (and other processes' memory on a shared device). None on CPU."""
+    if not is_cuda_available():
+        return None
+    free, total = torch.cuda.mem_get_info()
+    return (total - free - torch.cuda.memory_reserved()) / 1024**3
+
+
+def device_name() -> str:
+    """The device's product name ('cpu' without an accelerator)."""
+    return torch.cuda.get_device_name() if is_cuda_available() else "cpu"
+
+
+def cap_device_memory(gb: float) -> None:
+    """Let this process allocate at most `gb` of its device (to stand in for a smaller card); no-op on CPU."""
+    if is_cuda_available():
+        torch.cuda.set_per_process_memory_fraction(min(1.0, gb / device_memory_total_gb()))
 
 
 def device_utilization() -> float | None:

@@ -1,9 +1,11 @@
 """ActorRolloutRefWorker: one Ray actor per rank holding the actor, its rollout and the reference.
 
 The hybrid engine: the FSDP2 actor and the rollout backend live in the same process and take turns.
-Before a rollout that follows an update, the actor's full weights are gathered one tensor at a time
-(every rank takes part) and pushed into the rollout. The reference policy is a second engine
-without an optimizer, built only when a KL term needs it.
+Before a rollout that follows an update, the actor's weights are gathered a bucket of shards per
+collective (every rank takes part) and pushed into the rollout (rollout/weight_sync.py: all of them, or with
+LoRA only the adapter). The reference policy is a second engine without an optimizer, built only
+when a KL term needs it; with LoRA it is the actor itself with its adapters switched off, so no
+second copy of the weights exists (`ref_engines` 0 in the metrics).
 
 Each method adapts DataProto <-> tensors; metrics go back in meta_info. Engine timings, offload
 traffic and peak memory accumulate over a training step and are reported with `update_actor`,
@@ -12,6 +14,7 @@ the step's last call.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import time
@@ -27,6 +30,7 @@ from verl_lite.engine.parallelize import parse_dtype
 from verl_lite.protocol import DataProto
 from verl_lite.rollout import build_rollout
 from verl_lite.rollout.base import SamplingParams, assemble, place_log_probs
+from verl_lite.rollout.weight_sync import build_weight_sync
 from verl_lite.single_controller import Dispatch, Worker, register
 from verl_lite.utils import device as dev
 from verl_lite.utils.hf_model import load_tokenizer
@@ -85,11 +89,34 @@ class ActorRolloutRefWorker(Worker):
             self.actor = PPOActor(self.engines["actor"], a, self.response_length, cfg.rollout.temperature)
             # after the FSDP2 engine, on every rank together: vLLM joins the existing process group
             self.rollout = build_rollout(cfg.rollout.name, cfg.model, cfg.rollout, self.tokenizer, self.rank)
+            r = cfg.rollout  # a bucket of shards per collective, in the rollout's dtype (weight_gather.py)
+            self.weight_sync = build_weight_sync(
+                self.engines["actor"],
+                self.rollout,
+                bucket_bytes=int(r.update_weights_bucket_megabytes * 1024**2),
+                dtype=parse_dtype(r.dtype, "actor_rollout_ref.rollout.dtype"),
+            )
             self.rollout_is_stale = False  # the actor has not moved; a backend without weights asks to sync
         if self.has_ref:
-            self.engines["ref"] = FSDPEngine(cfg.model, cfg.ref.fsdp_config, layout, role="ref")
+            self._build_ref(layout)
         dev.reset_peak_memory()
-        return {"num_params": next(iter(self.engines.values())).num_params()}
+        engine = next(iter(self.engines.values()))
+        return {
+            "num_params": engine.num_params(),
+            "num_trainable_params": engine.num_trainable_params(),
+            "ref_engines": int("ref" in self.engines),
+        }
+
+    def _build_ref(self, layout) -> None:
+        """The reference policy: with LoRA, the actor with adapters off (no copy); else its own engine."""
+        actor = self.engines.get("actor")
+        if actor is not None and actor.lora_config is not None:
+            self.ref_role, self.ref_policy = "actor", actor.adapters_disabled
+        else:
+            self.engines["ref"] = FSDPEngine(
+                self.config.model, self.config.ref.fsdp_config, layout, role="ref"
+            )
+            self.ref_role, self.ref_policy = "ref", contextlib.nullcontext
 
     # --- rollout ------------------------------------------------------------------------------------
     def _sampling(self, validate: bool) -> SamplingParams:
@@ -110,20 +137,12 @@ class ActorRolloutRefWorker(Worker):
         if not self.rollout.needs_sync(actor_changed=self.rollout_is_stale):
             return {}
         start = time.perf_counter()
-        r = self.config.rollout
-        # a bucket of shards per collective, already in the rollout's dtype (engine/weight_gather.py)
-        gathered: dict = {}
-        weights = self.engines["actor"].iter_full_params(
-            bucket_bytes=int(r.update_weights_bucket_megabytes * 1024**2),
-            dtype=parse_dtype(r.dtype, "actor_rollout_ref.rollout.dtype"),
-            stats=gathered,
-        )
-        stats = self.rollout.update_weights(weights)
+        stats = self.weight_sync()
         self.rollout_is_stale = False
         return {
             "timing_s/update_weights": time.perf_counter() - start,
             "perf/update_weights_gb": stats["update_weights_gb"],
-            "perf/update_weights_collectives": gathered.get("collectives", 0),
+            "perf/update_weights_collectives": stats["update_weights_collectives"],
         }
 
     @register(Dispatch.DP_COMPUTE_PROTO)
@@ -184,7 +203,8 @@ class ActorRolloutRefWorker(Worker):
 
     @register(Dispatch.DP_COMPUTE_PROTO)
     def compute_ref_log_prob(self, data: DataProto) -> DataProto:
-        logp = self._log_prob("ref", data, self.config.ref, "compute_ref_log_prob")
+        with self.ref_policy():  # the ref engine as it is, or the actor with its adapters off
+            logp = self._log_prob(self.ref_role, data, self.config.ref, "compute_ref_log_prob")
         return DataProto.from_dict({"ref_log_prob": logp})
 
     # --- update ---------------------------------------------------------------------------------------
@@ -241,6 +261,8 @@ class ActorRolloutRefWorker(Worker):
             engine_metrics, transfers[role] = engine.pop_metrics()
             out.update(engine_metrics)
         out.update(offload_metrics(transfers))
+        # 0 with LoRA: the reference is the actor with its adapters off
+        out["perf/ref_engines"] = int("ref" in self.engines)
         out.update({f"perf/{k}": v for k, v in dev.memory_stats_gb().items()})
         out["perf/cpu_memory_used_gb"] = psutil.virtual_memory().used / GB
         out["perf/cpu_memory_rss_gb"] = psutil.Process(os.getpid()).memory_info().rss / GB

@@ -1,0 +1,470 @@
+"""The device check's driver: per model shape and mode, peak device memory next to the planner's
+estimate, update throughput, host-link use and pinned host bytes, all from one run.
+
+    python scripts/gpu_check.py                     # GPU: Qwen2.5 0.5B, 1.5B, 7B shapes x every mode
+    python scripts/gpu_check.py --models small      # CPU: a 16M-parameter Qwen2 (throughput, traffic)
+    python scripts/gpu_check.py --dry               # tiny shapes, one step: checks the script anywhere
+
+Needs torch and transformers (and this repository) only: no pytest, Ray, Hydra or vLLM. Models are
+randomly initialised from real config.json files (scripts/model_configs/). Each row runs in a child
+process of its own (`--row MODEL:MODE`) under a time limit, so an out-of-memory error, a crash or a
+hang is reported in its row and the other rows still run. A row the planner says cannot fit the
+device (or the host) is not run and says "does not fit (planner: ...)".
+
+A row trains one FSDP2 engine (world size 1, its own process group): one warm-up PPO update (it
+creates the optimizer state), then --steps timed updates of --micro-batches x --micro-size
+sequences of --prompt + --response tokens, gradient checkpointing, bf16 compute and fp32 master
+weights on a GPU (fp32 throughout on CPU). Columns:
+
+  peak GB     torch.cuda.max_memory_allocated over the timed updates (no CUDA context)
+  plan GB     the planner's update peak for the same engine (engine/memory_model.py) and its error
+  tok/s       tokens per second of the fastest timed update, and the ratio to no offload
+  h2d GB/s    host-to-device bytes over the seconds they took (manual offload: each copy timed;
+              offload_policy: FSDP2's copies are counted, not timed, so bytes over the whole update,
+              a lower bound, marked >=), and that as a share of the pinned-copy peak measured first
+  pinned GB   the caching host allocator's peak (rounded blocks, in use or cached) next to the
+              planner's pinned host bytes
+  ctx GB      device memory in use outside torch's allocator after the row (CUDA context, NCCL
+              and cuBLAS workspaces) next to the planner's per-process assumption (plan_memory.py)
+
+Rows are modes in MODES; register_mode() adds one (see Mode): a lever to switch on (FSDP, model
+or actor keys), what the planner should assume for it, which models it applies to, an optional
+device-memory cap (torch.cuda.set_per_process_memory_fraction) and an optional hook on the built
+module (e.g. applying adapters).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)  # `python scripts/gpu_check.py` from anywhere: this repository's verl_lite
+
+import torch  # noqa: E402
+from transformers import AutoConfig, AutoModelForCausalLM, Qwen2Config  # noqa: E402
+
+from verl_lite.engine.memory_model import EngineEstimate, EngineSetup, ModelShape, estimate  # noqa: E402
+from verl_lite.plan_memory import PROCESS_OVERHEAD  # noqa: E402
+from verl_lite.utils import device as dev  # noqa: E402
+
+GB = 1024**3
+CONFIGS = os.path.join(ROOT, "scripts", "model_configs")
+BUILTIN = {  # name -> Qwen2 shape (hidden, layers, vocab, intermediate, heads, kv_heads)
+    "tiny": (64, 2, 256, 128, 2, 1),
+    "small": (512, 4, 8192, 1536, 8, 2),
+}
+
+
+@dataclass(frozen=True)
+class Mode:
+    name: str
+    plan_mode: str  # the memory model's offload mode (engine/memory_model.MODES)
+    fsdp: dict = field(default_factory=dict)  # fsdp_config fields
+    model: dict = field(default_factory=dict)  # model config fields
+    actor: dict = field(default_factory=dict)  # actor config fields
+    setup: dict = field(default_factory=dict)  # EngineSetup fields the planner needs for this lever
+    models: tuple[str, ...] = ()  # only these models (empty: every model)
+    memory_cap_gb: float | None = None  # cap the device at this much (a smaller card)
+    prepare: Callable | None = None  # module -> module, before sharding
+
+
+MODES: dict[str, Mode] = {}
+
+
+def register_mode(mode: Mode) -> None:
+    if mode.name in MODES:
+        raise ValueError(f"gpu_check mode {mode.name!r} registered twice")
+    MODES[mode.name] = mode
+
+
+register_mode(Mode("none", "none"))
+register_mode(
+    Mode(
+        "param_optimizer_offload",
+        "param_optimizer_offload",
+        {"param_offload": True, "optimizer_offload": True},
+    )
+)
+register_mode(Mode("offload_policy", "offload_policy", {"offload_policy": True}))
+
+
+# --- shapes and data --------------------------------------------------------------------------------
+def model_config(name: str):
+    if name in BUILTIN:
+        h, layers, vocab, inter, heads, kv = BUILTIN[name]
+        return Qwen2Config(
+            hidden_size=h,
+            num_hidden_layers=layers,
+            vocab_size=vocab,
+            intermediate_size=inter,
+            num_attention_heads=heads,
+            num_key_value_heads=kv,
+            tie_word_embeddings=True,
+            max_position_embeddings=4096,
+        )
+    path = os.path.join(CONFIGS, name)
+    if not os.path.isfile(os.path.join(path, "config.json")):
+        choices = sorted(BUILTIN) + sorted(os.listdir(CONFIGS))
+        raise SystemExit(f"--models: unknown model {name!r}; choose from {choices}")
+    return AutoConfig.from_pretrained(path)
+
+
+def shape_of(cfg) -> ModelShape:
+    return ModelShape(
+        hidden=cfg.hidden_size,
+        layers=cfg.num_hidden_layers,
+        vocab=cfg.vocab_size,
+        intermediate=cfg.intermediate_size,
+        heads=cfg.num_attention_heads,
+        kv_heads=cfg.num_key_value_heads,
+        tie_word_embeddings=bool(cfg.tie_word_embeddings),
+    )
+
+
+def make_batch(rows: int, prompt: int, response: int, vocab: int, seed: int) -> dict[str, torch.Tensor]:
+    """Full-length sequences (every token real), PPO fields as the actor expects them."""
+    g = torch.Generator().manual_seed(seed)
+    seq = prompt + response
+    input_ids = torch.randint(3, vocab, (rows, seq), generator=g)
+    return {
+        "input_ids": input_ids,
+        "attention_mask": torch.ones(rows, seq, dtype=torch.long),
+        "position_ids": torch.arange(seq).expand(rows, seq).clone(),
+        "responses": input_ids[:, prompt:].clone(),
+        "response_mask": torch.ones(rows, response, dtype=torch.long),
+        "advantages": torch.randn(rows, response, generator=g),
+        "old_log_probs": -torch.rand(rows, response, generator=g) * 3,
+    }
+
+
+# --- the planner's view ------------------------------------------------------------------------------
+def plan(shape: ModelShape, mode: Mode, args) -> EngineEstimate:
+    gpu = dev.has_accelerator()
+    setup = EngineSetup(
+        world=1,
+        mode=mode.plan_mode,
+        micro=args.micro_size,
+        seq_len=args.prompt + args.response,
+        response_len=args.response,
+        model_dtype="fp32",
+        param_dtype="bf16" if gpu else "fp32",
+        reduce_dtype="fp32",
+        grad_checkpointing=True,
+        pinned_host=gpu,
+        **mode.setup,
+    )
+    return estimate(shape, setup)
+
+
+def host_available_gb() -> float:
+    """MemAvailable from /proc/meminfo (Linux; psutil may be missing on the GPU machine)."""
+    try:
+        with open("/proc/meminfo") as f:
+            fields = dict(line.split(":", 1) for line in f)
+        return int(fields["MemAvailable"].split()[0]) * 1024 / GB
+    except (OSError, KeyError, ValueError):
+        return float("inf")  # unknown: let the row try
+
+
+def does_not_fit(shape: ModelShape, mode: Mode, est: EngineEstimate, device_gb: float, host_gb: float) -> str:
+    """Why the planner says this row cannot run here ('' when it can). `device_gb` is inf when there is
+    no device memory to fill (CPU, unless --device-gb says otherwise)."""
+    if mode.memory_cap_gb:
+        device_gb = min(device_gb, mode.memory_cap_gb)
+    if est.update / GB > 0.95 * device_gb:
+        return f"does not fit (planner: {est.update / GB:.1f} GB > {device_gb:.1f} GB device)"
+    # the model is built on the device on a GPU (then sharded); on CPU a full fp32 copy first
+    host = est.host + (0 if dev.has_accelerator() else shape.num_params * 4)
+    if host / GB > 0.85 * host_gb:
+        return f"does not fit (planner: {host / GB:.1f} GB host > 85% of {host_gb:.1f} GB free)"
+    return ""
+
+
+# --- one row, in a child process ---------------------------------------------------------------------
+def build_actor(args, name: str, cfg, mode: Mode):
+    from torch.distributed.device_mesh import init_device_mesh
+
+    from tests.helpers.configs import fp32_fsdp, tiny_actor, tiny_model, tiny_optim
+    from verl_lite.config.schema import MixedPrecisionConfig
+    from verl_lite.engine.fsdp_engine import FSDPEngine
+    from verl_lite.workers.actor import PPOActor
+
+    if dev.has_accelerator():  # bf16 compute, fp32 master weights and reductions
+        bf16 = MixedPrecisionConfig(param_dtype="bf16", reduce_dtype="fp32", buffer_dtype="fp32")
+        fsdp = fp32_fsdp(**{"mixed_precision": bf16, **mode.fsdp})
+    else:
+        fsdp = fp32_fsdp(**mode.fsdp)
+    optim = tiny_optim(lr=1e-6, total_training_steps=args.steps + 1)
+    actor_cfg = tiny_actor(
+        ppo_micro_batch_size_per_gpu=args.micro_size, fsdp_config=fsdp, optim=optim, **mode.actor
+    )
+    model_cfg = tiny_model(f"<random {name}>", enable_gradient_checkpointing=True, **mode.model)
+    torch.manual_seed(0)
+    with torch.device(dev.local_device()):
+        module = AutoModelForCausalLM.from_config(cfg)
+    if mode.prepare is not None:
+        module = mode.prepare(module)
+    mesh = init_device_mesh(dev.device_type(), (1,))
+    engine = FSDPEngine(model_cfg, fsdp, mesh, role="actor", optim_cfg=optim, grad_clip=1.0, module=module)
+    return engine, PPOActor(engine, actor_cfg, response_length=args.response, temperature=1.0)
+
+
+def link_share(moved: dict, seconds: float) -> tuple[float, bool]:
+    """(h2d GB/s, whether it is a lower bound) of one timed update."""
+    if moved.get("perf/offload/h2d_gb", 0.0) > 0 and moved.get("timing_s/reload", 0.0) > 0:
+        return moved["perf/offload/h2d_gb"] / moved["timing_s/reload"], False
+    if moved.get("perf/offload/policy_h2d_gb", 0.0) > 0:
+        return moved["perf/offload/policy_h2d_gb"] / seconds, True
+    return 0.0, False
+
+
+def run_row(args, name: str, mode: Mode) -> dict:
+    from verl_lite.engine.offload import offload_metrics
+
+    cfg = model_config(name)
+    if mode.memory_cap_gb:
+        dev.cap_device_memory(mode.memory_cap_gb)
+    engine, actor = build_actor(args, name, cfg, mode)
+    rows = args.micro_batches * args.micro_size
+    batch = make_batch(rows, args.prompt, args.response, cfg.vocab_size, seed=0)
+    actor.update(batch, mini_size=rows, micro_size=args.micro_size)  # warm-up: the optimizer state
+    engine.pop_metrics()
+    dev.synchronize()
+    dev.reset_peak_memory()
+    dev.reset_peak_pinned_host()
+    best, best_moved = float("inf"), {}
+    for _ in range(args.steps):  # the fastest update is the least disturbed by other load
+        start = time.perf_counter()
+        actor.update(batch, mini_size=rows, micro_size=args.micro_size)
+        dev.synchronize()
+        seconds = time.perf_counter() - start
+        moved = offload_metrics({"actor": engine.pop_metrics()[1]})
+        if seconds < best:
+            best, best_moved = seconds, moved
+    gbps, lower_bound = link_share(best_moved, best)
+    return {
+        "peak_gb": dev.memory_stats_gb().get("max_memory_allocated_gb"),
+        "tokens_per_s": rows * (args.prompt + args.response) / best,
+        "h2d_gbps": gbps,
+        "h2d_lower_bound": lower_bound,
+        "pinned_gb": dev.pinned_host_peak_bytes() / GB,
+        "outside_gb": dev.memory_outside_torch_gb(),
+    }
+
+
+def init_process_group() -> None:
+    import torch.distributed as dist
+
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
+    dev.set_local_device()
+    dist.init_process_group(dev.dist_backend(), rank=0, world_size=1)
+
+
+def child_main(args) -> int:
+    """--row MODEL:MODE or --link: print one JSON line, then exit (the parent reads it)."""
+    torch.set_num_threads(int(os.environ.get("BENCH_THREADS", torch.get_num_threads())))
+    if args.link:
+        peak = max(dev.measure_link_gbps(512 * 1024**2) for _ in range(3)) if dev.has_accelerator() else 0.0
+        print("RESULT " + json.dumps({"link_gbps": peak}), flush=True)
+        return 0
+    name, mode = args.row.split(":", 1)
+    init_process_group()
+    print("RESULT " + json.dumps(run_row(args, name, MODES[mode])), flush=True)
+    return 0
+
+
+# --- the parent: every row, the table ----------------------------------------------------------------
+def child(args, extra: list[str], timeout_s: float) -> tuple[dict | None, str]:
+    """Run this script as a child; (its RESULT, '') or (None, why it gave none)."""
+    cmd = [sys.executable, os.path.abspath(__file__), *args.child_argv, *extra]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=max(1.0, timeout_s))
+    except subprocess.TimeoutExpired:
+        return None, f"timed out after {timeout_s:.0f} s"
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT ") :]), ""
+    text = proc.stdout + proc.stderr
+    if "OutOfMemoryError" in text or "out of memory" in text.lower():
+        return None, "out of memory"
+    lines = [x for x in text.strip().splitlines() if x.strip()]
+    return None, f"failed (exit {proc.returncode}): {lines[-1][:120] if lines else 'no output'}"
+
+
+COLUMNS = (
+    f"{'model':<14}{'params':>9}  {'mode':<25}{'peak GB':>9}{'plan GB':>9}{'err':>7}{'tok/s':>10}{'/none':>7}"
+)
+COLUMNS += f"{'h2d GB/s':>11}{'/link':>7}{'pinned GB':>11}{'plan':>7}{'ctx GB':>8}{'plan':>6}"
+
+
+def row_line(
+    name: str, shape: ModelShape, mode: str, est: EngineEstimate, r: dict | None, note: str, base
+) -> str:
+    label = f"{name:<14}{shape.num_params / 1e6:>8.1f}M  {mode:<25}"
+    if r is None:
+        return label + note
+    peak, plan_gb = r["peak_gb"], est.update / GB
+    peak_text = f"{peak:>9.2f}" if peak is not None else f"{'n/a':>9}"
+    err = f"{(plan_gb - peak) / peak:+.0%}" if peak else "n/a"
+    ratio = f"{r['tokens_per_s'] / base['tokens_per_s']:.2f}" if base else "-"
+    gbps = (">" if r["h2d_lower_bound"] else "") + f"{r['h2d_gbps']:.1f}" if r["h2d_gbps"] else "-"
+    link = f"{r['h2d_gbps'] / r['link_gbps']:.0%}" if r["h2d_gbps"] and r.get("link_gbps") else "-"
+    outside = r.get("outside_gb")
+    outside_text = (
+        f"{outside:>8.2f}{PROCESS_OVERHEAD / GB:>6.2f}" if outside is not None else f"{'n/a':>8}{'-':>6}"
+    )
+    return (
+        f"{label}{peak_text}{plan_gb:>9.2f}{err:>7}{r['tokens_per_s']:>10.0f}{ratio:>7}{gbps:>11}{link:>7}"
+        f"{r['pinned_gb']:>11.2f}{est.host / GB:>7.1f}{outside_text}"
+    )
+
+
+TARGETS = {  # issue 12's targets: offload_policy's peak, manual offload's speed, the host link's use
+    "policy_peak": 0.5,  # offload_policy peak <= 0.5 x no offload's, same micro-batch
+    "manual_speed": 0.7,  # param+optimizer offload tokens/s >= 0.7 x no offload's
+    "link_share": 0.7,  # h2d GB/s during manual offload's copies >= 0.7 x the pinned-copy peak
+}
+
+
+def verdict(model: str, what: str, ratio: float | None, ok: bool, why: str) -> str:
+    if ratio is None:
+        return f"target {model} {what}: not measured ({why})"
+    return f"target {model} {what}: {ratio:.2f} {'met' if ok else 'MISSED'}"
+
+
+def model_targets(model: str, runs: dict) -> list[str]:
+    """`runs[(model, mode)]` is (planner estimate, result or None)."""
+    none_est, none = runs.get((model, "none"), (None, None))
+    policy = runs.get((model, "offload_policy"), (None, None))[1]
+    manual = runs.get((model, "param_optimizer_offload"), (None, None))[1]
+    limit = TARGETS["policy_peak"]
+    ratio, what, why = (
+        None,
+        f"offload_policy peak / none <= {limit}",
+        "no device peak (CPU) or a row did not run",
+    )
+    if policy and policy["peak_gb"] and none and none["peak_gb"]:
+        ratio = policy["peak_gb"] / none["peak_gb"]
+    elif policy and policy["peak_gb"] and none_est is not None:  # none did not fit: the planner's estimate
+        ratio, what = policy["peak_gb"] * GB / none_est.update, what + " (none: planner estimate)"
+    out = [verdict(model, what, ratio, ratio is not None and ratio <= limit, why)]
+    limit = TARGETS["manual_speed"]
+    ratio = manual["tokens_per_s"] / none["tokens_per_s"] if manual and none else None
+    what = f"param+optimizer offload tok/s / none >= {limit}"
+    out.append(verdict(model, what, ratio, ratio is not None and ratio >= limit, "both must run"))
+    limit = TARGETS["link_share"]
+    ratio = manual["h2d_gbps"] / manual["link_gbps"] if manual and manual.get("link_gbps") else None
+    what = f"host link use / pinned-copy peak >= {limit}"
+    out.append(
+        verdict(
+            model,
+            what,
+            ratio,
+            ratio is not None and ratio >= limit,
+            "needs the param+optimizer offload row on a GPU",
+        )
+    )
+    return out
+
+
+def target_lines(runs: dict) -> list[str]:
+    """Issue 12's targets per model: the measured ratio, met or MISSED, or why it was not measured."""
+    return [line for model in dict.fromkeys(m for m, _ in runs) for line in model_targets(model, runs)]
+
+
+def run_all(args) -> int:
+    started = time.perf_counter()
+    link, why = child(args, ["--link"], 120)
+    link_gbps = (link or {}).get("link_gbps", 0.0)
+    gpu = dev.has_accelerator()
+    device_gb = args.device_gb or (dev.device_memory_total_gb() if gpu else float("inf"))
+    host_gb = host_available_gb()
+    where = f"{dev.device_name()} ({device_gb:.0f} GB)" if gpu else "cpu (no device memory to measure)"
+    print(
+        f"gpu_check on {where}; pinned host->device copy peak {link_gbps:.1f} GB/s{' (' + why + ')' if why else ''}; "
+        f"{args.micro_batches} micro-batches x {args.micro_size} x {args.prompt}+{args.response} tokens, "
+        f"best of {args.steps} update(s) per row after a warm-up",
+        flush=True,
+    )
+    print(COLUMNS, flush=True)
+    lines, failed, runs = [], 0, {}
+    for name in args.models.split(","):
+        cfg = model_config(name.strip())
+        shape, base = shape_of(cfg), None
+        for mode in MODES.values():
+            if mode.models and name not in mode.models:
+                continue
+            est = plan(shape, mode, args)
+            note, result = does_not_fit(shape, mode, est, device_gb, host_gb), None
+            left = args.time_budget_s - (time.perf_counter() - started)
+            if not note and left < 10:
+                note = "not run: time budget spent"
+            if not note:
+                result, note = child(args, ["--row", f"{name}:{mode.name}"], min(args.row_timeout_s, left))
+                if result is None:
+                    failed += note != "out of memory"
+                    note = f"{note} (planner: {est.update / GB:.1f} GB)"
+                else:
+                    result["link_gbps"] = link_gbps
+                    base = base or (result if mode.name == "none" else None)
+            runs[name, mode.name] = (est, result)
+            lines.append(row_line(name, shape, mode.name, est, result, note, base))
+            print(lines[-1], flush=True)
+    print("\n" + COLUMNS + "\n" + "\n".join(lines))
+    print("\n".join(target_lines(runs)))
+    print(f"gpu_check: {len(lines)} rows, {failed} failed, {time.perf_counter() - started:.0f} s")
+    return 1 if failed else 0
+
+
+def parse_args(argv):
+    gpu = dev.has_accelerator()
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--dry", action="store_true", help="tiny shapes, one timed step: checks the script")
+    p.add_argument(
+        "--models", default=None, help="comma-separated: tiny, small, or names in scripts/model_configs"
+    )
+    p.add_argument("--micro-batches", type=int, default=4, help="micro-batches per update")
+    p.add_argument("--micro-size", type=int, default=2, help="sequences per micro-batch")
+    p.add_argument("--prompt", type=int, default=None, help="prompt tokens per sequence")
+    p.add_argument("--response", type=int, default=None, help="response tokens per sequence")
+    p.add_argument("--steps", type=int, default=None, help="timed updates per row (after one warm-up)")
+    p.add_argument("--time-budget-s", type=float, default=420.0, help="rows not started by then are skipped")
+    p.add_argument(
+        "--device-gb", type=float, default=None, help="plan for a device of this size (default: this one's)"
+    )
+    p.add_argument("--row-timeout-s", type=float, default=240.0, help="limit of one row")
+    p.add_argument("--row", default=None, help=argparse.SUPPRESS)  # child: MODEL:MODE
+    p.add_argument("--link", action="store_true", help=argparse.SUPPRESS)  # child: the pinned-copy peak
+    args = p.parse_args(argv)
+    default_models = "tiny" if args.dry else ("qwen2.5-0.5b,qwen2.5-1.5b,qwen2.5-7b" if gpu else "small")
+    args.models = args.models or default_models
+    args.prompt = args.prompt or (16 if args.dry else 256 if gpu else 64)
+    args.response = args.response or (16 if args.dry else 256 if gpu else 64)
+    args.steps = args.steps or (1 if args.dry else 3 if gpu else 5)
+    args.child_argv = [  # what a child needs to rebuild the same row
+        f"--micro-batches={args.micro_batches}",
+        f"--micro-size={args.micro_size}",
+        f"--prompt={args.prompt}",
+        f"--response={args.response}",
+        f"--steps={args.steps}",
+    ]
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.row or args.link:
+        return child_main(args)
+    return run_all(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""LoRA's keys and rollout.load_format at start-up: accepted with verl's meaning, bad values named."""
+
+import pytest
+
+from verl_lite.config.compose import load_config
+from verl_lite.config.validate import ConfigError, validate
+from verl_lite.config.validate_lora import check_lora
+
+ARR = "actor_rollout_ref"
+
+
+def check(*overrides) -> str:
+    """The LoRA and load_format problems of the demo config with `overrides` ('' when there are none)."""
+    problems: list[str] = []
+    check_lora(load_config(list(overrides), "demo"), problems)
+    return "\n".join(problems)
+
+
+def test_validate_reports_them_with_the_rest():
+    with pytest.raises(ConfigError) as info:
+        validate(load_config([f"{ARR}.model.lora_rank=-1"], "demo"), num_gpus=0)
+    assert any(p.startswith(f"{ARR}.model.lora_rank=-1") for p in info.value.problems)
+
+
+def test_verls_lora_keys_are_accepted():
+    assert (
+        check(
+            f"{ARR}.model.lora_rank=8", f"{ARR}.model.lora_alpha=16", f"{ARR}.model.target_modules=all-linear"
+        )
+        == ""
+    )
+    assert (
+        check(
+            f"{ARR}.model.lora_rank=32",
+            f"{ARR}.model.target_modules=[q_proj,v_proj]",
+            f"{ARR}.model.exclude_modules=[down_proj]",
+            f"{ARR}.rollout.name=vllm",
+            f"{ARR}.rollout.load_format=safetensors",
+            f"{ARR}.rollout.layered_summon=True",
+        )
+        == ""
+    )
+    assert check("critic.model.lora_rank=8", "algorithm.adv_estimator=gae") == ""
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (
+            (f"{ARR}.model.lora_rank=-1",),
+            f"{ARR}.model.lora_rank=-1: use 0 (full fine-tuning) or a positive rank",
+        ),
+        (
+            (f"{ARR}.model.lora_rank=8", f"{ARR}.model.lora_alpha=0"),
+            f"{ARR}.model.lora_alpha=0: must be positive",
+        ),
+        (
+            (f"{ARR}.model.lora_adapter_path=/no/such/adapter",),
+            "lora_adapter_path='/no/such/adapter': no adapter_config.json",
+        ),
+        (
+            (f"{ARR}.model.lora_rank=8", f"{ARR}.model.target_modules=[1,2]"),
+            "target_modules=[1, 2]: give all-linear",
+        ),
+        (
+            (f"{ARR}.model.lora_rank=1024", f"{ARR}.rollout.name=vllm"),
+            f"{ARR}.model.lora_rank=1024: vLLM serves LoRA ranks up to 512",
+        ),
+        (
+            (f"{ARR}.model.lora_rank=8", f"{ARR}.rollout.name=vllm", f"{ARR}.rollout.layered_summon=True"),
+            f"{ARR}.rollout.layered_summon=True needs the base model preloaded in vLLM: set {ARR}.rollout.load_format=safetensors",
+        ),
+        (
+            (f"{ARR}.rollout.load_format=pt",),
+            f"{ARR}.rollout.load_format='pt' is not one of ['dummy', 'auto', 'safetensors']",
+        ),
+        (("critic.model.lora_rank=-2",), "critic.model.lora_rank=-2: use 0"),
+    ],
+)
+def test_bad_lora_values_are_one_line_each(overrides, message):
+    assert message in check(*overrides)
+
+
+def test_the_hf_rollout_takes_any_rank():
+    assert check(f"{ARR}.model.lora_rank=1024", f"{ARR}.rollout.name=hf") == ""
+
+
+def test_vllm_rank_table_is_vllms():
+    vllm_lora = pytest.importorskip("vllm.config.lora", reason="vLLM not installed")
+    from typing import get_args
+
+    from verl_lite.rollout import VLLM_LORA_RANKS
+
+    assert VLLM_LORA_RANKS == tuple(sorted(get_args(vllm_lora.MaxLoRARanks)))
