@@ -40,7 +40,8 @@ class AlgorithmPhases:
         return dp_minibatch_order(len(data), mini_rows, self.dp_size(role), seqlens)
 
     def _forward_dispatch(self, method, data: DataProto, role: str = "actor") -> DataProto:
-        """A forward-only group method over the whole batch (one 'mini-batch'), results in row order."""
+        """A group method over the whole batch as one mini-batch (a forward, or an on-policy update),
+        results in row order."""
         order = self._dp_order(data, len(data), role)
         out = method(data[order])
         inverse = torch.empty_like(order)

@@ -248,13 +248,33 @@ class ActorRolloutRefWorker(Worker):
 
     # --- update ---------------------------------------------------------------------------------------
     @register(Dispatch.DP_COMPUTE_PROTO, mesh="actor")
+    def compute_log_probs(self, data: DataProto) -> DataProto:
+        """compute_log_prob and, when this worker holds the reference, compute_ref_log_prob: the two
+        passes that always follow each other, in one call."""
+        out = self.compute_log_prob(data)
+        if self.has_ref:
+            out = out.union(self.compute_ref_log_prob(data))
+        return out
+
+    @register(Dispatch.DP_COMPUTE_PROTO, mesh="actor")
     def update_actor(self, data: DataProto) -> DataProto:
+        """The PPO update. Without `old_log_probs` in `data` the update is on-policy (the driver sends
+        it so only with one mini-batch and one epoch): the old log-probs come from the update's own
+        forward and are returned. Without `ref_log_prob` under use_kl_loss the reference pass runs
+        here first, in the same call."""
         a, n = self.config.actor, self.config.rollout.n
-        mini_local = a.ppo_mini_batch_size * n // self.engines["actor"].dp_size
-        metrics = self.actor.update(data.batch, mini_local, a.ppo_micro_batch_size_per_gpu)
+        batch = dict(data.batch)
+        if a.use_kl_loss and "ref_log_prob" not in batch:
+            batch["ref_log_prob"] = self.compute_ref_log_prob(data).batch["ref_log_prob"]
+        out = {}
+        if "old_log_probs" in batch:
+            mini_local = a.ppo_mini_batch_size * n // self.engines["actor"].dp_size
+            metrics = self.actor.update(batch, mini_local, a.ppo_micro_batch_size_per_gpu)
+        else:
+            metrics, out["old_log_probs"] = self.actor.update_on_policy(batch, a.ppo_micro_batch_size_per_gpu)
         self.rollout_is_stale = True
         metrics.update(self._step_report())
-        return DataProto(meta_info={"metrics": metrics})
+        return DataProto.from_dict(out, meta_info={"metrics": metrics})
 
     # --- checkpoints ---------------------------------------------------------------------------------
     @register(Dispatch.ONE_TO_ALL)
