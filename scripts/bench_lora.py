@@ -100,17 +100,17 @@ def run_variant(args, variant: str) -> dict:
     from transformers import AutoModelForCausalLM
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import bench_offload
+    import gpu_check
 
     from verl_lite.utils import device as dev
     from verl_lite.workers.actor import PPOActor
 
     torch.set_num_threads(int(os.environ.get("BENCH_THREADS", torch.get_num_threads())))
-    bench_offload.init_process_group()
+    gpu_check.init_process_group()
     if args.cap_gb and dev.is_cuda_available():
         total = torch.cuda.get_device_properties(0).total_memory / GB
         torch.cuda.set_per_process_memory_fraction(min(1.0, args.cap_gb / total))
-    cfg = bench_offload.model_config(args.model)
+    cfg = gpu_check.model_config(args.model)
     rss_before = _rss_peak_gb()
     torch.manual_seed(0)
     with torch.device(dev.local_device()):
@@ -129,7 +129,7 @@ def run_variant(args, variant: str) -> dict:
     )
     actor = PPOActor(engine, actor_cfg, response_length=args.response, temperature=1.0)
     rows = args.micro_batches * args.micro_size
-    batch = bench_offload.make_batch(rows, args.prompt, args.response, cfg.vocab_size, seed=0)
+    batch = gpu_check.make_batch(rows, args.prompt, args.response, cfg.vocab_size, seed=0)
     actor.update(batch, mini_size=rows, micro_size=args.micro_size)  # warm-up: optimizer state
     dev.synchronize()
     dev.reset_peak_memory()

@@ -18,7 +18,7 @@ import time
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from verl_lite.engine.packing import packed_forward
+from verl_lite.engine.packing import packed_forward, plan_pack
 
 
 def make_batch(batch: int, prompt: int, response: int, vocab: int, seed: int):
@@ -74,7 +74,7 @@ def main() -> None:
         return model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False).logits
 
     def forward_packed():
-        return packed_forward(model, ids, mask, pos).logits
+        return packed_forward(model, ids, plan_pack(mask, pos).to(ids.device)).logits
 
     def padded():
         (forward_padded() * mask[..., None]).sum().backward()

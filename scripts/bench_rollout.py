@@ -87,10 +87,10 @@ def bench_one(args) -> dict:
     """One model size, in this (fresh) process."""
     import torch
     import torch.distributed as dist
-    from torch.distributed.device_mesh import init_device_mesh
 
     from verl_lite.config.compose import load_config
     from verl_lite.engine.fsdp_engine import FSDPEngine
+    from verl_lite.engine.mesh import build_layout
     from verl_lite.rollout.base import SamplingParams
     from verl_lite.rollout.hf_rollout import HFRollout
     from verl_lite.rollout.vllm_rollout import VLLMRollout
@@ -114,13 +114,13 @@ def bench_one(args) -> dict:
         ).actor_rollout_ref
         model_cfg, rollout_cfg = arr.model, arr.rollout
         tokenizer = load_tokenizer(model_cfg.path)
-        actor = FSDPEngine(model_cfg, arr.actor.fsdp_config, init_device_mesh("cpu", (1,)), role="actor")
+        actor = FSDPEngine(model_cfg, arr.actor.fsdp_config, build_layout("cpu"), role="actor")
         hf = HFRollout(model_cfg, rollout_cfg, tokenizer, rank=0)
         vllm = VLLMRollout(model_cfg, rollout_cfg, tokenizer, rank=0)
         syncs = []
         for _ in range(args.syncs + 1):
             start = time.perf_counter()
-            stats = vllm.update_weights(actor.iter_full_params())
+            stats = vllm.update_weights(actor.iter_full_params(bucket_bytes=vllm.bucket_bytes))
             syncs.append(time.perf_counter() - start)
         ids, mask = make_prompts(args.prompts, args.prompt_len, len(tokenizer), tokenizer.pad_token_id)
         params = SamplingParams(n=args.n, temperature=1.0, response_length=args.response_len, ignore_eos=True)

@@ -18,10 +18,13 @@ import sys
 import time
 
 import pytest
+import torch
 
 from tests.helpers.bad_inputs import build_data_files, build_model_folders, damaged_checkpoints
 from verl_lite import main_ppo
 from verl_lite.config.compose import compose_config
+from verl_lite.config.overrides import OverrideError, normalize_argv
+from verl_lite.protocol import DataProto
 
 ARR = "actor_rollout_ref"
 TIMES: dict[str, tuple[str, float]] = {}  # case -> (outcome, seconds), printed at the end
@@ -264,6 +267,24 @@ CASES = [
         ["ray_kwargs.ray_init.num_cpus=0"],
         ["ray_kwargs.ray_init.num_cpus=0 must be a positive integer or null"],
     ),
+    (
+        "config_misspelled_key_forced",
+        [f"+{ARR}.actor.clip_ratoi=0.3"],
+        [
+            f"{ARR}.actor.clip_ratoi is not a key of verl_lite's config",
+            f"did you mean {ARR}.actor.clip_ratio",
+        ],
+    ),
+    (
+        "config_misspelled_key",
+        ["trainer.total_training_step=3"],
+        ["trainer.total_training_step is not a key", "did you mean trainer.total_training_steps"],
+    ),
+    (
+        "trainer_workers_beyond_cpus_as_reported",  # the issue's own line: only n_gpus_per_node changed
+        ["trainer.n_gpus_per_node=32"],
+        ["trainer.nnodes=1 x trainer.n_gpus_per_node=32 needs 32"],
+    ),
     # --- data files ---------------------------------------------------------------------------------
     (
         "data_directory",
@@ -341,6 +362,14 @@ CASES = [
         ["data.tokenizer='{m[only_config]}' has no tokenizer files"],
     ),
     (
+        "model_only_config",
+        [f"{ARR}.model.path={{m[only_config]}}"],
+        [
+            f"{ARR}.model.path='{{m[only_config]}}' has config.json but no weights",
+            f"{ARR}.model.path='{{m[only_config]}}' has no tokenizer files",
+        ],
+    ),
+    (
         "tokenizer_beyond_vocab",
         [f"{ARR}.model.path={{m[small_vocab]}}"],
         ["has token ids up to 114, beyond the model's vocabulary", "vocab_size=50"],
@@ -412,6 +441,7 @@ CASES = [
     ),
 ]
 CKPT_CASES = ("ckpt_",)
+SEVERAL = {"model_only_config": 2}  # no weights, no tokenizer files: both reported, one line each
 
 
 @pytest.fixture(scope="session")
@@ -445,10 +475,15 @@ def _no_ray(cfg):
 
 
 def run_in_process(overrides: list[str], monkeypatch, capsys) -> tuple[int, str, float]:
-    """(exit status, the stderr line(s) of verl_lite, seconds) of main_ppo.run on these overrides."""
+    """(exit status, the stderr line(s) of verl_lite, seconds) of the CLI on these overrides: the argv
+    check main_ppo's `__main__` makes before Hydra (verl's '+' spellings, unknown keys), then main_ppo.run."""
     monkeypatch.setattr(main_ppo, "start_ray", _no_ray)
-    config = _compose(overrides)
     start = time.perf_counter()
+    try:
+        overrides = normalize_argv(overrides)
+    except OverrideError as e:  # main_ppo's `__main__`: this line, exit 2
+        return 2, f"verl_lite: {e}", time.perf_counter() - start
+    config = _compose(overrides)
     with pytest.raises(SystemExit) as info:
         main_ppo.run(config)
     seconds = time.perf_counter() - start
@@ -469,7 +504,12 @@ def test_bad_input_fails_before_ray_with_one_line(
     code, message, seconds = run_in_process([*BASE, *run_dir, *overrides], monkeypatch, capsys)
     TIMES[case] = ("refused at start-up, before Ray", seconds)
     assert code == 2, message
-    assert message.startswith("verl_lite: ") and "\n" not in message, f"one line expected:\n{message}"
+    lines = message.splitlines()
+    if case in SEVERAL:  # several problems in one input: a heading, then one line each
+        assert lines[0] == "verl_lite: invalid input:" and len(lines) == 1 + SEVERAL[case], message
+        assert all(line.startswith("  - ") for line in lines[1:]), message
+    else:
+        assert message.startswith("verl_lite: ") and len(lines) == 1, f"one line expected:\n{message}"
     for fragment in fragments:
         assert fragment.format(**fill) in message, message
     assert "Traceback" not in message
@@ -556,6 +596,81 @@ def test_a_failed_phase_is_reported_as_one_line_with_exit_2(tmp_path, monkeypatc
     assert lines[0].endswith(
         "rank 1 died during update_actor: The actor died unexpectedly before finishing this task."
     )
+
+
+# A reward function that fails on row 2 of the data file, in each way the issue lists.
+REWARD_FAILURES = [
+    ("raises", "raise ZeroDivisionError('no score for this one')", "raised ZeroDivisionError: no score"),
+    ("returns_none", "return None", "returned None for"),
+    ("returns_nan", "return float('nan')", "returned nan for"),
+    ("returns_string", "return 'yes'", "returned 'yes' for"),
+    (
+        "never_returns",
+        "while True:\n            pass",
+        "did not finish the batch within reward_model.timeout=1.0 s",
+    ),
+]
+
+
+def _reward_step(cfg, links=None):
+    """main_ppo.run_ppo up to the first step's reward phase, without Ray: the real trainer (built by
+    main_ppo.build_trainer, with its reward manager and data file), the real phase wrapper and
+    reward phase, on the first 4 prompts answered "7" (generation needs workers; it is not what is
+    tested here: the slow CLI test below runs the whole step)."""
+    trainer = main_ppo.build_trainer(cfg, links)
+    tok = trainer.tokenizer
+    answer = tok("7")["input_ids"] + [tok.eos_token_id]
+    width = cfg.actor_rollout_ref.rollout.response_length
+    batch = trainer.train_dataset.collate([0, 1, 2, 3])
+    responses = torch.full((len(batch), width), tok.pad_token_id)
+    responses[:, : len(answer)] = torch.tensor(answer)
+    mask = (torch.arange(width) < len(answer)).long().expand(len(batch), width)
+
+    def generate(batch, metrics):
+        return batch.union(DataProto.from_dict({"responses": responses, "response_mask": mask}))
+
+    trainer.phases = [("generate", generate), ("reward", trainer._reward)]
+    trainer.global_steps = 1
+    trainer.train_step(batch)
+    raise AssertionError("the reward phase passed a failing reward function")
+
+
+@pytest.mark.parametrize("case, body, says", REWARD_FAILURES, ids=[c[0] for c in REWARD_FAILURES])
+def test_a_failing_reward_function_ends_the_run_in_one_line(
+    case, body, says, bad, tmp_path, monkeypatch, capsys
+):
+    """Exit 2 and one line naming step, phase, function and file, the data file and row, data_source."""
+    reward = tmp_path / "reward.py"
+    reward.write_text(
+        "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+        "    if extra_info['index'] == 2:\n"
+        f"        {body}\n"
+        "    return 0.0\n"
+    )
+    data = bad["d"]["four"]
+    overrides = [
+        *BASE,
+        f"trainer.default_local_dir={tmp_path}/run",
+        f"data.train_files={data}",
+        "data.train_batch_size=4",
+        f"custom_reward_function.path={reward}",
+        "reward_model.timeout=1",
+    ]
+    monkeypatch.setattr(main_ppo, "run_ppo", _reward_step)
+    start = time.perf_counter()
+    with pytest.raises(SystemExit) as info:
+        main_ppo.run(_compose(overrides))
+    TIMES[f"reward_{case}"] = ("run stopped at step 1, exit 2", time.perf_counter() - start)
+    lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("verl_lite: ")]
+    assert info.value.code == 2 and len(lines) == 1, lines
+    for fragment in [
+        "trainer phase 'reward' at step 1 failed",
+        f"compute_score ({reward})",
+        says,
+        f"{data} row 2",
+        "data_source='verl_lite/arith'",
+    ]:
+        assert fragment in lines[0], lines[0]
 
 
 def _cli(tmp_path, *overrides, timeout=600):

@@ -9,6 +9,8 @@ from verl_lite.config.compose import load_config
 from verl_lite.config.domains import BETAS, DOMAINS, POS, POS_INT, UNIT_OPEN, check_domains, lookup
 from verl_lite.config.schema import PPOTrainerConfig
 
+ARR = "actor_rollout_ref"
+
 
 def test_every_key_in_the_table_exists_in_the_schema():
     cfg = PPOTrainerConfig()
@@ -96,3 +98,16 @@ def test_every_numeric_key_has_a_domain_or_a_reason_not_to():
     ]
     assert unchecked == [], f"numeric keys with no domain: add them to DOMAINS or NO_DOMAIN: {unchecked}"
     assert not set(NO_DOMAIN) & set(DOMAINS)
+
+
+def test_lora_rank_and_alpha_domains():
+    problems = check_domains(
+        load_config(
+            [f"{ARR}.model.lora_rank=-1", "critic.model.lora_rank=-2", "critic.model.lora_alpha=0"], "demo"
+        )
+    )
+    assert problems == [
+        f"{ARR}.model.lora_rank=-1 must be 0 (full fine-tuning) or a positive LoRA rank",
+        "critic.model.lora_rank=-2 must be 0 (full fine-tuning) or a positive LoRA rank",
+        "critic.model.lora_alpha=0 must be a finite number > 0",
+    ]

@@ -95,8 +95,9 @@ def test_model_build_matches_the_recorded_reference():
     if pinned_build.matches_reference(cached) is None:
         pytest.skip(
             f"the reference is recorded for torch {pinned_build.REFERENCE['torch']}, transformers "
-            f"{pinned_build.REFERENCE['transformers']} with {pinned_build.PINNED_CAPABILITY} kernels; this "
-            f"build: torch {cached['torch']}, transformers {cached['transformers']}, {cached['cpu_capability']}"
+            f"{pinned_build.REFERENCE['transformers']} with {pinned_build.PINNED_CAPABILITY} kernels on a "
+            f"{pinned_build.REFERENCE['cpu_vendor']} CPU; this build: torch {cached['torch']}, transformers "
+            f"{cached['transformers']}, {cached['cpu_capability']}, {cached['cpu_vendor']}"
         )
     assert cached["weights_sha256"] == pinned_build.REFERENCE["weights_sha256"]
 

@@ -17,7 +17,7 @@ from tests.helpers.models import make_ppo_batch
 from verl_lite.algos.logprob import logprobs_from_logits
 from verl_lite.engine.activation_offload import ActivationOffload
 from verl_lite.engine.offload import TransferLog
-from verl_lite.engine.packing import pack
+from verl_lite.engine.packing import pack_batch
 from verl_lite.engine.parallelize import apply_fsdp2, build_mp_policy
 
 LAYERS, HIDDEN, VOCAB = 3, 32, 97
@@ -42,7 +42,7 @@ def _model(ckpt: bool) -> Qwen2ForCausalLM:
 
 def _step(model, offload: ActivationOffload | None):
     b = make_ppo_batch(vocab=VOCAB, bs=8, prompt_len=9, response_len=7, seed=3)
-    packed = pack(b["input_ids"], b["attention_mask"], b["position_ids"])
+    packed = pack_batch(b["input_ids"], b["attention_mask"], b["position_ids"])
     context = offload.training_forward("update") if offload else torch.enable_grad()
     with context:
         logits = model(input_ids=packed.input_ids, position_ids=packed.position_ids, use_cache=False).logits

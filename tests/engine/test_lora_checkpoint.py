@@ -54,7 +54,10 @@ def _max_diff(a, b) -> float:
 
 
 def _logp(engine, batch):
-    return compute_log_prob(engine, batch, micro_size=4, max_token_len=None, temperature=1.0, phase="x")
+    """The engine's log-probs of the response tokens (0 on padding: the engine computes each
+    micro-batch only up to its longest response)."""
+    logp = compute_log_prob(engine, batch, micro_size=4, max_token_len=None, temperature=1.0, phase="x")
+    return logp * batch["response_mask"]
 
 
 def _save_load_train(rank, world, model_dir, path):
@@ -117,7 +120,8 @@ def _probe_logp(model):
             .logits[:, -RESPONSE - 1 : -1]
             .float()
         )
-    return torch.log_softmax(logits, -1).gather(-1, batch["responses"][..., None])[..., 0]
+    logp = torch.log_softmax(logits, -1).gather(-1, batch["responses"][..., None])[..., 0]
+    return logp * batch["response_mask"]
 
 
 def test_adapter_merged_export_and_merger_reproduce_the_saved_policy(saved, tiny_model_dir, tmp_path):

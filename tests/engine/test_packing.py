@@ -16,7 +16,7 @@ from tests.helpers.dist import run_ranks
 from tests.helpers.models import make_ppo_batch
 from verl_lite.config.schema import OptimConfig
 from verl_lite.engine.fsdp_engine import FSDPEngine
-from verl_lite.engine.packing import pack, unpack
+from verl_lite.engine.packing import pack, plan_pack, unpack
 from verl_lite.trainer.batching import dp_minibatch_order
 from verl_lite.workers.actor import PPOActor, compute_log_prob
 
@@ -27,29 +27,29 @@ def test_pack_keeps_real_tokens_and_restarts_positions():
     input_ids = torch.tensor([[0, 7, 8, 9, 0], [5, 6, 1, 0, 0]])
     mask = torch.tensor([[0, 1, 1, 1, 0], [1, 1, 1, 0, 0]])
     position_ids = (mask.cumsum(-1) - 1).clamp(min=0)
-    packed = pack(input_ids, mask, position_ids)  # 3 + 3 tokens do not fit one row of 5
-    assert packed.input_ids.tolist() == [[7, 8, 9], [5, 6, 1]]
-    assert packed.position_ids.tolist() == [[0, 1, 2], [0, 1, 2]]
+    plan = plan_pack(mask, position_ids)  # 3 + 3 tokens do not fit one row of 5
+    assert pack(input_ids, plan).tolist() == [[7, 8, 9], [5, 6, 1]]
+    assert plan.position_ids.tolist() == [[0, 1, 2], [0, 1, 2]]
     values = torch.arange(6.0).view(2, 3, 1)
-    assert unpack(values, packed)[..., 0].tolist() == [[0, 0, 1, 2, 0], [3, 4, 5, 0, 0]]
+    assert unpack(values, plan)[..., 0].tolist() == [[0, 0, 1, 2, 0], [3, 4, 5, 0, 0]]
 
 
 def test_short_sequences_share_rows_and_slack_is_a_block_of_its_own():
     mask = torch.tensor([[0, 0, 1, 1, 1, 1], [0, 0, 0, 0, 1, 1], [0, 0, 0, 1, 1, 1], [0, 0, 0, 0, 0, 1]])
     input_ids = torch.arange(1, 25).view(4, 6) * mask
-    packed = pack(input_ids, mask, (mask.cumsum(-1) - 1).clamp(min=0))
+    plan = plan_pack(mask, (mask.cumsum(-1) - 1).clamp(min=0))
     # lengths 4, 2, 3, 1 into rows of <= 6: [4, 2] and [3, 1] (first fit, longest first)
-    assert packed.input_ids.tolist() == [[3, 4, 5, 6, 11, 12], [16, 17, 18, 24, 0, 0]]
-    assert packed.position_ids.tolist() == [[0, 1, 2, 3, 0, 1], [0, 1, 2, 0, 0, 1]]
-    back = unpack(packed.input_ids.unsqueeze(-1), packed)[..., 0]
+    packed = pack(input_ids, plan)
+    assert packed.tolist() == [[3, 4, 5, 6, 11, 12], [16, 17, 18, 24, 0, 0]]
+    assert plan.position_ids.tolist() == [[0, 1, 2, 3, 0, 1], [0, 1, 2, 0, 0, 1]]
+    back = unpack(packed.unsqueeze(-1), plan)[..., 0]
     assert torch.equal(back, input_ids)
 
 
 def test_pack_rejects_positions_that_do_not_restart():
-    ids = torch.tensor([[1, 2, 3]])
     mask = torch.ones(1, 3, dtype=torch.long)
     with pytest.raises(ValueError, match="use_remove_padding"):
-        pack(ids, mask, torch.tensor([[0, 2, 3]]))
+        plan_pack(mask, torch.tensor([[0, 2, 3]]))
 
 
 def _actor(world, model_dir, packed):
@@ -88,9 +88,9 @@ def _run(rank, world, model_dir):
             history.append(actor.update(local, mini_size=MINI // world, micro_size=2))
             if step == 0:
                 hook.remove()
-                real = int(local["attention_mask"].sum())
+                first_mask = local["attention_mask"]
         params = {n: t.clone() for n, t in engine.iter_full_params()}
-        out[packed] = (logps, history, params, sum(seen), real, local["attention_mask"].numel())
+        out[packed] = (logps, history, params, sum(seen), first_mask)
     return out
 
 
@@ -114,11 +114,20 @@ def test_packed_update_equals_padded(runs):
     assert worst < TOL, f"params differ by {worst}"
 
 
-def test_packed_forward_skips_padding(runs):
-    """Embedding inputs over step 1 (log-prob forward + update forward): when packed, the real tokens
-    plus at most the slack of the last packed row of each micro-batch (2 rows of <= 11 positions)."""
+def test_padded_micro_batches_keep_only_their_columns_and_packed_ones_only_real_tokens(runs):
+    """Embedding inputs over step 1 (log-prob forward + update forward, micro-batches of rows [0, 1]
+    and [2, 3] each): padded, each micro-batch runs on the columns from its first real token to its
+    last (all of the batch's other columns are padding in both rows); packed, on the real tokens
+    plus at most the slack of the last packed row of each micro-batch."""
     for rank_out in runs:
-        seen_packed, real, total = rank_out[True][3], rank_out[True][4], rank_out[True][5]
-        seen_padded = rank_out[False][3]
-        assert seen_padded == 2 * total  # one log-prob pass + one update pass over the rank's rows
-        assert 2 * real <= seen_packed < seen_padded
+        mask = rank_out[False][4]
+        kept = 0
+        for pair in (mask[0:2], mask[2:4]):
+            cols = torch.nonzero(pair.any(0)).squeeze(1)
+            kept += 2 * int(cols.max() - cols.min() + 1)
+        assert rank_out[False][3] == 2 * kept  # one log-prob pass + one update pass
+        assert kept < mask.numel(), "the batch must have columns to drop for the check to mean anything"
+        real = int(mask.sum())
+        # two sequences that do not fit one row of the micro-batch's width take two rows: then
+        # packing runs on as many positions as the trimmed padded micro-batch, never more
+        assert 2 * real <= rank_out[True][3] <= rank_out[False][3]

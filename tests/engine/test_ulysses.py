@@ -16,7 +16,7 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 from tests.helpers.dist import run_ranks
 from tests.helpers.models import make_ppo_batch
 from verl_lite.algos.logprob import entropy_from_logits, logprobs_from_logits
-from verl_lite.engine.packing import pack, unpack
+from verl_lite.engine.packing import pack_batch, unpack
 from verl_lite.engine.ulysses import apply_ulysses, sequence_parallel, shard_rows
 
 TOL = 1e-5
@@ -40,7 +40,7 @@ def _model(heads: int, kv_heads: int, attn: str) -> Qwen2ForCausalLM:
 
 def _batch(seed: int):
     b = make_ppo_batch(vocab=VOCAB, bs=6, prompt_len=7, response_len=6, seed=seed)
-    packed = pack(b["input_ids"], b["attention_mask"], b["position_ids"])
+    packed = pack_batch(b["input_ids"], b["attention_mask"], b["position_ids"])
     labels = packed.input_ids.roll(-1, dims=1)  # next token in the row (garbage at a row's last slot)
     weights = torch.randn(packed.input_ids.shape, generator=torch.Generator().manual_seed(seed))
     return packed, labels, weights
@@ -62,7 +62,7 @@ def _reference(heads, kv_heads, attn, seed):
     logp, entropy = _token_outputs(logits, labels)
     _loss(logp, entropy, weights).backward()
     grads = {n: p.grad.clone() for n, p in model.named_parameters()}
-    return unpack(logp, packed).detach(), unpack(entropy, packed).detach(), grads, logits.detach()
+    return unpack(logp, packed.plan).detach(), unpack(entropy, packed.plan).detach(), grads, logits.detach()
 
 
 def _sp_case(rank, group, heads, kv_heads, attn, ckpt, seed):
@@ -88,7 +88,7 @@ def _sp_case(rank, group, heads, kv_heads, attn, ckpt, seed):
     # outside the context the same model is the plain model again
     with torch.no_grad():
         plain = model(input_ids=packed.input_ids, position_ids=packed.position_ids, use_cache=False).logits
-    return unpack(logp, packed).detach(), unpack(entropy, packed).detach(), grads, plain
+    return unpack(logp, packed.plan).detach(), unpack(entropy, packed.plan).detach(), grads, plain
 
 
 def _all_cases(rank, world, cases, seed):

@@ -176,16 +176,16 @@ def test_same_seed_and_call_give_the_same_tokens_and_spare_the_training_rng(hybr
 
 def _train_one_step(actor, batch):
     """One optimizer step that moves the policy: raise the log-prob of the sampled tokens."""
-    from verl_lite.algos.logprob import logprobs_from_logits
-    from verl_lite.workers.actor import response_logits
+    from verl_lite.engine.forward import TokenRequest
 
-    def loss_fn(output, micro):
-        logp = logprobs_from_logits(response_logits(output, micro, 1.0), micro["responses"])
+    def loss_fn(output, micro, scale):
         mask = micro["response_mask"].float()
-        return -(logp * mask).sum() / mask.sum(), {}
+        return -(output.tokens["log_probs"] * mask).sum() / scale.num_tokens, {}
 
     keys = ("input_ids", "attention_mask", "position_ids", "responses", "response_mask")
-    actor.train_mini_batch([{k: batch[k] for k in keys}], loss_fn)
+    rows = len(batch["responses"])
+    request = TokenRequest(temperature=1.0)
+    actor.update({k: batch[k] for k in keys}, loss_fn, mini_size=rows, micro_size=rows, request=request)
 
 
 def test_logprob_diff_small_after_sync_and_large_when_the_sync_is_skipped(hybrid):
@@ -244,14 +244,18 @@ def random_policy(hybrid, random_model_dir):
     rollout.update_weights(actor.iter_full_params())
 
 
-def _policy_logits(policy, ids: torch.Tensor) -> torch.Tensor:
-    """The policy's logits (rows, L, V) for unpadded rows `ids`."""
-    micro = {
+def _policy_logits(policy, prompt: torch.Tensor, responses: torch.Tensor) -> torch.Tensor:
+    """The policy's logits (rows, R, V) that score each of `responses`' tokens after `prompt`
+    (unpadded rows; causal, so those for token t see only the prompt and tokens before t)."""
+    ids = torch.cat([prompt, responses], -1)
+    batch = {
         "input_ids": ids,
         "attention_mask": torch.ones_like(ids),
         "position_ids": torch.arange(ids.shape[1]).expand_as(ids),
+        "responses": responses,
     }
-    return policy.forward([micro], lambda output, m: output.logits.float(), phase="logits")[0]
+    head = lambda output, micro: output.logits[:, -micro.width - 1 : -1].float()  # noqa: E731
+    return policy.forward(batch, head, micro_size=len(ids), phase="logits")
 
 
 PROMPT = torch.tensor([[5, 17, 23, 9, 41, 3]])
@@ -269,15 +273,15 @@ def test_sampled_log_probs_are_the_configured_distribution(random_policy, case):
     )
     tokens, log_probs = rollout.generate_tokens(PROMPT, torch.ones_like(PROMPT), params)
     assert tokens.shape == log_probs.shape == (16, 6)
-    logits = _policy_logits(policy, torch.cat([PROMPT.repeat(16, 1), tokens], -1))
-    assert_log_probs_match(logits[:, PROMPT.shape[1] - 1 : -1], tokens, log_probs, case)
+    logits = _policy_logits(policy, PROMPT.repeat(16, 1), tokens)
+    assert_log_probs_match(logits, tokens, log_probs, case)
 
 
 def test_empirical_sampling_matches_the_configured_distribution(random_policy):
     """Thousands of draws of one token: their frequencies match the reference distribution for
     each case; with verl's defaults nothing is cut (a top-50 would cut the mass checked below)."""
     policy, rollout = random_policy
-    logits = _policy_logits(policy, PROMPT)[0, -1]
+    logits = _policy_logits(policy, PROMPT, torch.zeros_like(PROMPT[:, :1]))[0, 0]
     num_draws, tolerance = 6000, 0.08  # expected distance of an exact sampler here: ~0.05
     assert mass_outside_top(reference_probs(logits, 1.0, -1, 1.0), 50) > 3 * tolerance
     for case in SAMPLING_CASES:

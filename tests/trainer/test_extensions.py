@@ -19,6 +19,7 @@ from verl_lite.algos.loss_agg import LossScale
 from verl_lite.config.compose import load_config
 from verl_lite.config.schema import TINY_MODEL, TINY_TRAIN
 from verl_lite.config.validate import ConfigError, check_placeholders, validate
+from verl_lite.engine.forward import TokenRequest, response_token_outputs
 from verl_lite.main_ppo import SetupError, build_trainer, resolve_assets
 from verl_lite.protocol import DataProto
 from verl_lite.workers.actor import PPOActor
@@ -93,15 +94,28 @@ def test_every_estimator_builds_its_phases_and_advantages(name, tmp_path):
     assert torch.isfinite(batch.batch["returns"]).all()
 
 
-def _micro(rows=6, prompt=3, width=4, vocab=11):
+class _Micro(dict):
+    """A micro-batch as the engine hands it to a loss: tensors by name and its response width."""
+
+    width = 4
+
+
+def _output(logits, micro):
+    """What the engine's forward gives the actor's loss: per-token log-probs and entropy."""
+    return SimpleNamespace(tokens=response_token_outputs(logits, micro, TokenRequest(entropy=True)))
+
+
+def _micro(rows=6, prompt=3, width=_Micro.width, vocab=11):
     g = torch.Generator().manual_seed(1)
     lengths = torch.tensor([4, 2, 3, 1, 4, 4])[:rows]
-    return {
-        "responses": torch.randint(vocab, (rows, width), generator=g),
-        "response_mask": (torch.arange(width) < lengths.unsqueeze(1)).float(),
-        "old_log_probs": -torch.rand(rows, width, generator=g) - 1.0,
-        "advantages": torch.randn(rows, 1, generator=g).expand(rows, width).contiguous(),
-    }, torch.randn(rows, prompt + width, vocab, generator=g)
+    return _Micro(
+        {
+            "responses": torch.randint(vocab, (rows, width), generator=g),
+            "response_mask": (torch.arange(width) < lengths.unsqueeze(1)).float(),
+            "old_log_probs": -torch.rand(rows, width, generator=g) - 1.0,
+            "advantages": torch.randn(rows, 1, generator=g).expand(rows, width).contiguous(),
+        }
+    ), torch.randn(rows, prompt + width, vocab, generator=g)
 
 
 @pytest.mark.parametrize("mode", POLICY_LOSSES.names())
@@ -111,9 +125,7 @@ def test_every_policy_loss_runs_in_the_actor_loss_function(mode, tmp_path):
     actor = PPOActor(None, cfg.actor_rollout_ref.actor, response_length=4, temperature=1.0)
     micro, logits = _micro()
     logits.requires_grad_(True)
-    loss, shares = actor.make_loss_fn(LossScale.of(micro["response_mask"]))(
-        SimpleNamespace(logits=logits), micro
-    )
+    loss, shares = actor.loss(_output(logits, micro), micro, LossScale.of(micro["response_mask"]))
     loss.backward()
     assert torch.isfinite(loss) and torch.isfinite(logits.grad).all() and logits.grad.abs().sum() > 0
     assert {"pg_loss", "entropy"} <= set(shares)
@@ -134,9 +146,7 @@ def test_a_loss_key_reaches_the_loss(tmp_path):
             f"{ARR}.actor.tau_neg={tau}",
         )
         actor = PPOActor(None, cfg.actor_rollout_ref.actor, response_length=4, temperature=1.0)
-        loss, _ = actor.make_loss_fn(LossScale.of(micro["response_mask"]))(
-            SimpleNamespace(logits=logits), micro
-        )
+        loss, _ = actor.loss(_output(logits, micro), micro, LossScale.of(micro["response_mask"]))
         losses.append(float(loss))
     assert losses[0] != losses[1]
 

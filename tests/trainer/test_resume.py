@@ -93,7 +93,10 @@ def test_reference_run_writes_complete_checkpoints(reference):
         )
     assert not [n for n in os.listdir(reference) if n.startswith((".tmp", ".trash"))]
     rows = _training_rows(reference)
-    assert sorted(rows) == [1, 2, 3, 4] and rows[4]["actor/grad_norm"] > 0
+    assert sorted(rows) == [1, 2, 3, 4]
+    # the steps a resumed run repeats (3, 4) must carry a gradient, or their equality shows nothing; a step
+    # whose samples all score alike has none (GRPO's advantages are 0), so one of the two is enough
+    assert max(rows[s]["actor/grad_norm"] for s in (3, 4)) > 0, [rows[s]["actor/grad_norm"] for s in rows]
 
 
 def test_a_stopped_run_resumed_from_its_path_reproduces_the_reference(reference, tmp_path):

@@ -66,6 +66,7 @@ DUAL_CLIP = Domain(lambda v: _is_num(v) and v > 1, "a finite number > 1 (the dua
 FREQ = Domain(_is_int, "an integer (a step count; <= 0: never)")
 MAX_SAMPLES = Domain(lambda v: _is_int(v) and (v == -1 or v > 0), "-1 (all rows) or a positive integer")
 FINITE = Domain(_is_num, "a finite number")
+LORA_RANK = Domain(lambda v: _is_int(v) and v >= 0, "0 (full fine-tuning) or a positive LoRA rank")
 
 
 def _optim(prefix: str) -> dict[str, Domain]:
@@ -148,6 +149,8 @@ DOMAINS: dict[str, Domain] = {
     f"{ARR}.nccl_timeout": POS_INT,
     f"{ARR}.rollout.cpu_kv_cache_gb": POS,
     **{f"{s}.fsdp_config.wrap_policy.min_num_params": NON_NEG_INT for s in FSDP_SECTIONS},
+    **{f"{m}.lora_rank": LORA_RANK for m in (f"{ARR}.model", "critic.model")},
+    **{f"{m}.lora_alpha": POS for m in (f"{ARR}.model", "critic.model")},
     # critic
     "critic.ppo_mini_batch_size": FOLLOWS_ACTOR,
     "critic.ppo_micro_batch_size": MICRO,
@@ -195,11 +198,6 @@ DOMAINS: dict[str, Domain] = {
 NO_DOMAIN = {
     f"{ARR}.actor.optim.total_training_steps": "filled in by the trainer from the data (verl does the same)",
     "critic.optim.total_training_steps": "filled in by the trainer from the data (verl does the same)",
-    **{
-        f"{section}.model.{key}": "checked with the other LoRA rules in config/validate_lora.py"
-        for section in (ARR, "critic")
-        for key in ("lora_rank", "lora_alpha")
-    },
 }
 
 

@@ -2,9 +2,9 @@
 
 LoRA is on for the actor when actor_rollout_ref.model.lora_rank > 0 or lora_adapter_path is set,
 for the critic when critic.model.lora_rank > 0. What can be known before Ray is checked here, each
-problem one line naming the key, the value and the fix: the rank and alpha, the target and exclude
-lists, the saved adapter's folder, the ranks vLLM serves, and verl's rule that layered_summon needs
-the base weights preloaded in vLLM.
+problem one line naming the key, the value and the fix: the target and exclude lists, the saved
+adapter's folder, the ranks vLLM serves, and verl's rule that layered_summon needs the base weights
+preloaded in vLLM. The rank's and alpha's domains (>= 0, > 0) are in config/domains.py.
 """
 
 from __future__ import annotations
@@ -27,12 +27,8 @@ def _check_modules(key: str, value, problems: list[str]) -> None:
 def _check_model(key: str, model, kind: str, problems: list[str]) -> bool:
     """The LoRA keys of one model section; whether LoRA is on for it."""
     adapter = getattr(model, "lora_adapter_path", None)  # verl's critic section has none
-    if model.lora_rank < 0:
-        problems.append(f"{key}.lora_rank={model.lora_rank}: use 0 (full fine-tuning) or a positive rank")
     if LoraSpec.of(model, kind) is None:
         return False
-    if model.lora_alpha <= 0:
-        problems.append(f"{key}.lora_alpha={model.lora_alpha}: must be positive (verl's default is 16)")
     _check_modules(f"{key}.target_modules", model.target_modules, problems)
     if model.target_modules is None:
         problems.append(f"{key}.target_modules=None: give all-linear or a list of module names")

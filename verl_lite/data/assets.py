@@ -25,7 +25,7 @@ from verl_lite.data import arith, pinned_build
 log = logging.getLogger(__name__)
 
 SCHEME = "verl_lite://"
-RECIPE_VERSION = "v3"  # bump when the model, tokenizer, warm start, task or build pin changes
+RECIPE_VERSION = "v4"  # bump when the model, tokenizer, warm start, task or build pin changes
 ASSETS = {"tiny-qwen2-arith": "model", "arith": "data"}
 
 
@@ -73,20 +73,23 @@ def _build_model(folder: Path) -> dict:
     if same is False:
         log.warning(
             "the embedded model built here differs bit-wise from the reference build (weights sha256 %s, "
-            "expected %s) although torch, transformers and the CPU kernels match: please report it",
+            "expected %s) although torch, transformers, the CPU kernels and vendor match: please report it",
             info["weights_sha256"],
             pinned_build.REFERENCE["weights_sha256"],
         )
     elif same is None:
         log.info(
-            "the embedded model was built with torch %s, transformers %s, %s kernels; the reference build "
-            "(torch %s, transformers %s, %s) has other bits, so runs differ in detail from the documented ones",
+            "the embedded model was built with torch %s, transformers %s, %s kernels on a %s CPU; the "
+            "reference build (torch %s, transformers %s, %s, %s) may have other bits, so runs may differ in "
+            "detail from the documented ones",
             info["torch"],
             info["transformers"],
             info["cpu_capability"],
+            info["cpu_vendor"],
             pinned_build.REFERENCE["torch"],
             pinned_build.REFERENCE["transformers"],
             pinned_build.PINNED_CAPABILITY,
+            pinned_build.REFERENCE["cpu_vendor"],
         )
     return info
 

@@ -1,5 +1,5 @@
 """Build the embedded model in a child process with pinned numerics: the same weights, bit for bit, on
-every x86-64 machine with AVX2 (Intel since 2013, AMD since 2015), whatever its own CPU features.
+every Intel x86-64 CPU with AVX2 (since 2013), whatever its own CPU features.
 
 Why a child process: the settings that choose torch's CPU kernels are read once, when torch and MKL
 load, so a process that has already used torch cannot change them. Each setting below was seen to
@@ -8,10 +8,13 @@ change the warm-started weights on its own (tests/data/test_assets.py keeps it s
 - ATEN_CPU_CAPABILITY=avx2: torch picks its vector kernels (softmax, norms, AdamW, ...) by CPU, and the
   AVX-512 ones round differently from the AVX2 ones that every such machine has;
 - MKL_CBWR=AVX2,STRICT: MKL's matrix products dispatch on the CPU too (an AVX2-only CPU gave other
-  weights than this AVX-512 one); its reproducibility mode fixes the code path for any CPU that has AVX2.
+  weights than this AVX-512 one); its reproducibility mode fixes the code path for any Intel CPU that
+  has AVX2. MKL documents that mode for Intel CPUs only: on other vendors (AMD) it falls back to its
+  own dispatch, so their bits may differ.
 What stays outside the pin: the versions of torch (and its MKL; pyproject.toml pins torch) and of
-transformers (a range there), and CPUs without AVX2 or not x86-64 (an ARM machine builds through
-other kernels): they build a working asset with other bits, and the build log says so. `REFERENCE` records the bits of the pinned
+transformers (a range there), non-Intel CPUs (MKL, above), and CPUs without AVX2 or not x86-64 (an
+ARM machine builds through other kernels): they build a working asset with other bits, and the build
+log says so. `REFERENCE` records the bits of the pinned
 build for the versions named in it; the test compares against it, so drift on any CI machine shows.
 """
 
@@ -31,6 +34,7 @@ from pathlib import Path
 REFERENCE = {
     "torch": "2.13.0",
     "transformers": "5.19",
+    "cpu_vendor": "GenuineIntel",
     "weights_sha256": "8984c0acd365f0bfb808361a2b8dc9ab55b43ed2dc67aa2d0ad9e880980e3233",
 }
 PINNED_CAPABILITY = "AVX2"
@@ -89,14 +93,29 @@ def describe_pin() -> dict:
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "num_threads": torch.get_num_threads(),
         "machine": platform.machine(),
+        "cpu_vendor": cpu_vendor(),
     }
 
 
+def cpu_vendor() -> str:
+    """The x86 vendor string (GenuineIntel, AuthenticAMD, ...) from /proc/cpuinfo, else "unknown"."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("vendor_id"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
 def matches_reference(record: Mapping) -> bool | None:
-    """True/False when `record` was built with the reference's versions under the full pin, else None."""
+    """True/False when `record` was built with the reference's versions under the full pin on a CPU of
+    the reference's vendor, else None."""
     same_setup = (
         str(record.get("torch")).split("+")[0] == REFERENCE["torch"]
         and ".".join(str(record.get("transformers")).split(".")[:2]) == REFERENCE["transformers"]
         and record.get("cpu_capability") == PINNED_CAPABILITY
+        and record.get("cpu_vendor") == REFERENCE["cpu_vendor"]
     )
     return record.get("weights_sha256") == REFERENCE["weights_sha256"] if same_setup else None

@@ -17,8 +17,10 @@ model's, and `hf_model` writes the merged weights (base + adapter folded in).
 
 DCP reads and writes each rank's own shards (DTensors) wherever they live, so the same code serves
 every offload mode: saving and loading run inside an engine phase, which brings offloaded params in
-and puts them back, and `offload.after_load` returns a loaded optimizer state to where the mode
-keeps it. Extras are plain tensors and numbers, read back with `torch.load(weights_only=True)`.
+and puts them back. The optimizer state is created, before it is read, where the offload mode
+keeps it (`offload.init_optimizer_state`: under optimizer_offload directly in host memory, never on
+the device) and filled in place there (`offload.load_optimizer_state`). Extras are plain tensors
+and numbers, read back with `torch.load(weights_only=True)`.
 
 A checkpoint may come from someone else (trainer.resume_from_path, the model merger), so nothing
 in it is unpickled freely: DCP's `.metadata` pickle is first replayed with an unpickler that only
@@ -43,7 +45,6 @@ from torch.distributed.checkpoint.state_dict import (
     get_model_state_dict,
     get_optimizer_state_dict,
     set_model_state_dict,
-    set_optimizer_state_dict,
 )
 from torch.distributed.fsdp import FSDPModule
 from transformers import PreTrainedModel
@@ -191,11 +192,12 @@ def load_engine(engine, path: str, contents: list[str]) -> dict:
             read_dcp(state, os.path.join(path, MODEL_DIR))
             set_model_state_dict(engine.module, state, options=StateDictOptions(strict=False))
         if "optimizer" in contents:
-            # a fresh optimizer has no state yet: get_optimizer_state_dict creates it (a zero-lr step)
+            # a fresh optimizer has no state yet: the offload mode creates it where it keeps it
+            # (optimizer_offload: on the host), else get_optimizer_state_dict does (a zero-lr step)
+            engine.offload.init_optimizer_state()
             state = get_optimizer_state_dict(engine.module, engine.optimizer)
             read_dcp(state, os.path.join(path, OPTIM_DIR))
-            set_optimizer_state_dict(engine.module, engine.optimizer, state)
-            engine.offload.after_load()
+            engine.offload.load_optimizer_state(state)
     if "extra" not in contents:
         return {}
     file = os.path.join(path, extra_state_name(engine.dp_size, engine.dp_rank))

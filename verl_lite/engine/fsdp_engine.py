@@ -1,17 +1,36 @@
 """FSDPEngine: one FSDP2-sharded model on one rank, with its optimizer, run in named phases.
 
-The engine loads a local HF model, shards it (parallelize.py), and offers verbs that take tensors:
-`forward` over micro-batches without gradients, `train_mini_batch` (accumulate micro-batch
-gradients, clip, step), and `iter_full_params` (gather full weights one tensor at a time for the
-rollout). Each verb runs inside `phase(name)`, where the offload mode (offload.py) moves params in
-and out and every move is counted.
+The engine loads a local HF model, shards it (parallelize.py), and owns every loop over it. Its
+verbs take a batch of tensors in verl's layout and a function for one micro-batch:
 
-Exactness across data-parallel ranks: FSDP2 reduce-scatters gradients as a mean over ranks, while
-the loss shares a caller passes are already normalised by mini-batch-wide counts (algos/loss_agg.py).
-The engine therefore multiplies each share by the data-parallel size before backward, so the reduced
-gradient is the gradient of the sum of shares, i.e. of the full-batch loss. With
-`reduce_scatter_every_micro_batch=False` gradients accumulate unsharded and are reduced once, on the
-last micro-batch (`set_requires_gradient_sync`); the sum is the same.
+    forward(tensors, head, ...)       head(output, micro) -> (rows, R', ...) for each micro-batch,
+                                      without gradients; returns (bs, R, ...) in the rows' order
+    update(tensors, loss_fn, ...)     ppo_epochs x mini-batches x micro-batches: loss_fn(output,
+                                      micro, scale) -> (loss share, metric shares); one optimizer
+                                      step per mini-batch; returns the metrics
+    iter_full_params(...)             full weights for the rollout, a bucket per collective
+
+Workers keep only their heads and losses; a causal LM's caller passes a `TokenRequest` and reads
+per-token log-probs (and entropy) from `output.tokens`, never the logits (forward.py). Micro-batches are planned on the host (micro_batch.py:
+fixed sizes or a token budget, each cut to the columns it needs), the batch moves to the device
+once per verb, and nothing is read back per micro-batch: outputs and metric shares stay on the
+device until the verb (or the mini-batch) ends. The model runs in one place (forward.py).
+
+Each verb runs inside `phase(name)`: the offload mode (offload.py) brings params in and takes them
+out, gathered params are resharded, cached device blocks are released, and the seconds counted.
+
+The ranks are laid out by engine/mesh.py: an FSDP mesh (all ranks; 2-D for HSDP) that shards the
+params and reduces gradients, and the data-parallel group (ranks holding different rows; smaller
+than the mesh under sequence parallelism) that counts tokens, sums metrics and agrees on the number
+of micro-batches.
+
+Exactness across ranks: FSDP2 reduce-scatters gradients as a mean over the mesh's ranks, while
+the loss shares are normalised by mini-batch-wide counts over the data-parallel ranks (the
+`LossScale` the update computes for each mini-batch, algos/loss_agg.py). The engine therefore
+multiplies each share by the mesh size before backward, so the reduced gradient is the gradient of
+the sum of shares, i.e. of the full-batch loss. With `reduce_scatter_every_micro_batch=False` gradients
+accumulate unsharded and are reduced once, on the last micro-batch (`set_requires_gradient_sync`);
+the sum is the same.
 """
 
 from __future__ import annotations
@@ -19,22 +38,35 @@ from __future__ import annotations
 import math
 import time
 import warnings
+from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import torch
 import torch.distributed as dist
+import torch.nn.functional as F
 from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.fsdp import FSDPModule
 from torch.distributed.tensor import DTensor
 
+from verl_lite.algos.loss_agg import LossScale
 from verl_lite.config.schema import FSDPConfig, ModelConfig, OptimConfig
-from verl_lite.engine import micro_batch
+from verl_lite.engine.forward import (
+    ForwardOutput,
+    MicroBatch,
+    TokenRequest,
+    build_micro_batches,
+    build_model_forward,
+)
+from verl_lite.engine.forward import response_width as batch_response_width
 from verl_lite.engine.lora import apply_lora
 from verl_lite.engine.lora_spec import LoraSpec
+from verl_lite.engine.mesh import Layout
+from verl_lite.engine.micro_batch import MicroPlan, plan_micro_batches
 from verl_lite.engine.offload import TransferLog, build_offload
 from verl_lite.engine.optim import build_lr_scheduler, build_optimizer, num_warmup_steps
-from verl_lite.engine.packing import packed_forward
 from verl_lite.engine.parallelize import apply_fsdp2, build_mp_policy, parse_dtype
+from verl_lite.engine.weight_gather import iter_full_params
 from verl_lite.utils import device as dev
 from verl_lite.utils.hf_model import MODEL_LOADERS
 
@@ -45,8 +77,8 @@ warnings.filterwarnings(
     "ignore", message=r"FSDP2-wrapped module .* returned a view tensor", category=UserWarning
 )
 
-Micro = dict[str, torch.Tensor]
-LossFn = Callable[[object, Micro], tuple[torch.Tensor, dict[str, torch.Tensor]]]
+Head = Callable[[ForwardOutput, MicroBatch], torch.Tensor]
+LossFn = Callable[[ForwardOutput, MicroBatch, LossScale], tuple[torch.Tensor, dict[str, torch.Tensor]]]
 
 
 class FSDPEngine:
@@ -54,31 +86,42 @@ class FSDPEngine:
         self,
         model_cfg: ModelConfig,
         fsdp_cfg: FSDPConfig,
-        mesh: DeviceMesh,
+        layout: Layout | DeviceMesh,
         *,
         role: str,
         optim_cfg: OptimConfig | None = None,
         grad_clip: float | None = None,
         module: torch.nn.Module | None = None,
         model_kind: str = "causal_lm",
+        idle_on_host: bool = False,
     ):
         """`module`: an already built model to shard instead of loading `model_cfg.path` (the
         benchmark's randomly initialised real shapes, which are never written to disk).
         `model_kind`: causal_lm (actor, ref), value (critic) or reward (reward model); see
-        utils/hf_model.py. `model_cfg.use_remove_padding` packs every forward (engine/packing.py)."""
-        self.role, self.mesh, self.grad_clip = role, mesh, grad_clip
-        self.use_remove_padding = model_cfg.use_remove_padding
+        utils/hf_model.py. `model_cfg.use_remove_padding` packs every forward (engine/packing.py).
+        `idle_on_host`: keep params and optimizer state on the host between phases (a role that
+        shares its GPU with busier ones; offload.build_offload). `layout`: engine/mesh.py's, or a
+        1-D mesh (all ranks shard, all hold different rows)."""
+        self.layout = layout if isinstance(layout, Layout) else Layout.of_mesh(layout)
+        self.role, self.mesh, self.grad_clip = role, self.layout.fsdp_mesh, grad_clip
         self.device = dev.local_device()
         self.reduce_every_micro = fsdp_cfg.reduce_scatter_every_micro_batch
         self.transfers = TransferLog()
-        self.offload = build_offload(fsdp_cfg, self.device, self.transfers)
-        self.module = (
-            module
-            if module is not None
-            else MODEL_LOADERS[model_kind](
-                model_cfg, parse_dtype(fsdp_cfg.model_dtype, f"{role}.fsdp_config.model_dtype")
-            )
-        )
+        self.offload = build_offload(fsdp_cfg, self.device, self.transfers, idle_on_host)
+        self.run_model = build_model_forward(model_cfg.use_remove_padding)
+        self._build_module(model_cfg, fsdp_cfg, module, model_kind)
+        self.optimizer = self.lr_scheduler = None
+        if optim_cfg is not None:
+            self._build_optimizer(optim_cfg)
+        self.offload.attach(self.module, self.optimizer, self.wrapped)
+        self.timings: dict[str, float] = {}
+        self.num_skipped_steps = 0
+        self._phase: str | None = None
+
+    def _build_module(self, model_cfg, fsdp_cfg, module, model_kind: str) -> None:
+        role = self.role
+        dtype = parse_dtype(fsdp_cfg.model_dtype, f"{role}.fsdp_config.model_dtype")
+        self.module = module if module is not None else MODEL_LOADERS[model_kind](model_cfg, dtype)
         if model_cfg.enable_gradient_checkpointing:
             self.module.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.lora_config = None  # LoRA (engine/lora.py): adapters on the frozen model, in the same FSDP units
@@ -94,7 +137,7 @@ class FSDPEngine:
         mp = fsdp_cfg.mixed_precision
         self.wrapped = apply_fsdp2(
             self.module,
-            mesh,
+            self.mesh,
             reshard_after_forward=fsdp_cfg.reshard_after_forward,
             min_num_params=fsdp_cfg.wrap_policy.min_num_params,
             mp_policy=build_mp_policy(mp.param_dtype, mp.reduce_dtype, f"{role}.fsdp_config.mixed_precision"),
@@ -107,66 +150,57 @@ class FSDPEngine:
             for name, buf in sub._buffers.items():
                 if buf is not None and buf.is_floating_point():
                     sub._buffers[name] = buf.to(buffer_dtype)
-        self.optimizer = self.lr_scheduler = None
-        if optim_cfg is not None:
-            self.optimizer = build_optimizer(
-                [p for p in self.module.parameters() if p.requires_grad],
-                optim_cfg.lr,
-                optim_cfg.betas,
-                optim_cfg.weight_decay,
-            )
-            total = optim_cfg.total_training_steps
-            self.lr_scheduler = build_lr_scheduler(
-                self.optimizer,
-                warmup_steps=num_warmup_steps(
-                    optim_cfg.lr_warmup_steps, optim_cfg.lr_warmup_steps_ratio, total
-                ),
-                total_steps=total,
-                style=optim_cfg.lr_scheduler_type,
-                min_lr_ratio=optim_cfg.min_lr_ratio,
-                num_cycles=optim_cfg.num_cycles,
-            )
-        self.offload.attach(self.module, self.optimizer, self.wrapped)
-        self.timings: dict[str, float] = {}
-        self.num_skipped_steps = 0
-        self._phase: str | None = None
+
+    def _build_optimizer(self, optim_cfg: OptimConfig) -> None:
+        self.optimizer = build_optimizer(
+            [p for p in self.module.parameters() if p.requires_grad],
+            optim_cfg.lr,
+            optim_cfg.betas,
+            optim_cfg.weight_decay,
+        )
+        total = optim_cfg.total_training_steps
+        self.lr_scheduler = build_lr_scheduler(
+            self.optimizer,
+            warmup_steps=num_warmup_steps(optim_cfg.lr_warmup_steps, optim_cfg.lr_warmup_steps_ratio, total),
+            total_steps=total,
+            style=optim_cfg.lr_scheduler_type,
+            min_lr_ratio=optim_cfg.min_lr_ratio,
+            num_cycles=optim_cfg.num_cycles,
+        )
 
     # --- topology ---------------------------------------------------------------------------------
     @property
     def dp_size(self) -> int:
-        return self.mesh.size()
+        """Ranks holding different rows."""
+        return self.layout.dp_size
 
     @property
     def dp_rank(self) -> int:
-        return self.mesh.get_local_rank()
+        return self.layout.dp_rank
 
     def _all_reduce(self, tensor: torch.Tensor, op) -> torch.Tensor:
-        """A small host tensor reduced over ranks (gloo carries host tensors on every machine)."""
+        """A small host tensor reduced over the data-parallel ranks (gloo carries host tensors on
+        every machine)."""
         tensor = tensor.detach().to("cpu", torch.float64).clone()
         if self.dp_size > 1:
-            dist.all_reduce(tensor, op=op, group=self.mesh.get_group())
+            dist.all_reduce(tensor, op=op, group=self.layout.dp_group)
         return tensor
 
     def dp_all_reduce_sum(self, tensor: torch.Tensor) -> torch.Tensor:
         return self._all_reduce(tensor, dist.ReduceOp.SUM)
 
-    def micro_batches(
-        self, attention_mask: torch.Tensor, micro_size: int, max_token_len: int | None
-    ) -> list[list[int]]:
-        """Row groups for one batch on this rank: `micro_size` rows each, or, with a token budget,
-        as many balanced groups as the most demanding rank needs (all ranks run the same count)."""
-        if max_token_len is None:
-            return micro_batch.fixed_groups(attention_mask.shape[0], micro_size)
-        counts = micro_batch.token_counts(attention_mask)
-        need = micro_batch.count_token_groups(counts, max_token_len)
-        num_groups = int(self._all_reduce(torch.tensor([need]), dist.ReduceOp.MAX).item())
-        return micro_batch.balanced_groups(counts, num_groups)
+    def _agree_max(self, n: int) -> int:
+        return int(self._all_reduce(torch.tensor([n]), dist.ReduceOp.MAX).item())
 
     # --- phases -----------------------------------------------------------------------------------
     @contextmanager
     def phase(self, name: str):
         """Run one phase (e.g. 'compute_log_prob', 'update'): the offload mode brings the params in
-        and takes them out; seconds land in `timings`. A nested phase joins the outer one."""
+        and takes them out; seconds land in `timings`. A nested phase joins the outer one.
+
+        Leaving a phase also reshards every FSDP unit (a forward without backward leaves units
+        built with reshard_after_forward=False gathered) and returns cached device blocks: the next
+        phase may be another process's on the same GPU (vLLM's KV cache, a colocated critic)."""
         if self._phase is not None:
             yield
             return
@@ -176,7 +210,11 @@ class FSDPEngine:
         try:
             yield
         finally:
+            for module in self.module.modules():
+                if isinstance(module, FSDPModule):
+                    module.reshard()
             self.offload.exit_phase(name)
+            dev.empty_cache()
             dev.synchronize()
             self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - start
             self._phase = None
@@ -189,80 +227,161 @@ class FSDPEngine:
         self.timings, self.num_skipped_steps = {}, 0
         return out, self.transfers.pop()
 
-    # --- verbs ------------------------------------------------------------------------------------
-    def model_forward(self, micro: Micro):
-        self.offload.on_forward(training=torch.is_grad_enabled())
-        if self.use_remove_padding:
-            return packed_forward(
-                self.module,
-                micro["input_ids"].to(self.device),
-                micro["attention_mask"].to(self.device),
-                micro["position_ids"].to(self.device),
-            )
-        return self.module(
-            input_ids=micro["input_ids"].to(self.device),
-            attention_mask=micro["attention_mask"].to(self.device),
-            position_ids=micro["position_ids"].to(self.device),
-            use_cache=False,
+    # --- micro-batches ----------------------------------------------------------------------------
+    def plan(self, tensors: dict[str, torch.Tensor], micro_size: int | None, max_token_len: int | None):
+        """This rank's micro-batch plans for a batch (host tensors): `micro_size` rows each, or, with
+        a token budget, as many budget-bound groups as the most demanding rank needs."""
+        return plan_micro_batches(
+            tensors["attention_mask"],
+            batch_response_width(tensors),
+            micro_size=micro_size,
+            max_token_len=max_token_len,
+            packed=self.run_model.name == "packed",
+            agree_max=self._agree_max,
         )
 
+    def _micro_batches(self, host, on_device, plans: list[MicroPlan]) -> list[MicroBatch]:
+        return build_micro_batches(host, on_device, plans, self.run_model, dev.to_device, self.device)
+
+    def _to_device(self, tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return {k: dev.to_device(v, self.device) for k, v in tensors.items()}
+
+    def model_forward(self, micro: MicroBatch, request: TokenRequest | None = None) -> ForwardOutput:
+        """The model on one micro-batch: the one place a forward happens (call it inside
+        `self.run_model.context(micro)`)."""
+        self.offload.on_forward(training=torch.is_grad_enabled())
+        return self.run_model(self.module, micro, request)
+
+    # --- verbs ------------------------------------------------------------------------------------
     @torch.no_grad()
     def forward(
-        self, micro_batches: list[Micro], fn: Callable[[object, Micro], object], phase: str = "forward"
-    ) -> list:
-        """fn(model_output, micro) for each micro-batch, without gradients."""
+        self,
+        tensors: dict[str, torch.Tensor],
+        head: Head,
+        *,
+        micro_size: int | None,
+        max_token_len: int | None = None,
+        phase: str = "forward",
+        request: TokenRequest | None = None,
+    ) -> torch.Tensor:
+        """head(output, micro) for every micro-batch of this rank's batch, without gradients.
+
+        `head` returns a response-aligned (rows, micro.width, ...) tensor; the result is the
+        (bs, R, ...) host tensor of all rows in their original order, zeros beyond each
+        micro-batch's kept response columns (padding in every one of its rows). `request`: the
+        per-token results a causal LM's output must carry (forward.py)."""
+        host = {k: v.cpu() for k, v in tensors.items()}
+        width = batch_response_width(host)
         with self.phase(phase):
             self.module.eval()
-            return [fn(self.model_forward(m), m) for m in micro_batches]
+            plans = self.plan(host, micro_size, max_token_len)
+            out = None
+            for micro in self._micro_batches(host, self._to_device(host), plans):
+                with self.run_model.context(micro):
+                    value = head(self.model_forward(micro, request), micro)
+                if value.shape[:2] != (micro.num_rows, micro.width):
+                    raise ValueError(
+                        f"a head must return (rows, width, ...) = {(micro.num_rows, micro.width)}, "
+                        f"not {tuple(value.shape)}"
+                    )
+                if out is None:
+                    out = value.new_zeros(len(host["attention_mask"]), width, *value.shape[2:])
+                pad = [0, 0] * (value.dim() - 2) + [0, width - micro.width]
+                out.index_copy_(0, micro.rows, F.pad(value, pad))
+            return dev.to_host(out)
 
-    def train_mini_batch(self, micro_batches: list[Micro], loss_fn: LossFn) -> dict[str, float]:
-        """One optimizer step over a mini-batch given as micro-batches.
+    def update(
+        self,
+        tensors: dict[str, torch.Tensor],
+        loss_fn: LossFn,
+        *,
+        mini_size: int,
+        micro_size: int | None,
+        max_token_len: int | None = None,
+        epochs: int = 1,
+        response_length: int | None = None,
+        request: TokenRequest | None = None,
+    ) -> dict[str, float]:
+        """`epochs` passes over this rank's rows, one optimizer step per local mini-batch of
+        `mini_size` rows, then one step of the lr schedule (it counts training steps, as verl's).
 
-        loss_fn returns this micro-batch's *share* of the mini-batch loss and metric shares (values
-        already divided by mini-batch-wide counts), so sums over micro-batches and ranks are the
-        mini-batch's values whatever the split. Returns those sums plus grad_norm and lr.
-        """
+        The driver orders rows so that local mini-batch j of every rank together form global
+        mini-batch j. For each mini-batch the response tokens and sequences (`response_mask`) are
+        counted over all ranks into a LossScale (`response_length`: the configured R for
+        seq-mean-token-sum-norm; None: the batch's width) that every loss_fn call gets. Returns the
+        mean over mini-batches of each metric (sums of the shares over micro-batches and ranks),
+        grad_norm and lr."""
         assert self.optimizer is not None, f"{self.role} engine was built without an optimizer"
-        with self.phase("update"):
+        host = {k: v.cpu() for k, v in tensors.items()}
+        num_rows = len(host["response_mask"])
+        length = response_length or host["response_mask"].shape[1]
+        history: dict[str, list[float]] = defaultdict(list)
+        with self.phase("update"):  # one phase: offloaded params come in once for all mini-batches
             self.module.train()
-            totals: dict[str, torch.Tensor] = {}
-            last = len(micro_batches) - 1
-            for i, micro in enumerate(micro_batches):
-                sync = self.reduce_every_micro or i == last
-                self.module.set_requires_gradient_sync(sync)
-                loss, shares = loss_fn(self.model_forward(micro), micro)
-                (loss * self.dp_size).backward()
-                if sync:
-                    self.offload.on_grad_reduce()
-                for k, v in shares.items():
-                    totals[k] = totals.get(k, 0.0) + v.detach().double().cpu()
-            grad_norm = self._clip_and_step()
-            metrics = self._reduce_metrics(totals)
-        metrics["grad_norm"] = grad_norm
-        metrics["lr"] = self.lr_scheduler.get_last_lr()[0]
-        return metrics
+            on_device = self._to_device(host)
+            for _ in range(epochs):
+                for start in range(0, num_rows, mini_size):
+                    part = slice(start, start + mini_size)
+                    mini = {k: v[part] for k, v in host.items()}
+                    scale = self.loss_scale(mini["response_mask"], length)
+                    plans = self.plan(mini, micro_size, max_token_len)
+                    micros = self._micro_batches(mini, {k: v[part] for k, v in on_device.items()}, plans)
+                    for k, v in self._train_mini_batch(micros, loss_fn, scale, request).items():
+                        history[k].append(v)
+        self.end_training_step()
+        return {k: sum(v) / len(v) for k, v in history.items()}
 
-    def _clip_and_step(self) -> float:
+    def loss_scale(self, mask: torch.Tensor, response_length: int) -> LossScale:
+        """Token and sequence counts of this rank's part of a mini-batch (host mask), summed over
+        ranks: the denominators every micro-batch's loss share uses."""
+        mask = mask.cpu()
+        local = torch.tensor([mask.sum(), (mask.sum(-1) > 0).sum()], dtype=torch.float64)
+        num_tokens, num_seqs = self.dp_all_reduce_sum(local).tolist()
+        return LossScale(num_tokens=num_tokens, num_seqs=num_seqs, response_length=response_length)
+
+    def _train_mini_batch(self, micros: list[MicroBatch], loss_fn: LossFn, scale: LossScale, request):
+        """Accumulate every micro-batch's gradient, clip, step: one optimizer step."""
+        totals: dict[str, torch.Tensor] = {}
+        last = len(micros) - 1
+        for i, micro in enumerate(micros):
+            sync = self.reduce_every_micro or i == last
+            self.module.set_requires_gradient_sync(sync)
+            with self.run_model.context(micro):
+                loss, shares = loss_fn(self.model_forward(micro, request), micro, scale)
+                (loss * self.layout.world_size).backward()
+            if sync:
+                self.offload.on_grad_reduce()
+            for k, v in shares.items():  # on the device: no host sync per micro-batch
+                v = v.detach().to(torch.float64)
+                totals[k] = totals[k] + v if k in totals else v
+        return self._step(totals)
+
+    def _step(self, totals: dict[str, torch.Tensor]) -> dict[str, float]:
+        """Clip and step (skipped, and counted, when the grad norm is not finite); the metric shares
+        and the norm come to the host together, once, and the shares are summed over ranks."""
         params = [p for p in self.module.parameters() if p.grad is not None]
         norm = torch.nn.utils.clip_grad_norm_(params, max_norm=self.grad_clip if self.grad_clip else math.inf)
-        norm = float(norm.full_tensor() if isinstance(norm, DTensor) else norm)
-        if math.isfinite(norm):
+        norm = norm.full_tensor() if isinstance(norm, DTensor) else norm
+        keys = sorted(totals)
+        local = torch.stack(
+            [norm.detach().to(torch.float64).reshape(()).to(self.device)] + [totals[k] for k in keys]
+        )
+        local = dev.to_host(local)
+        grad_norm = float(local[0])
+        if math.isfinite(grad_norm):
             self.offload.step(self._phase or "update")
         else:  # a non-finite norm would poison the weights and Adam's moments: skip, count
             self.num_skipped_steps += 1
         self.optimizer.zero_grad(set_to_none=True)
-        return norm
+        summed = self.dp_all_reduce_sum(local[1:]).tolist() if keys else []
+        metrics = dict(zip(keys, summed))
+        metrics["grad_norm"] = grad_norm
+        metrics["lr"] = self.lr_scheduler.get_last_lr()[0]
+        return metrics
 
     def end_training_step(self) -> None:
         """Advance the LR schedule: it counts training steps, as verl's does, not optimizer steps."""
         self.lr_scheduler.step()
-
-    def _reduce_metrics(self, totals: dict[str, torch.Tensor]) -> dict[str, float]:
-        if not totals:
-            return {}
-        keys = sorted(totals)
-        summed = self.dp_all_reduce_sum(torch.stack([torch.as_tensor(totals[k]) for k in keys]))
-        return {k: float(v) for k, v in zip(keys, summed.tolist())}
 
     @contextmanager
     def adapters_disabled(self):
@@ -273,30 +392,19 @@ class FSDPEngine:
             yield
 
     def iter_full_params(
-        self, select: Callable[[str], bool] | None = None
+        self,
+        select: Callable[[str], bool] | None = None,
+        *,
+        bucket_bytes: int | None = None,
+        dtype: torch.dtype | None = None,
+        stats: dict | None = None,
     ) -> Iterator[tuple[str, torch.Tensor]]:
-        """(name, full tensor) one parameter at a time, those whose name `select` accepts (all by
-        default); every rank must iterate together."""
+        """(name, full tensor) for every parameter whose name `select` accepts (all by default), in
+        `dtype` (None: the master dtype), gathered a bucket of `bucket_bytes` per collective (None:
+        one parameter each); every rank must iterate together, to the end. `stats["collectives"]`
+        counts the gathers."""
         with self.phase("gather_weights"):
-            for name, param in self.module.named_parameters():
-                if select is not None and not select(name):
-                    continue
-                if isinstance(param, DTensor):
-                    local = param.to_local()
-                    if (
-                        local.device != self.device
-                    ):  # host-resident shard (offload_policy): gather on the device
-                        param = DTensor.from_local(
-                            local.to(self.device),
-                            param.device_mesh,
-                            param.placements,
-                            run_check=False,
-                            shape=param.shape,
-                            stride=param.stride(),
-                        )
-                    yield name, param.full_tensor().detach()
-                else:
-                    yield name, param.detach().to(self.device)
+            yield from iter_full_params(self.module, self.device, bucket_bytes, dtype, stats, select)
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.module.parameters())

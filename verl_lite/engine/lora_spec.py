@@ -33,7 +33,7 @@ class LoraSpec:
     def of(cls, model_cfg, model_kind: str = "causal_lm") -> LoraSpec | None:
         """None unless LoRA is on: a positive rank or a saved adapter to continue from."""
         adapter_path = getattr(model_cfg, "lora_adapter_path", None)
-        if model_cfg.lora_rank <= 0 and adapter_path is None:
+        if getattr(model_cfg, "lora_rank", 0) <= 0 and adapter_path is None:  # the reward model has none
             return None
         if model_kind not in KEYS:
             raise ValueError(f"LoRA applies to the actor and the critic, not to a {model_kind} model")

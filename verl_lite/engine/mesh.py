@@ -38,6 +38,14 @@ class Layout:
     def world_size(self) -> int:
         return self.fsdp_mesh.size()
 
+    @classmethod
+    def of_mesh(cls, mesh: DeviceMesh) -> Layout:
+        """A 1-D mesh taken as the whole layout: full sharding, no sequence parallelism."""
+        if mesh.ndim != 1:
+            raise ValueError("Layout.of_mesh takes a 1-D mesh; build a 2-D one with build_layout")
+        group = mesh.get_group() if mesh.size() > 1 else None
+        return cls(mesh, group, None, mesh.size(), mesh.get_local_rank(), 1, 0)
+
 
 def fsdp_mesh_shape(world: int, fsdp_size: int, key: str) -> tuple[int, ...]:
     """(world,) for full sharding, (world // fsdp_size, fsdp_size) for HSDP; refuses sizes that do not

@@ -15,9 +15,14 @@
 The mode is chosen once, when the engine is built (`build_offload`); the engine calls the same
 hooks whatever the mode, so no flag is tested anywhere else.
 
-On a CPU-only machine the device *is* the host. Manual moves are then still real copies into new
-storage, so the path that matters for exactness (re-binding FSDP2's sharded params, optimizer-state
-round trips) runs and is tested, but no memory is saved; docs/offload.md says so.
+On a CPU-only machine the device *is* the host. Manual moves are then still real copies (params'
+storage freed and re-allocated, optimizer state re-bound to fresh copies), so the path that matters
+for exactness runs and is tested, but no memory is saved; docs/offload.md says so.
+
+Pinned host memory: manual moves copy into exactly sized, page-locked HostBuffers
+(utils/device.py), `pinned_bytes()` says how many; offload_policy's pinning is FSDP2's own, through
+torch's caching host allocator, rounded to powers of two (utils/device.py's docstring says what
+that costs; `dev.pinned_host_bytes()` reports it).
 """
 
 from __future__ import annotations
@@ -28,9 +33,11 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
+from torch.distributed.checkpoint.state_dict import set_optimizer_state_dict
 from torch.distributed.fsdp import OffloadPolicy
 from torch.distributed.tensor import DTensor
 
+from verl_lite.engine.optim import zero_adamw_state
 from verl_lite.utils import device as dev
 
 GB = 1024**3
@@ -107,16 +114,22 @@ def _shard_bytes(tensors) -> int:
     return total
 
 
-def _copy(t: torch.Tensor, target: torch.device, pin: bool) -> torch.Tensor:
-    """A copy of `t` in new storage on `target` (pinned when it lands on the host and CUDA exists)."""
+def _as_bytes(storage: torch.UntypedStorage) -> torch.Tensor:
+    """A flat uint8 tensor over `storage`'s memory (no copy)."""
+    return torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage)
+
+
+def _local(t: torch.Tensor) -> torch.Tensor:
+    return t.to_local() if isinstance(t, DTensor) else t
+
+
+def _like(t: torch.Tensor, local: torch.Tensor) -> torch.Tensor:
+    """`local` in `t`'s place: wrapped as a DTensor with t's sharding when t is one."""
     if isinstance(t, DTensor):
-        local = _copy(t.to_local(), target, pin)
         return DTensor.from_local(
             local, t.device_mesh, t.placements, run_check=False, shape=t.shape, stride=t.stride()
         )
-    if pin and target.type == "cpu":
-        return dev.empty(t.shape, t.dtype, HOST, pinned=True).copy_(t)
-    return t.to(target, copy=True)
+    return local
 
 
 class NoOffload:
@@ -153,32 +166,60 @@ class NoOffload:
     def on_grad_reduce(self) -> None:
         pass
 
-    def after_load(self) -> None:
-        """A checkpoint's optimizer state was just loaded next to the params: put it where this mode
-        keeps it."""
+    def init_optimizer_state(self) -> None:
+        """Before a checkpoint's optimizer state is read: create the state where this mode keeps it
+        (here nothing: torch creates it next to the params, with a zero-lr step)."""
+
+    def load_optimizer_state(self, state: dict) -> None:
+        """Install a checkpoint's optimizer state (`get_optimizer_state_dict`'s layout, read in place)."""
+        set_optimizer_state_dict(self.module, self.optimizer, state)
+
+    def pinned_bytes(self) -> int:
+        """Host bytes this mode holds page-locked (HostBuffers; 0 without CUDA)."""
+        return 0
 
 
 class ManualOffload(NoOffload):
-    """param_offload / optimizer_offload: timed copies at phase boundaries and around the step."""
+    """param_offload / optimizer_offload: timed copies at phase boundaries and around the step.
+
+    Host copies live in `HostBuffer`s (utils/device.py): exactly their bytes, page-locked once, and
+    reused by every move. Params stay the same objects throughout: leaving a phase copies each
+    sharded param's storage to its host slot and frees the device storage (resize to 0, as FSDP2
+    itself frees unsharded params); entering one re-allocates it and copies back. FSDP2 and the
+    optimizer never see a new tensor. Optimizer state tensors are re-bound instead: they live as
+    host tensors (views of their chunk's HostBuffer) and get device copies only around the step.
+    """
 
     name = "manual"
 
     def __init__(self, device: torch.device, log: TransferLog, params: bool, optimizer: bool):
         super().__init__(device, log)
         self.params, self.optim = params, optimizer
-        self.pin = dev.can_pin_memory()
+        self.optim_homes: dict[int, dev.HostBuffer] = {}
 
     def attach(self, module: nn.Module, optimizer, units: list[nn.Module]) -> None:
         super().attach(module, optimizer, units)
-        if self.params:  # params live on the host between phases, starting now
-            self._move_params(False, "init")
         seen: set[int] = set()
         self.param_chunks = []
         for unit in [*units, module]:  # the root last: what no layer claimed
             chunk = [p for p in unit.parameters() if id(p) not in seen]
             seen.update(id(p) for p in chunk)
+            chunk = [p for p in chunk if p.requires_grad]  # what the optimizer steps (not LoRA's base)
             if chunk:
                 self.param_chunks.append(chunk)
+        self.storages, ptrs = [], set()
+        for p in module.parameters():
+            storage = _local(p).untyped_storage()
+            if storage.nbytes() and storage.data_ptr() not in ptrs:
+                ptrs.add(storage.data_ptr())
+                self.storages.append(storage)
+        if self.params:  # params live on the host between phases, starting now
+            self.param_home = dev.HostBuffer([s.nbytes() for s in self.storages])
+            self._move_params(False, "init")
+
+    def pinned_bytes(self) -> int:
+        homes = [*self.optim_homes.values(), *([self.param_home] if self.params else [])]
+        return sum(h.nbytes for h in homes if h.pinned)
 
     def _timed(self, phase: str, to_device: bool, nbytes: int, fn) -> None:
         dev.synchronize()
@@ -189,24 +230,46 @@ class ManualOffload(NoOffload):
 
     # the direction is explicit: on a CPU-only machine device and host are the same torch.device
     def _move_params(self, to_device: bool, phase: str) -> None:
-        target = self.device if to_device else HOST
-        nbytes = _shard_bytes(self.module.parameters())
-        # FSDPModule._apply re-registers the sharded params, so FSDP2 and the optimizer keep working
-        self._timed(
-            phase, to_device, nbytes, lambda: self.module._apply(lambda t: _copy(t, target, self.pin))
-        )
-
-    def _move_optimizer(self, params: list, to_device: bool, phase: str) -> None:
-        target = self.device if to_device else HOST
-        states = [self.optimizer.state[p] for p in params if p in self.optimizer.state]
-        tensors = [(s, k) for s in states for k, v in s.items() if torch.is_tensor(v) and v.dim() > 0]
-        nbytes = _shard_bytes(s[k] for s, k in tensors)
+        home = self.param_home
 
         def move():
-            for s, k in tensors:
-                s[k] = _copy(s[k], target, self.pin)
+            for i, storage in enumerate(self.storages):
+                if to_device:
+                    storage.resize_(home.sizes[i])
+                    _as_bytes(storage).copy_(home.slot(i), non_blocking=True)
+                else:
+                    home.slot(i).copy_(_as_bytes(storage), non_blocking=True)
+                    storage.resize_(0)  # stream-ordered free: the copy above runs first
 
-        self._timed(phase, to_device, nbytes, move)
+        self._timed(phase, to_device, sum(home.sizes), move)
+
+    def _state_entries(self, chunk: list) -> list[tuple[dict, str]]:
+        states = [self.optimizer.state[p] for p in chunk if p in self.optimizer.state]
+        return [(s, k) for s in states for k, v in s.items() if torch.is_tensor(v) and v.dim() > 0]
+
+    def _home(self, index: int, entries: list[tuple[dict, str]]) -> dev.HostBuffer:
+        sizes = [_local(s[k]).numel() * _local(s[k]).element_size() for s, k in entries]
+        if index not in self.optim_homes:
+            self.optim_homes[index] = dev.HostBuffer(sizes)
+        home = self.optim_homes[index]
+        if home.sizes != sizes:
+            raise RuntimeError(f"optimizer state of param chunk {index} changed its layout")
+        return home
+
+    def _move_optimizer(self, index: int, to_device: bool, phase: str) -> None:
+        entries = self._state_entries(self.param_chunks[index])
+        home = self._home(index, entries)
+
+        def move():
+            for j, (s, k) in enumerate(entries):
+                local = _local(s[k])
+                if to_device:  # a copy even where the device is the host: the step writes into it
+                    s[k] = _like(s[k], local.to(self.device, copy=True, non_blocking=True))
+                else:
+                    host = home.view(j, local.shape, local.dtype)
+                    s[k] = _like(s[k], host.copy_(local, non_blocking=True))
+
+        self._timed(phase, to_device, sum(home.sizes), move)
 
     def enter_phase(self, phase: str) -> None:
         if self.params:
@@ -216,9 +279,26 @@ class ManualOffload(NoOffload):
         if self.params:
             self._move_params(False, phase)
 
-    def after_load(self) -> None:
-        if self.optim:
-            self._move_optimizer([p for chunk in self.param_chunks for p in chunk], False, "load_checkpoint")
+    def init_optimizer_state(self) -> None:
+        """Under optimizer_offload, AdamW's zero state is made directly in its host homes (torch's
+        own way, a zero-lr step, would create all of it on the device at once)."""
+        if not self.optim or self.optimizer.state:
+            return
+        for index, chunk in enumerate(self.param_chunks):
+            for p in chunk:
+                group = next(g for g in self.optimizer.param_groups if any(q is p for q in g["params"]))
+                self.optimizer.state[p] = zero_adamw_state(group, p, lambda t: t)  # placeholders
+            entries = self._state_entries(chunk)
+            home = self._home(index, entries)
+            home.data.zero_()
+            for j, (s, k) in enumerate(entries):
+                local = _local(s[k])
+                s[k] = _like(s[k], home.view(j, local.shape, local.dtype))
+
+    def load_optimizer_state(self, state: dict) -> None:
+        if not self.optim:
+            return super().load_optimizer_state(state)
+        load_state_in_place(self.module, self.optimizer, state)
 
     def step(self, phase: str) -> None:
         if not self.optim:
@@ -227,16 +307,38 @@ class ManualOffload(NoOffload):
         # AdamW skips params without a grad, so hiding the other chunks' grads steps one chunk;
         # each param is stepped exactly once with the same group settings: the same update
         grads = {p: p.grad for chunk in self.param_chunks for p in chunk}
-        for chunk in self.param_chunks:
+        for index, chunk in enumerate(self.param_chunks):
             for p in grads:
                 p.grad = None
             for p in chunk:
                 p.grad = grads[p]
-            self._move_optimizer(chunk, True, phase)
+            if self._state_entries(chunk):
+                self._move_optimizer(index, True, phase)
             self.optimizer.step()  # the first step creates the state, on the params' device
-            self._move_optimizer(chunk, False, phase)
+            self._move_optimizer(index, False, phase)
         for p, g in grads.items():
             p.grad = g
+
+
+def load_state_in_place(module: nn.Module, optimizer, state: dict) -> None:
+    """A checkpoint's optimizer state (FQN-keyed, as `get_optimizer_state_dict` lays it out) into
+    the optimizer's existing state tensors, wherever they live, and its hyper-parameters into the
+    param groups. `set_optimizer_state_dict` would instead cast every state tensor to its param's
+    device (Optimizer.load_state_dict), all of them at once."""
+    params = dict(module.named_parameters())
+    for fqn, loaded in state["state"].items():
+        if fqn not in params:
+            raise KeyError(f"optimizer checkpoint names {fqn!r}, which this model does not have")
+        mine = optimizer.state[params[fqn]]
+        for key, value in loaded.items():
+            if key not in mine:
+                raise KeyError(f"optimizer checkpoint has {fqn}.{key}, which this optimizer does not keep")
+            if mine[key] is not value:
+                _local(mine[key]).copy_(_local(value))
+    if len(state["param_groups"]) != len(optimizer.param_groups):
+        raise ValueError("the optimizer checkpoint has a different number of param groups")
+    for group, loaded in zip(optimizer.param_groups, state["param_groups"]):
+        group.update({k: v for k, v in loaded.items() if k != "params"})
 
 
 class PolicyOffload(NoOffload):
@@ -277,13 +379,18 @@ class PolicyOffload(NoOffload):
         self.log.add(self.phase, False, self.grad_shard_bytes, timed=False)
 
 
-def build_offload(fsdp_cfg, device: torch.device, log: TransferLog) -> NoOffload:
+def build_offload(fsdp_cfg, device: torch.device, log: TransferLog, idle_on_host: bool = False) -> NoOffload:
     """The engine's offload mode from its fsdp_config (notices about combinations are logged by
-    config/validate.py, once, on the driver)."""
+    config/validate.py, once, on the driver). `idle_on_host`: this engine's role shares its device
+    with others that need it while this one idles (critic, reward model beside the actor and the
+    rollout), so its params and optimizer state wait on the host between its phases whatever the
+    config says -- only where the device is not the host."""
     if fsdp_cfg.gradient_offload and not fsdp_cfg.offload_policy:
         raise ValueError("fsdp_config.gradient_offload=True needs fsdp_config.offload_policy=True in FSDP2")
     if fsdp_cfg.offload_policy:
         return PolicyOffload(device, log, fsdp_cfg.reshard_after_forward)
-    if fsdp_cfg.param_offload or fsdp_cfg.optimizer_offload:
-        return ManualOffload(device, log, fsdp_cfg.param_offload, fsdp_cfg.optimizer_offload)
+    idle = idle_on_host and device.type != HOST.type
+    params, optimizer = fsdp_cfg.param_offload or idle, fsdp_cfg.optimizer_offload or idle
+    if params or optimizer:
+        return ManualOffload(device, log, params, optimizer)
     return NoOffload(device, log)

@@ -39,3 +39,18 @@ def build_lr_scheduler(
         return min_lr_ratio + (1.0 - min_lr_ratio) * cosine
 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def zero_adamw_state(group: dict, param: torch.Tensor, zeros_like) -> dict:
+    """The state AdamW's first step gives `param` (torch/optim/adam.py, `_init_group`), with the
+    moments made by `zeros_like(param)` wherever the caller keeps them. Checkpoint loading fills
+    it in place, so an optimizer-offloaded engine never creates its state on the device
+    (tests/engine/test_optim.py compares it with what a real first step creates)."""
+    if group.get("capturable") or group.get("fused"):
+        raise ValueError("zero_adamw_state: capturable/fused AdamW keeps `step` on the device")
+    step_dtype = torch.float64 if torch.get_default_dtype() == torch.float64 else torch.float32
+    state = {"step": torch.tensor(0.0, dtype=step_dtype), "exp_avg": zeros_like(param)}
+    state["exp_avg_sq"] = zeros_like(param)
+    if group.get("amsgrad"):
+        state["max_exp_avg_sq"] = zeros_like(param)
+    return state

@@ -1,4 +1,4 @@
-"""Remove-padding forward (`use_remove_padding`): pack a padded micro-batch into one row.
+"""Remove-padding forward (`use_remove_padding`): pack a padded micro-batch into few rows.
 
 A padded batch (bs, S) spends attention and MLP compute on every pad position. Packed, only the
 real tokens remain: sequences are concatenated into rows of at most S tokens (first-fit by
@@ -14,23 +14,39 @@ of the row length even where the mask blocks it, so one row of all nnz tokens wo
 (more than the padded bs * S^2 when the batch is large); rows of <= S cost at most rows * S^2,
 with rows ~ nnz / S. Only a varlen kernel (flash-attention) makes one long row cheap.
 
+The plan (`plan_pack`) is made on the host from the host copy of the mask, before the batch moves:
+which row and offset each sequence gets is a short first-fit loop over sequences, and everything
+per token is index arithmetic on whole tensors. Packing and unpacking on the device are then two
+gathers and a scatter with precomputed indices, with nothing read back from the device.
+
 Needs position_ids that count 0, 1, 2, ... over each row's real tokens (the layout data/ and
-rollout/ produce: position_ids = cumsum(attention_mask) - 1), which `pack` checks.
+rollout/ produce: position_ids = cumsum(attention_mask) - 1), which `plan_pack` checks.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 
 
 @dataclass
-class Packed:
-    input_ids: torch.Tensor  # (rows, L)
-    position_ids: torch.Tensor  # (rows, L)
-    valid: torch.Tensor  # (bs, S) bool: the real tokens of the padded batch
-    source: torch.Tensor  # (nnz,) flat index into (rows * L) of each real token, in valid's order
+class PackPlan:
+    """Where each real token of a padded (bs, S) batch goes in the packed (rows, width) one."""
+
+    num_rows: int
+    width: int
+    token_index: torch.Tensor  # (nnz,) flat index into (bs * S) of each real token, row-major order
+    packed_index: torch.Tensor  # (nnz,) flat index into (rows * width) of the same tokens
+    position_ids: torch.Tensor  # (rows, width) positions of the packed rows
+    shape: tuple[int, int]  # (bs, S)
+
+    def to(self, device: torch.device, move=None) -> PackPlan:
+        """The plan with its tensors on `device` (moved by `move(tensor, device)`, default `.to`)."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        for key in ("token_index", "packed_index", "position_ids"):
+            values[key] = move(values[key], device) if move else values[key].to(device)
+        return PackPlan(**values)
 
 
 def pack_rows(lengths: list[int], capacity: int) -> list[list[int]]:
@@ -50,42 +66,68 @@ def pack_rows(lengths: list[int], capacity: int) -> list[list[int]]:
     return [sorted(r) for r in rows]
 
 
-def pack(input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor) -> Packed:
-    """The real tokens of (bs, S) tensors, packed into as few rows of at most S tokens as fit."""
-    valid = attention_mask.bool()
-    lengths = valid.sum(-1).tolist()
-    expected = torch.cat([torch.arange(n, device=position_ids.device) for n in lengths])
-    if not torch.equal(position_ids[valid], expected):
+def _starts(lengths: torch.Tensor) -> torch.Tensor:
+    """Exclusive prefix sums: where each run of `lengths` starts in their concatenation."""
+    return torch.cumsum(lengths, 0) - lengths
+
+
+def plan_pack(attention_mask: torch.Tensor, position_ids: torch.Tensor) -> PackPlan:
+    """The packing of one micro-batch, from host tensors (bs, S)."""
+    valid = attention_mask.cpu().bool()
+    positions = position_ids.cpu()
+    bs, seq = valid.shape
+    lengths = valid.sum(-1)  # (bs,)
+    nnz = int(lengths.sum())
+    # each real token's index within its sequence: 0, 1, ... restarting per row
+    token_rank = torch.arange(nnz) - torch.repeat_interleave(_starts(lengths), lengths)
+    if not torch.equal(positions[valid], token_rank):
         raise ValueError(
             "use_remove_padding needs position_ids that count 0, 1, 2, ... over each sequence's real "
             "tokens (cumsum(attention_mask) - 1); this batch's do not. Set use_remove_padding=False."
         )
-    rows = [r for r in pack_rows(lengths, max(valid.shape[1], 1)) if sum(lengths[i] for i in r) > 0]
-    width = max((sum(lengths[i] for i in r) for r in rows), default=0)
-    ids = input_ids.new_zeros(len(rows), width)
-    # the slack at the end of a row is a dummy sequence of pad tokens with its own positions, so it
-    # forms a block of its own and real tokens never attend to it
-    pos = torch.arange(width, device=position_ids.device).repeat(len(rows), 1)
-    starts = torch.zeros(len(lengths), dtype=torch.long)
+    rows = [r for r in pack_rows(lengths.tolist(), max(seq, 1)) if int(lengths[r].sum()) > 0]
+    loads = torch.tensor([int(lengths[r].sum()) for r in rows], dtype=torch.long)
+    width = int(loads.max()) if rows else 0
+    start = torch.zeros(bs, dtype=torch.long)  # flat index of each sequence's first packed token
     for r, members in enumerate(rows):
-        offset = 0
-        for i in members:
-            n = lengths[i]
-            ids[r, offset : offset + n] = input_ids[i][valid[i]]
-            pos[r, offset : offset + n] = torch.arange(n)
-            starts[i] = r * width + offset
-            offset += n
-        pos[r, offset:] = torch.arange(width - offset)
-    source = torch.cat([starts[i] + torch.arange(n) for i, n in enumerate(lengths)]).to(input_ids.device)
-    return Packed(ids, pos, valid, source)
+        member = torch.tensor(members, dtype=torch.long)
+        start[member] = r * width + _starts(lengths[member])
+    packed_index = torch.repeat_interleave(start, lengths) + token_rank
+    # the slack after a row's last sequence counts 0, 1, ... too: a dummy sequence of its own, so
+    # real tokens never attend to it
+    packed_pos = (torch.arange(width).unsqueeze(0) - loads.unsqueeze(1)).clamp(min=0)
+    packed_pos.view(-1)[packed_index] = token_rank
+    token_index = torch.nonzero(valid.view(-1)).squeeze(1)
+    return PackPlan(len(rows), width, token_index, packed_index, packed_pos, (bs, seq))
 
 
-def unpack(values: torch.Tensor, packed: Packed) -> torch.Tensor:
-    """(rows, L, ...) -> (bs, S, ...), zeros on padding (keeps the autograd graph)."""
+def pack(input_ids: torch.Tensor, plan: PackPlan) -> torch.Tensor:
+    """(bs, S) -> (rows, width) token ids on input_ids' device; pad id 0 in the slack."""
+    packed = input_ids.new_zeros(plan.num_rows * plan.width)
+    packed[plan.packed_index] = input_ids.reshape(-1)[plan.token_index]
+    return packed.view(plan.num_rows, plan.width)
+
+
+def unpack(values: torch.Tensor, plan: PackPlan) -> torch.Tensor:
+    """(rows, width, ...) -> (bs, S, ...), zeros on padding (keeps the autograd graph)."""
     flat = values.reshape(-1, *values.shape[2:])
-    out = values.new_zeros(*packed.valid.shape, *values.shape[2:])
-    out[packed.valid] = flat[packed.source]
-    return out
+    out = values.new_zeros(plan.shape[0] * plan.shape[1], *values.shape[2:])
+    out = out.index_copy(0, plan.token_index, flat[plan.packed_index])
+    return out.view(*plan.shape, *values.shape[2:])
+
+
+@dataclass
+class Packed:
+    input_ids: torch.Tensor  # (rows, width)
+    position_ids: torch.Tensor  # (rows, width)
+    plan: PackPlan  # unpack(values, plan) puts per-token values back in the padded layout
+
+
+def pack_batch(input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor) -> Packed:
+    """A whole padded batch packed in one call (planned on the host, packed on input_ids' device):
+    for tests and benchmarks; the engine plans every micro-batch before the batch moves."""
+    plan = plan_pack(attention_mask, position_ids).to(input_ids.device)
+    return Packed(pack(input_ids, plan), plan.position_ids, plan)
 
 
 @dataclass
@@ -93,13 +135,12 @@ class PackedOutput:
     logits: torch.Tensor  # (bs, S, ...) as a padded forward would return, zeros on padding
 
 
-def packed_forward(module, input_ids, attention_mask, position_ids) -> PackedOutput:
+def packed_forward(module, input_ids, plan: PackPlan) -> PackedOutput:
     """`module`'s logits for a padded batch, computed on the packed tokens only."""
-    packed = pack(input_ids, attention_mask, position_ids)
     output = module(
-        input_ids=packed.input_ids,
+        input_ids=pack(input_ids, plan),
         attention_mask=None,  # the block-causal mask comes from the packed position_ids
-        position_ids=packed.position_ids,
+        position_ids=plan.position_ids,
         use_cache=False,
     )
-    return PackedOutput(unpack(output.logits, packed))
+    return PackedOutput(unpack(output.logits, plan))

@@ -1,4 +1,5 @@
-"""Apply FSDP2 to a Hugging Face causal LM: the one call site of `fully_shard`.
+"""Apply FSDP2 to a Hugging Face causal LM: the one call site of `fully_shard` (the meshes it
+shards over are built in one place too: engine/mesh.py).
 
 Which submodules get their own `fully_shard` decides what is gathered at a time: by default every
 decoder layer (the model's `_no_split_modules`), so one layer's full params exist during its

@@ -6,43 +6,62 @@
                load_format=dummy) -- and each later sync sends only the adapter: rank x (in + out)
                numbers per adapted layer instead of in x out.
 
+Weights are gathered a bucket of shards per collective (rollout.update_weights_bucket_megabytes),
+the full weights already cast to the rollout's dtype (engine/weight_gather.py); the adapter keeps
+the master dtype.
+
 A sync returns the rollout's stats (update_weights_gb: bytes handed to the rollout in GiB), which
 the worker reports as perf/update_weights_gb: with LoRA it falls from the model's size to the
-adapter's after the first step. Every rank calls a sync together: the gathers are collectives.
+adapter's after the first step; update_weights_collectives counts the gathers. Every rank calls a
+sync together: the gathers are collectives.
 """
 
 from __future__ import annotations
 
+import torch
+
 from verl_lite.engine.lora import adapter_config_dict, adapter_file_state, base_param_name
 
 
-class FullSync:
-    def __init__(self, engine, rollout):
+class _Sync:
+    def __init__(self, engine, rollout, bucket_bytes: int | None = None, dtype: torch.dtype | None = None):
         self.engine, self.rollout = engine, rollout
+        self.bucket_bytes, self.dtype = bucket_bytes, dtype
 
+    def _gather(self, select=None, dtype=None, stats=None):
+        return self.engine.iter_full_params(select, bucket_bytes=self.bucket_bytes, dtype=dtype, stats=stats)
+
+
+class FullSync(_Sync):
     def __call__(self) -> dict[str, float]:
-        return self.rollout.update_weights(self.engine.iter_full_params())
+        gathered: dict = {}
+        stats = self.rollout.update_weights(self._gather(dtype=self.dtype, stats=gathered))
+        return {**stats, "update_weights_collectives": gathered.get("collectives", 0)}
 
 
-class AdapterSync:
-    def __init__(self, engine, rollout):
-        self.engine, self.rollout = engine, rollout
+class AdapterSync(_Sync):
+    def __init__(self, engine, rollout, bucket_bytes: int | None = None, dtype: torch.dtype | None = None):
+        super().__init__(engine, rollout, bucket_bytes, dtype)
         self.config = adapter_config_dict(engine.lora_config)
 
-    def _base(self):
-        frozen = self.engine.frozen_names
-        return ((base_param_name(n), t) for n, t in self.engine.iter_full_params(frozen.__contains__))
-
     def __call__(self) -> dict[str, float]:
-        base_gb = 0.0
+        base_gb, gathered, frozen = 0.0, {}, self.engine.frozen_names
         if not self.rollout.weights_loaded:  # once: the rollout started without weights
-            base_gb = self.rollout.update_weights(self._base())["update_weights_gb"]
-        frozen = self.engine.frozen_names
-        tensors = self.engine.iter_full_params(lambda n: n not in frozen)
+            base = self._gather(frozen.__contains__, self.dtype, gathered)
+            base_gb = self.rollout.update_weights((base_param_name(n), t) for n, t in base)[
+                "update_weights_gb"
+            ]
+        tensors = self._gather(lambda n: n not in frozen, stats=gathered)
         stats = self.rollout.update_adapter(adapter_file_state(self.engine.module, tensors), self.config)
-        return {**stats, "update_weights_gb": base_gb + stats["update_weights_gb"]}
+        return {
+            **stats,
+            "update_weights_gb": base_gb + stats["update_weights_gb"],
+            "update_weights_collectives": gathered.get("collectives", 0),
+        }
 
 
-def build_weight_sync(engine, rollout):
-    """AdapterSync for an engine with LoRA adapters, else FullSync."""
-    return FullSync(engine, rollout) if engine.lora_config is None else AdapterSync(engine, rollout)
+def build_weight_sync(engine, rollout, bucket_bytes: int | None = None, dtype: torch.dtype | None = None):
+    """AdapterSync for an engine with LoRA adapters, else FullSync; `bucket_bytes` of full weights
+    per gather (None: one parameter each), full weights cast to `dtype` (None: the master dtype)."""
+    kind = FullSync if engine.lora_config is None else AdapterSync
+    return kind(engine, rollout, bucket_bytes, dtype)

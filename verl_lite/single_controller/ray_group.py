@@ -49,6 +49,7 @@ class RayResourcePool:
         self.max_colocate_count = max_colocate_count
         cpus = self._cpus_per_node()
         self.bundle = dev.ray_worker_resources(n_workers_per_node, cpus, use_gpu)
+        self.num_threads = dev.worker_num_threads(n_workers_per_node, cpus)
         self.placement_groups = [
             placement_group([dict(self.bundle)] * n_workers_per_node, strategy="STRICT_PACK")
             for _ in range(nnodes)
@@ -120,8 +121,8 @@ class RayWorkerGroup:
         for rank, (pg, bundle_index) in enumerate(slots):
             env = {
                 **rank_env(rank, len(slots), pool.n_workers_per_node),
-                "VERL_LITE_NUM_THREADS": str(max(1, int(pool.bundle.get("CPU", 1)))),
-                "OMP_NUM_THREADS": str(max(1, int(pool.bundle.get("CPU", 1)))),
+                "VERL_LITE_NUM_THREADS": str(pool.num_threads),
+                "OMP_NUM_THREADS": str(pool.num_threads),
                 "TOKENIZERS_PARALLELISM": "false",
             }
             if self.log_files[rank]:  # the worker's output goes to its file in the run folder

@@ -196,16 +196,29 @@ class RayPPOTrainer(AlgorithmPhases):
             info[0]["num_trainable_params"],
             info[0]["ref_engines"],
         )
+        # a critic or reward model beside the actor on each GPU idles while vLLM and the actor run:
+        # its engine keeps params and optimizer state on the host between its phases (no-op on CPU)
+        idle = self.use_gpu and self.num_colocated_groups() > 1
+        if idle:
+            log.info(
+                "critic / reward model share each GPU with the actor: their params and optimizer state "
+                "wait in host memory between their phases (traffic in perf/offload/<role>/*)"
+            )
         if self.use_critic:
             rollout = self.config.actor_rollout_ref.rollout
             args = (self.config.critic, rollout.response_length, rollout.n, t.dist_timeout_s)
-            self.critic_wg = RayWorkerGroup(self.pool, CriticWorker, *args, name="critic")
+            self.critic_wg = RayWorkerGroup(self.pool, CriticWorker, *args, name="critic", idle_on_host=idle)
             info = self.critic_wg.init_model()
             self.checkpoint_wgs["critic"] = self.critic_wg
             log.info("critic ready: %d workers, %s params", self.world_size, info[0]["num_params"])
         if self.config.reward_model.enable:
             self.rm_wg = RayWorkerGroup(
-                self.pool, RewardModelWorker, self.config.reward_model, t.dist_timeout_s, name="reward_model"
+                self.pool,
+                RewardModelWorker,
+                self.config.reward_model,
+                t.dist_timeout_s,
+                name="reward_model",
+                idle_on_host=idle,
             )
             info = self.rm_wg.init_model()
             log.info("reward model ready: %d workers, %s params", self.world_size, info[0]["num_params"])

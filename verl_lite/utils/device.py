@@ -2,14 +2,39 @@
 
 Everything else asks this module which device, backend and memory features exist, so the same code
 runs on a CPU-only machine (gloo, fp32) and on GPUs (nccl, bf16) without `if cuda` spread around.
+
+Pinned host memory, and why offload copies do not use `pin_memory()`: torch's caching host allocator
+(ATen/core/CachingHostAllocator.h, `allocate`) rounds every pinned block up to a power of two and,
+when the tensor dies, keeps the block for reuse instead of returning it. A sharded 7B model's
+tensors land just above powers of two often enough that pinned copies hold ~1.9x their bytes, for
+the life of the process. torch 2.13 can switch the rounding off above a size
+(`PYTORCH_ALLOC_CONF=pinned_max_round_threshold_mb:T`), but a block that is not rounded must also not
+be cached (`pinned_max_cached_size_mb:T`): the free list is indexed by the rounded size and hands
+out any block of the bucket, so an exact-size cached block could be smaller than the request. Then
+every large pinned allocation is a cudaHostAlloc and every free a cudaFreeHost (which synchronises
+the device) -- for FSDP2's per-step gradient copies, each step. So the allocator is left as it is,
+and the copies this project makes itself go to `HostBuffer`s: exactly sized host memory from the
+ordinary CPU allocator, page-locked once with cudaHostRegister (what torch's own checkpoint stager
+does, torch/cuda/_pin_memory_utils.py) and reused for every copy. What still goes through the
+caching allocator, rounded and kept, and so shows in `pinned_host_bytes()`:
+  - FSDP2's CPUOffloadPolicy(pin_memory=True): each sharded parameter is pinned once at wrap time
+    (`.pin_memory()` in FSDPParam), and each step's first reduced gradient shard is copied into a
+    new pinned block that becomes the host gradient (returned to the cache at zero_grad, reused);
+  - vLLM's level-1 sleep: every weight allocation is backed up into a pinned tensor while asleep,
+    and the block stays cached after wake-up (device_allocator/cumem.py); level 2 keeps no backup;
+  - `to_device`'s staging of batch inputs (small).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import weakref
 
 import torch
+
+_ALIGN = 64  # bytes: every tensor carved out of a HostBuffer starts at a multiple of this
+_registered_bytes = 0  # host bytes page-locked by live HostBuffers
 
 
 def is_cuda_available() -> bool:
@@ -123,6 +148,75 @@ def can_pin_memory() -> bool:
     return is_cuda_available()
 
 
+def to_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """`t` on `device`. A host tensor bound for a GPU is staged in pinned memory and copied without
+    blocking the host (the copy is ordered on the current stream before any kernel that reads it);
+    on a CPU-only machine a host tensor is returned as is."""
+    if t.device == device:
+        return t
+    if device.type == "cuda" and t.device.type == "cpu":
+        return t.pin_memory().to(device, non_blocking=True)
+    return t.to(device)
+
+
+def to_host(t: torch.Tensor) -> torch.Tensor:
+    """`t` in host memory (waits for the device: the result is read next)."""
+    return t.cpu()
+
+
+class HostBuffer:
+    """Exactly sized host memory for a fixed list of byte sizes, page-locked where CUDA exists.
+
+    One allocation holds every slot (each starts at a 64-byte boundary); `slot(i)` is slot i as a
+    uint8 tensor and `view(i, shape, dtype)` the same bytes as a typed tensor. The memory is
+    registered with cudaHostRegister once, so copies to and from it run at pinned-memory speed
+    without the caching host allocator's rounding (module docstring), and unregistered when the
+    buffer is collected. On a CPU-only machine it is ordinary host memory.
+    """
+
+    def __init__(self, sizes: list[int]):
+        self.sizes = [int(n) for n in sizes]
+        self.offsets, total = [], 0
+        for n in self.sizes:
+            self.offsets.append(total)
+            total += -(-n // _ALIGN) * _ALIGN
+        self.nbytes = total
+        self.data = torch.empty(total, dtype=torch.uint8)
+        self.pinned = can_pin_memory() and total > 0
+        if self.pinned:
+            _register(self.data.data_ptr(), total)
+            weakref.finalize(self, _unregister, self.data.data_ptr(), total)
+
+    def slot(self, i: int) -> torch.Tensor:
+        return self.data[self.offsets[i] : self.offsets[i] + self.sizes[i]]
+
+    def view(self, i: int, shape, dtype: torch.dtype) -> torch.Tensor:
+        return self.slot(i).view(dtype).view(shape)
+
+
+def _register(ptr: int, nbytes: int) -> None:
+    global _registered_bytes
+    err = int(torch.cuda.cudart().cudaHostRegister(ptr, nbytes, 0))
+    if err != 0:
+        raise RuntimeError(f"cudaHostRegister of {nbytes} host bytes failed with CUDA error {err}")
+    _registered_bytes += nbytes
+
+
+def _unregister(ptr: int, nbytes: int) -> None:
+    global _registered_bytes
+    torch.cuda.cudart().cudaHostUnregister(ptr)
+    _registered_bytes -= nbytes
+
+
+def pinned_host_bytes() -> dict[str, int]:
+    """Page-locked host bytes this process holds: `registered` by HostBuffers (exact) and `cached`
+    by torch's caching host allocator (rounded blocks, in use or kept for reuse). 0 without CUDA."""
+    cached = 0
+    if is_cuda_available():
+        cached = int(torch.cuda.host_memory_stats().get("allocated_bytes.current", 0))
+    return {"registered": _registered_bytes, "cached": cached}
+
+
 def num_visible_gpus() -> int:
     return torch.cuda.device_count() if is_cuda_available() else 0
 
@@ -133,6 +227,8 @@ def synchronize() -> None:
 
 
 def empty_cache() -> None:
+    """Return the device blocks the caching allocator keeps but no tensor uses (a phase boundary:
+    the next phase, or another process on the same GPU, may need them)."""
     if is_cuda_available():
         torch.cuda.empty_cache()
 
@@ -187,6 +283,17 @@ def ray_worker_resources(num_workers_per_node: int, cpus_per_node: float, use_gp
     share = cpus_per_node / num_workers_per_node
     share = float(int(share)) if share >= 1 else round(share, 4)
     return {"CPU": max(share, 0.0001)}
+
+
+def worker_num_threads(num_workers_per_node: int, cpus_per_node: float) -> int:
+    """torch threads of one worker: its share of the node's CPUs, at least one.
+
+    A GPU worker reserves one Ray CPU, but the host work it does -- offload_policy's AdamW step on
+    host shards (a per-tensor loop: torch's foreach kernels are device-only) and FSDP2's host-side
+    gradient accumulation -- scales with threads, and its node's other CPUs would otherwise idle.
+    A CPU worker's share is exactly its Ray bundle, so CPU runs are unchanged (one thread per rank
+    on a machine with as many cores as ranks, as the tests run)."""
+    return max(1, int(cpus_per_node // max(num_workers_per_node, 1)))
 
 
 def describe_devices() -> list[tuple[str, str]]:

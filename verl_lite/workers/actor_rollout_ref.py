@@ -1,8 +1,8 @@
 """ActorRolloutRefWorker: one Ray actor per rank holding the actor, its rollout and the reference.
 
 The hybrid engine: the FSDP2 actor and the rollout backend live in the same process and take turns.
-Before a rollout that follows an update, the actor's weights are gathered one tensor at a time
-(every rank takes part) and pushed into the rollout (rollout/weight_sync.py: all of them, or with
+Before a rollout that follows an update, the actor's weights are gathered a bucket of shards per
+collective (every rank takes part) and pushed into the rollout (rollout/weight_sync.py: all of them, or with
 LoRA only the adapter). The reference policy is a second engine without an optimizer, built only
 when a KL term needs it; with LoRA it is the actor itself with its adapters switched off, so no
 second copy of the weights exists (`ref_engines` 0 in the metrics).
@@ -20,12 +20,13 @@ import os
 import time
 
 import psutil
-from torch.distributed.device_mesh import init_device_mesh
 
 from verl_lite.config.schema import ActorRolloutRefConfig
 from verl_lite.engine.checkpoint import load_engine, save_engine
 from verl_lite.engine.fsdp_engine import FSDPEngine
+from verl_lite.engine.mesh import build_layout
 from verl_lite.engine.offload import offload_metrics
+from verl_lite.engine.parallelize import parse_dtype
 from verl_lite.protocol import DataProto
 from verl_lite.rollout import build_rollout
 from verl_lite.rollout.base import SamplingParams, assemble, place_log_probs
@@ -76,22 +77,28 @@ class ActorRolloutRefWorker(Worker):
         self.init_distributed(self.dist_timeout_s)
         if overrides:
             self.config = apply_overrides(self.config, overrides)
-        mesh = init_device_mesh(dev.device_type(), (self.world_size,))
+        layout = build_layout(dev.device_type(), self.config.actor.fsdp_config.fsdp_size)
         cfg = self.config
         self.tokenizer = load_tokenizer(cfg.model.path, cfg.model.trust_remote_code)
         self.response_length = cfg.rollout.response_length
         if self.has_actor:
             a = cfg.actor
             self.engines["actor"] = FSDPEngine(
-                cfg.model, a.fsdp_config, mesh, role="actor", optim_cfg=a.optim, grad_clip=a.grad_clip
+                cfg.model, a.fsdp_config, layout, role="actor", optim_cfg=a.optim, grad_clip=a.grad_clip
             )
             self.actor = PPOActor(self.engines["actor"], a, self.response_length, cfg.rollout.temperature)
             # after the FSDP2 engine, on every rank together: vLLM joins the existing process group
             self.rollout = build_rollout(cfg.rollout.name, cfg.model, cfg.rollout, self.tokenizer, self.rank)
-            self.weight_sync = build_weight_sync(self.engines["actor"], self.rollout)
+            r = cfg.rollout  # a bucket of shards per collective, in the rollout's dtype (weight_gather.py)
+            self.weight_sync = build_weight_sync(
+                self.engines["actor"],
+                self.rollout,
+                bucket_bytes=int(r.update_weights_bucket_megabytes * 1024**2),
+                dtype=parse_dtype(r.dtype, "actor_rollout_ref.rollout.dtype"),
+            )
             self.rollout_is_stale = False  # the actor has not moved; a backend without weights asks to sync
         if self.has_ref:
-            self._build_ref(mesh)
+            self._build_ref(layout)
         dev.reset_peak_memory()
         engine = next(iter(self.engines.values()))
         return {
@@ -100,13 +107,15 @@ class ActorRolloutRefWorker(Worker):
             "ref_engines": int("ref" in self.engines),
         }
 
-    def _build_ref(self, mesh) -> None:
+    def _build_ref(self, layout) -> None:
         """The reference policy: with LoRA, the actor with adapters off (no copy); else its own engine."""
         actor = self.engines.get("actor")
         if actor is not None and actor.lora_config is not None:
             self.ref_role, self.ref_policy = "actor", actor.adapters_disabled
         else:
-            self.engines["ref"] = FSDPEngine(self.config.model, self.config.ref.fsdp_config, mesh, role="ref")
+            self.engines["ref"] = FSDPEngine(
+                self.config.model, self.config.ref.fsdp_config, layout, role="ref"
+            )
             self.ref_role, self.ref_policy = "ref", contextlib.nullcontext
 
     # --- rollout ------------------------------------------------------------------------------------
@@ -133,6 +142,7 @@ class ActorRolloutRefWorker(Worker):
         return {
             "timing_s/update_weights": time.perf_counter() - start,
             "perf/update_weights_gb": stats["update_weights_gb"],
+            "perf/update_weights_collectives": stats["update_weights_collectives"],
         }
 
     @register(Dispatch.DP_COMPUTE_PROTO)

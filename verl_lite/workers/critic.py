@@ -13,28 +13,26 @@ The engine is the only place that knows FSDP2 and offload; this module adapts te
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 import torch
-from torch.distributed.device_mesh import init_device_mesh
 
 from verl_lite.algos.loss_agg import LossScale, agg_loss
 from verl_lite.algos.value_loss import compute_value_loss_terms
 from verl_lite.config.schema import CriticConfig
 from verl_lite.engine.checkpoint import load_engine, save_engine
 from verl_lite.engine.fsdp_engine import FSDPEngine
+from verl_lite.engine.mesh import build_layout
 from verl_lite.engine.offload import offload_metrics
 from verl_lite.protocol import DataProto
 from verl_lite.single_controller import Dispatch, Worker, register
 from verl_lite.utils import device as dev
-from verl_lite.workers.actor import MODEL_INPUTS, mini_batch_loss_scale, take
+from verl_lite.workers.actor import MODEL_INPUTS
 
 
 def response_values(output, micro) -> torch.Tensor:
-    """(bs, R) values of the states before each response token, masked to the response."""
+    """(bs, R') values of the states before each response token, masked to the response."""
     width = micro["responses"].shape[1]
     values = output.logits[:, -width - 1 : -1, 0].float()
-    return values * micro["response_mask"].to(values.device)
+    return values * micro["response_mask"]
 
 
 class PPOCritic:
@@ -44,82 +42,77 @@ class PPOCritic:
     def compute_values(self, tensors: dict[str, torch.Tensor], micro_size: int, max_token_len: int | None):
         """(bs, R) values in the rows' original order."""
         inputs = {k: tensors[k] for k in (*MODEL_INPUTS, "response_mask")}
-        groups = self.engine.micro_batches(inputs["attention_mask"], micro_size, max_token_len)
-        outs = self.engine.forward(
-            [take(inputs, g) for g in groups], lambda o, m: response_values(o, m).cpu(), "compute_values"
+        return self.engine.forward(
+            inputs,
+            response_values,
+            micro_size=micro_size,
+            max_token_len=max_token_len,
+            phase="compute_values",
         )
-        values = torch.zeros(inputs["responses"].shape, dtype=torch.float32)
-        for rows, out in zip(groups, outs):
-            values[torch.tensor(rows)] = out
-        return values
 
-    def loss_scale(self, mask: torch.Tensor) -> LossScale:
-        return mini_batch_loss_scale(self.engine, mask, self.response_length)
-
-    def make_loss_fn(self, scale: LossScale):
+    def loss(self, output, micro, scale: LossScale):
+        """This micro-batch's share of the mini-batch value loss, and the metric shares."""
         cfg = self.cfg
-
-        def loss_fn(output, micro):
-            device = output.logits.device
-            mask = micro["response_mask"].to(device).float()
-            vpreds = response_values(output, micro)
-            terms = compute_value_loss_terms(
-                vpreds, micro["values"].to(device), micro["returns"].to(device), cfg.cliprange_value
-            )
-            vf_loss = agg_loss(terms["vf_loss"], mask, cfg.loss_agg_mode, scale)
-            shares = {
-                "vf_loss": vf_loss,
-                "vf_clipfrac": agg_loss(terms["vf_clipped"], mask, "token-mean", scale),
-                "vpred_mean": agg_loss(vpreds, mask, "token-mean", scale),
-            }
-            return vf_loss, shares
-
-        return loss_fn
+        mask = micro["response_mask"].float()
+        vpreds = response_values(output, micro)
+        terms = compute_value_loss_terms(vpreds, micro["values"], micro["returns"], cfg.cliprange_value)
+        vf_loss = agg_loss(terms["vf_loss"], mask, cfg.loss_agg_mode, scale)
+        shares = {
+            "vf_loss": vf_loss,
+            "vf_clipfrac": agg_loss(terms["vf_clipped"], mask, "token-mean", scale),
+            "vpred_mean": agg_loss(vpreds, mask, "token-mean", scale),
+        }
+        return vf_loss, shares
 
     def update(self, tensors: dict[str, torch.Tensor], mini_size: int, micro_size: int | None):
         """ppo_epochs passes, one optimizer step per local mini-batch of `mini_size` rows (the driver
         orders rows so that local mini-batch j of every rank together form global mini-batch j)."""
+        cfg = self.cfg
         keys = [*MODEL_INPUTS, "response_mask", "values", "returns"]
-        data = {k: tensors[k] for k in keys}
-        num_rows = data["responses"].shape[0]
-        max_tokens = self.cfg.ppo_max_token_len_per_gpu if self.cfg.use_dynamic_bsz else None
-        history: dict[str, list[float]] = defaultdict(list)
-        with self.engine.phase("update"):
-            for _ in range(self.cfg.ppo_epochs):
-                for start in range(0, num_rows, mini_size):
-                    mini = {k: v[start : start + mini_size] for k, v in data.items()}
-                    scale = self.loss_scale(mini["response_mask"])
-                    groups = self.engine.micro_batches(mini["attention_mask"], micro_size, max_tokens)
-                    metrics = self.engine.train_mini_batch(
-                        [take(mini, g) for g in groups], self.make_loss_fn(scale)
-                    )
-                    for k, v in metrics.items():
-                        history[k].append(v)
-        self.engine.end_training_step()
-        return {f"critic/{k}": sum(v) / len(v) for k, v in history.items()}
+        metrics = self.engine.update(
+            {k: tensors[k] for k in keys},
+            self.loss,
+            mini_size=mini_size,
+            micro_size=micro_size,
+            max_token_len=cfg.ppo_max_token_len_per_gpu if cfg.use_dynamic_bsz else None,
+            epochs=cfg.ppo_epochs,
+            response_length=self.response_length,
+        )
+        return {f"critic/{k}": v for k, v in metrics.items()}
 
 
 class CriticWorker(Worker):
-    """One Ray actor per rank holding a shard of the value model (its own process group)."""
+    """One Ray actor per rank holding a shard of the value model (its own process group).
 
-    def __init__(self, config: CriticConfig, response_length: int, rollout_n: int, dist_timeout_s: int = 600):
+    `idle_on_host`: the critic shares each GPU with the actor and its rollout, so between its own
+    phases its params and optimizer state wait in host memory (fsdp_engine.py)."""
+
+    def __init__(
+        self,
+        config: CriticConfig,
+        response_length: int,
+        rollout_n: int,
+        dist_timeout_s: int = 600,
+        idle_on_host: bool = False,
+    ):
         super().__init__()
         self.config, self.response_length, self.rollout_n = config, response_length, rollout_n
-        self.dist_timeout_s = dist_timeout_s
+        self.dist_timeout_s, self.idle_on_host = dist_timeout_s, idle_on_host
 
     @register(Dispatch.ONE_TO_ALL)
     def init_model(self) -> dict:
         self.init_distributed(self.dist_timeout_s)
-        mesh = init_device_mesh(dev.device_type(), (self.world_size,))
+        layout = build_layout(dev.device_type(), self.config.model.fsdp_config.fsdp_size)
         c = self.config
         self.engine = FSDPEngine(
             c.model,
             c.model.fsdp_config,
-            mesh,
+            layout,
             role="critic",
             optim_cfg=c.optim,
             grad_clip=c.grad_clip,
             model_kind="value",
+            idle_on_host=self.idle_on_host,
         )
         self.critic = PPOCritic(self.engine, c, self.response_length)
         return {"num_params": self.engine.num_params()}

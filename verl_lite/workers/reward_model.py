@@ -11,26 +11,25 @@ the actor's token ids as they are, so it must share the actor's tokenizer (valid
 from __future__ import annotations
 
 import torch
-from torch.distributed.device_mesh import init_device_mesh
 
 from verl_lite.config.schema import RewardModelConfig
 from verl_lite.engine.fsdp_engine import FSDPEngine
+from verl_lite.engine.mesh import build_layout
 from verl_lite.protocol import DataProto
 from verl_lite.single_controller import Dispatch, Worker, register
 from verl_lite.utils import device as dev
-from verl_lite.workers.actor import take
 
 RM_INPUTS = ("input_ids", "attention_mask", "position_ids", "response_mask")
 
 
 def last_token_scores(output, micro) -> torch.Tensor:
-    """(bs, R): the score at each sequence's last real token, placed on its last response token."""
-    scores = output.logits[..., 0].float()  # (bs, S)
-    mask = micro["attention_mask"].to(scores.device)
+    """(bs, R'): the score at each sequence's last real token, placed on its last response token."""
+    scores = output.logits[..., 0].float()  # (bs, S')
+    mask = micro["attention_mask"]
     positions = torch.arange(mask.shape[1], device=scores.device)
     last = (positions * mask).argmax(-1)  # index of the last real token
     seq_score = scores.gather(1, last.unsqueeze(1)).squeeze(1)  # (bs,)
-    response_mask = micro["response_mask"].to(scores.device)
+    response_mask = micro["response_mask"]
     lengths = response_mask.sum(-1).long()
     out = torch.zeros(response_mask.shape, dtype=torch.float32, device=scores.device)
     rows = torch.nonzero(lengths > 0).squeeze(1)
@@ -39,28 +38,33 @@ def last_token_scores(output, micro) -> torch.Tensor:
 
 
 def compute_rm_scores(engine: FSDPEngine, tensors: dict, micro_size: int, max_token_len: int | None):
+    """(bs, R) rm_scores in the rows' original order."""
     inputs = {k: tensors[k] for k in RM_INPUTS}
-    groups = engine.micro_batches(inputs["attention_mask"], micro_size, max_token_len)
-    outs = engine.forward(
-        [take(inputs, g) for g in groups], lambda o, m: last_token_scores(o, m).cpu(), "compute_rm_score"
+    return engine.forward(
+        inputs,
+        last_token_scores,
+        micro_size=micro_size,
+        max_token_len=max_token_len,
+        phase="compute_rm_score",
     )
-    scores = torch.zeros(inputs["response_mask"].shape, dtype=torch.float32)
-    for rows, out in zip(groups, outs):
-        scores[torch.tensor(rows)] = out
-    return scores
 
 
 class RewardModelWorker(Worker):
-    def __init__(self, config: RewardModelConfig, dist_timeout_s: int = 600):
+    """`idle_on_host`: the reward model shares each GPU with the actor and its rollout, so between
+    its scoring phases its params wait in host memory (fsdp_engine.py)."""
+
+    def __init__(self, config: RewardModelConfig, dist_timeout_s: int = 600, idle_on_host: bool = False):
         super().__init__()
-        self.config, self.dist_timeout_s = config, dist_timeout_s
+        self.config, self.dist_timeout_s, self.idle_on_host = config, dist_timeout_s, idle_on_host
 
     @register(Dispatch.ONE_TO_ALL)
     def init_model(self) -> dict:
         self.init_distributed(self.dist_timeout_s)
-        mesh = init_device_mesh(dev.device_type(), (self.world_size,))
         m = self.config.model
-        self.engine = FSDPEngine(m, m.fsdp_config, mesh, role="reward", model_kind="reward")
+        layout = build_layout(dev.device_type(), m.fsdp_config.fsdp_size)
+        self.engine = FSDPEngine(
+            m, m.fsdp_config, layout, role="reward", model_kind="reward", idle_on_host=self.idle_on_host
+        )
         return {"num_params": self.engine.num_params()}
 
     @register(Dispatch.DP_COMPUTE_PROTO)

@@ -1,0 +1,55 @@
+"""The rollout's weight gather: a bucket of shards per all-gather, the same tensors as one by one.
+
+Three gloo ranks, so most of the tiny model's parameters are sharded unevenly (32 rows over 3 ranks
+is 11 + 11 + 10) and some rank's chunk is short; with offload_policy the shards live on the host.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+from torch.distributed.tensor import DTensor
+
+from tests.helpers.configs import fp32_fsdp, tiny_model
+from tests.helpers.dist import run_ranks
+from verl_lite.engine.fsdp_engine import FSDPEngine
+from verl_lite.engine.mesh import build_layout
+
+
+def _gather(rank, world, model_dir):
+    calls = []
+    real = dist.all_gather_single
+
+    def counting(*args, **kwargs):  # the real collective, counted
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    dist.all_gather_single = counting
+    out = {}
+    for name, fsdp in {"none": fp32_fsdp(), "policy": fp32_fsdp(offload_policy=True)}.items():
+        engine = FSDPEngine(tiny_model(model_dir), fsdp, build_layout("cpu"), role="ref")
+        params = dict(engine.module.named_parameters())
+        uneven = sum(isinstance(p, DTensor) and p.shape[0] % world != 0 for p in params.values())
+        one_by_one = {n: p.full_tensor().clone() for n, p in params.items()}
+        stats: dict = {}
+        del calls[:]
+        bucketed = {n: t.clone() for n, t in engine.iter_full_params(bucket_bytes=64 * 1024, stats=stats)}
+        gathers = len(calls)
+        bf16 = {
+            n: t.clone() for n, t in engine.iter_full_params(bucket_bytes=64 * 1024, dtype=torch.bfloat16)
+        }
+        out[name] = one_by_one, bucketed, bf16, stats, gathers, len(params), uneven
+    dist.all_gather_single = real
+    return out
+
+
+def test_bucketed_gather_equals_per_parameter_full_tensors(tiny_model_dir):
+    for rank_out in run_ranks(_gather, 3, tiny_model_dir):
+        for mode, (one_by_one, bucketed, bf16, stats, gathers, num_params, uneven) in rank_out.items():
+            assert uneven > 0, "uneven shards must be part of the check"
+            assert list(bucketed) == list(one_by_one)
+            for name, full in one_by_one.items():
+                assert torch.equal(bucketed[name], full), f"{mode}: {name}"
+                assert bf16[name].dtype == torch.bfloat16
+                assert torch.equal(bf16[name], full.to(torch.bfloat16)), f"{mode}: {name} in bf16"
+            assert gathers == stats["collectives"] < num_params / 4, (mode, gathers, num_params)
