@@ -36,6 +36,7 @@ module (e.g. applying adapters).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import subprocess
@@ -73,6 +74,7 @@ class Mode:
     models: tuple[str, ...] = ()  # only these models (empty: every model)
     memory_cap_gb: float | None = None  # cap the device at this much (a smaller card)
     prepare: Callable | None = None  # module -> module, before sharding
+    requires: tuple[str, ...] = ()  # packages the row imports beyond torch and transformers
 
 
 MODES: dict[str, Mode] = {}
@@ -113,6 +115,28 @@ register_mode(
         models=LEVER_MODELS,
     )
 )
+
+# LoRA (docs/lora.md): rank 8 on every linear of a 7B shape under a 24 GB cap, in each offload mode;
+# the planner says which fit (the ones that do not are not run), and the one it picks must complete.
+# On "tiny" (the dry run) the offload_policy row runs too, so the LoRA path through this script is tested.
+LORA_KEYS = {"lora_rank": 8, "lora_alpha": 16, "target_modules": "all-linear"}
+for _label, _mode, _fsdp in (
+    ("none", "none", {}),
+    ("param_opt", "param_optimizer_offload", {"param_offload": True, "optimizer_offload": True}),
+    ("policy", "offload_policy", {"offload_policy": True}),
+):
+    register_mode(
+        Mode(
+            f"lora8_{_label}_24gb",
+            _mode,
+            _fsdp,
+            model=LORA_KEYS,
+            setup={"lora_rank": LORA_KEYS["lora_rank"]},
+            models=("qwen2.5-7b", "tiny") if _mode == "offload_policy" else ("qwen2.5-7b",),
+            memory_cap_gb=24.0,
+            requires=("peft",),
+        )
+    )
 
 
 # --- shapes and data --------------------------------------------------------------------------------
@@ -425,6 +449,9 @@ def run_all(args) -> int:
                 continue
             est = plan(shape, mode, args)
             note, result = does_not_fit(shape, mode, est, device_gb, host_gb), None
+            missing = [m for m in mode.requires if importlib.util.find_spec(m) is None]
+            if missing and not note:
+                note = f"not run: needs {', '.join(missing)} (pip install {' '.join(missing)})"
             left = args.time_budget_s - (time.perf_counter() - started)
             if not note and left < 10:
                 note = "not run: time budget spent"
