@@ -58,10 +58,10 @@ def test_the_reference_follows_the_actors_groups():
 
 
 def test_fsdp_size_must_divide_the_workers():
-    (line,) = problems(f"{ARR}.actor.fsdp_config.fsdp_size=0")
+    (line,) = problems("trainer.n_gpus_per_node=4", f"{ARR}.actor.fsdp_config.fsdp_size=3")
     assert (
         line
-        == f"{ARR}.actor.fsdp_config.fsdp_size=0 must divide the 2 workers, or be -1 (shard over all); use one of [1, 2] or -1"
+        == f"{ARR}.actor.fsdp_config.fsdp_size=3 must divide the 4 workers, or be -1 (shard over all); use one of [1, 2, 4] or -1"
     )
     cfg = load_config(["trainer.n_gpus_per_node=4", "critic.model.fsdp_config.fsdp_size=3"], "demo")
     assert problems_of(cfg) == [

@@ -75,7 +75,7 @@ def check_levers(cfg: PPOTrainerConfig, problems: list[str]) -> None:
     )
     for key, fsdp in _fsdp_sections(cfg):
         size = fsdp.fsdp_size
-        if size == 0 or (0 < size < world and world % size):
+        if 0 < size < world and world % size:  # other values: config/domains.py
             problems.append(
                 f"{key}.fsdp_size={size} must divide the {world} workers, or be -1 (shard over all); "
                 f"use one of {_divisors(world)} or -1"
