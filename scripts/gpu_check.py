@@ -22,8 +22,8 @@ weights on a GPU (fp32 throughout on CPU). Columns:
   h2d GB/s    host-to-device bytes over the seconds they took (manual offload: each copy timed;
               offload_policy: FSDP2's copies are counted, not timed, so bytes over the whole update,
               a lower bound, marked >=), and that as a share of the pinned-copy peak measured first
-  pinned GB   the caching host allocator's peak (rounded blocks, in use or cached) next to the
-              planner's pinned host bytes
+  pinned GB   page-locked host bytes: manual offload's HostBuffers plus the caching host allocator's
+              peak (offload_policy's rounded blocks, in use or cached), next to the planner's host bytes
   ctx GB      device memory in use outside torch's allocator after the row (CUDA context, NCCL
               and cuBLAS workspaces) next to the planner's per-process assumption (plan_memory.py)
 
@@ -36,6 +36,7 @@ module (e.g. applying adapters).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import subprocess
@@ -73,6 +74,7 @@ class Mode:
     models: tuple[str, ...] = ()  # only these models (empty: every model)
     memory_cap_gb: float | None = None  # cap the device at this much (a smaller card)
     prepare: Callable | None = None  # module -> module, before sharding
+    requires: tuple[str, ...] = ()  # packages the row imports beyond torch and transformers
 
 
 MODES: dict[str, Mode] = {}
@@ -93,6 +95,48 @@ register_mode(
     )
 )
 register_mode(Mode("offload_policy", "offload_policy", {"offload_policy": True}))
+# the memory levers (issue 13) that run on one device: fused log-probs and activation offload
+LEVER_MODELS = ("qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-7b")
+register_mode(
+    Mode(
+        "fused_logprobs",
+        "none",
+        model={"use_fused_kernels": True},
+        setup={"fused": True},
+        models=LEVER_MODELS,
+    )
+)
+register_mode(
+    Mode(
+        "activation_offload",
+        "none",
+        model={"enable_activation_offload": True},
+        setup={"activation_offload": True},
+        models=LEVER_MODELS,
+    )
+)
+
+# LoRA (docs/lora.md): rank 8 on every linear of a 7B shape under a 24 GB cap, in each offload mode;
+# the planner says which fit (the ones that do not are not run), and the one it picks must complete.
+# On "tiny" (the dry run) the offload_policy row runs too, so the LoRA path through this script is tested.
+LORA_KEYS = {"lora_rank": 8, "lora_alpha": 16, "target_modules": "all-linear"}
+for _label, _mode, _fsdp in (
+    ("none", "none", {}),
+    ("param_opt", "param_optimizer_offload", {"param_offload": True, "optimizer_offload": True}),
+    ("policy", "offload_policy", {"offload_policy": True}),
+):
+    register_mode(
+        Mode(
+            f"lora8_{_label}_24gb",
+            _mode,
+            _fsdp,
+            model=LORA_KEYS,
+            setup={"lora_rank": LORA_KEYS["lora_rank"]},
+            models=("qwen2.5-7b", "tiny") if _mode == "offload_policy" else ("qwen2.5-7b",),
+            memory_cap_gb=24.0,
+            requires=("peft",),
+        )
+    )
 
 
 # --- shapes and data --------------------------------------------------------------------------------
@@ -254,7 +298,8 @@ def run_row(args, name: str, mode: Mode) -> dict:
         "tokens_per_s": rows * (args.prompt + args.response) / best,
         "h2d_gbps": gbps,
         "h2d_lower_bound": lower_bound,
-        "pinned_gb": dev.pinned_host_peak_bytes() / GB,
+        # manual offload's HostBuffers (registered once, kept) + the caching host allocator's peak
+        "pinned_gb": (dev.pinned_host_bytes()["registered"] + dev.pinned_host_peak_bytes()) / GB,
         "outside_gb": dev.memory_outside_torch_gb(),
     }
 
@@ -404,6 +449,9 @@ def run_all(args) -> int:
                 continue
             est = plan(shape, mode, args)
             note, result = does_not_fit(shape, mode, est, device_gb, host_gb), None
+            missing = [m for m in mode.requires if importlib.util.find_spec(m) is None]
+            if missing and not note:
+                note = f"not run: needs {', '.join(missing)} (pip install {' '.join(missing)})"
             left = args.time_budget_s - (time.perf_counter() - started)
             if not note and left < 10:
                 note = "not run: time budget spent"

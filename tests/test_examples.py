@@ -57,7 +57,12 @@ EXAMPLES = {
     ),
     "grpo_trainer/run_tiny_grpo.sh": (
         ["trainer.n_gpus_per_node=2"],  # the one data-parallel run: balance_batch across 2 ranks
-        ["actor/kl_loss", "timing_s/ref", "global_seqlen/balanced_max", "perf/offload/h2d_gb"],
+        [
+            "actor/kl_loss",
+            "timing_s/ref/compute_ref_log_prob",
+            "global_seqlen/balanced_max",
+            "perf/offload/h2d_gb",
+        ],
     ),
     "rloo_trainer/run_tiny_rloo.sh": ([], ["actor/reward_kl_penalty", "actor/reward_kl_penalty_coeff"]),
     "reinforce_plus_plus_trainer/run_tiny_reinforce_plus_plus.sh": ([], ["actor/kl_loss"]),

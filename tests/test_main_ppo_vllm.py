@@ -12,12 +12,20 @@ import pytest
 from tests.helpers.console import assert_console_is_readable, assert_every_metric_on_console
 from tests.test_main_ppo import NONDETERMINISTIC, SMALL, read_metrics, run_cli
 
+ARR_MINI = "actor_rollout_ref.actor.ppo_mini_batch_size="
+
 pytest.importorskip("vllm", reason="the vLLM rollout needs vllm (make install)")
 pytestmark = pytest.mark.slow
 
-VLLM = [o for o in SMALL if not o.startswith("actor_rollout_ref.rollout.name=")] + [
+VLLM = [o for o in SMALL if not o.startswith(("actor_rollout_ref.rollout.name=", ARR_MINI))] + [
     "actor_rollout_ref.rollout.name=vllm",
     "actor_rollout_ref.rollout.cpu_kv_cache_gb=0.25",
+    # one mini-batch, one epoch: the on-policy step (no old-log-prob pass; the KL loss's reference
+    # pass runs inside update_actor's call)
+    f"{ARR_MINI}8",
+    "actor_rollout_ref.actor.ppo_epochs=1",
+    "actor_rollout_ref.actor.use_kl_loss=True",
+    "actor_rollout_ref.actor.kl_loss_coef=0.01",
 ]
 
 
@@ -46,6 +54,9 @@ def test_rollout_runs_the_current_policy_and_reports_the_sync(vllm_run):
         assert row["rollout/actor_logprob_abs_diff_max"] < 1e-4, row  # fp32 on CPU: ~1e-6
         assert row["rollout/actor_logprob_abs_diff_mean"] <= row["rollout/actor_logprob_abs_diff_max"]
         assert row["timing_s/gen"] > 0 and row["perf/rollout_tokens_per_s"] > 0
+    for row in rows[1:]:  # on-policy: the update's own forward gave the old log-probs; ref in its call
+        assert "timing_s/old_log_prob" not in row and row["timing_s/ref/compute_ref_log_prob"] > 0, row
+        assert row["actor/ppo_kl"] == 0.0 and row["actor/kl_loss"] >= 0, row
     # step 1 rolls out with the weights synced for validation at step 0; step 2 follows an update
     assert rows[2]["timing_s/update_weights"] > 0 and rows[2]["perf/update_weights_gb"] > 0
     assert 0 <= rows[2]["critic/score/mean"] <= 1 and rows[2]["actor/grad_norm"] > 0

@@ -113,26 +113,52 @@ def test_kl_in_the_reward_alone_builds_the_reference_as_the_trainer_does(shape):
     assert plan.overhead == PROCESS_OVERHEAD, "the reference lives in the actor's process"
 
 
+COLOCATED = (
+    "algorithm.adv_estimator=gae",
+    f"critic.model.path={SEVEN_B}",
+    "critic.ppo_micro_batch_size_per_gpu=4",
+    "critic.forward_micro_batch_size_per_gpu=4",
+    "reward_model.enable=True",
+    f"reward_model.model.path={HALF_B}",
+    "reward_model.micro_batch_size_per_gpu=4",
+    "reward_model.model.input_tokenizer=null",
+)
+
+
 def test_a_colocated_critic_and_reward_model_share_the_device_in_processes_of_their_own(shape):
-    cfg = config(
-        "algorithm.adv_estimator=gae",
-        f"critic.model.path={SEVEN_B}",
-        "critic.ppo_micro_batch_size_per_gpu=4",
-        "critic.forward_micro_batch_size_per_gpu=4",
-        "reward_model.enable=True",
-        f"reward_model.model.path={HALF_B}",
-        "reward_model.micro_batch_size_per_gpu=4",
-        "reward_model.model.input_tokenizer=null",
-    )
-    plan = plan_device(cfg, shape, 8, "none", 4, DEVICE)
+    """Where the device is the host (CPU) nothing moves: each role's state stays beside the others', and
+    vLLM's weights and KV cache (no sleep mode) beside all of them."""
+    cfg = config(*COLOCATED)
+    plan = plan_device(cfg, shape, 8, "none", 4, DEVICE, accelerator=False)
     actor, critic, rm = (plan.engines[k] for k in ("actor", "critic", "reward_model"))
+    vllm = -(-N // 2) * 2 + int(cfg.actor_rollout_ref.rollout.cpu_kv_cache_gb * GB)  # TP 2, bf16
     assert critic.resident == 3 * shard_value(8) * 4  # params + both moments, fp32
-    assert plan.phases["update_critic"] == critic.update + actor.resident + rm.resident
-    assert plan.phases["update_actor"] == actor.update + critic.resident + rm.resident
-    assert plan.phases["values"] == critic.forward + actor.resident + rm.resident
-    assert plan.phases["reward"] == rm.forward + actor.resident + critic.resident
-    assert plan.phases["generate"] == actor.resident + critic.resident + rm.resident + int(0.5 * DEVICE)
+    assert plan.phases["update_critic"] == critic.update + actor.resident + rm.resident + vllm
+    assert plan.phases["update_actor"] == actor.update + critic.resident + rm.resident + vllm
+    assert plan.phases["values"] == critic.forward + actor.resident + rm.resident + vllm
+    assert plan.phases["reward"] == rm.forward + actor.resident + critic.resident + vllm
+    assert plan.phases["generate"] == actor.resident + critic.resident + rm.resident + vllm
+    assert plan.overhead == 0, "no CUDA context on CPU"
+
+
+def test_on_a_gpu_the_critic_and_reward_model_wait_on_the_host_between_their_phases(shape):
+    """The trainer's idle_on_host: on a GPU a critic or reward model beside the actor keeps its params
+    and optimizer state on the host (exact bytes) and brings them in only for its own phases."""
+    plan = plan_device(config(*COLOCATED), shape, 8, "none", 4, DEVICE)
+    actor, critic, rm = (plan.engines[k] for k in ("actor", "critic", "reward_model"))
+    assert critic.resident == rm.resident == 0
+    exact = shard_value(8) * 4 + 60  # every slot is 64-byte aligned: the head's 4-byte bias takes 64
+    assert critic.terms["host_params"] == exact and critic.terms["host_optimizer"] == 2 * exact
+    assert plan.phases["update_actor"] == actor.update, "nothing of theirs beside the actor's update"
+    assert plan.phases["update_critic"] == critic.update + actor.resident
+    assert plan.phases["values"] == critic.forward + actor.resident
+    assert plan.phases["reward"] == rm.forward + actor.resident
+    assert plan.phases["generate"] == actor.resident + int(0.5 * DEVICE)
     assert plan.overhead == 3 * PROCESS_OVERHEAD
+    offloaded = plan_device(
+        config(*COLOCATED, "critic.model.fsdp_config.offload_policy=True"), shape, 8, "none", 4, DEVICE
+    )
+    assert offloaded.engines["critic"].terms["host_grads"] > 0, "offload_policy stays offload_policy"
 
 
 def shard_value(world: int) -> int:
@@ -229,7 +255,8 @@ def test_a_lora_critic_trains_its_adapters_and_its_value_head(shape):
         "critic.forward_micro_batch_size_per_gpu=4",
         "critic.model.lora_rank=8",
     )
-    critic = plan_device(cfg, shape, 8, "none", 4, DEVICE).engines["critic"]
+    critic = plan_device(cfg, shape, 8, "none", 4, DEVICE, accelerator=False).engines["critic"]
+    # (on CPU: a GPU's critic would wait on the host between phases, streaming its moments)
     # + the head's trained copy: (1 x hidden) and its bias split 8 ways on dim 0 pad to a row per rank
     assert critic.terms["grads"] == (NT8 // 8 + H + 1) * 4
     assert critic.terms["optimizer"] == 2 * critic.terms["grads"]

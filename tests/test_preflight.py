@@ -331,4 +331,4 @@ def test_every_registered_step_lives_next_to_its_component():
         for step in phase:
             module = step.fn.__module__
             assert module.startswith("verl_lite.") and module != "verl_lite.preflight", step.name
-            assert module.endswith(("checks", ".validate", ".domains")), f"{step.name}: {module}"
+            assert module.endswith(("checks", ".validate", ".validate_levers", ".domains")), f"{step.name}: {module}"

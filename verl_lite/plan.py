@@ -72,13 +72,13 @@ LEVER_KEYS = {  # what turns a lever on (under actor_rollout_ref)
 
 def proposable_levers() -> tuple[str, ...]:
     """The levers whose keys the config accepts at True (config/support.py): only those are proposed."""
-    from verl_lite.config.support import ANY, rule_for
+    from verl_lite.config.support import ANY, FOLLOWS, rule_for
 
-    def accepts(key: str) -> bool:
+    def accepts(key: str) -> bool:  # FOLLOWS: the key follows one the planner sets with it
         rule = rule_for(f"actor_rollout_ref.{key}")
         return (
             rule is None
-            or rule.accepted == ANY
+            or rule.accepted in (ANY, FOLLOWS)
             or (isinstance(rule.accepted, tuple) and True in rule.accepted)
         )
 

@@ -2,8 +2,11 @@
 
 One device holds, in one process, the actor, its rollout and (when a KL term needs it) the
 reference; in processes of their own the critic (GAE) and the reward model, colocated as verl
-colocates them. Each phase of a step puts one engine at its peak while the others hold what they
-keep between phases (engine/memory_model.py gives both per engine). The rollout holds:
+colocates them. On a GPU the critic and the reward model keep their params and optimizer state on
+the host between their phases (as param+optimizer offload; offload_policy stays itself): the trainer
+asks that of every group beside the actor's. Each phase of a step puts one engine at its peak while
+the others hold what they keep between phases (engine/memory_model.py gives both per engine). The
+rollout holds:
 
   vLLM on a GPU   its gpu_memory_utilization share of the device (weights + KV cache + workspace,
                   claimed at start and on every wake) while it generates; while it receives weights
@@ -136,6 +139,14 @@ def engine_setup(fsdp, world: int, seq_len: int, response_len: int, accelerator:
     )
 
 
+def idle_mode(fsdp, accelerator: bool) -> str:
+    """A critic's or reward model's mode: on a GPU they share the device with the actor and the rollout,
+    so their params and optimizer state wait on the host between their phases whatever their config
+    says (the trainer's idle_on_host, engine/offload.build_offload); offload_policy keeps its own."""
+    mode = fsdp_mode(fsdp)
+    return "param_optimizer_offload" if accelerator and mode == "none" else mode
+
+
 def _forward_size(micro: int | None, dynamic: bool, token_budget: int) -> dict:
     return {"forward_tokens": token_budget} if dynamic else {"forward_micro": micro or 1}
 
@@ -254,6 +265,7 @@ def role_engines(
             seq,
             resp,
             accelerator,
+            mode=idle_mode(c.model.fsdp_config, accelerator),
             micro=c.ppo_micro_batch_size_per_gpu or 1,
             grad_checkpointing=c.model.enable_gradient_checkpointing,
             tokens_per_micro=c.ppo_max_token_len_per_gpu if c.use_dynamic_bsz else None,
@@ -268,7 +280,17 @@ def role_engines(
         f = _forward_size(rm.micro_batch_size_per_gpu, rm.use_dynamic_bsz, rm.forward_max_token_len_per_gpu)
         out["reward_model"] = estimate(
             read_shape(rm.model.path, head="value", key="reward_model.model.path"),
-            engine_setup(rm.model.fsdp_config, world, seq, resp, accelerator, micro=0, trains=False, **f),
+            engine_setup(
+                rm.model.fsdp_config,
+                world,
+                seq,
+                resp,
+                accelerator,
+                mode=idle_mode(rm.model.fsdp_config, accelerator),
+                micro=0,
+                trains=False,
+                **f,
+            ),
         )
     return out
 

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from verl_lite.algos.checks import check_algorithm
-from verl_lite.config import domains, normalize, validate
+from verl_lite.config import domains, normalize, validate, validate_levers
 from verl_lite.config.errors import ConfigError
 from verl_lite.config.run import Run
 from verl_lite.config.schema import PPOTrainerConfig
@@ -45,7 +45,7 @@ from verl_lite.single_controller.checks import check_cluster as cluster_problems
 from verl_lite.single_controller.checks import check_machine, joins_cluster
 from verl_lite.trainer.checks import check_placeholders, check_trainer
 from verl_lite.utils import device as dev
-from verl_lite.workers.checks import check_models, check_positions, check_tokenizer
+from verl_lite.workers.checks import check_lever_heads, check_models, check_positions, check_tokenizer
 from verl_lite.workers.lora_checks import check_lora
 
 __all__ = ["joins_cluster", "prepare", "check", "check_tokenizer_fit", "check_datasets", "check_cluster"]
@@ -70,6 +70,7 @@ RESOLVE: list[Step] = [
 
 CHECKS: list[Step] = [
     Step("values together", validate.check_relations),
+    Step("memory levers", validate_levers.check_lever_values),
     Step("rollout", check_rollout),
     Step("engines", check_engines),
     Step("LoRA", check_lora),
@@ -82,6 +83,7 @@ CHECKS: list[Step] = [
     Step("batch geometry", validate.check_batch_geometry, needs_clean=True),
     Step("critic batch geometry", validate.check_critic_geometry, needs_clean=True),
     Step("model positions", check_positions, needs_clean=True),
+    Step("sequence parallelism vs attention heads", check_lever_heads, needs_clean=True),
     Step("vLLM engine arguments", check_vllm_engine, needs_clean=True),
 ]
 

@@ -36,7 +36,8 @@ def test_dry_run_passes_without_ray_hydra_or_vllm(tmp_path):
     assert "skipped" in out, "the gpu-marked tests are collected (and skip without CUDA)"
     table = out[out.rindex("\nmodel ") :]  # rows are printed as they finish, then once more as a table
     rows = [line for line in table.splitlines() if line.startswith("tiny ")]
-    assert [r.split()[2] for r in rows] == ["none", "param_optimizer_offload", "offload_policy"], out[-3000:]
+    modes = ["none", "param_optimizer_offload", "offload_policy", "lora8_policy_24gb"]
+    assert [r.split()[2] for r in rows] == modes, out[-3000:]
     for row in rows:  # model params mode peak plan err tok/s /none h2d /link pinned plan
         tokens_per_s, tps_ratio = float(row.split()[6]), float(row.split()[7])
         assert tokens_per_s > 0 and tps_ratio > 0
@@ -79,7 +80,9 @@ def test_rows_that_cannot_fit_say_so_with_the_planners_number(capsys):
     out = capsys.readouterr().out.split("\n\n")[-1]
     rows = {tuple(line.split()[:3:2]): line for line in out.splitlines() if line.startswith(("qwen", "tiny"))}
     assert set(rows) == {
-        ("qwen2.5-7b", m) for m in ("none", "param_optimizer_offload", "offload_policy", "capped")
+        ("qwen2.5-7b", m)
+        for m in ("none", "param_optimizer_offload", "offload_policy")
+        + ("lora8_none_24gb", "lora8_param_opt_24gb", "lora8_policy_24gb", "capped")
     }
     assert all("does not fit (planner: " in line for line in rows.values()), out
     assert (

@@ -4,8 +4,8 @@ Everything else asks that module (has_accelerator, dist_backend, can_pin_memory,
 the same code runs on a CPU-only machine and on GPUs, and a second accelerator would change one
 file. Read from the source's tokens: names (`torch.cuda`, `is_cuda_available`, `pin_memory=`) and
 identifier-like string literals (`"cuda"`, `f"cuda:{i}"`, `"gloo"`, `"CUDA_VISIBLE_DEVICES"`);
-comments, docstrings and messages written as sentences may mention CUDA. The config schema and its
-support table are exempt: they spell verl's key names and values (`nccl_timeout`,
+comments, docstrings and messages written as sentences may mention CUDA. The config schema, its
+support table and its value domains are exempt: they spell verl's key names and values (`nccl_timeout`,
 `cudagraph_capture_sizes`, profiler options), the user's vocabulary, which nothing branches on.
 """
 
@@ -19,7 +19,7 @@ import verl_lite
 
 PACKAGE = os.path.dirname(os.path.abspath(verl_lite.__file__))
 ALLOWED = {os.path.join("utils", "device.py")}
-CONFIG_SURFACE = re.compile(r"^config[/\\](schema\w*|support)\.py$")
+CONFIG_SURFACE = re.compile(r"^config[/\\](schema\w*|support|domains)\.py$")
 ACCELERATOR = re.compile(r"cuda|nccl|gloo", re.IGNORECASE)
 
 

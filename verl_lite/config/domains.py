@@ -97,6 +97,7 @@ def _sampling(prefix: str) -> dict[str, Domain]:
 
 
 MICRO = POS_INT.or_null("unset")
+SHARDS = Domain(lambda v: _is_int(v) and (v == -1 or v > 0), "-1 (all ranks) or a positive integer")
 FOLLOWS_ACTOR = POS_INT.or_null("the actor's")
 FSDP_SECTIONS = (f"{ARR}.actor", f"{ARR}.ref", "critic.model", "reward_model.model")
 
@@ -187,6 +188,17 @@ DOMAINS: dict[str, Domain] = {
     "trainer.max_critic_ckpt_to_keep": POS_INT.or_null("keep all"),
     "trainer.critic_warmup": NON_NEG_INT,
     "ray_kwargs.ray_init.num_cpus": POS_INT.or_null("all of the machine's"),
+    # the memory levers; config/validate_levers.py checks them against the number of workers
+    **{f"{s}.ulysses_sequence_parallel_size": POS_INT for s in (f"{ARR}.actor", f"{ARR}.ref", "critic")},
+    **{
+        f"{s}.fsdp_size": SHARDS
+        for s in (
+            f"{ARR}.actor.fsdp_config",
+            f"{ARR}.ref.fsdp_config",
+            "critic.model.fsdp_config",
+            "reward_model.model.fsdp_config",
+        )
+    },
 }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from verl_lite.config.common import ARR, per_gpu, world_size
 from verl_lite.config.schema import PPOTrainerConfig
+from verl_lite.config.validate_levers import dp_size
 
 
 def _clip_bounds(a) -> tuple[float, float]:
@@ -35,25 +36,31 @@ def _linked_per_gpu(global_size, per_gpu_size, world: int, key: str, problems: l
 
 
 def _micro_sizes(cfg: PPOTrainerConfig, world: int, problems: list[str]) -> None:
+    """verl splits the deprecated global micro sizes over a role's data-parallel ranks (the world over
+    its sequence-parallel size, config/validate_levers.py)."""
     arr, c, rm = cfg.actor_rollout_ref, cfg.critic, cfg.reward_model
-    a = arr.actor
+    a, dp, critic_dp = arr.actor, dp_size(cfg), dp_size(cfg, "critic")
     key = f"{ARR}.actor.ppo_micro_batch_size"
     a.ppo_micro_batch_size_per_gpu = per_gpu(
-        a.ppo_micro_batch_size, a.ppo_micro_batch_size_per_gpu, world, key, problems
+        a.ppo_micro_batch_size, a.ppo_micro_batch_size_per_gpu, dp, key, problems
     )
     for section in ("rollout", "ref"):
         sub = getattr(arr, section)
         key = f"{ARR}.{section}.log_prob_micro_batch_size"
         sub.log_prob_micro_batch_size_per_gpu = per_gpu(
-            sub.log_prob_micro_batch_size, sub.log_prob_micro_batch_size_per_gpu, world, key, problems
+            sub.log_prob_micro_batch_size, sub.log_prob_micro_batch_size_per_gpu, dp, key, problems
         )
     c.ppo_micro_batch_size_per_gpu = _linked_per_gpu(
-        c.ppo_micro_batch_size, c.ppo_micro_batch_size_per_gpu, world, "critic.ppo_micro_batch_size", problems
+        c.ppo_micro_batch_size,
+        c.ppo_micro_batch_size_per_gpu,
+        critic_dp,
+        "critic.ppo_micro_batch_size",
+        problems,
     )
     c.forward_micro_batch_size_per_gpu = _linked_per_gpu(
         c.forward_micro_batch_size,
         c.forward_micro_batch_size_per_gpu,
-        world,
+        critic_dp,
         "critic.forward_micro_batch_size",
         problems,
     )

@@ -53,10 +53,16 @@ FSDP1 = "FSDP1 and Megatron are not available; fsdp and fsdp2 both run FSDP2 (fu
 
 def _fsdp_rules(section: str) -> list[Rule]:
     return [
-        Rule(f"{section}.fsdp_size", instead=f"HSDP is {SOON}; keep -1 (shard over all ranks)"),
-        Rule(f"{section}.ulysses_sequence_parallel_size", instead=f"sequence parallelism is {SOON}; keep 1"),
-        Rule(f"{section}.entropy_from_logits_with_chunking", instead=f"chunked entropy is {SOON}"),
-        Rule(f"{section}.entropy_checkpointing", instead=f"entropy checkpointing is {SOON}"),
+        # verl's new-engine spellings; its legacy FSDP workers (verl_lite's model) read the role's keys
+        Rule(
+            f"{section}.ulysses_sequence_parallel_size",
+            instead="set the role's ulysses_sequence_parallel_size (e.g. actor_rollout_ref.actor.*)",
+        ),
+        Rule(
+            f"{section}.entropy_from_logits_with_chunking",
+            instead="set actor_rollout_ref.actor.entropy_from_logits_with_chunking",
+        ),
+        Rule(f"{section}.entropy_checkpointing", instead="set actor_rollout_ref.actor.entropy_checkpointing"),
         Rule(
             f"{section}.use_torch_compile", ANY, note="verl_lite does not torch.compile kernels (same math)"
         ),
@@ -75,10 +81,6 @@ def _fsdp_rules(section: str) -> list[Rule]:
 
 def _model_rules(model: str) -> list[Rule]:
     return [
-        Rule(
-            f"{model}.enable_activation_offload",
-            instead=f"activation offload is {SOON}; use gradient checkpointing",
-        ),
         Rule(f"{model}.tiled_mlp.enabled", instead="tiled MLP is not available; use gradient checkpointing"),
         Rule(f"{model}.tiled_mlp.num_shards", ANY),
     ]
@@ -116,18 +118,10 @@ RULES: list[Rule] = [
         Rule(f"{s}.rollout_n", FOLLOWS, instead=f"it is {ARR}.rollout.n; set that")
         for s in (f"{ARR}.actor", f"{ARR}.ref", "critic")
     ],
-    *[
-        Rule(f"{s}.ulysses_sequence_parallel_size", instead=f"sequence parallelism is {SOON}; keep 1")
-        for s in (f"{ARR}.actor", f"{ARR}.ref", "critic", "reward_model")
-    ],
-    *[
-        Rule(f"{s}.entropy_from_logits_with_chunking", instead=f"chunked entropy is {SOON}")
-        for s in (f"{ARR}.actor", f"{ARR}.ref")
-    ],
-    *[
-        Rule(f"{s}.entropy_checkpointing", instead=f"entropy checkpointing is {SOON}")
-        for s in (f"{ARR}.actor", f"{ARR}.ref")
-    ],
+    Rule(
+        "reward_model.ulysses_sequence_parallel_size",
+        instead="the reward model runs without sequence parallelism; keep 1",
+    ),
     *[
         Rule(f"{s}.use_torch_compile", ANY, note="verl_lite does not torch.compile kernels (same math)")
         for s in (f"{ARR}.actor", f"{ARR}.ref")
@@ -145,7 +139,7 @@ RULES: list[Rule] = [
     Rule(f"{ARR}.actor.freeze_vision_tower", instead="vision-language models are not supported"),
     Rule(f"{ARR}.actor.calculate_entropy", ANY, note="verl_lite always computes the entropy (actor/entropy)"),
     Rule(f"{ARR}.actor.use_prefix_grouper", instead="every response runs its own forward (same math)"),
-    Rule(f"{ARR}.actor.use_fused_kernels", (False,), instead=f"fused log-prob kernels are {SOON}"),
+    Rule(f"{ARR}.actor.use_fused_kernels", FOLLOWS, instead=f"set {ARR}.model.use_fused_kernels"),
     Rule(f"{ARR}.actor.use_remove_padding", FOLLOWS, instead=f"set {ARR}.model.use_remove_padding"),
     Rule(
         f"{ARR}.actor.sum_pi_squared_checkpointing",
@@ -158,7 +152,6 @@ RULES: list[Rule] = [
         instead=f"keep config.json in {ARR}.model.path (or use model.override_config)",
     ),
     Rule(f"{ARR}.model.use_liger", instead="Liger kernels are not available"),
-    Rule(f"{ARR}.model.use_fused_kernels", instead=f"fused log-prob kernels are {SOON}"),
     Rule(f"{ARR}.model.fused_kernel_options", ANY),
     Rule(f"{ARR}.model.mtp.enable", instead="multi-token prediction is not available"),
     Rule(f"{ARR}.model.mtp", ANY),
@@ -233,7 +226,11 @@ RULES: list[Rule] = [
         instead="the reward model reads the actor's token ids as they are (no chat-template switch); use one that shares the actor's tokenizer and set reward_model.model.input_tokenizer=null",
         when="reward_model.enable",
     ),
-    Rule("reward_model.model.use_fused_kernels", (False,), instead=f"fused kernels are {SOON}"),
+    Rule(
+        "reward_model.model.use_fused_kernels",
+        ANY,
+        note="the reward model's score head computes no token log-probs: nothing to fuse",
+    ),
     Rule("reward_model.enable_resource_pool", instead="the reward model shares the actor's workers"),
     Rule("reward_model.n_gpus_per_node", ANY),
     Rule("reward_model.nnodes", ANY),

@@ -11,6 +11,7 @@ from __future__ import annotations
 from verl_lite.config.common import ARR
 from verl_lite.config.run import Run
 from verl_lite.config.schema import PPOTrainerConfig
+from verl_lite.config.validate_levers import dp_size
 
 
 def check_relations(cfg: PPOTrainerConfig, run: Run) -> list[str]:
@@ -29,20 +30,25 @@ def check_relations(cfg: PPOTrainerConfig, run: Run) -> list[str]:
     return problems
 
 
-def _split(key: str, mini: int, n: int, world: int, tbs: int, problems: list[str]) -> int | None:
-    """The per-worker mini-batch (responses) of `key`'s mini-batch size, or None if it cannot split."""
+def _ranks(dp: int, world: int) -> str:
+    return f"{dp} data-parallel ranks" if dp != world else f"{world} workers"
+
+
+def _split(key: str, mini: int, n: int, dp: int, ranks: str, tbs: int, problems: list[str]) -> int | None:
+    """The per-rank mini-batch (responses) of `key`'s mini-batch size over `dp` data-parallel ranks,
+    or None if it cannot split."""
     if mini > tbs or tbs % mini:
         problems.append(
             f"data.train_batch_size={tbs} is not a multiple of {key}={mini}; each step must split into "
             "whole mini-batches"
         )
-    if (mini * n) % world:
+    if (mini * n) % dp:
         problems.append(
-            f"{key} x rollout.n = {mini} x {n} = {mini * n} responses cannot be split over {world} workers; "
-            f"make it a multiple of {world}"
+            f"{key} x rollout.n = {mini} x {n} = {mini * n} responses cannot be split over {ranks}; "
+            f"make it a multiple of {dp}"
         )
         return None
-    return mini * n // world
+    return mini * n // dp
 
 
 def _budgets(budgets: list[tuple[str, bool, int]], seq_len: int) -> list[str]:
@@ -77,7 +83,9 @@ def check_batch_geometry(cfg: PPOTrainerConfig, run: Run) -> list[str]:
             f"(trainer.nnodes x trainer.n_gpus_per_node); make it a multiple of {world}"
         )
     mini_key = f"{ARR}.actor.ppo_mini_batch_size"
-    local_mini = _split(mini_key, a.ppo_mini_batch_size, n, world, tbs, problems)
+    dp = dp_size(cfg)
+    ranks = _ranks(dp, world)
+    local_mini = _split(mini_key, a.ppo_mini_batch_size, n, dp, ranks, tbs, problems)
     if local_mini is None:
         return problems
     seq_len = cfg.data.max_prompt_length + arr.rollout.response_length
@@ -90,7 +98,7 @@ def check_batch_geometry(cfg: PPOTrainerConfig, run: Run) -> list[str]:
             problems.append(f"{ARR}.{section}.log_prob_micro_batch_size_per_gpu is not set; set it (e.g. 8)")
     problems += _budgets(budgets, seq_len)
     if not a.use_dynamic_bsz:  # with dynamic batching, micro-batches come from the token budget
-        detail = f"ppo_mini_batch_size {a.ppo_mini_batch_size} x rollout.n {n} / {world} workers"
+        detail = f"ppo_mini_batch_size {a.ppo_mini_batch_size} x rollout.n {n} / {ranks}"
         problems += _micro(
             f"{ARR}.actor.ppo_micro_batch_size_per_gpu",
             a.ppo_micro_batch_size_per_gpu,
@@ -106,8 +114,10 @@ def check_critic_geometry(cfg: PPOTrainerConfig, run: Run) -> list[str]:
     if not run.critic:
         return []
     c, n, problems = cfg.critic, cfg.actor_rollout_ref.rollout.n, []
+    dp = dp_size(cfg, "critic")
+    ranks = _ranks(dp, run.world)
     local_mini = _split(
-        "critic.ppo_mini_batch_size", c.ppo_mini_batch_size, n, run.world, cfg.data.train_batch_size, problems
+        "critic.ppo_mini_batch_size", c.ppo_mini_batch_size, n, dp, ranks, cfg.data.train_batch_size, problems
     )
     if local_mini is None:
         return problems
@@ -120,7 +130,7 @@ def check_critic_geometry(cfg: PPOTrainerConfig, run: Run) -> list[str]:
         seq_len,
     )
     if not c.use_dynamic_bsz:
-        detail = f"critic.ppo_mini_batch_size {c.ppo_mini_batch_size} x rollout.n {n} / {run.world} workers"
+        detail = f"critic.ppo_mini_batch_size {c.ppo_mini_batch_size} x rollout.n {n} / {ranks}"
         problems += _micro(
             "critic.ppo_micro_batch_size_per_gpu",
             c.ppo_micro_batch_size_per_gpu,

@@ -35,6 +35,8 @@ the sum is the same.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import math
 import time
 import warnings
@@ -51,9 +53,11 @@ from torch.distributed.tensor import DTensor
 
 from verl_lite.algos.loss_agg import LossScale
 from verl_lite.config.schema import FSDPConfig, ModelConfig, OptimConfig
+from verl_lite.engine.activation_offload import ActivationOffload
 from verl_lite.engine.forward import (
     ForwardOutput,
     MicroBatch,
+    TokenMath,
     TokenRequest,
     build_micro_batches,
     build_model_forward,
@@ -65,7 +69,9 @@ from verl_lite.engine.mesh import Layout
 from verl_lite.engine.micro_batch import MicroPlan, plan_micro_batches
 from verl_lite.engine.offload import TransferLog, build_offload
 from verl_lite.engine.optim import build_lr_scheduler, build_optimizer, num_warmup_steps
-from verl_lite.engine.parallelize import apply_fsdp2, build_mp_policy, parse_dtype
+from verl_lite.engine.parallelize import apply_fsdp2, build_mp_policy, decoder_layers, parse_dtype
+from verl_lite.engine.token_head import apply_token_head
+from verl_lite.engine.ulysses import apply_ulysses
 from verl_lite.engine.weight_gather import iter_full_params
 from verl_lite.utils import device as dev
 from verl_lite.utils.hf_model import MODEL_LOADERS
@@ -94,6 +100,8 @@ class FSDPEngine:
         module: torch.nn.Module | None = None,
         model_kind: str = "causal_lm",
         idle_on_host: bool = False,
+        entropy: TokenMath | None = None,
+        sp_key: str = "ulysses_sequence_parallel_size",
     ):
         """`module`: an already built model to shard instead of loading `model_cfg.path` (the
         benchmark's randomly initialised real shapes, which are never written to disk).
@@ -101,15 +109,27 @@ class FSDPEngine:
         utils/hf_model.py. `model_cfg.use_remove_padding` packs every forward (engine/packing.py).
         `idle_on_host`: keep params and optimizer state on the host between phases (a role that
         shares its GPU with busier ones; offload.build_offload). `layout`: engine/mesh.py's, or a
-        1-D mesh (all ranks shard, all hold different rows)."""
+        1-D mesh (all ranks shard, all hold different rows); with sequence parallelism (layout.sp_size
+        > 1, `sp_key` names its config key in errors) the forward is ulysses.py's.
+        The memory levers read from `model_cfg`: use_fused_kernels (causal LMs: per-token results
+        from the fused head, token_head.py) and enable_activation_offload (activation_offload.py);
+        `entropy`: the actor's entropy chunking / checkpointing (its `fused` is ignored)."""
         self.layout = layout if isinstance(layout, Layout) else Layout.of_mesh(layout)
         self.role, self.mesh, self.grad_clip = role, self.layout.fsdp_mesh, grad_clip
         self.device = dev.local_device()
         self.reduce_every_micro = fsdp_cfg.reduce_scatter_every_micro_batch
         self.transfers = TransferLog()
         self.offload = build_offload(fsdp_cfg, self.device, self.transfers, idle_on_host)
-        self.run_model = build_model_forward(model_cfg.use_remove_padding)
+        fused = model_kind == "causal_lm" and getattr(model_cfg, "use_fused_kernels", False)
+        token_math = dataclasses.replace(entropy or TokenMath(), fused=fused)
+        sp_group = self.layout.sp_group if self.layout.sp_size > 1 else None
+        self.run_model = build_model_forward(model_cfg.use_remove_padding, token_math, sp_group)
         self._build_module(model_cfg, fsdp_cfg, module, model_kind)
+        self.activations = None  # saved activations to the host in training forwards
+        if getattr(model_cfg, "enable_activation_offload", False):
+            self.activations = ActivationOffload(self.device, self.transfers)
+            self.activations.apply(self.layers)
+        apply_ulysses(self.module, self.layout.sp_size, sp_key)
         self.optimizer = self.lr_scheduler = None
         if optim_cfg is not None:
             self._build_optimizer(optim_cfg)
@@ -122,6 +142,9 @@ class FSDPEngine:
         role = self.role
         dtype = parse_dtype(fsdp_cfg.model_dtype, f"{role}.fsdp_config.model_dtype")
         self.module = module if module is not None else MODEL_LOADERS[model_kind](model_cfg, dtype)
+        if self.run_model.math.fused:
+            apply_token_head(self.module)  # before fully_shard: the head keeps its place in the root unit
+        self.layers = decoder_layers(self.module)  # before fully_shard renames their classes
         if model_cfg.enable_gradient_checkpointing:
             self.module.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.lora_config = None  # LoRA (engine/lora.py): adapters on the frozen model, in the same FSDP units
@@ -235,7 +258,8 @@ class FSDPEngine:
             tensors["attention_mask"],
             batch_response_width(tensors),
             micro_size=micro_size,
-            max_token_len=max_token_len,
+            # verl: a sequence-parallel group shares sp x the per-GPU budget (each rank holds 1/sp)
+            max_token_len=max_token_len * self.layout.sp_size if max_token_len else max_token_len,
             packed=self.run_model.name == "packed",
             agree_max=self._agree_max,
         )
@@ -251,6 +275,12 @@ class FSDPEngine:
         `self.run_model.context(micro)`)."""
         self.offload.on_forward(training=torch.is_grad_enabled())
         return self.run_model(self.module, micro, request)
+
+    def _saving_activations(self):
+        """Around a training forward: with activation offload, what it saves waits on the host."""
+        if self.activations is None:
+            return contextlib.nullcontext()
+        return self.activations.training_forward(self._phase or "update")
 
     # --- verbs ------------------------------------------------------------------------------------
     @torch.no_grad()
@@ -347,8 +377,12 @@ class FSDPEngine:
             sync = self.reduce_every_micro or i == last
             self.module.set_requires_gradient_sync(sync)
             with self.run_model.context(micro):
-                loss, shares = loss_fn(self.model_forward(micro, request), micro, scale)
+                with self._saving_activations():
+                    output = self.model_forward(micro, request)
+                loss, shares = loss_fn(output, micro, scale)
                 (loss * self.layout.world_size).backward()
+            if self.activations is not None:
+                self.activations.flush()
             if sync:
                 self.offload.on_grad_reduce()
             for k, v in shares.items():  # on the device: no host sync per micro-batch

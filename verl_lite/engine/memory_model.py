@@ -69,8 +69,10 @@ The memory levers (issue 13) change these terms:
 The update's peak is the larger of backward's (state + gathered + the larger of: activations with
 the root's grads and a layer's reduce; the root's reduce at the end of backward) and the step's
 (state + step_temp). Host bytes: what the mode keeps there (and offloaded activations during the
-update), each pinned tensor rounded up
-to a power of two as the caching host allocator does (GPU machines pin; CPU-only machines cannot),
+update). Manual offload keeps its state in exactly sized page-locked buffers (utils/device.HostBuffer:
+each slot on a 64-byte boundary); offload_policy's shards and grads are pinned by FSDP2 through the
+caching host allocator, which rounds each tensor up to a power of two (GPU machines pin; CPU-only
+machines cannot),
 plus the whole model once, in model_dtype, while the engine loads it before sharding.
 
 LoRA (`lora_rank` > 0, engine/lora.py): each adapted linear (out x in) gains A (rank x in) and
@@ -102,6 +104,9 @@ ADAPTER_BYTES = 4  # LoRA adapters are fp32 whatever model_dtype (PEFT's autocas
 
 def _ceil(a: int, b: int) -> int:
     return -(-a // b)
+
+
+HOST_SLOT_ALIGN = 64  # utils/device.HostBuffer starts each slot on a 64-byte boundary
 
 
 def pow2_ceil(nbytes: int) -> int:
@@ -472,7 +477,8 @@ def _transient_terms(shape: ModelShape, s: EngineSetup) -> dict[str, int]:
 
 
 def host_terms(shape: ModelShape, s: EngineSetup) -> dict[str, int]:
-    """Host bytes per rank: offloaded state (pinned tensors rounded up) and the load before sharding."""
+    """Host bytes per rank: offloaded state (offload_policy's pinned tensors rounded up, manual offload's
+    HostBuffer slots aligned) and the load before sharding."""
     p = _bytes(s.model_dtype)
     pt = parts(shape, s)
 
@@ -485,10 +491,13 @@ def host_terms(shape: ModelShape, s: EngineSetup) -> dict[str, int]:
     def pinned(tensors: list[int]) -> int:
         return sum(pow2_ceil(b) for b in tensors) if s.pinned_host else sum(tensors)
 
+    def slots(tensors: list[int]) -> int:
+        return sum(_ceil(b, HOST_SLOT_ALIGN) * HOST_SLOT_ALIGN for b in tensors)
+
     out = {"host_params": 0, "host_grads": 0, "host_optimizer": 0, "host_load": shape.num_params * p}
     if s.mode == "param_optimizer_offload":
-        out["host_params"] = pinned(frozen + trained)
-        out["host_optimizer"] = 2 * pinned(trained)  # each moment moved tensor by tensor
+        out["host_params"] = slots(frozen + trained)
+        out["host_optimizer"] = 2 * slots(trained)  # both moments of every tensor
     elif s.mode == "offload_policy":
         out["host_params"] = pinned(frozen + trained)  # FSDP2 pins each padded shard
         out["host_grads"] = pinned(trained)  # the first micro-batch's grads land in pinned copies

@@ -19,11 +19,16 @@ def _num_params(module: nn.Module) -> int:
     return sum(p.numel() for p in module.parameters())
 
 
+def decoder_layers(model: nn.Module) -> list[nn.Module]:
+    """The model's repeated blocks (its _no_split_modules), in forward order."""
+    names = set(getattr(model, "_no_split_modules", None) or [])
+    return [m for m in model.modules() if type(m).__name__ in names]
+
+
 def select_wrapped_modules(model: nn.Module, min_num_params: int) -> list[nn.Module]:
     """The submodules that get their own fully_shard, in forward order (root excluded)."""
     if min_num_params <= 0:
-        names = set(getattr(model, "_no_split_modules", None) or [])
-        layers = [m for m in model.modules() if type(m).__name__ in names]
+        layers = decoder_layers(model)
         if not layers:
             raise ValueError(
                 f"{type(model).__name__} lists no _no_split_modules to wrap; "

@@ -7,7 +7,8 @@ backward hooks. So the model keeps its structure and its parameter names (`lm_he
 not), and only the head module's class changes (`apply_token_head`, before fully_shard): a
 `TokenHead` is an `nn.Linear` whose forward, while a `token_request` is active, computes
 algos/chunked_logprob.py's `linear_logprob_entropy` from the hidden states it is given and returns a
-(rows, L, 2) tensor, [log-prob of the label, entropy], in place of the (rows, L, vocab) logits. The
+(rows, L, 2) tensor, [log-prob of the label, entropy] (entropy zeros unless asked), with a third
+channel sum_v pi_v^2 when asked (no gradient), in place of the (rows, L, vocab) logits. The
 model returns that as `output.logits`; outside a request it is the plain linear layer (HF generate,
 the rollout's weight sync, a checkpoint save see the same module and names).
 """
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from verl_lite.algos.chunked_logprob import linear_logprob_entropy
+from verl_lite.algos.chunked_logprob import linear_logprob_entropy, linear_sum_pi_squared
 
 
 @dataclass
@@ -28,6 +29,7 @@ class _Request:
     labels: torch.Tensor  # (rows, L): the token each position's log-prob is of
     temperature: float
     entropy: bool
+    sum_pi_squared: bool = False
 
 
 class TokenHead(nn.Linear):
@@ -44,7 +46,10 @@ class TokenHead(nn.Linear):
         logp, entropy = linear_logprob_entropy(
             hidden, self.weight, r.labels, temperature=r.temperature, with_entropy=r.entropy
         )
-        return torch.stack([logp, entropy], dim=-1)  # (rows, L, 2)
+        stats = [logp, entropy]
+        if r.sum_pi_squared:
+            stats.append(linear_sum_pi_squared(hidden, self.weight, temperature=r.temperature))
+        return torch.stack(stats, dim=-1)  # (rows, L, 2 or 3)
 
 
 def apply_token_head(model: nn.Module) -> TokenHead:
@@ -58,9 +63,12 @@ def apply_token_head(model: nn.Module) -> TokenHead:
 
 
 @contextmanager
-def token_request(head: TokenHead, labels: torch.Tensor, temperature: float, entropy: bool):
-    """While active, the model's `logits` are (rows, L, 2): log-prob of `labels` and entropy."""
-    head.request = _Request(labels, temperature, entropy)
+def token_request(
+    head: TokenHead, labels: torch.Tensor, temperature: float, entropy: bool, sum_pi_squared: bool = False
+):
+    """While active, the model's `logits` are (rows, L, 2): log-prob of `labels` and entropy, and a
+    third channel, sum_v pi_v^2, with `sum_pi_squared`."""
+    head.request = _Request(labels, temperature, entropy, sum_pi_squared)
     try:
         yield
     finally:

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from verl_lite.algos.kl_ctrl import apply_kl_penalty
+from verl_lite.config.validate_levers import dp_size
 from verl_lite.protocol import DataProto
 from verl_lite.trainer.batching import dp_minibatch_order, rank_token_loads
 from verl_lite.trainer.dynamic_sampling import collect_kept_groups
@@ -29,13 +30,19 @@ MODEL_INPUTS = ["input_ids", "attention_mask", "position_ids", "responses"]
 
 class AlgorithmPhases:
     # --- dispatch -----------------------------------------------------------------------------------
-    def _dp_order(self, data: DataProto, mini_rows: int) -> torch.Tensor:
-        seqlens = data.batch["attention_mask"].sum(-1).tolist() if self.config.trainer.balance_batch else None
-        return dp_minibatch_order(len(data), mini_rows, self.world_size, seqlens)
+    def dp_size(self, role: str) -> int:
+        """Data-parallel ranks of a role: the world over its ulysses_sequence_parallel_size (the
+        ranks of a sequence-parallel group share rows; the worker group sends each chunk to all)."""
+        return dp_size(self.config, role) if role in ("actor", "critic") else self.world_size
 
-    def _forward_dispatch(self, method, data: DataProto) -> DataProto:
-        """A forward-only group method over the whole batch (one 'mini-batch'), results in row order."""
-        order = self._dp_order(data, len(data))
+    def _dp_order(self, data: DataProto, mini_rows: int, role: str = "actor") -> torch.Tensor:
+        seqlens = data.batch["attention_mask"].sum(-1).tolist() if self.config.trainer.balance_batch else None
+        return dp_minibatch_order(len(data), mini_rows, self.dp_size(role), seqlens)
+
+    def _forward_dispatch(self, method, data: DataProto, role: str = "actor") -> DataProto:
+        """A group method over the whole batch as one mini-batch (a forward, or an on-policy update),
+        results in row order."""
+        order = self._dp_order(data, len(data), role)
         out = method(data[order])
         inverse = torch.empty_like(order)
         inverse[order] = torch.arange(len(order))
@@ -44,8 +51,9 @@ class AlgorithmPhases:
     def _balance_metrics(self, batch: DataProto) -> dict[str, float]:
         """verl's global_seqlen/*: tokens per rank with plain chunking and with the order used."""
         seqlens = batch.batch["attention_mask"].sum(-1)
-        plain = rank_token_loads(seqlens, torch.arange(len(batch)), self.world_size)
-        used = rank_token_loads(seqlens, self._dp_order(batch, len(batch)), self.world_size)
+        dp = self.dp_size("actor")
+        plain = rank_token_loads(seqlens, torch.arange(len(batch)), dp)
+        used = rank_token_loads(seqlens, self._dp_order(batch, len(batch)), dp)
         return {
             "global_seqlen/min": min(plain),
             "global_seqlen/max": max(plain),
@@ -62,7 +70,7 @@ class AlgorithmPhases:
         if self.rm_wg is None:
             return self.reward_fn(batch)
         inputs = batch.select([*MODEL_INPUTS, "response_mask"], meta_keys=[])
-        out = self._forward_dispatch(self.rm_wg.compute_rm_score, inputs)
+        out = self._forward_dispatch(self.rm_wg.compute_rm_score, inputs, "reward")
         metrics.update(out.meta_info.get("metrics", {}))
         return out.batch["rm_scores"], {}
 
@@ -143,12 +151,12 @@ class AlgorithmPhases:
     # --- critic -------------------------------------------------------------------------------------
     def _values(self, batch: DataProto, metrics: dict) -> DataProto:
         inputs = batch.select([*MODEL_INPUTS, "response_mask"], meta_keys=[])
-        return batch.union(self._forward_dispatch(self.critic_wg.compute_values, inputs))
+        return batch.union(self._forward_dispatch(self.critic_wg.compute_values, inputs, "critic"))
 
     def _update_critic(self, batch: DataProto, metrics: dict) -> DataProto:
         c, n = self.config.critic, self.config.actor_rollout_ref.rollout.n
         data = batch.select([*MODEL_INPUTS, "response_mask", "values", "returns"], meta_keys=[])
-        out = self.critic_wg.update_critic(data[self._dp_order(data, c.ppo_mini_batch_size * n)])
+        out = self.critic_wg.update_critic(data[self._dp_order(data, c.ppo_mini_batch_size * n, "critic")])
         metrics.update(out.meta_info["metrics"])
         return batch
 

@@ -3,8 +3,8 @@
     gen           sync weights -> n responses per prompt          timing_s/gen
     gen_max       ReMax: greedy baseline responses and scores     timing_s/gen_max
     reward        rule scores (or the reward model's) on the last response token   timing_s/reward
-    old_log_prob  the actor's log-probs of the sampled tokens     timing_s/old_log_prob
-    ref           the reference's log-probs (only with a KL term) timing_s/ref
+    old_log_prob  the actor's (and, with a KL term, the reference's) log-probs of the sampled
+                  tokens, one call; skipped when the update is exactly on-policy   timing_s/old_log_prob
     values        the critic's values (GAE only)                   timing_s/values
     kl_reward     KL penalty in the reward (use_kl_in_reward)     timing_s/kl_reward
     adv           advantages on the driver, pure tensors          timing_s/adv
@@ -14,6 +14,12 @@
 
 Which phases run is decided once, when the trainer is built; the step loop just walks the list.
 The algorithm-specific phases live in ppo_phases.py.
+
+No pass is run twice and no two calls go where one does: when the update is exactly on-policy (one
+mini-batch, one epoch) and nothing before it reads the old log-probs, there is no old_log_prob phase:
+update_actor takes them from its own forward and returns them (the rollout/actor log-prob diff is
+computed from those), and the reference's log-probs for the KL loss are computed in the same call.
+Otherwise the actor's and the reference's log-prob passes share one call.
 A worker that fails or dies surfaces as a WorkerError naming the worker, its rank and method, and
 here also the trainer phase and step. `fit` first resumes from a checkpoint when there is one
 (trainer.resume_mode; the layout and atomic commit are in trainer/checkpoint.py).
@@ -102,6 +108,7 @@ class RayPPOTrainer(AlgorithmPhases):
             k = alg.kl_ctrl
             self.kl_ctrl = build_kl_controller(k.type, k.kl_coef, k.target_kl, k.horizon)
         self.critic_wg = self.rm_wg = None
+        self.on_policy_update = self.update_is_on_policy()
         self.phases = self.build_phases()
         self.keep_val_texts = bool(t.validation_data_dir or t.log_val_generations > 0)
         if (t.rollout_data_dir or self.keep_val_texts) and tokenizer is None:
@@ -143,7 +150,6 @@ class RayPPOTrainer(AlgorithmPhases):
             "gen_max": self._remax_baseline,
             "reward": self._reward,
             "old_log_prob": self._old_log_prob,
-            "ref": self._ref_log_prob,
             "values": self._values,
             "kl_reward": self._kl_in_reward,
             "adv": self._advantage,
@@ -151,9 +157,9 @@ class RayPPOTrainer(AlgorithmPhases):
             "update_actor": self._update_actor,
             "dump_rollout_generations": self._dump_rollout,
         }
-        wanted = {"gen", "old_log_prob", "adv", "update_actor", *self.adv_spec.phases}
+        wanted = {"gen", "adv", "update_actor", *self.adv_spec.phases}
+        wanted |= set() if self.on_policy_update else {"old_log_prob"}  # (with the reference's)
         wanted |= set() if filtered else {"reward"}  # dynamic sampling scores as it generates
-        wanted |= {"ref"} if self.use_ref else set()
         wanted |= {"values", "update_critic"} if self.use_critic else set()
         wanted |= {"kl_reward"} if alg.use_kl_in_reward else set()
         wanted |= {"dump_rollout_generations"} if t.rollout_data_dir else set()
@@ -164,6 +170,19 @@ class RayPPOTrainer(AlgorithmPhases):
                 f"trainer does not have; it has {list(available)}"
             )
         return [(name, phase) for name, phase in available.items() if name in wanted]
+
+    def update_is_on_policy(self) -> bool:
+        """The update is exactly on-policy (one mini-batch of the whole batch, one epoch: verl's
+        `on_policy`) and no phase before it reads the old log-probs (KL in the reward, an estimator
+        that reads them or sum_pi_squared): update_actor then makes them itself."""
+        a, alg = self.config.actor_rollout_ref.actor, self.config.algorithm
+        return (
+            a.ppo_epochs == 1
+            and a.ppo_mini_batch_size >= self.config.data.train_batch_size
+            and not alg.use_kl_in_reward
+            and not a.calculate_sum_pi_squared
+            and not {"old_log_probs", "sum_pi_squared"} & set(self.adv_spec.inputs)
+        )
 
     def sampler_steps(self) -> int:
         t = self.config.trainer
@@ -190,6 +209,8 @@ class RayPPOTrainer(AlgorithmPhases):
             t.dist_timeout_s,
             name="actor_rollout_ref",
         )
+        # log-probs and updates go to data-parallel ranks: a sequence-parallel group shares its rows
+        self.actor_rollout_wg.set_data_layout("actor", self.world_size // self.dp_size("actor"))
         info = self.actor_rollout_wg.init_model()
         self.checkpoint_wgs = {"actor": self.actor_rollout_wg}  # every role with trainable state
         num_nodes = len(set(self.actor_rollout_wg.node_ids()))
@@ -214,6 +235,7 @@ class RayPPOTrainer(AlgorithmPhases):
             rollout = self.config.actor_rollout_ref.rollout
             args = (self.config.critic, rollout.response_length, rollout.n, t.dist_timeout_s)
             self.critic_wg = RayWorkerGroup(self.pool, CriticWorker, *args, name="critic", idle_on_host=idle)
+            self.critic_wg.set_data_layout("critic", self.world_size // self.dp_size("critic"))
             info = self.critic_wg.init_model()
             self.checkpoint_wgs["critic"] = self.critic_wg
             log.info("critic ready: %d workers, %s params", self.world_size, info[0]["num_params"])
@@ -291,6 +313,7 @@ class RayPPOTrainer(AlgorithmPhases):
             for name, phase in self.phases:
                 with timer(name, timings), trainer_phase(name, self.global_steps):
                     batch = phase(batch, metrics)
+        metrics.update(self._balance_metrics(batch))
         metrics.update(compute_data_metrics(batch, self.config.data.max_prompt_length, self.response_length))
         metrics.update({f"timing_s/{k}": v for k, v in timings.items()})
         metrics.update(compute_throughput_metrics(batch, timings["step"], self.world_size))
@@ -319,19 +342,19 @@ class RayPPOTrainer(AlgorithmPhases):
         return batch
 
     def _old_log_prob(self, batch: DataProto, metrics: dict) -> DataProto:
-        metrics.update(self._balance_metrics(batch))
+        """old_log_probs (and ref_log_prob when the workers hold the reference), one call."""
         inputs = self._model_inputs(batch)
-        batch = batch.union(self._forward_dispatch(self.actor_rollout_wg.compute_log_prob, inputs))
+        batch = batch.union(self._forward_dispatch(self.actor_rollout_wg.compute_log_probs, inputs))
+        self._logprob_diff_metrics(batch, metrics)
+        return batch
+
+    @staticmethod
+    def _logprob_diff_metrics(batch: DataProto, metrics: dict) -> None:
         if "rollout_log_probs" in batch.batch:  # the rollout ran the actor's current weights?
             b = batch.batch
             metrics.update(
                 compute_logprob_diff_metrics(b["rollout_log_probs"], b["old_log_probs"], b["response_mask"])
             )
-        return batch
-
-    def _ref_log_prob(self, batch: DataProto, metrics: dict) -> DataProto:
-        out = self._forward_dispatch(self.actor_rollout_wg.compute_ref_log_prob, self._model_inputs(batch))
-        return batch.union(out)
 
     def _advantage(self, batch: DataProto, metrics: dict) -> DataProto:
         inputs = {  # the batch tensors the estimator's spec names; "index" is the group ids
@@ -351,22 +374,20 @@ class RayPPOTrainer(AlgorithmPhases):
         if self.global_steps <= self.config.trainer.critic_warmup:
             return batch  # the first critic_warmup steps train only the critic
         cfg = self.config.actor_rollout_ref
-        keys = [
-            "input_ids",
-            "attention_mask",
-            "position_ids",
-            "responses",
-            "response_mask",
-            "old_log_probs",
-            "advantages",
-        ]
-        if self.use_ref:
-            keys.append("ref_log_prob")
+        keys = ["input_ids", "attention_mask", "position_ids", "responses", "response_mask", "advantages"]
+        # on-policy the workers make old_log_probs (and ref_log_prob) in this call
+        keys += [k for k in ("old_log_probs", "ref_log_prob") if k in batch.batch]
         data = batch.select(keys)
-        out = self.actor_rollout_wg.update_actor(
-            data[self._dp_order(data, cfg.actor.ppo_mini_batch_size * cfg.rollout.n)]
-        )
+        if not self.on_policy_update:
+            out = self.actor_rollout_wg.update_actor(
+                data[self._dp_order(data, cfg.actor.ppo_mini_batch_size * cfg.rollout.n)]
+            )
+            metrics.update(out.meta_info["metrics"])
+            return batch
+        out = self._forward_dispatch(self.actor_rollout_wg.update_actor, data)  # one mini-batch: same order
         metrics.update(out.meta_info["metrics"])
+        batch = batch.union(out)
+        self._logprob_diff_metrics(batch, metrics)
         return batch
 
     def _dump_rollout(self, batch: DataProto, metrics: dict) -> DataProto:

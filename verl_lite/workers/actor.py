@@ -9,6 +9,10 @@ them; it never sees logits, so fused or sequence-parallel forwards need nothing 
 
 The update keeps accumulation exact: every micro-batch's loss is its share of the mini-batch loss
 under the mini-batch-wide counts the engine passes in (`scale`, algos/loss_agg.py).
+
+An exactly on-policy update (one mini-batch, one epoch: nothing has moved the weights since the
+rollout) needs no separate old-log-prob pass: `update_on_policy` takes the old log-probs from the
+update's own forward, detached (so the ratio is 1 and its gradient that of log pi), and returns them.
 """
 
 from __future__ import annotations
@@ -78,14 +82,20 @@ class PPOActor:
         self.policy_loss, self.policy_loss_kwargs = spec.fn, POLICY_LOSSES.read_keys(spec, cfg)
         self.pg_agg_mode = spec.agg_mode or cfg.loss_agg_mode  # gspo, sapo, geo_mean fix theirs (as verl)
 
-    def loss(self, output, micro, scale: LossScale):
+    def loss(self, output, micro, scale: LossScale, kept: list | None = None):
         """This micro-batch's share of the mini-batch loss, and the metric shares (only the
-        indicators the policy loss reports)."""
+        indicators the policy loss reports). `kept`: on-policy, old log-probs are this forward's,
+        detached, and (rows, log-probs) are appended to it."""
         cfg = self.cfg
         mask = micro["response_mask"].float()
         logp = output.tokens["log_probs"]
+        if kept is None:
+            old = micro["old_log_probs"]
+        else:
+            old = logp.detach()
+            kept.append((micro.rows, old))
         terms = self.policy_loss(
-            old_log_prob=micro["old_log_probs"],
+            old_log_prob=old,
             log_prob=logp,
             advantages=micro["advantages"],
             response_mask=mask,
@@ -107,18 +117,43 @@ class PPOActor:
     def update(
         self, tensors: dict[str, torch.Tensor], mini_size: int, micro_size: int | None
     ) -> dict[str, float]:
-        """ppo_epochs passes over this rank's rows, one optimizer step per mini-batch.
+        """ppo_epochs passes over this rank's rows, one optimizer step per mini-batch, against the
+        given `old_log_probs`.
 
         `mini_size` is this rank's share of a mini-batch (ppo_mini_batch_size * n / dp_size); the
         driver orders rows so that local mini-batch j of every rank together form global mini-batch j.
         """
+        return self._update(tensors, mini_size, micro_size, None)
+
+    def update_on_policy(
+        self, tensors: dict[str, torch.Tensor], micro_size: int | None
+    ) -> tuple[dict[str, float], torch.Tensor]:
+        """One epoch, all rows one mini-batch, with no `old_log_probs` given: they are the update's
+        own forward's (before its step). Returns the metrics and those log-probs, (bs, R) on the host
+        in the rows' order (0 beyond a micro-batch's kept columns, as compute_log_prob's)."""
+        if self.cfg.ppo_epochs != 1:
+            raise ValueError(f"an on-policy update runs one epoch, not ppo_epochs={self.cfg.ppo_epochs}")
+        kept: list = []
+        metrics = self._update(tensors, len(tensors["response_mask"]), micro_size, kept)
+        old = torch.zeros(tensors["response_mask"].shape, dtype=torch.float32)
+        for rows, logp in kept:
+            old[rows.cpu(), : logp.shape[1]] = logp.float().cpu()
+        return metrics, old
+
+    def _update(self, tensors, mini_size: int, micro_size: int | None, kept: list | None) -> dict[str, float]:
         cfg = self.cfg
-        keys = [*MODEL_INPUTS, "response_mask", "old_log_probs", "advantages"]
+        keys = [*MODEL_INPUTS, "response_mask", "advantages"]
+        keys += ["old_log_probs"] if kept is None else []
         if cfg.use_kl_loss:
             keys.append("ref_log_prob")
+        loss = (
+            self.loss
+            if kept is None
+            else (lambda output, micro, scale: self.loss(output, micro, scale, kept))
+        )
         metrics = self.engine.update(
             {k: tensors[k] for k in keys},
-            self.loss,
+            loss,
             mini_size=mini_size,
             micro_size=micro_size,
             max_token_len=cfg.ppo_max_token_len_per_gpu if cfg.use_dynamic_bsz else None,

@@ -21,8 +21,10 @@ import time
 
 import psutil
 
+from verl_lite.algos.chunked_logprob import DEFAULT_CHUNK
 from verl_lite.config.schema import ActorRolloutRefConfig
 from verl_lite.engine.checkpoint import load_engine, save_engine
+from verl_lite.engine.forward import TokenMath
 from verl_lite.engine.fsdp_engine import FSDPEngine
 from verl_lite.engine.mesh import build_layout
 from verl_lite.engine.offload import offload_metrics
@@ -37,6 +39,17 @@ from verl_lite.utils.hf_model import load_tokenizer
 from verl_lite.workers.actor import PPOActor, compute_log_prob, compute_log_prob_and_sum_pi_squared
 
 ROLES = ("actor_rollout", "actor_rollout_ref", "ref")
+ARR = "actor_rollout_ref"
+
+
+def entropy_math(section) -> TokenMath:
+    """The entropy keys of an actor or ref section (use_fused_kernels is the model's)."""
+    return TokenMath(
+        entropy_chunk=DEFAULT_CHUNK if section.entropy_from_logits_with_chunking else None,
+        entropy_checkpointing=section.entropy_checkpointing,
+    )
+
+
 GB = 1024**3
 
 
@@ -54,8 +67,13 @@ class ActorRolloutRefWorker(Worker):
     def init_model(self) -> dict:
         """Build the engines from the (frozen) config the driver prepared."""
         self.init_distributed(self.dist_timeout_s)
-        layout = build_layout(dev.device_type(), self.config.actor.fsdp_config.fsdp_size)
         cfg = self.config
+        layout = build_layout(
+            dev.device_type(),
+            cfg.actor.fsdp_config.fsdp_size,
+            cfg.actor.ulysses_sequence_parallel_size,
+            key=f"{ARR}.actor",
+        )
         self.tokenizer = load_tokenizer(
             cfg.model.tokenizer_path or cfg.model.path,
             cfg.model.trust_remote_code,
@@ -65,7 +83,14 @@ class ActorRolloutRefWorker(Worker):
         if self.has_actor:
             a = cfg.actor
             self.engines["actor"] = FSDPEngine(
-                cfg.model, a.fsdp_config, layout, role="actor", optim_cfg=a.optim, grad_clip=a.grad_clip
+                cfg.model,
+                a.fsdp_config,
+                layout,
+                role="actor",
+                optim_cfg=a.optim,
+                grad_clip=a.grad_clip,
+                entropy=entropy_math(a),
+                sp_key=f"{ARR}.actor.ulysses_sequence_parallel_size",
             )
             self.actor = PPOActor(self.engines["actor"], a, self.response_length, cfg.rollout.temperature)
             # after the FSDP2 engine, on every rank together: vLLM joins the existing process group
@@ -94,8 +119,22 @@ class ActorRolloutRefWorker(Worker):
         if actor is not None and actor.lora_config is not None:
             self.ref_role, self.ref_policy = "actor", actor.adapters_disabled
         else:
+            cfg = self.config
+            if cfg.ref.fsdp_config.fsdp_size != cfg.actor.fsdp_config.fsdp_size:
+                # every rank builds the same groups in the same order (the sp groups are the actor's)
+                layout = build_layout(
+                    dev.device_type(),
+                    cfg.ref.fsdp_config.fsdp_size,
+                    cfg.actor.ulysses_sequence_parallel_size,
+                    key=f"{ARR}.ref",
+                )
             self.engines["ref"] = FSDPEngine(
-                self.config.model, self.config.ref.fsdp_config, layout, role="ref"
+                cfg.model,
+                cfg.ref.fsdp_config,
+                layout,
+                role="ref",
+                entropy=entropy_math(cfg.ref),
+                sp_key=f"{ARR}.ref.ulysses_sequence_parallel_size",
             )
             self.ref_role, self.ref_policy = "ref", contextlib.nullcontext
 
@@ -170,7 +209,7 @@ class ActorRolloutRefWorker(Worker):
             phase=phase,
         )
 
-    @register(Dispatch.DP_COMPUTE_PROTO)
+    @register(Dispatch.DP_COMPUTE_PROTO, mesh="actor")
     def compute_log_prob(self, data: DataProto) -> DataProto:
         """old_log_probs; with actor.calculate_sum_pi_squared also sum_pi_squared (optimal_token_baseline)."""
         if not self.config.actor.calculate_sum_pi_squared:
@@ -182,21 +221,41 @@ class ActorRolloutRefWorker(Worker):
         )
         return DataProto.from_dict({"old_log_probs": logp, "sum_pi_squared": sum_pi_squared})
 
-    @register(Dispatch.DP_COMPUTE_PROTO)
+    @register(Dispatch.DP_COMPUTE_PROTO, mesh="actor")
     def compute_ref_log_prob(self, data: DataProto) -> DataProto:
         with self.ref_policy():  # the ref engine as it is, or the actor with its adapters off
             logp = self._log_prob(self.ref_role, data, self.config.ref, "compute_ref_log_prob")
         return DataProto.from_dict({"ref_log_prob": logp})
 
     # --- update ---------------------------------------------------------------------------------------
-    @register(Dispatch.DP_COMPUTE_PROTO)
+    @register(Dispatch.DP_COMPUTE_PROTO, mesh="actor")
+    def compute_log_probs(self, data: DataProto) -> DataProto:
+        """compute_log_prob and, when this worker holds the reference, compute_ref_log_prob: the two
+        passes that always follow each other, in one call."""
+        out = self.compute_log_prob(data)
+        if self.has_ref:
+            out = out.union(self.compute_ref_log_prob(data))
+        return out
+
+    @register(Dispatch.DP_COMPUTE_PROTO, mesh="actor")
     def update_actor(self, data: DataProto) -> DataProto:
+        """The PPO update. Without `old_log_probs` in `data` the update is on-policy (the driver sends
+        it so only with one mini-batch and one epoch): the old log-probs come from the update's own
+        forward and are returned. Without `ref_log_prob` under use_kl_loss the reference pass runs
+        here first, in the same call."""
         a, n = self.config.actor, self.config.rollout.n
-        mini_local = a.ppo_mini_batch_size * n // self.world_size
-        metrics = self.actor.update(data.batch, mini_local, a.ppo_micro_batch_size_per_gpu)
+        batch = dict(data.batch)
+        if a.use_kl_loss and "ref_log_prob" not in batch:
+            batch["ref_log_prob"] = self.compute_ref_log_prob(data).batch["ref_log_prob"]
+        out = {}
+        if "old_log_probs" in batch:
+            mini_local = a.ppo_mini_batch_size * n // self.engines["actor"].dp_size
+            metrics = self.actor.update(batch, mini_local, a.ppo_micro_batch_size_per_gpu)
+        else:
+            metrics, out["old_log_probs"] = self.actor.update_on_policy(batch, a.ppo_micro_batch_size_per_gpu)
         self.rollout_is_stale = True
         metrics.update(self._step_report())
-        return DataProto(meta_info={"metrics": metrics})
+        return DataProto.from_dict(out, meta_info={"metrics": metrics})
 
     # --- checkpoints ---------------------------------------------------------------------------------
     @register(Dispatch.ONE_TO_ALL)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+from verl_lite.config.validate_levers import check_heads
 from verl_lite.utils.hf_model import check_model_dir
 from verl_lite.utils.model_files import (
     max_positions,
@@ -139,6 +140,14 @@ def check_positions(cfg: PPOTrainerConfig, run: Run) -> list[str]:
                 f"({key}={path!r}, max_position_embeddings); shorten them to fit {limit}"
             )
     return problems
+
+
+def check_lever_heads(cfg: PPOTrainerConfig, run: Run) -> list[str]:
+    """Sequence parallelism's size against every model's attention heads (config/validate_levers.py)."""
+    models = [
+        (key, path, read_config(path) | dict(over or {})) for key, path, over in model_folders(cfg, run)
+    ]
+    return check_heads(cfg, models)
 
 
 def check_tokenizer(cfg: PPOTrainerConfig, run: Run, tokenizer) -> list[str]:

@@ -102,8 +102,10 @@ class CriticWorker(Worker):
     @register(Dispatch.ONE_TO_ALL)
     def init_model(self) -> dict:
         self.init_distributed(self.dist_timeout_s)
-        layout = build_layout(dev.device_type(), self.config.model.fsdp_config.fsdp_size)
         c = self.config
+        layout = build_layout(
+            dev.device_type(), c.model.fsdp_config.fsdp_size, c.ulysses_sequence_parallel_size, key="critic"
+        )
         self.engine = FSDPEngine(
             c.model,
             c.model.fsdp_config,
@@ -113,21 +115,22 @@ class CriticWorker(Worker):
             grad_clip=c.grad_clip,
             model_kind="value",
             idle_on_host=self.idle_on_host,
+            sp_key="critic.ulysses_sequence_parallel_size",
         )
         self.critic = PPOCritic(self.engine, c, self.response_length)
         return {"num_params": self.engine.num_params()}
 
-    @register(Dispatch.DP_COMPUTE_PROTO)
+    @register(Dispatch.DP_COMPUTE_PROTO, mesh="critic")
     def compute_values(self, data: DataProto) -> DataProto:
         c = self.config
         max_tokens = c.forward_max_token_len_per_gpu if c.use_dynamic_bsz else None
         values = self.critic.compute_values(data.batch, c.forward_micro_batch_size_per_gpu, max_tokens)
         return DataProto.from_dict({"values": values})
 
-    @register(Dispatch.DP_COMPUTE_PROTO)
+    @register(Dispatch.DP_COMPUTE_PROTO, mesh="critic")
     def update_critic(self, data: DataProto) -> DataProto:
         c = self.config
-        mini_local = c.ppo_mini_batch_size * self.rollout_n // self.world_size
+        mini_local = c.ppo_mini_batch_size * self.rollout_n // self.engine.dp_size
         metrics = self.critic.update(data.batch, mini_local, c.ppo_micro_batch_size_per_gpu)
         engine_metrics, transfers = self.engine.pop_metrics()
         metrics.update(engine_metrics)
