@@ -210,15 +210,6 @@ DOMAINS: dict[str, Domain] = {
 NO_DOMAIN = {
     f"{ARR}.actor.optim.total_training_steps": "filled in by the trainer from the data (verl does the same)",
     "critic.optim.total_training_steps": "filled in by the trainer from the data (verl does the same)",
-    **{
-        key: "checked against the world size in config/validate_levers.py"
-        for key in (
-            f"{ARR}.actor.ulysses_sequence_parallel_size",
-            f"{ARR}.ref.ulysses_sequence_parallel_size",
-            "critic.ulysses_sequence_parallel_size",
-            *(f"{s}.fsdp_config.fsdp_size" for s in FSDP_SECTIONS),
-        )
-    },
 }
 
 
