@@ -285,6 +285,45 @@ CASES = [
         ["trainer.n_gpus_per_node=32"],
         ["trainer.nnodes=1 x trainer.n_gpus_per_node=32 needs 32"],
     ),
+    # --- choices, registries and the support table (one per section) -------------------------------
+    (
+        "algorithm_unsupported_feature",
+        ["algorithm.use_pf_ppo=True"],
+        ["algorithm.use_pf_ppo=True is not supported by verl_lite: policy-filtered PPO is not available"],
+    ),
+    (
+        "data_unsupported_feature",
+        ["data.tool_config_path=/tools.yaml"],
+        ["data.tool_config_path=/tools.yaml is not supported by verl_lite"],
+    ),
+    ("data_truncation_choice", ["data.truncation=middle"], ["data.truncation='middle' is not one of"]),
+    (
+        "algorithm_unknown_estimator",
+        ["algorithm.adv_estimator=nope"],
+        ["algorithm.adv_estimator='nope' is not a known advantage estimator; choose one of ["],
+    ),
+    (
+        "actor_unknown_policy_loss",
+        [f"{ARR}.actor.policy_loss.loss_mode=nope"],
+        [f"{ARR}.actor.policy_loss.loss_mode='nope' is not a known policy loss"],
+    ),
+    (
+        "actor_loss_agg_choice",
+        [f"{ARR}.actor.loss_agg_mode=nope"],
+        [f"{ARR}.actor.loss_agg_mode='nope' is not one of"],
+    ),
+    (
+        "model_lora_rank_negative",
+        [f"{ARR}.model.lora_rank=-1"],
+        [f"{ARR}.model.lora_rank=-1 must be 0 (full fine-tuning) or a positive LoRA rank"],
+    ),
+    (
+        "reward_manager_unknown",
+        ["reward_model.reward_manager=nope"],
+        ["='nope' is not one of ['dapo', 'naive']"],
+    ),
+    ("trainer_logger_choice", ["trainer.logger=[mlflow]"], ["trainer.logger: 'mlflow' is not one of"]),
+    ("trainer_device_choice", ["trainer.device=tpu"], ["trainer.device='tpu' is not one of"]),
     # --- data files ---------------------------------------------------------------------------------
     (
         "data_directory",

@@ -82,7 +82,14 @@ def test_rows_that_cannot_fit_say_so_with_the_planners_number(capsys):
     assert set(rows) == {
         ("qwen2.5-7b", m)
         for m in ("none", "param_optimizer_offload", "offload_policy")
-        + ("lora8_none_24gb", "lora8_param_opt_24gb", "lora8_policy_24gb", "capped")
+        + (
+            "lora8_none_24gb",
+            "lora8_param_opt_24gb",
+            "lora8_policy_24gb",
+            "fused_logprobs",
+            "activation_offload",
+        )
+        + ("capped",)
     }
     assert all("does not fit (planner: " in line for line in rows.values()), out
     assert (
