@@ -82,7 +82,12 @@ EXAMPLES = {
     ),
     "remax_trainer/run_tiny_remax.sh": (
         # validation scored by the reward model, which reads the actor's ids (verl's default re-tokenises)
-        ["reward_model.enable=True", "reward_model.model.input_tokenizer=null", "trainer.test_freq=2"],
+        [
+            "reward_model.enable=True",
+            "reward_model.use_reward_loop=False",
+            "reward_model.model.input_tokenizer=null",
+            "trainer.test_freq=2",
+        ],
         ["critic/reward_baselines/mean", "timing_s/gen_max"],
     ),
 }

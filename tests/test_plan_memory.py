@@ -122,6 +122,7 @@ COLOCATED = (
     f"reward_model.model.path={HALF_B}",
     "reward_model.micro_batch_size_per_gpu=4",
     "reward_model.model.input_tokenizer=null",
+    "reward_model.use_reward_loop=False",
 )
 
 

@@ -173,7 +173,9 @@ def test_vllm_engine_keys_are_checked():
         "actor_rollout_ref.rollout.name=hf", *tp2
     )  # verl's TP=2 does not apply to hf: said, not refused
     assert normalize(cfg) == []
-    assert "rollout.name='sglang' is not one of" in problems(load("actor_rollout_ref.rollout.name=sglang"))
+    sglang = "rollout.name=sglang is not supported by verl_lite: use vllm, hf (or auto)"
+    assert sglang in problems(load("actor_rollout_ref.rollout.name=sglang"))  # verl's backend, said so
+    assert "rollout.name='vlm' is not one of" in problems(load("actor_rollout_ref.rollout.name=vlm"))
 
 
 def test_checkpoint_keys_are_validated():
@@ -331,4 +333,6 @@ def test_every_registered_step_lives_next_to_its_component():
         for step in phase:
             module = step.fn.__module__
             assert module.startswith("verl_lite.") and module != "verl_lite.preflight", step.name
-            assert module.endswith(("checks", ".validate", ".validate_levers", ".domains")), f"{step.name}: {module}"
+            assert module.endswith(("checks", ".validate", ".validate_levers", ".domains")), (
+                f"{step.name}: {module}"
+            )
