@@ -9,6 +9,8 @@ from verl_lite.config.errors import ConfigError
 from verl_lite.config.overrides import OverrideError
 from verl_lite.preflight import prepare
 
+ARR = "actor_rollout_ref"
+
 
 def load(*overrides):
     """The demo config (the tiny run) with `overrides`."""
@@ -190,7 +192,9 @@ def test_checkpoint_keys_are_validated():
         load("trainer.max_actor_ckpt_to_keep=0")
     )
     assert "checkpoint.save_contents: ['weights'] not among" in found
-    assert "lacks 'model'" in found
+    # verl's HF-export-only checkpoints (save_contents=['hf_model']) are accepted; a resume from one is
+    # refused when found (tests/trainer/test_checkpoint.py)
+    assert normalize(load("trainer.save_freq=2", f"{ARR}.actor.checkpoint.save_contents=[hf_model]")) == []
     assert "trainer.resume_from_path" in problems(load("trainer.resume_mode=resume_path"))
     cfg = load("actor_rollout_ref.actor.checkpoint.save_contents=[model,hf_model]")
     normalize(cfg)
@@ -336,3 +340,13 @@ def test_every_registered_step_lives_next_to_its_component():
             assert module.endswith(("checks", ".validate", ".validate_levers", ".domains")), (
                 f"{step.name}: {module}"
             )
+
+
+def test_the_reference_sizes_are_needed_only_when_a_kl_term_builds_the_reference():
+    """verl builds the reference policy only for use_kl_loss or use_kl_in_reward; without either, its
+    micro-batch size is never read (verl's PPO examples leave it unset)."""
+    no_ref = f"{ARR}.ref.log_prob_micro_batch_size_per_gpu=null"
+    assert normalize(load(no_ref, f"{ARR}.actor.use_kl_loss=False", "algorithm.use_kl_in_reward=False")) == []
+    missing = f"{ARR}.ref.log_prob_micro_batch_size_per_gpu is not set"
+    assert missing in problems(load(no_ref, f"{ARR}.actor.use_kl_loss=True"))
+    assert missing in problems(load(no_ref, "algorithm.use_kl_in_reward=True"))

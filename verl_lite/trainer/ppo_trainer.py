@@ -136,6 +136,9 @@ class RayPPOTrainer(AlgorithmPhases):
                 if t.resume_mode == "resume_path"
                 else f"trainer.resume_mode=auto ({ckpt.TRACKER} in trainer.default_local_dir)"
             )
+            weightless = ckpt.weightless_resume(path, self.checkpoint_contents(), key)
+            if weightless:
+                raise ValueError(weightless)
             ckpt.check_complete(path, self.checkpoint_contents(), self.world_size, key)
             vet_checkpoint(path, self.checkpoint_contents(), self.world_size, key)
         return path
