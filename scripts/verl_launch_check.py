@@ -14,6 +14,8 @@ output folder. The result is run as `python -m verl_lite.main_ppo ...` and class
 - ran: exit 0 after the step;
 - refused: exit 2 before Ray with one line `<key>=<value> is not supported by verl_lite: ...` (one
   such line per refused key when a script sets several);
+- unknown key: exit 2 before Ray naming a key that is not in verl's config either (the column "verl
+  composes it" shows whether verl's own Hydra config accepts the script's arguments);
 - other: anything else (a bug to fix: a wrongly refused key, a traceback, a multi-line error).
 
 Not part of the test suite (it needs verl's files and minutes per script); docs/config.md keeps
@@ -157,6 +159,28 @@ def launch_args(text: str, workdir: str) -> list[str]:
     return argv[module + 2 :]
 
 
+def verl_composes(verl: str, args: list[str], workdir: str) -> str:
+    """Whether verl's own Hydra config accepts the script's arguments (its yaml files, no verl import):
+    'yes', or Hydra's first line of complaint."""
+    from hydra import compose, initialize_config_dir
+
+    config_dir = os.path.join(workdir, "verl_config")
+    if os.path.isdir(os.path.join(verl, "verl", "trainer", "config")):
+        config_dir = os.path.join(verl, "verl", "trainer", "config")
+    else:
+        os.makedirs(config_dir)
+        archive = subprocess.run(
+            ["git", "-C", verl, "archive", "HEAD", "verl/trainer/config"], capture_output=True, check=True
+        ).stdout
+        subprocess.run(["tar", "-x", "--strip-components=3", "-C", config_dir], input=archive, check=True)
+    try:
+        with initialize_config_dir(config_dir=config_dir, version_base=None):
+            compose("ppo_trainer", overrides=args)
+    except Exception as e:  # Hydra's composition errors
+        return str(e).splitlines()[0]
+    return "yes"
+
+
 def tiny_args(args: list[str], out: str, reward_model_dir: str) -> list[str]:
     kept = []
     for arg in args:
@@ -175,6 +199,8 @@ def tiny_args(args: list[str], out: str, reward_model_dir: str) -> list[str]:
 
 
 NOT_SUPPORTED = "is not supported by verl_lite"
+UNKNOWN_KEY = "is not a key of verl_lite's config"
+SHOWN = ("actor/pg_loss", "critic/vf_loss", "actor/kl_loss", "actor/reward_kl_penalty")  # what trained
 
 
 @dataclass
@@ -183,47 +209,58 @@ class Outcome:
     outcome: str  # ran | refused | other
     seconds: float
     detail: str
+    verl: str = ""  # whether verl's own config composes the script's arguments
 
 
 def classify(proc: subprocess.CompletedProcess, seconds: float, script: str) -> Outcome:
     err = [line for line in proc.stderr.splitlines() if line.strip()]
     if proc.returncode == 0:
-        steps = re.findall(r"step[:= ]+(\d+)", proc.stdout)
-        return Outcome(script, "ran", seconds, f"steps logged: {steps[-1] if steps else '?'}")
+        steps = re.findall(r"^\s*step (\d+/\d+)", proc.stdout, re.M)
+        shown = [f"step {steps[-1] if steps else '?'}"]
+        for metric in SHOWN:  # the console prints every metric as `name value`
+            found = re.search(rf"{re.escape(metric)} (\S+)", proc.stdout)
+            if found:
+                shown.append(f"{metric} {found.group(1)}")
+        return Outcome(script, "ran", seconds, ", ".join(shown))
     # one line, or (several refused keys) verl_lite's heading with one line per key
     problems = err[1:] if len(err) > 1 and err[0].endswith("invalid input:") else err
     if proc.returncode == 2 and problems and all(NOT_SUPPORTED in line for line in problems):
         return Outcome(script, "refused", seconds, " / ".join(line.strip(" -") for line in problems))
+    if proc.returncode == 2 and len(err) == 1 and UNKNOWN_KEY in err[0]:  # see the verl column
+        return Outcome(script, "unknown key", seconds, err[0])
     tail = " | ".join(err[-6:]) or proc.stdout[-600:]
     return Outcome(script, "other", seconds, f"exit {proc.returncode}: {tail}")
 
 
 def run_one(verl: str, name: str, reward_model_dir: str, timeout: int, dry: bool = False) -> Outcome:
     with tempfile.TemporaryDirectory(prefix="verl_launch_") as workdir:
-        args = tiny_args(launch_args(script_text(verl, name), workdir), f"{workdir}/run", reward_model_dir)
+        written = launch_args(script_text(verl, name), workdir)
+        composes = verl_composes(verl, written, workdir)
+        args = tiny_args(written, f"{workdir}/run", reward_model_dir)
         cmd = [sys.executable, "-m", "verl_lite.main_ppo", *args]
         print(f"\n# {name}\n$ {shlex.join(cmd)}", flush=True)
         if dry:
-            return Outcome(name, "dry", 0.0, "")
+            return Outcome(name, "dry", 0.0, "", composes)
         start = time.monotonic()
         try:
             proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
-            return Outcome(name, "other", time.monotonic() - start, f"timed out after {timeout} s")
+            return Outcome(name, "other", time.monotonic() - start, f"timed out after {timeout} s", composes)
         outcome = classify(proc, time.monotonic() - start, name)
+        outcome.verl = composes
         print(f"-> {outcome.outcome} ({outcome.seconds:.1f} s): {outcome.detail}", flush=True)
         return outcome
 
 
 def table(outcomes: list[Outcome]) -> str:
-    rows = ["| script | outcome | time (s) | detail |", "|---|---|---|---|"]
+    rows = ["| script | verl composes it | outcome | time (s) | detail |", "|---|---|---|---|---|"]
     for o in outcomes:
         detail = o.detail.replace("|", "/")[:300]
-        rows.append(f"| {o.script} | {o.outcome} | {o.seconds:.1f} | {detail} |")
-    counts = {k: sum(o.outcome == k for o in outcomes) for k in ("ran", "refused", "other")}
+        rows.append(f"| {o.script} | {o.verl.replace('|', '/')} | {o.outcome} | {o.seconds:.1f} | {detail} |")
+    counts = {k: sum(o.outcome == k for o in outcomes) for k in ("ran", "refused", "unknown key", "other")}
     rows.append(
         f"\n{counts['ran']} of {len(outcomes)} ran, {counts['refused']} refused in one line, "
-        f"{counts['other']} other"
+        f"{counts['unknown key']} unknown key, {counts['other']} other"
     )
     return "\n".join(rows)
 
