@@ -68,7 +68,8 @@ BACKENDS = ("console", "file", "wandb", "tensorboard")
 
 def logger_problems(backends: list[str]) -> list[str]:
     """trainer.logger names only known backends (checked at start-up and by Tracking)."""
-    return [f"trainer.logger: {b!r} is not one of {list(BACKENDS)}" for b in backends if b not in BACKENDS]
+    unknown = [b for b in backends if b not in BACKENDS]
+    return [f"trainer.logger: unknown backend(s) {unknown}; available: {list(BACKENDS)}"] if unknown else []
 
 
 class Tracking:
