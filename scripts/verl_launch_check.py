@@ -18,8 +18,8 @@ output folder. The result is run as `python -m verl_lite.main_ppo ...` and class
   composes it" shows whether verl's own Hydra config accepts the script's arguments);
 - other: anything else (a bug to fix: a wrongly refused key, a traceback, a multi-line error).
 
-Not part of the test suite (it needs verl's files and minutes per script); docs/config.md keeps
-the last table ("verl's launch scripts here").
+Not part of the test suite (it needs verl's files and minutes per script); docs/verl_scripts.md
+keeps the last table.
 """
 
 from __future__ import annotations
