@@ -232,9 +232,15 @@ def classify(proc: subprocess.CompletedProcess, seconds: float, script: str) -> 
     return Outcome(script, "other", seconds, f"exit {proc.returncode}: {tail}")
 
 
-def run_one(verl: str, name: str, reward_model_dir: str, timeout: int, dry: bool = False) -> Outcome:
+def run_one(
+    verl: str, name: str, reward_model_dir: str, timeout: int, dry: bool = False, drop: tuple = ()
+) -> Outcome:
     with tempfile.TemporaryDirectory(prefix="verl_launch_") as workdir:
-        written = launch_args(script_text(verl, name), workdir)
+        written = [
+            a
+            for a in launch_args(script_text(verl, name), workdir)
+            if a.split("=")[0].lstrip("+~") not in drop
+        ]
         composes = verl_composes(verl, written, workdir)
         args = tiny_args(written, f"{workdir}/run", reward_model_dir)
         cmd = [sys.executable, "-m", "verl_lite.main_ppo", *args]
@@ -272,6 +278,12 @@ def main() -> int:
     parser.add_argument("--timeout", type=int, default=600)
     parser.add_argument("--dry", action="store_true", help="print the command lines only")
     parser.add_argument(
+        "--drop",
+        nargs="*",
+        default=[],
+        help="keys whose arguments are left out (e.g. a key verl rejects too)",
+    )
+    parser.add_argument(
         "--reward-model-dir", default=os.path.join(tempfile.gettempdir(), "verl_lite_tiny_rm")
     )
     opts = parser.parse_args()
@@ -280,7 +292,10 @@ def main() -> int:
 
     make_tiny_reward_model_dir(opts.reward_model_dir)
     names = [s for s in SCRIPTS if not opts.only or any(o in s for o in opts.only)]
-    outcomes = [run_one(opts.verl, name, opts.reward_model_dir, opts.timeout, opts.dry) for name in names]
+    outcomes = [
+        run_one(opts.verl, name, opts.reward_model_dir, opts.timeout, opts.dry, tuple(opts.drop))
+        for name in names
+    ]
     print("\n" + table(outcomes))
     return 0 if all(o.outcome != "other" for o in outcomes) else 1
 

@@ -350,3 +350,11 @@ def test_the_reference_sizes_are_needed_only_when_a_kl_term_builds_the_reference
     missing = f"{ARR}.ref.log_prob_micro_batch_size_per_gpu is not set"
     assert missing in problems(load(no_ref, f"{ARR}.actor.use_kl_loss=True"))
     assert missing in problems(load(no_ref, "algorithm.use_kl_in_reward=True"))
+
+
+def test_a_lower_clip_bound_of_one_or_more_is_verls_no_lower_bound():
+    """verl's CISPO scripts set clip_ratio_low=10: the ratio's lower clip 1 - 10 never binds. Accepted, as
+    in verl; a bound must still be > 0."""
+    cispo = (f"{ARR}.actor.policy_loss.loss_mode=cispo", f"{ARR}.actor.clip_ratio_low=10")
+    assert normalize(load(*cispo)) == []
+    assert f"{ARR}.actor.clip_ratio_low=0.0 must be" in problems(load(f"{ARR}.actor.clip_ratio_low=0"))
