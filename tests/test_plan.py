@@ -1,12 +1,12 @@
 """The memory planner: its recommendations on a real shape (Qwen2.5-7B), and the CLI through Hydra."""
 
-import os
 import re
 import subprocess
 import sys
 
 import pytest
 
+from tests.helpers.model_configs import HALF_B, SEVEN_B
 from verl_lite.config.errors import ConfigError
 from verl_lite.engine.memory_model import read_shape
 from verl_lite.plan import (
@@ -19,8 +19,6 @@ from verl_lite.plan import (
 )
 from verl_lite.plan_memory import LEVERS
 
-CONFIGS = os.path.join(os.path.dirname(__file__), os.pardir, "scripts", "model_configs")
-SEVEN_B = os.path.join(CONFIGS, "qwen2.5-7b")
 GB = 1024**3
 
 
@@ -167,9 +165,6 @@ def test_cli_takes_hydra_overrides_and_prints_the_table():
         "python -m verl_lite.plan: critic.model.path='/no/such/model': no config.json to plan from; set "
         "critic.model.path to a HF model folder (the planner reads only its config.json)"
     ], bad.stderr[-3000:]
-
-
-HALF_B = os.path.join(CONFIGS, "qwen2.5-0.5b")
 
 
 def half_b(*extra: str) -> list[str]:

@@ -5,19 +5,15 @@ total against the engines' terms (tested by hand in tests/engine/test_memory_mod
 rollout's, written out here.
 """
 
-import os
-
 import pytest
 
+from tests.helpers.model_configs import HALF_B, SEVEN_B, H, N, V
 from verl_lite import roles
 from verl_lite.engine.memory_model import read_shape
 from verl_lite.plan import compose_config
 from verl_lite.plan_memory import GB, MB, PROCESS_OVERHEAD, plan_device
 from verl_lite.trainer import ppo_trainer
 
-CONFIGS = os.path.join(os.path.dirname(__file__), os.pardir, "scripts", "model_configs")
-SEVEN_B, HALF_B = os.path.join(CONFIGS, "qwen2.5-7b"), os.path.join(CONFIGS, "qwen2.5-0.5b")
-N, V, H = 7_615_616_512, 152064, 3584
 DEVICE = 80 * GB
 
 
