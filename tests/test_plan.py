@@ -132,6 +132,16 @@ def test_nothing_fits_says_what_to_change(shape):
         recommend(cfg, shape, world=1, budget_gb=2)
 
 
+def test_rollout_auto_is_resolved_as_start_up_resolves_it(shape):
+    """verl's default rollout.name=auto: the planner plans for the backend a run would use."""
+    from verl_lite.rollout import resolve_rollout_name
+
+    cfg = compose_config([f"actor_rollout_ref.model.path={SEVEN_B}", "algorithm.adv_estimator=grpo"])
+    assert cfg.actor_rollout_ref.rollout.name == resolve_rollout_name("auto") != "auto"
+    rows = plan_rows(cfg, shape, 8, 80)
+    assert rows and all("generate" in r.estimate.phases for r in rows)
+
+
 def test_cli_takes_hydra_overrides_and_prints_the_table():
     cmd = [
         sys.executable,

@@ -311,17 +311,21 @@ def format_table(rows: list[Row]) -> str:
 
 
 def compose_config(overrides: list[str], config_name: str = "ppo_trainer") -> PPOTrainerConfig:
-    """The same config main_ppo composes (Hydra compose API), normalised, model path resolved."""
+    """The same config main_ppo composes (Hydra compose API), normalised, model path and rollout
+    name resolved (rollout.name=auto as start-up resolves it: the planner counts that backend)."""
     from verl_lite.config.compose import load_config
     from verl_lite.config.errors import ConfigError
     from verl_lite.config.normalize import normalize
     from verl_lite.data import assets
+    from verl_lite.rollout import resolve_rollout_name
 
     cfg = load_config(overrides, config_name)
     problems = normalize(cfg)
     if problems:
         raise ConfigError(problems)
     cfg.actor_rollout_ref.model.path = assets.resolve(cfg.actor_rollout_ref.model.path)
+    rollout = cfg.actor_rollout_ref.rollout
+    rollout.name = resolve_rollout_name(rollout.name)
     return cfg
 
 
