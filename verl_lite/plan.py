@@ -31,6 +31,7 @@ from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.engine.memory_model import MODES, ModelShape, read_shape
 from verl_lite.errors import one_line
 from verl_lite.plan_memory import LEVERS, DevicePlan, actor_levers, lora_fields, plan_device
+from verl_lite.utils.table import Column, Table
 
 GB = 1024**3
 HEADROOM = 0.9  # the top of the healthy memory range (trainer/health.py)
@@ -296,16 +297,16 @@ def format_table(rows: list[Row]) -> str:
     cols = [*TABLE_TERMS, *phases, "peak", "host/node"]
     width = max(12, max(len(c) for c in cols) + 2)
     name = max(24, *(len(_name(r.mode, r.levers)) + 2 for r in rows))
-    head = f"{'mode+levers':<{name}}{'micro':>6}" + "".join(f"{c:>{width}}" for c in cols) + f"{'fits':>6}"
-    lines = [f"estimated {unit} per device (host: per node)", head, "-" * len(head)]
+    numbers = [Column(c, width, ".3f") for c in cols]
+    table = Table(Column("mode+levers", name, align="<"), Column("micro", 6), *numbers, Column("fits", 6))
+    lines = [f"estimated {unit} per device (host: per node)", table.header(), table.rule()]
     for r in rows:
         e = r.estimate
         values = [e.engines["actor"].terms[t] for t in TABLE_TERMS]
         values += [e.phases[p] for p in phases] + [e.peak, r.host_per_node]
+        scaled = [v / scale for v in values]
         lines.append(
-            f"{_name(r.mode, r.levers):<{name}}{r.micro or 'dyn':>6}"
-            + "".join(f"{v / scale:>{width}.3f}" for v in values)
-            + f"{'yes' if r.fits else 'no':>6}"
+            table.line(_name(r.mode, r.levers), r.micro or "dyn", *scaled, "yes" if r.fits else "no")
         )
     return "\n".join(lines)
 
