@@ -10,11 +10,13 @@ world size run in one pair of spawned processes (start-up dominates at this size
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
 
 import pytest
 import torch
 from torch.distributed.device_mesh import init_device_mesh
 
+from tests.helpers.compare import assert_same_run, max_abs_diff
 from tests.helpers.configs import fp32_fsdp, tiny_critic
 from tests.helpers.dist import run_ranks
 from tests.helpers.models import make_ppo_batch
@@ -34,6 +36,8 @@ ROWS, MINI, STEPS, TOL, RESP, LR = 16, 8, 3, 1e-5, 5, 5e-3
 # 1e-6, while a different loss (test_the_comparison_can_fail) moves them by 5e-2 either way. So every
 # comparison holds params to TOL, not a looser tolerance for the reordered variants.
 ADAM_EPS = 1e-6
+METRICS = ("critic/vf_loss", "critic/grad_norm", "critic/vf_clipfrac")
+assert_same_values = partial(assert_same_run, tol=TOL, metrics=METRICS)
 
 # name -> (fsdp_config overrides, critic overrides, remove padding, local micro size or None for whole)
 VARIANTS = {
@@ -105,15 +109,6 @@ def _run_all(rank, world, model_dir, variants):
     return {v: _train(rank, world, model_dir, v) for v in variants}
 
 
-def _assert_same(a, b, label):
-    (hist_a, params_a, _), (hist_b, params_b, _) = a, b
-    for step, (ma, mb) in enumerate(zip(hist_a, hist_b)):
-        for key in ("critic/vf_loss", "critic/grad_norm", "critic/vf_clipfrac"):
-            assert abs(ma[key] - mb[key]) < TOL, f"{label}: step {step + 1} {key} {ma[key]} vs {mb[key]}"
-    worst = max((params_a[n] - params_b[n]).abs().max().item() for n in params_a)
-    assert worst < TOL, f"{label}: params differ by {worst}"
-
-
 @pytest.fixture(scope="module")
 def world1(tiny_model_dir):
     return run_ranks(_run_all, 1, tiny_model_dir, list(VARIANTS))[0]
@@ -126,16 +121,16 @@ def world2(tiny_model_dir):
 
 @pytest.mark.parametrize("variant", [v for v in VARIANTS if v not in ("base", "seq_mean")])
 def test_variant_matches_baseline_on_one_rank(world1, variant):
-    _assert_same(world1["base"], world1[variant], f"world 1, {variant}")
+    assert_same_values(world1["base"], world1[variant], f"world 1, {variant}")
 
 
 @pytest.mark.parametrize("variant", ["micro1", "offload_policy", "remove_padding"])
 def test_variant_matches_baseline_on_two_ranks(world2, variant):
-    _assert_same(world2[0]["base"], world2[0][variant], f"world 2, {variant}")
+    assert_same_values(world2[0]["base"], world2[0][variant], f"world 2, {variant}")
 
 
 def test_two_ranks_match_one_rank(world1, world2):
-    _assert_same(world1["base"], world2[0]["base"], "world 1 vs 2")
+    assert_same_values(world1["base"], world2[0]["base"], "world 1 vs 2")
     values = torch.cat([world2[0]["base"][2], world2[1]["base"][2]])
     order = dp_minibatch_order(ROWS, MINI, 2)
     torch.testing.assert_close(values, world1["base"][2][order], atol=1e-6, rtol=0)
@@ -144,9 +139,8 @@ def test_two_ranks_match_one_rank(world1, world2):
 def test_the_comparison_can_fail(world1):
     """A different loss aggregation gives a different update: the checks above are not vacuous."""
     with pytest.raises(AssertionError):
-        _assert_same(world1["whole"], world1["seq_mean"], "token-mean vs seq-mean-token-mean")
-    params_a, params_b = world1["whole"][1], world1["seq_mean"][1]
-    worst = max((params_a[n] - params_b[n]).abs().max().item() for n in params_a)
+        assert_same_values(world1["whole"], world1["seq_mean"], "token-mean vs seq-mean-token-mean")
+    worst = max_abs_diff(world1["whole"][1], world1["seq_mean"][1])
     assert worst > 100 * TOL, f"a different loss moves params by only {worst}"
 
 

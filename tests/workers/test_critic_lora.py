@@ -10,11 +10,13 @@ match the baseline within 1e-5.
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
 
 import pytest
 import torch
 from torch.distributed.device_mesh import init_device_mesh
 
+from tests.helpers.compare import assert_same_run
 from tests.helpers.configs import fp32_fsdp, tiny_critic
 from tests.helpers.dist import run_ranks
 from tests.helpers.models import make_ppo_batch
@@ -26,6 +28,9 @@ from verl_lite.utils.hf_model import load_value_model
 from verl_lite.workers.critic import PPOCritic
 
 ROWS, MINI, STEPS, TOL, RESP = 16, 8, 3, 1e-5, 5
+assert_same_trained = partial(
+    assert_same_run, tol=TOL, metrics=("vf_loss", "grad_norm"), tensors="trained tensors"
+)
 
 # name -> (fsdp_config overrides, local micro size or None for the whole mini-batch)
 VARIANTS = {
@@ -99,16 +104,6 @@ def _run_all(rank, world, model_dir, variants):
     return {v: _train(rank, world, model_dir, v) for v in variants}
 
 
-def _assert_same(a, b, label):
-    (hist_a, trained_a, _, _), (hist_b, trained_b, _, _) = a, b
-    assert sorted(trained_a) == sorted(trained_b) and trained_a
-    for step, ((loss_a, norm_a), (loss_b, norm_b)) in enumerate(zip(hist_a, hist_b)):
-        assert abs(loss_a - loss_b) < TOL, f"{label}: step {step + 1} vf_loss {loss_a} vs {loss_b}"
-        assert abs(norm_a - norm_b) < TOL, f"{label}: step {step + 1} grad_norm {norm_a} vs {norm_b}"
-    worst = max((trained_a[n] - trained_b[n]).abs().max().item() for n in trained_a)
-    assert worst < TOL, f"{label}: trained tensors differ by {worst}"
-
-
 @pytest.fixture(scope="module")
 def world1(tiny_model_dir):
     return run_ranks(_run_all, 1, tiny_model_dir, list(VARIANTS))[0]
@@ -121,12 +116,12 @@ def world2(tiny_model_dir):
 
 @pytest.mark.parametrize("variant", [v for v in VARIANTS if v != "base"])
 def test_lora_critic_variant_matches_baseline(world1, variant):
-    _assert_same(world1["base"], world1[variant], f"world 1, {variant}")
+    assert_same_trained(world1["base"], world1[variant], f"world 1, {variant}")
 
 
 def test_two_ranks_match_one_rank(world1, world2):
-    _assert_same(world1["base"], world2["base"], "world 1 vs 2")
-    _assert_same(world1["base"], world2["offload_policy"], "world 1 vs 2 with offload_policy")
+    assert_same_trained(world1["base"], world2["base"], "world 1 vs 2")
+    assert_same_trained(world1["base"], world2["offload_policy"], "world 1 vs 2 with offload_policy")
 
 
 def test_adapters_and_value_head_train_the_backbone_stays(world1, tiny_model_dir):
