@@ -30,11 +30,19 @@ from dataclasses import dataclass
 from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.engine.memory_model import MODES, ModelShape, read_shape
 from verl_lite.errors import one_line
-from verl_lite.plan_memory import LEVERS, DevicePlan, actor_levers, lora_fields, plan_device
+from verl_lite.plan_memory import (
+    HEADROOM,
+    LEVERS,
+    DevicePlan,
+    actor_levers,
+    colocated_idle_on_host,
+    fsdp_mode,
+    lora_fields,
+    plan_device,
+)
 from verl_lite.utils.table import Column, Table
 
 GB = 1024**3
-HEADROOM = 0.9  # the top of the healthy memory range (trainer/health.py)
 log = logging.getLogger(__name__)
 
 
@@ -201,6 +209,11 @@ def recommend(
             f"{est.peak / GB:.2f} GB ({est.peak_phase}) of {budget_gb:.2f} GB ({HEADROOM:.0%} headroom: "
             f"{HEADROOM * budget_gb:.2f} GB) on each of {world} devices; host {best.host_per_node / GB:.1f} GB "
             "per node"
+            + (
+                "; the critic / reward model wait on the host between their phases"
+                if est.idle_on_host
+                else ""
+            )
         )
         return Recommendation(mode, levers, best.micro, _overrides(mode, levers, best.micro), reason)
     smallest = min(rows, key=lambda r: r.estimate.peak)
@@ -284,6 +297,32 @@ def auto_offload(
         f"because {rec.reason}"
     )
     return rec.overrides, message
+
+
+def idle_on_host(cfg: PPOTrainerConfig, reported_gb: list[float], accelerator: bool) -> tuple[bool, str]:
+    """For the trainer: whether the critic / reward model beside the actor on each GPU wait on the host
+    between their phases (plan_memory.colocated_idle_on_host, for the actor as configured, after
+    trainer.auto_offload), on the smallest device the workers report (or trainer.device_memory_gb),
+    and the log line saying so."""
+    budget = cfg.trainer.device_memory_gb or min(reported_gb)
+    a = cfg.actor_rollout_ref.actor
+    micro = 0 if a.use_dynamic_bsz else (a.ppo_micro_batch_size_per_gpu or 1)
+    world = cfg.trainer.nnodes * cfg.trainer.n_gpus_per_node
+    shape = read_shape(cfg.actor_rollout_ref.model.path)
+    args = (cfg, shape, world, fsdp_mode(a.fsdp_config), micro, int(budget * GB), accelerator)
+    idle = colocated_idle_on_host(*args)
+    where = (
+        "wait in host memory between their phases (the device would not hold them resident; traffic in "
+        "perf/offload/<role>/*)"
+        if idle
+        else "stay on the device between their phases, as their fsdp_config says (the plan fits)"
+    )
+    peak = plan_device(*args, idle_on_host=idle).peak
+    message = (
+        f"critic / reward model share each {budget:.2f} GB device with the actor: their params and "
+        f"optimizer state {where}; planned peak {peak / GB:.2f} GB"
+    )
+    return idle, message
 
 
 TABLE_TERMS = ("params", "grads", "grad_accum", "optimizer", "step_temp", "gathered", "activations")
