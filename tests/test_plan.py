@@ -245,3 +245,18 @@ def test_the_planner_proposes_a_lever_only_when_the_config_accepts_its_keys(leve
     except ConfigError:
         accepted = False
     assert (lever in proposable_levers()) is accepted
+
+
+def test_the_trainer_keeps_a_colocated_critic_on_the_device_when_the_plan_fits():
+    """plan.idle_on_host (the trainer's start-up decision) for the actor as configured: 8 x 80 GB hold
+    a 7B actor, 7B critic and 0.5B reward model resident; 8 x 56 GB do not, so they wait on the host."""
+    from tests.test_plan_memory import COLOCATED, config
+    from verl_lite.plan import idle_on_host
+
+    cfg = config(*COLOCATED, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4")
+    idle, message = idle_on_host(cfg, [80.0, 81.0], accelerator=True)
+    assert not idle and "stay on the device between their phases" in message and "80.00 GB" in message
+    idle, message = idle_on_host(cfg, [56.0], accelerator=True)
+    assert idle and "wait in host memory between their phases" in message
+    cfg.trainer.device_memory_gb = 80.0  # the key wins over what the workers report
+    assert idle_on_host(cfg, [56.0], accelerator=True)[0] is False
