@@ -10,12 +10,9 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 from verl_lite.data.tiny_tokenizer import build_tokenizer
 
 
-def make_tiny_model_dir(path: str, seed: int = 0, num_layers: int = 2, hidden: int = 64) -> str:
-    """A random Qwen2 (head_dim 32) with the tiny tokenizer, saved as a HF folder."""
-    if os.path.exists(os.path.join(path, "config.json")):
-        return path
-    tokenizer = build_tokenizer()
-    config = Qwen2Config(
+def tiny_config(tokenizer, hidden: int, num_layers: int, **extra) -> Qwen2Config:
+    """The tiny Qwen2 shape over the tiny tokenizer: head_dim 32, one KV head, 64 positions."""
+    return Qwen2Config(
         vocab_size=len(tokenizer),
         hidden_size=hidden,
         intermediate_size=2 * hidden,
@@ -23,10 +20,18 @@ def make_tiny_model_dir(path: str, seed: int = 0, num_layers: int = 2, hidden: i
         num_attention_heads=hidden // 32,
         num_key_value_heads=1,
         max_position_embeddings=64,
-        tie_word_embeddings=True,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
+        **extra,
     )
+
+
+def make_tiny_model_dir(path: str, seed: int = 0, num_layers: int = 2, hidden: int = 64) -> str:
+    """A random Qwen2 (head_dim 32) with the tiny tokenizer, saved as a HF folder."""
+    if os.path.exists(os.path.join(path, "config.json")):
+        return path
+    tokenizer = build_tokenizer()
+    config = tiny_config(tokenizer, hidden, num_layers, tie_word_embeddings=True)
     torch.manual_seed(seed)
     Qwen2ForCausalLM(config).save_pretrained(path)
     tokenizer.save_pretrained(path)
@@ -68,18 +73,7 @@ def make_tiny_reward_model_dir(path: str, seed: int = 0, hidden: int = 64) -> st
     if os.path.exists(os.path.join(path, "config.json")):
         return path
     tokenizer = build_tokenizer()
-    config = Qwen2Config(
-        vocab_size=len(tokenizer),
-        hidden_size=hidden,
-        intermediate_size=2 * hidden,
-        num_hidden_layers=2,
-        num_attention_heads=hidden // 32,
-        num_key_value_heads=1,
-        max_position_embeddings=64,
-        num_labels=1,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
+    config = tiny_config(tokenizer, hidden, 2, num_labels=1)
     torch.manual_seed(seed)
     Qwen2ForSequenceClassification(config).save_pretrained(path)
     tokenizer.save_pretrained(path)
