@@ -8,6 +8,7 @@ import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from verl_lite.data.tiny_tokenizer import build_tokenizer
+from verl_lite.protocol import DataProto
 
 
 def tiny_config(tokenizer, hidden: int, num_layers: int, **extra) -> Qwen2Config:
@@ -90,3 +91,18 @@ def make_random_model_like(src: str, path: str, seed: int = 0) -> str:
     torch.manual_seed(seed)
     AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(src)).save_pretrained(path)
     return path
+
+
+def response_batch(tok, texts: list[str], width: int, source: str = "verl_lite/arith", truth: str = "46"):
+    """Responses as the rollout gives them to the reward: each text + EOS, right-padded to `width`
+    tokens, with its data_source and ground truth (a DataProto)."""
+    responses = torch.full((len(texts), width), tok.pad_token_id)
+    mask = torch.zeros_like(responses)
+    for i, t in enumerate(texts):
+        ids = tok(t)["input_ids"] + [tok.eos_token_id]
+        responses[i, : len(ids)] = torch.tensor(ids)
+        mask[i, : len(ids)] = 1
+    return DataProto.from_dict(
+        {"responses": responses, "response_mask": mask},
+        {"data_source": [source] * len(texts), "reward_model": [{"ground_truth": truth}] * len(texts)},
+    )
