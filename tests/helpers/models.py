@@ -66,6 +66,19 @@ def make_ppo_batch(
     }
 
 
+def make_critic_batches(steps: int, rows: int, response_len: int, vocab: int = 110) -> list[dict]:
+    """One PPO batch per step for critic updates: make_ppo_batch's layout plus the old values and
+    the returns (seeds 20 + step and 100 + step)."""
+    out = []
+    for s in range(steps):
+        b = make_ppo_batch(vocab=vocab, bs=rows, prompt_len=6, response_len=response_len, seed=20 + s)
+        g = torch.Generator().manual_seed(100 + s)
+        b["values"] = torch.randn(rows, response_len, generator=g) * 0.1 * b["response_mask"]
+        b["returns"] = torch.randn(rows, response_len, generator=g) * b["response_mask"]
+        out.append(b)
+    return out
+
+
 def make_tiny_reward_model_dir(path: str, seed: int = 0, hidden: int = 64) -> str:
     """A random scalar reward model (Qwen2ForSequenceClassification, num_labels=1) with the tiny
     tokenizer, saved as a HF folder: the layout `reward_model.model.path` expects."""

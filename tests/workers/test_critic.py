@@ -17,10 +17,9 @@ import torch
 from torch.distributed.device_mesh import init_device_mesh
 
 from tests.helpers.compare import assert_same_run, max_abs_diff
-from tests.helpers.configs import fp32_fsdp, tiny_critic
+from tests.helpers.configs import clipped_critic, fp32_fsdp, tiny_critic
 from tests.helpers.dist import run_ranks
-from tests.helpers.models import make_ppo_batch
-from verl_lite.config.schema import OptimConfig
+from tests.helpers.models import make_critic_batches
 from verl_lite.engine.fsdp_engine import FSDPEngine
 from verl_lite.trainer.batching import dp_minibatch_order
 from verl_lite.utils.hf_model import load_value_model
@@ -52,28 +51,9 @@ VARIANTS = {
 }
 
 
-def _batches():
-    out = []
-    for s in range(STEPS):
-        b = make_ppo_batch(vocab=110, bs=ROWS, prompt_len=6, response_len=RESP, seed=20 + s)
-        g = torch.Generator().manual_seed(100 + s)
-        b["values"] = torch.randn(ROWS, RESP, generator=g) * 0.1 * b["response_mask"]
-        b["returns"] = torch.randn(ROWS, RESP, generator=g) * b["response_mask"]
-        out.append(b)
-    return out
-
-
 def _critic(world, model_dir, variant):
     fsdp_over, critic_over, packed, _ = VARIANTS[variant]
-    cfg = tiny_critic(
-        model_dir,
-        loss_agg_mode="token-mean",
-        cliprange_value=0.2,
-        grad_clip=0.5,
-        ppo_epochs=1,
-        use_dynamic_bsz=False,
-        optim=OptimConfig(lr=LR, total_training_steps=STEPS),
-    )
+    cfg = clipped_critic(model_dir, LR, STEPS)
     cfg.model.use_remove_padding = packed
     cfg = dataclasses.replace(cfg, **critic_over)
     engine = FSDPEngine(
@@ -94,7 +74,7 @@ def _train(rank, world, model_dir, variant):
     micro = VARIANTS[variant][3]
     engine, critic = _critic(world, model_dir, variant)
     history, first_values = [], None
-    for batch in _batches():
+    for batch in make_critic_batches(STEPS, ROWS, RESP):
         rows = dp_minibatch_order(ROWS, MINI, world).view(world, -1)[rank]  # the driver's row order
         local = {k: v[rows] for k, v in batch.items()}
         values = critic.compute_values(local, micro_size=micro or ROWS, max_token_len=None)
@@ -155,7 +135,7 @@ def test_metrics_are_live(world1):
 def test_values_are_the_value_heads_output_before_each_response_token(world1, tiny_model_dir):
     """Against a plain (unsharded) forward of the same value model: position P + t - 1, masked."""
     model = load_value_model(tiny_critic(tiny_model_dir).model, torch.float32).eval()
-    batch = _batches()[0]
+    batch = make_critic_batches(1, ROWS, RESP)[0]
     with torch.no_grad():
         out = model(
             input_ids=batch["input_ids"],

@@ -17,10 +17,9 @@ import torch
 from torch.distributed.device_mesh import init_device_mesh
 
 from tests.helpers.compare import assert_same_run
-from tests.helpers.configs import fp32_fsdp, tiny_critic
+from tests.helpers.configs import clipped_critic, fp32_fsdp
 from tests.helpers.dist import run_ranks
-from tests.helpers.models import make_ppo_batch
-from verl_lite.config.schema import OptimConfig
+from tests.helpers.models import make_critic_batches
 from verl_lite.engine.fsdp_engine import FSDPEngine
 from verl_lite.engine.lora import base_param_name
 from verl_lite.trainer.batching import dp_minibatch_order
@@ -42,27 +41,8 @@ VARIANTS = {
 }
 
 
-def _batches():
-    out = []
-    for s in range(STEPS):
-        b = make_ppo_batch(vocab=110, bs=ROWS, prompt_len=6, response_len=RESP, seed=20 + s)
-        g = torch.Generator().manual_seed(100 + s)
-        b["values"] = torch.randn(ROWS, RESP, generator=g) * 0.1 * b["response_mask"]
-        b["returns"] = torch.randn(ROWS, RESP, generator=g) * b["response_mask"]
-        out.append(b)
-    return out
-
-
 def _cfg(model_dir):
-    cfg = tiny_critic(
-        model_dir,
-        loss_agg_mode="token-mean",
-        cliprange_value=0.2,
-        grad_clip=0.5,
-        ppo_epochs=1,
-        use_dynamic_bsz=False,
-        optim=OptimConfig(lr=5e-3, total_training_steps=STEPS),
-    )
+    cfg = clipped_critic(model_dir, 5e-3, STEPS)
     lora = {"lora_rank": 4, "lora_alpha": 8, "target_modules": "all-linear"}
     return dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, **lora))
 
@@ -87,7 +67,7 @@ def _train(rank, world, model_dir, variant):
     )
     critic = PPOCritic(engine, cfg, response_length=RESP)
     history = []
-    for batch in _batches():
+    for batch in make_critic_batches(STEPS, ROWS, RESP):
         rows = dp_minibatch_order(ROWS, MINI, world).view(world, -1)[rank]  # the driver's row order
         local = {k: v[rows] for k, v in batch.items()}
         metrics = critic.update(local, mini_size=MINI // world, micro_size=micro or MINI // world)
