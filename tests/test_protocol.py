@@ -85,3 +85,27 @@ def test_non_tensor_fields_become_object_arrays():
         isinstance(data.non_tensor_batch["info"], np.ndarray)
         and data.non_tensor_batch["info"].dtype == object
     )
+
+
+def test_pickle_round_trip_keeps_every_tensor_and_gives_writable_copies():
+    """DataProto crosses Ray pickled, host tensors as numpy buffers (protocol.py): every dtype,
+    including bf16 (no numpy type) and non-contiguous views, comes back equal; tensors received from
+    read-only out-of-band buffers (Ray's inline results) are writable copies of their own."""
+    import pickle
+
+    batch = {
+        "ids": torch.arange(6).view(2, 3),
+        "bf16": torch.randn(2, 4).to(torch.bfloat16),
+        "strided": torch.randn(2, 6)[:, ::2],
+        "mask": torch.tensor([True, False]),
+    }
+    data = DataProto.from_dict(batch, {"uid": ["a", "b"]}, {"temperature": 0.7})
+    buffers = []
+    raw = pickle.dumps(data, protocol=5, buffer_callback=buffers.append)
+    assert buffers, "host tensors travel as out-of-band buffers"
+    back = pickle.loads(raw, buffers=[bytes(b.raw()) for b in buffers])  # bytes: read-only
+    for key, value in batch.items():
+        assert back.batch[key].dtype == value.dtype and torch.equal(back.batch[key], value), key
+    assert list(back.non_tensor_batch["uid"]) == ["a", "b"] and back.meta_info == {"temperature": 0.7}
+    back.batch["ids"].add_(1)
+    assert torch.equal(data.batch["ids"], torch.arange(6).view(2, 3))

@@ -8,6 +8,12 @@ A DataProto holds three things that travel together:
 The operations are the ones the driver and the dispatch layer need: chunk/split into equal parts for
 data-parallel workers, concat the parts back in order, union two views of the same rows, repeat rows
 (n samples per prompt), select/pop keys, and pad to a divisor with an exact unpad.
+
+Pickling (every Ray call): host tensors travel as numpy arrays, which pickle protocol 5 moves as raw
+buffers. A torch tensor pickles its storage through torch.save, a zip archive per tensor: ~0.1 ms
+each, ~0.7 ms for a six-tensor batch there and back against ~0.05 ms as arrays, paid on every
+driver<->worker call. The arrays are copied on arrival when the buffer they come in is read-only
+(Ray's inline results), so a received tensor is always a writable one of its own.
 """
 
 from __future__ import annotations
@@ -32,6 +38,27 @@ def _as_object_array(values) -> np.ndarray:
     return arr
 
 
+# torch dtypes numpy has no type for: sent as an integer view of the same width
+_VIEW_DTYPES = {torch.bfloat16: torch.int16}
+
+
+def _tensor_state(t: torch.Tensor):
+    if t.device.type != "cpu" or t.requires_grad:
+        return t
+    view = _VIEW_DTYPES.get(t.dtype)
+    return ("numpy", (t.view(view) if view is not None else t).numpy(), t.dtype)
+
+
+def _tensor_from_state(value) -> torch.Tensor:
+    if isinstance(value, torch.Tensor):
+        return value
+    _, array, dtype = value
+    if not array.flags.writeable:
+        array = array.copy()
+    t = torch.from_numpy(array)
+    return t.view(dtype) if t.dtype != dtype else t
+
+
 @dataclass
 class DataProto:
     batch: dict[str, torch.Tensor] = field(default_factory=dict)
@@ -44,6 +71,17 @@ class DataProto:
             for k, v in self.non_tensor_batch.items()
         }
         _batch_len(self.batch, self.non_tensor_batch)
+
+    def __getstate__(self) -> dict:
+        return {
+            "batch": {k: _tensor_state(v) for k, v in self.batch.items()},
+            "non_tensor_batch": self.non_tensor_batch,
+            "meta_info": self.meta_info,
+        }
+
+    def __setstate__(self, state: dict) -> None:
+        self.batch = {k: _tensor_from_state(v) for k, v in state["batch"].items()}
+        self.non_tensor_batch, self.meta_info = state["non_tensor_batch"], state["meta_info"]
 
     @classmethod
     def from_dict(cls, tensors=None, non_tensors=None, meta_info=None) -> DataProto:

@@ -1,4 +1,10 @@
-"""AdamW and its learning-rate schedule (linear warm-up, then constant or cosine), as in verl."""
+"""AdamW and its learning-rate schedule (linear warm-up, then constant or cosine), as in verl.
+
+AdamW runs its multi-tensor (`foreach`) implementation on every device. torch picks it by default
+only for accelerators; on the host it would step one parameter at a time, and FSDP2's params are
+DTensors, whose every op pays a dispatch: ~10 ops per parameter made the tiny model's step cost
+as much as its forward. foreach dispatches each op once for all parameters (what a GPU run uses
+anyway, and what engine/memory_model.py counts: its `sqrt(exp_avg_sq)` temporary)."""
 
 from __future__ import annotations
 
@@ -10,7 +16,7 @@ WARMUP_STYLES = ("constant", "cosine")
 
 
 def build_optimizer(params, lr: float, betas, weight_decay: float) -> torch.optim.Optimizer:
-    return torch.optim.AdamW(params, lr=lr, betas=tuple(betas), weight_decay=weight_decay)
+    return torch.optim.AdamW(params, lr=lr, betas=tuple(betas), weight_decay=weight_decay, foreach=True)
 
 
 def num_warmup_steps(lr_warmup_steps: int, lr_warmup_steps_ratio: float, total_steps: int) -> int:

@@ -196,12 +196,13 @@ class RayWorkerGroup:
         """Results in rank order; the first failure to arrive is raised at once, naming its rank
         (waiting in rank order could block on a healthy rank stuck in a collective with a dead one)."""
         rank_of = {f: r for r, f in enumerate(futures)}
+        results: dict[int, object] = {}  # each result deserialised once, as it arrives
         pending = list(futures)
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
             rank = rank_of[done[0]]
             try:
-                ray.get(done[0])
+                results[rank] = ray.get(done[0])
             except RayTaskError as e:
                 self.failed = True
                 # a rank that dies makes its peers' collectives fail too, sometimes first: name the
@@ -213,7 +214,7 @@ class RayWorkerGroup:
                 raise WorkerError(
                     f"{self.name} rank {rank} died during {method}: {e}{self._log_end(rank)}"
                 ) from e
-        return ray.get(futures)
+        return [results[rank] for rank in range(len(futures))]
 
     def _log_end(self, rank: int) -> str:
         """Where a dead worker's own output is, and its last lines (what it printed before dying)."""
