@@ -196,6 +196,8 @@ ROWS = (  # (label, key, unit divisor, format)
 
 
 def report(args, results: dict) -> None:
+    from verl_lite.utils.table import Column, Table
+
     where = "device max_memory_allocated" if args.gpu else "process peak RSS above start-up"
     full, lora = results["full"], results["lora"]
     print(
@@ -203,13 +205,13 @@ def report(args, results: dict) -> None:
         f"offload {args.mode}, {args.micro_batches} x {args.micro_size} x {args.prompt}+{args.response} "
         f"tokens, best of {args.steps} update(s); peak = {where}"
     )
-    print(f"{'':<22}{'full':>12}{'lora':>12}{'lora/full':>12}")
+    table = Table(Column("", 22, align="<"), Column("full", 12), Column("lora", 12), Column("lora/full", 12))
+    print(table.header())
     for label, key, unit, fmt in ROWS:
         if key not in full:
             continue
         a, b = full[key] / unit, lora[key] / unit
-        ratio = f"{b / a:.4f}" if a else "-"
-        print(f"{label:<22}{a:>12{fmt}}{b:>12{fmt}}{ratio:>12}")
+        print(table.line(label, f"{a:{fmt}}", f"{b:{fmt}}", f"{b / a:.4f}" if a else "-"))
 
 
 def parse_args(argv):

@@ -27,10 +27,9 @@ weights on a GPU (fp32 throughout on CPU). Columns:
   ctx GB      device memory in use outside torch's allocator after the row (CUDA context, NCCL
               and cuBLAS workspaces) next to the planner's per-process assumption (plan_memory.py)
 
-Rows are modes in MODES; register_mode() adds one (see Mode): a lever to switch on (FSDP, model
-or actor keys), what the planner should assume for it, which models it applies to, an optional
-device-memory cap (torch.cuda.set_per_process_memory_fraction) and an optional hook on the built
-module (e.g. applying adapters).
+Rows are the modes of scripts/gpu_check_modes.py; register_mode() there adds one (see Mode): a
+lever to switch on, what the planner should assume for it, which models it applies to, an optional
+device-memory cap and an optional hook on the built module (e.g. applying adapters).
 """
 
 from __future__ import annotations
@@ -42,18 +41,19 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)  # `python scripts/gpu_check.py` from anywhere: this repository's verl_lite
+sys.path.insert(0, os.path.join(ROOT, "scripts"))  # its rows, also when loaded by path (the tests)
 
 import torch  # noqa: E402
+from gpu_check_modes import MODES, Mode, register_mode  # noqa: E402, F401  (register_mode: the row API)
 from transformers import AutoConfig, AutoModelForCausalLM, Qwen2Config  # noqa: E402
 
 from verl_lite.engine.memory_model import EngineEstimate, EngineSetup, ModelShape, estimate  # noqa: E402
 from verl_lite.plan_memory import PROCESS_OVERHEAD  # noqa: E402
 from verl_lite.utils import device as dev  # noqa: E402
+from verl_lite.utils.table import Column, Table  # noqa: E402
 
 GB = 1024**3
 CONFIGS = os.path.join(ROOT, "scripts", "model_configs")
@@ -61,82 +61,6 @@ BUILTIN = {  # name -> Qwen2 shape (hidden, layers, vocab, intermediate, heads, 
     "tiny": (64, 2, 256, 128, 2, 1),
     "small": (512, 4, 8192, 1536, 8, 2),
 }
-
-
-@dataclass(frozen=True)
-class Mode:
-    name: str
-    plan_mode: str  # the memory model's offload mode (engine/memory_model.MODES)
-    fsdp: dict = field(default_factory=dict)  # fsdp_config fields
-    model: dict = field(default_factory=dict)  # model config fields
-    actor: dict = field(default_factory=dict)  # actor config fields
-    setup: dict = field(default_factory=dict)  # EngineSetup fields the planner needs for this lever
-    models: tuple[str, ...] = ()  # only these models (empty: every model)
-    memory_cap_gb: float | None = None  # cap the device at this much (a smaller card)
-    prepare: Callable | None = None  # module -> module, before sharding
-    requires: tuple[str, ...] = ()  # packages the row imports beyond torch and transformers
-
-
-MODES: dict[str, Mode] = {}
-
-
-def register_mode(mode: Mode) -> None:
-    if mode.name in MODES:
-        raise ValueError(f"gpu_check mode {mode.name!r} registered twice")
-    MODES[mode.name] = mode
-
-
-register_mode(Mode("none", "none"))
-register_mode(
-    Mode(
-        "param_optimizer_offload",
-        "param_optimizer_offload",
-        {"param_offload": True, "optimizer_offload": True},
-    )
-)
-register_mode(Mode("offload_policy", "offload_policy", {"offload_policy": True}))
-# the memory levers (issue 13) that run on one device: fused log-probs and activation offload
-LEVER_MODELS = ("qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-7b")
-register_mode(
-    Mode(
-        "fused_logprobs",
-        "none",
-        model={"use_fused_kernels": True},
-        setup={"fused": True},
-        models=LEVER_MODELS,
-    )
-)
-register_mode(
-    Mode(
-        "activation_offload",
-        "none",
-        model={"enable_activation_offload": True},
-        setup={"activation_offload": True},
-        models=LEVER_MODELS,
-    )
-)
-
-# LoRA (docs/lora.md): rank 8 on every linear of a 7B shape under a 24 GB cap, in each offload mode;
-# the planner says which fit (the ones that do not are not run), and the one it picks must complete.
-# On "tiny" (the dry run) the offload_policy row runs too, so the LoRA path through this script is tested.
-LORA_KEYS = {"lora_rank": 8, "lora_alpha": 16, "target_modules": "all-linear"}
-for _label, _mode, _fsdp in (
-    ("none", "none", {}),
-    ("param_opt", "param_optimizer_offload", {"param_offload": True, "optimizer_offload": True}),
-    ("policy", "offload_policy", {"offload_policy": True}),
-):
-    register_mode(
-        Mode(
-            f"lora8_{_label}_24gb",
-            _mode,
-            _fsdp,
-            model=LORA_KEYS,
-            setup={"lora_rank": LORA_KEYS["lora_rank"]},
-            models=("qwen2.5-7b", "tiny") if _mode == "offload_policy" else ("qwen2.5-7b",),
-            memory_cap_gb=24.0,
-            requires=("peft",),
-        )
-    )
 
 
 # --- shapes and data --------------------------------------------------------------------------------
@@ -344,32 +268,39 @@ def child(args, extra: list[str], timeout_s: float) -> tuple[dict | None, str]:
     return None, f"failed (exit {proc.returncode}): {lines[-1][:120] if lines else 'no output'}"
 
 
-COLUMNS = (
-    f"{'model':<14}{'params':>9}  {'mode':<25}{'peak GB':>9}{'plan GB':>9}{'err':>7}{'tok/s':>10}{'/none':>7}"
+TABLE = Table(
+    Column("model", 14, align="<"),
+    Column("params", 9),
+    Column("mode", 25, align="<", gap=2),
+    Column("peak GB", 9, ".2f"),
+    Column("plan GB", 9, ".2f"),
+    Column("err", 7),
+    Column("tok/s", 10, ".0f"),
+    Column("/none", 7),
+    Column("h2d GB/s", 11),
+    Column("/link", 7),
+    Column("pinned GB", 11, ".2f"),
+    Column("plan", 7, ".1f"),
+    Column("ctx GB", 8, ".2f"),
+    Column("plan", 6, ".2f"),
 )
-COLUMNS += f"{'h2d GB/s':>11}{'/link':>7}{'pinned GB':>11}{'plan':>7}{'ctx GB':>8}{'plan':>6}"
 
 
 def row_line(
     name: str, shape: ModelShape, mode: str, est: EngineEstimate, r: dict | None, note: str, base
 ) -> str:
-    label = f"{name:<14}{shape.num_params / 1e6:>8.1f}M  {mode:<25}"
+    label = (name, f"{shape.num_params / 1e6:.1f}M", mode)
     if r is None:
-        return label + note
+        return TABLE.line(*label, note=note)
     peak, plan_gb = r["peak_gb"], est.update / GB
-    peak_text = f"{peak:>9.2f}" if peak is not None else f"{'n/a':>9}"
     err = f"{(plan_gb - peak) / peak:+.0%}" if peak else "n/a"
     ratio = f"{r['tokens_per_s'] / base['tokens_per_s']:.2f}" if base else "-"
     gbps = (">" if r["h2d_lower_bound"] else "") + f"{r['h2d_gbps']:.1f}" if r["h2d_gbps"] else "-"
     link = f"{r['h2d_gbps'] / r['link_gbps']:.0%}" if r["h2d_gbps"] and r.get("link_gbps") else "-"
     outside = r.get("outside_gb")
-    outside_text = (
-        f"{outside:>8.2f}{PROCESS_OVERHEAD / GB:>6.2f}" if outside is not None else f"{'n/a':>8}{'-':>6}"
-    )
-    return (
-        f"{label}{peak_text}{plan_gb:>9.2f}{err:>7}{r['tokens_per_s']:>10.0f}{ratio:>7}{gbps:>11}{link:>7}"
-        f"{r['pinned_gb']:>11.2f}{est.host / GB:>7.1f}{outside_text}"
-    )
+    ctx = (outside, PROCESS_OVERHEAD / GB) if outside is not None else ("n/a", "-")
+    measured = (peak if peak is not None else "n/a", plan_gb, err, r["tokens_per_s"], ratio, gbps, link)
+    return TABLE.line(*label, *measured, r["pinned_gb"], est.host / GB, *ctx)
 
 
 TARGETS = {  # issue 12's targets: offload_policy's peak, manual offload's speed, the host link's use
@@ -439,7 +370,7 @@ def run_all(args) -> int:
         f"best of {args.steps} update(s) per row after a warm-up",
         flush=True,
     )
-    print(COLUMNS, flush=True)
+    print(TABLE.header(), flush=True)
     lines, failed, runs = [], 0, {}
     for name in args.models.split(","):
         cfg = model_config(name.strip())
@@ -466,7 +397,7 @@ def run_all(args) -> int:
             runs[name, mode.name] = (est, result)
             lines.append(row_line(name, shape, mode.name, est, result, note, base))
             print(lines[-1], flush=True)
-    print("\n" + COLUMNS + "\n" + "\n".join(lines))
+    print("\n" + TABLE.header() + "\n" + "\n".join(lines))
     print("\n".join(target_lines(runs)))
     print(f"gpu_check: {len(lines)} rows, {failed} failed, {time.perf_counter() - started:.0f} s")
     return 1 if failed else 0

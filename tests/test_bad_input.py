@@ -322,7 +322,7 @@ CASES = [
         ["reward_model.reward_manager=nope"],
         ["='nope' is not one of ['dapo', 'naive']"],
     ),
-    ("trainer_logger_choice", ["trainer.logger=[mlflow]"], ["trainer.logger: 'mlflow' is not one of"]),
+    ("trainer_logger_choice", ["trainer.logger=[mlflow]"], ["trainer.logger=['mlflow'] is not supported by verl_lite: use any of console, file, wandb, tensorboard"]),
     ("trainer_device_choice", ["trainer.device=tpu"], ["trainer.device='tpu' is not one of"]),
     # --- data files ---------------------------------------------------------------------------------
     (

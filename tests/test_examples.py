@@ -82,7 +82,12 @@ EXAMPLES = {
     ),
     "remax_trainer/run_tiny_remax.sh": (
         # validation scored by the reward model, which reads the actor's ids (verl's default re-tokenises)
-        ["reward_model.enable=True", "reward_model.model.input_tokenizer=null", "trainer.test_freq=2"],
+        [
+            "reward_model.enable=True",
+            "reward_model.use_reward_loop=False",
+            "reward_model.model.input_tokenizer=null",
+            "trainer.test_freq=2",
+        ],
         ["critic/reward_baselines/mean", "timing_s/gen_max"],
     ),
 }
@@ -145,7 +150,9 @@ def test_example_runs_two_steps_with_its_algorithms_metrics(script, tmp_path, rm
     if "trainer.test_freq=2" in extra:  # scored by the reward model: not a multiple of 1/16 as 0/1 rules give
         val = rows[1]["val-core/verl_lite/arith/reward/mean@1"]
         assert math.isfinite(val) and (val * 16) % 1 != 0, val
-    assert rows[-1]["actor/grad_norm"] > 0
+    # the actor learned: some step has a gradient (a step whose groups all score alike has none: on the
+    # tiny task with no KL term that happens, e.g. gpg's step 2 after a clipped step 1)
+    assert any(r.get("actor/grad_norm", 0) > 0 for r in rows), [r.get("actor/grad_norm") for r in rows]
     for row in rows if "global_seqlen/balanced_max" in expected else []:  # balancing never makes it worse
         spread = row["global_seqlen/balanced_max"] - row["global_seqlen/balanced_min"]
         assert 0 <= spread <= row["global_seqlen/minmax_diff"], row

@@ -1,12 +1,12 @@
 """The memory planner: its recommendations on a real shape (Qwen2.5-7B), and the CLI through Hydra."""
 
-import os
 import re
 import subprocess
 import sys
 
 import pytest
 
+from tests.helpers.model_configs import HALF_B, SEVEN_B
 from verl_lite.config.errors import ConfigError
 from verl_lite.engine.memory_model import read_shape
 from verl_lite.plan import (
@@ -19,8 +19,6 @@ from verl_lite.plan import (
 )
 from verl_lite.plan_memory import LEVERS
 
-CONFIGS = os.path.join(os.path.dirname(__file__), os.pardir, "scripts", "model_configs")
-SEVEN_B = os.path.join(CONFIGS, "qwen2.5-7b")
 GB = 1024**3
 
 
@@ -134,6 +132,16 @@ def test_nothing_fits_says_what_to_change(shape):
         recommend(cfg, shape, world=1, budget_gb=2)
 
 
+def test_rollout_auto_is_resolved_as_start_up_resolves_it(shape):
+    """verl's default rollout.name=auto: the planner plans for the backend a run would use."""
+    from verl_lite.rollout import resolve_rollout_name
+
+    cfg = compose_config([f"actor_rollout_ref.model.path={SEVEN_B}", "algorithm.adv_estimator=grpo"])
+    assert cfg.actor_rollout_ref.rollout.name == resolve_rollout_name("auto") != "auto"
+    rows = plan_rows(cfg, shape, 8, 80)
+    assert rows and all("generate" in r.estimate.phases for r in rows)
+
+
 def test_cli_takes_hydra_overrides_and_prints_the_table():
     cmd = [
         sys.executable,
@@ -167,9 +175,6 @@ def test_cli_takes_hydra_overrides_and_prints_the_table():
         "python -m verl_lite.plan: critic.model.path='/no/such/model': no config.json to plan from; set "
         "critic.model.path to a HF model folder (the planner reads only its config.json)"
     ], bad.stderr[-3000:]
-
-
-HALF_B = os.path.join(CONFIGS, "qwen2.5-0.5b")
 
 
 def half_b(*extra: str) -> list[str]:
@@ -240,3 +245,18 @@ def test_the_planner_proposes_a_lever_only_when_the_config_accepts_its_keys(leve
     except ConfigError:
         accepted = False
     assert (lever in proposable_levers()) is accepted
+
+
+def test_the_trainer_keeps_a_colocated_critic_on_the_device_when_the_plan_fits():
+    """plan.idle_on_host (the trainer's start-up decision) for the actor as configured: 8 x 80 GB hold
+    a 7B actor, 7B critic and 0.5B reward model resident; 8 x 56 GB do not, so they wait on the host."""
+    from tests.test_plan_memory import COLOCATED, config
+    from verl_lite.plan import idle_on_host
+
+    cfg = config(*COLOCATED, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4")
+    idle, message = idle_on_host(cfg, [80.0, 81.0], accelerator=True)
+    assert not idle and "stay on the device between their phases" in message and "80.00 GB" in message
+    idle, message = idle_on_host(cfg, [56.0], accelerator=True)
+    assert idle and "wait in host memory between their phases" in message
+    cfg.trainer.device_memory_gb = 80.0  # the key wins over what the workers report
+    assert idle_on_host(cfg, [56.0], accelerator=True)[0] is False

@@ -5,19 +5,15 @@ total against the engines' terms (tested by hand in tests/engine/test_memory_mod
 rollout's, written out here.
 """
 
-import os
-
 import pytest
 
+from tests.helpers.model_configs import HALF_B, SEVEN_B, H, N, V
 from verl_lite import roles
 from verl_lite.engine.memory_model import read_shape
 from verl_lite.plan import compose_config
-from verl_lite.plan_memory import GB, MB, PROCESS_OVERHEAD, plan_device
+from verl_lite.plan_memory import GB, HEADROOM, MB, PROCESS_OVERHEAD, plan_device
 from verl_lite.trainer import ppo_trainer
 
-CONFIGS = os.path.join(os.path.dirname(__file__), os.pardir, "scripts", "model_configs")
-SEVEN_B, HALF_B = os.path.join(CONFIGS, "qwen2.5-7b"), os.path.join(CONFIGS, "qwen2.5-0.5b")
-N, V, H = 7_615_616_512, 152064, 3584
 DEVICE = 80 * GB
 
 
@@ -122,6 +118,7 @@ COLOCATED = (
     f"reward_model.model.path={HALF_B}",
     "reward_model.micro_batch_size_per_gpu=4",
     "reward_model.model.input_tokenizer=null",
+    "reward_model.use_reward_loop=False",
 )
 
 
@@ -141,10 +138,30 @@ def test_a_colocated_critic_and_reward_model_share_the_device_in_processes_of_th
     assert plan.overhead == 0, "no CUDA context on CPU"
 
 
-def test_on_a_gpu_the_critic_and_reward_model_wait_on_the_host_between_their_phases(shape):
-    """The trainer's idle_on_host: on a GPU a critic or reward model beside the actor keeps its params
-    and optimizer state on the host (exact bytes) and brings them in only for its own phases."""
-    plan = plan_device(config(*COLOCATED), shape, 8, "none", 4, DEVICE)
+def test_on_a_gpu_the_critic_and_reward_model_stay_unless_the_device_would_not_hold_them(shape):
+    """The trainer's idle_on_host follows the plan: beside the actor on 80 GB (vLLM at half of it) the
+    step peaks at 63 GB with their state resident, within the 72 GB headroom, so they stay; on 56 GB
+    (51 GB resident > 50.4 GB) they wait on the host between their phases, and the step peaks at 40.9."""
+    cfg = config(*COLOCATED)
+    stays = plan_device(cfg, shape, 8, "none", 4, DEVICE)
+    assert not stays.idle_on_host and stays.engines["critic"].resident == 3 * shard_value(8) * 4
+    assert stays.peak == plan_device(cfg, shape, 8, "none", 4, DEVICE, idle_on_host=False).peak
+    assert stays.peak <= HEADROOM * DEVICE
+    small = 56 * GB
+    resident = plan_device(cfg, shape, 8, "none", 4, small, idle_on_host=False)
+    assert resident.peak > HEADROOM * small
+    waits = plan_device(cfg, shape, 8, "none", 4, small)
+    assert waits.idle_on_host and waits.engines["critic"].resident == 0
+    assert (
+        waits.peak == plan_device(cfg, shape, 8, "none", 4, small, idle_on_host=True).peak <= HEADROOM * small
+    )
+    assert not plan_device(cfg, shape, 8, "none", 4, small, accelerator=False).idle_on_host, "never on CPU"
+
+
+def test_waiting_on_the_host_the_critic_and_reward_model_come_in_only_for_their_phases(shape):
+    """idle_on_host: a critic or reward model beside the actor keeps its params and optimizer state on
+    the host (exact bytes) and brings them in only for its own phases."""
+    plan = plan_device(config(*COLOCATED), shape, 8, "none", 4, DEVICE, idle_on_host=True)
     actor, critic, rm = (plan.engines[k] for k in ("actor", "critic", "reward_model"))
     assert critic.resident == rm.resident == 0
     exact = shard_value(8) * 4 + 60  # every slot is 64-byte aligned: the head's 4-byte bias takes 64
@@ -156,7 +173,13 @@ def test_on_a_gpu_the_critic_and_reward_model_wait_on_the_host_between_their_pha
     assert plan.phases["generate"] == actor.resident + int(0.5 * DEVICE)
     assert plan.overhead == 3 * PROCESS_OVERHEAD
     offloaded = plan_device(
-        config(*COLOCATED, "critic.model.fsdp_config.offload_policy=True"), shape, 8, "none", 4, DEVICE
+        config(*COLOCATED, "critic.model.fsdp_config.offload_policy=True"),
+        shape,
+        8,
+        "none",
+        4,
+        DEVICE,
+        idle_on_host=True,
     )
     assert offloaded.engines["critic"].terms["host_grads"] > 0, "offload_policy stays offload_policy"
 
@@ -256,7 +279,7 @@ def test_a_lora_critic_trains_its_adapters_and_its_value_head(shape):
         "critic.model.lora_rank=8",
     )
     critic = plan_device(cfg, shape, 8, "none", 4, DEVICE, accelerator=False).engines["critic"]
-    # (on CPU: a GPU's critic would wait on the host between phases, streaming its moments)
+    # (on CPU: on a GPU too small to hold it, the critic would wait on the host, streaming its moments)
     # + the head's trained copy: (1 x hidden) and its bias split 8 ways on dim 0 pad to a row per rank
     assert critic.terms["grads"] == (NT8 // 8 + H + 1) * 4
     assert critic.terms["optimizer"] == 2 * critic.terms["grads"]

@@ -9,6 +9,8 @@ from verl_lite.config.errors import ConfigError
 from verl_lite.config.overrides import OverrideError
 from verl_lite.preflight import prepare
 
+ARR = "actor_rollout_ref"
+
 
 def load(*overrides):
     """The demo config (the tiny run) with `overrides`."""
@@ -173,7 +175,9 @@ def test_vllm_engine_keys_are_checked():
         "actor_rollout_ref.rollout.name=hf", *tp2
     )  # verl's TP=2 does not apply to hf: said, not refused
     assert normalize(cfg) == []
-    assert "rollout.name='sglang' is not one of" in problems(load("actor_rollout_ref.rollout.name=sglang"))
+    sglang = "rollout.name=sglang is not supported by verl_lite: use vllm, hf (or auto)"
+    assert sglang in problems(load("actor_rollout_ref.rollout.name=sglang"))  # verl's backend, said so
+    assert "rollout.name='vlm' is not one of" in problems(load("actor_rollout_ref.rollout.name=vlm"))
 
 
 def test_checkpoint_keys_are_validated():
@@ -188,7 +192,9 @@ def test_checkpoint_keys_are_validated():
         load("trainer.max_actor_ckpt_to_keep=0")
     )
     assert "checkpoint.save_contents: ['weights'] not among" in found
-    assert "lacks 'model'" in found
+    # verl's HF-export-only checkpoints (save_contents=['hf_model']) are accepted; a resume from one is
+    # refused when found (tests/trainer/test_checkpoint.py)
+    assert normalize(load("trainer.save_freq=2", f"{ARR}.actor.checkpoint.save_contents=[hf_model]")) == []
     assert "trainer.resume_from_path" in problems(load("trainer.resume_mode=resume_path"))
     cfg = load("actor_rollout_ref.actor.checkpoint.save_contents=[model,hf_model]")
     normalize(cfg)
@@ -331,4 +337,24 @@ def test_every_registered_step_lives_next_to_its_component():
         for step in phase:
             module = step.fn.__module__
             assert module.startswith("verl_lite.") and module != "verl_lite.preflight", step.name
-            assert module.endswith(("checks", ".validate", ".validate_levers", ".domains")), f"{step.name}: {module}"
+            assert module.endswith(("checks", ".validate", ".validate_levers", ".domains")), (
+                f"{step.name}: {module}"
+            )
+
+
+def test_the_reference_sizes_are_needed_only_when_a_kl_term_builds_the_reference():
+    """verl builds the reference policy only for use_kl_loss or use_kl_in_reward; without either, its
+    micro-batch size is never read (verl's PPO examples leave it unset)."""
+    no_ref = f"{ARR}.ref.log_prob_micro_batch_size_per_gpu=null"
+    assert normalize(load(no_ref, f"{ARR}.actor.use_kl_loss=False", "algorithm.use_kl_in_reward=False")) == []
+    missing = f"{ARR}.ref.log_prob_micro_batch_size_per_gpu is not set"
+    assert missing in problems(load(no_ref, f"{ARR}.actor.use_kl_loss=True"))
+    assert missing in problems(load(no_ref, "algorithm.use_kl_in_reward=True"))
+
+
+def test_a_lower_clip_bound_of_one_or_more_is_verls_no_lower_bound():
+    """verl's CISPO scripts set clip_ratio_low=10: the ratio's lower clip 1 - 10 never binds. Accepted, as
+    in verl; a bound must still be > 0."""
+    cispo = (f"{ARR}.actor.policy_loss.loss_mode=cispo", f"{ARR}.actor.clip_ratio_low=10")
+    assert normalize(load(*cispo)) == []
+    assert f"{ARR}.actor.clip_ratio_low=0.0 must be" in problems(load(f"{ARR}.actor.clip_ratio_low=0"))

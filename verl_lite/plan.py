@@ -30,10 +30,19 @@ from dataclasses import dataclass
 from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.engine.memory_model import MODES, ModelShape, read_shape
 from verl_lite.errors import one_line
-from verl_lite.plan_memory import LEVERS, DevicePlan, actor_levers, lora_fields, plan_device
+from verl_lite.plan_memory import (
+    HEADROOM,
+    LEVERS,
+    DevicePlan,
+    actor_levers,
+    colocated_idle_on_host,
+    fsdp_mode,
+    lora_fields,
+    plan_device,
+)
+from verl_lite.utils.table import Column, Table
 
 GB = 1024**3
-HEADROOM = 0.9  # the top of the healthy memory range (trainer/health.py)
 log = logging.getLogger(__name__)
 
 
@@ -200,6 +209,11 @@ def recommend(
             f"{est.peak / GB:.2f} GB ({est.peak_phase}) of {budget_gb:.2f} GB ({HEADROOM:.0%} headroom: "
             f"{HEADROOM * budget_gb:.2f} GB) on each of {world} devices; host {best.host_per_node / GB:.1f} GB "
             "per node"
+            + (
+                "; the critic / reward model wait on the host between their phases"
+                if est.idle_on_host
+                else ""
+            )
         )
         return Recommendation(mode, levers, best.micro, _overrides(mode, levers, best.micro), reason)
     smallest = min(rows, key=lambda r: r.estimate.peak)
@@ -285,6 +299,32 @@ def auto_offload(
     return rec.overrides, message
 
 
+def idle_on_host(cfg: PPOTrainerConfig, reported_gb: list[float], accelerator: bool) -> tuple[bool, str]:
+    """For the trainer: whether the critic / reward model beside the actor on each GPU wait on the host
+    between their phases (plan_memory.colocated_idle_on_host, for the actor as configured, after
+    trainer.auto_offload), on the smallest device the workers report (or trainer.device_memory_gb),
+    and the log line saying so."""
+    budget = cfg.trainer.device_memory_gb or min(reported_gb)
+    a = cfg.actor_rollout_ref.actor
+    micro = 0 if a.use_dynamic_bsz else (a.ppo_micro_batch_size_per_gpu or 1)
+    world = cfg.trainer.nnodes * cfg.trainer.n_gpus_per_node
+    shape = read_shape(cfg.actor_rollout_ref.model.path)
+    args = (cfg, shape, world, fsdp_mode(a.fsdp_config), micro, int(budget * GB), accelerator)
+    idle = colocated_idle_on_host(*args)
+    where = (
+        "wait in host memory between their phases (the device would not hold them resident; traffic in "
+        "perf/offload/<role>/*)"
+        if idle
+        else "stay on the device between their phases, as their fsdp_config says (the plan fits)"
+    )
+    peak = plan_device(*args, idle_on_host=idle).peak
+    message = (
+        f"critic / reward model share each {budget:.2f} GB device with the actor: their params and "
+        f"optimizer state {where}; planned peak {peak / GB:.2f} GB"
+    )
+    return idle, message
+
+
 TABLE_TERMS = ("params", "grads", "grad_accum", "optimizer", "step_temp", "gathered", "activations")
 
 
@@ -296,32 +336,36 @@ def format_table(rows: list[Row]) -> str:
     cols = [*TABLE_TERMS, *phases, "peak", "host/node"]
     width = max(12, max(len(c) for c in cols) + 2)
     name = max(24, *(len(_name(r.mode, r.levers)) + 2 for r in rows))
-    head = f"{'mode+levers':<{name}}{'micro':>6}" + "".join(f"{c:>{width}}" for c in cols) + f"{'fits':>6}"
-    lines = [f"estimated {unit} per device (host: per node)", head, "-" * len(head)]
+    numbers = [Column(c, width, ".3f") for c in cols]
+    table = Table(Column("mode+levers", name, align="<"), Column("micro", 6), *numbers, Column("fits", 6))
+    lines = [f"estimated {unit} per device (host: per node)", table.header(), table.rule()]
     for r in rows:
         e = r.estimate
         values = [e.engines["actor"].terms[t] for t in TABLE_TERMS]
         values += [e.phases[p] for p in phases] + [e.peak, r.host_per_node]
+        scaled = [v / scale for v in values]
         lines.append(
-            f"{_name(r.mode, r.levers):<{name}}{r.micro or 'dyn':>6}"
-            + "".join(f"{v / scale:>{width}.3f}" for v in values)
-            + f"{'yes' if r.fits else 'no':>6}"
+            table.line(_name(r.mode, r.levers), r.micro or "dyn", *scaled, "yes" if r.fits else "no")
         )
     return "\n".join(lines)
 
 
 def compose_config(overrides: list[str], config_name: str = "ppo_trainer") -> PPOTrainerConfig:
-    """The same config main_ppo composes (Hydra compose API), normalised, model path resolved."""
+    """The same config main_ppo composes (Hydra compose API), normalised, model path and rollout
+    name resolved (rollout.name=auto as start-up resolves it: the planner counts that backend)."""
     from verl_lite.config.compose import load_config
     from verl_lite.config.errors import ConfigError
     from verl_lite.config.normalize import normalize
     from verl_lite.data import assets
+    from verl_lite.rollout import resolve_rollout_name
 
     cfg = load_config(overrides, config_name)
     problems = normalize(cfg)
     if problems:
         raise ConfigError(problems)
     cfg.actor_rollout_ref.model.path = assets.resolve(cfg.actor_rollout_ref.model.path)
+    rollout = cfg.actor_rollout_ref.rollout
+    rollout.name = resolve_rollout_name(rollout.name)
     return cfg
 
 

@@ -2,9 +2,11 @@
 
 One device holds, in one process, the actor, its rollout and (when a KL term needs it) the
 reference; in processes of their own the critic (GAE) and the reward model, colocated as verl
-colocates them. On a GPU the critic and the reward model keep their params and optimizer state on
-the host between their phases (as param+optimizer offload; offload_policy stays itself): the trainer
-asks that of every group beside the actor's. Each phase of a step puts one engine at its peak while
+colocates them. Their state stays on the device between their phases, as their fsdp_config says
+(verl's behaviour), unless the device would not hold the step that way: then, on a GPU, the
+critic and the reward model keep their params and optimizer state on the host between their phases
+(as param+optimizer offload; offload_policy stays itself), the trainer's `idle_on_host`
+(`colocated_idle_on_host` decides, for the trainer and for every row the planner prints). Each phase of a step puts one engine at its peak while
 the others hold what they keep between phases (engine/memory_model.py gives both per engine). The
 rollout holds:
 
@@ -49,6 +51,7 @@ from verl_lite.rollout import ROLLOUTS
 
 GB = 1024**3
 MB = 1024**2
+HEADROOM = 0.9  # a plan fits when its peak is at most this share of the device (trainer/health.py)
 PROCESS_OVERHEAD = 768 * MB  # CUDA context + NCCL communicators per GPU process (not measured here)
 HOST_PROCESS_OVERHEAD = 2 * GB  # a worker's interpreter, torch, transformers (and vLLM) once imported
 
@@ -75,6 +78,7 @@ class DevicePlan:
     host_load_per_rank: int  # the extra while an engine loads its model before sharding
     host_overhead_per_rank: int
     engines: dict[str, EngineEstimate] = field(default_factory=dict)
+    idle_on_host: bool = False  # the critic / reward model wait on the host between their phases
 
     @property
     def peak(self) -> int:
@@ -139,12 +143,12 @@ def engine_setup(fsdp, world: int, seq_len: int, response_len: int, accelerator:
     )
 
 
-def idle_mode(fsdp, accelerator: bool) -> str:
-    """A critic's or reward model's mode: on a GPU they share the device with the actor and the rollout,
-    so their params and optimizer state wait on the host between their phases whatever their config
-    says (the trainer's idle_on_host, engine/offload.build_offload); offload_policy keeps its own."""
+def idle_mode(fsdp, idle_on_host: bool) -> str:
+    """A critic's or reward model's mode: its fsdp_config's, or with `idle_on_host` (a GPU the device
+    would not hold them on: colocated_idle_on_host) params and optimizer state waiting on the host
+    between their phases (engine/offload.build_offload); offload_policy keeps its own."""
     mode = fsdp_mode(fsdp)
-    return "param_optimizer_offload" if accelerator and mode == "none" else mode
+    return "param_optimizer_offload" if idle_on_host and mode == "none" else mode
 
 
 def _forward_size(micro: int | None, dynamic: bool, token_budget: int) -> dict:
@@ -225,8 +229,10 @@ def role_engines(
     micro: int,
     accelerator: bool,
     levers: tuple[str, ...] = (),
+    idle_on_host: bool = False,
 ) -> dict[str, EngineEstimate]:
-    """The estimate of every engine the run builds, the actor at (mode, micro) with `levers` on."""
+    """The estimate of every engine the run builds, the actor at (mode, micro) with `levers` on; with
+    `idle_on_host` the critic's and reward model's state on the host between their phases."""
     arr = cfg.actor_rollout_ref
     r = arr.rollout
     seq, resp = r.prompt_length + r.response_length, r.response_length
@@ -265,7 +271,7 @@ def role_engines(
             seq,
             resp,
             accelerator,
-            mode=idle_mode(c.model.fsdp_config, accelerator),
+            mode=idle_mode(c.model.fsdp_config, idle_on_host),
             micro=c.ppo_micro_batch_size_per_gpu or 1,
             grad_checkpointing=c.model.enable_gradient_checkpointing,
             tokens_per_micro=c.ppo_max_token_len_per_gpu if c.use_dynamic_bsz else None,
@@ -286,7 +292,7 @@ def role_engines(
                 seq,
                 resp,
                 accelerator,
-                mode=idle_mode(rm.model.fsdp_config, accelerator),
+                mode=idle_mode(rm.model.fsdp_config, idle_on_host),
                 micro=0,
                 trains=False,
                 **f,
@@ -308,10 +314,15 @@ def plan_device(
     device_bytes: int,
     accelerator: bool = True,
     levers: tuple[str, ...] = (),
+    idle_on_host: bool | None = None,
 ) -> DevicePlan:
     """Device bytes per phase with the actor at (mode, micro) and `levers` (plan_memory.LEVERS) on a
-    device of `device_bytes`."""
-    engines = role_engines(cfg, shape, world, mode, micro, accelerator, levers)
+    device of `device_bytes`; `idle_on_host`: whether the critic and reward model wait on the host
+    between their phases (None: as the trainer decides, colocated_idle_on_host)."""
+    if idle_on_host is None:
+        args = (cfg, shape, world, mode, micro, device_bytes, accelerator, levers)
+        idle_on_host = colocated_idle_on_host(*args)
+    engines = role_engines(cfg, shape, world, mode, micro, accelerator, levers, idle_on_host)
     roll = rollout_memory(cfg, shape, world, device_bytes, accelerator)
     resident = {role: e.resident for role, e in engines.items()}
 
@@ -342,4 +353,25 @@ def plan_device(
         host_load_per_rank=max(e.host_load for e in engines.values()),
         host_overhead_per_rank=HOST_PROCESS_OVERHEAD * len(processes),
         engines=engines,
+        idle_on_host=idle_on_host,
     )
+
+
+def colocated_idle_on_host(
+    cfg: PPOTrainerConfig,
+    shape: ModelShape,
+    world: int,
+    mode: str,
+    micro: int,
+    device_bytes: int,
+    accelerator: bool = True,
+    levers: tuple[str, ...] = (),
+) -> bool:
+    """Whether a critic / reward model sharing each GPU with the actor waits on the host between its
+    phases: only when the device would not hold the step with their state resident (its peak above
+    HEADROOM of the device). Moving it costs its params and optimizer state host<->device every step,
+    so it stays when it fits, as in verl, where only a role's own fsdp_config offloads it."""
+    if not accelerator or not (uses_critic(cfg) or cfg.reward_model.enable):
+        return False
+    resident = plan_device(cfg, shape, world, mode, micro, device_bytes, accelerator, levers, False)
+    return resident.peak > HEADROOM * device_bytes

@@ -173,6 +173,16 @@ def test_a_linked_key_is_judged_through_the_key_it_follows():
         load_config(["reward_model.enable=True"], "ppo_trainer")  # verl's default links the actor's path
 
 
+def test_a_reward_model_runs_verls_legacy_worker_not_its_reward_loop():
+    """verl's reward loop (its default) re-templates the reward model's input: refused with the model on;
+    without a reward model the key changes nothing, and the loop's engine name is then never read."""
+    rm = ["reward_model.enable=True", "reward_model.model.input_tokenizer=null"]
+    with pytest.raises(ConfigError, match="reward_model.use_reward_loop=True is not supported by verl_lite"):
+        load_config(rm, "ppo_trainer")
+    load_config([*rm, "reward_model.use_reward_loop=False", "reward_model.rollout.name=vllm"], "ppo_trainer")
+    load_config(["reward_model.use_reward_loop=True"], "ppo_trainer")
+
+
 def test_every_rule_names_a_key_of_the_schema_and_refusals_say_what_instead():
     for rule in support.RULES:
         assert keys.is_known(rule.key), rule.key

@@ -23,6 +23,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tests.helpers.compare import assert_same_run, max_abs_diff
 from tests.helpers.configs import fp32_fsdp, tiny_actor, tiny_model
 from tests.helpers.dist import run_ranks
 from tests.helpers.models import make_ppo_batch
@@ -136,19 +137,6 @@ def _param_tol(variant: str) -> float:
     return TOL if variant.startswith("act_offload") else REORDERED_PARAM_TOL
 
 
-def _worst(a, b) -> float:
-    return max((a[1][n] - b[1][n]).abs().max().item() for n in a[1])
-
-
-def _assert_same(a, b, label, param_tol=TOL):
-    (hist_a, _, _, _), (hist_b, _, _, _) = a, b
-    for step, ((loss_a, norm_a), (loss_b, norm_b)) in enumerate(zip(hist_a, hist_b)):
-        assert abs(loss_a - loss_b) < TOL, f"{label}: step {step + 1} pg_loss {loss_a} vs {loss_b}"
-        assert abs(norm_a - norm_b) < TOL, f"{label}: step {step + 1} grad_norm {norm_a} vs {norm_b}"
-    worst = _worst(a, b)
-    assert worst < param_tol, f"{label}: params differ by {worst}"
-
-
 @pytest.fixture(scope="module")
 def world2(tiny_model_dir):
     return run_ranks(_run_all, 2, tiny_model_dir, VARIANTS, timeout_s=600)
@@ -162,17 +150,17 @@ def world4(tiny_model_dir):
 @pytest.mark.parametrize("variant", [v for v in VARIANTS if v not in ("base", "padded", "no_entropy_term")])
 def test_lever_matches_the_plain_path_on_two_ranks(world2, variant):
     base = "padded" if "padded" in variant else "base"
-    _assert_same(world2[0][base], world2[0][variant], f"world 2, {variant}", _param_tol(variant))
+    assert_same_run(world2[0][base], world2[0][variant], f"world 2, {variant}", TOL, _param_tol(variant))
 
 
 @pytest.mark.parametrize("variant", [v for v in VARIANTS if v.startswith("sp2")])
 def test_both_ranks_of_a_sequence_parallel_group_hold_the_same_update(world2, variant):
-    _assert_same(world2[0][variant], world2[1][variant], f"{variant}: rank 0 vs rank 1")
+    assert_same_run(world2[0][variant], world2[1][variant], f"{variant}: rank 0 vs rank 1", TOL)
 
 
 @pytest.mark.parametrize("variant", [v for v in WORLD4 if v != "base"])
 def test_hsdp_and_sp_on_four_ranks_match_full_sharding(world4, variant):
-    _assert_same(world4[0]["base"], world4[0][variant], f"world 4, {variant}", REORDERED_PARAM_TOL)
+    assert_same_run(world4[0]["base"], world4[0][variant], f"world 4, {variant}", TOL, REORDERED_PARAM_TOL)
 
 
 def test_old_log_probs_are_the_same_with_every_lever(world2):
@@ -199,7 +187,7 @@ def test_activation_offload_moves_and_counts_bytes(world2):
 
 def test_the_comparison_can_fail(world2):
     """Without the entropy term (coefficient 0.01) the update differs well beyond the tolerances."""
-    worst = _worst(world2[0]["base"], world2[0]["no_entropy_term"])
+    worst = max_abs_diff(world2[0]["base"][1], world2[0]["no_entropy_term"][1])
     assert worst > 10 * REORDERED_PARAM_TOL, f"a different loss moves params by only {worst}"
     with pytest.raises(AssertionError):
-        _assert_same(world2[0]["base"], world2[0]["no_entropy_term"], "entropy_coeff 0.01 vs 0")
+        assert_same_run(world2[0]["base"], world2[0]["no_entropy_term"], "entropy_coeff 0.01 vs 0", TOL)

@@ -13,12 +13,14 @@ summation-order noise in near-zero gradient coordinates to ~2e-3 while losses st
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
 
 import pytest
 import torch
 from torch.distributed.device_mesh import init_device_mesh
 from transformers import AutoModelForCausalLM
 
+from tests.helpers.compare import assert_same_run
 from tests.helpers.configs import fp32_fsdp, tiny_actor, tiny_model, tiny_optim
 from tests.helpers.dist import run_ranks
 from tests.helpers.models import make_ppo_batch
@@ -29,6 +31,7 @@ from verl_lite.trainer.batching import dp_minibatch_order
 from verl_lite.workers.actor import PPOActor, compute_log_prob
 
 ROWS, MINI, STEPS, TOL = 16, 8, 3, 1e-5
+assert_same_lora = partial(assert_same_run, tol=TOL, tensors="adapters", steps=STEPS)
 
 # name -> (fsdp_config overrides, actor overrides, gradient checkpointing, local micro size or None for whole)
 VARIANTS = {
@@ -131,16 +134,6 @@ def _run_all(rank, world, model_dir):
     return out
 
 
-def _assert_same(a, b, label):
-    (hist_a, adapters_a, _, _), (hist_b, adapters_b, _, _) = a, b
-    assert len(hist_a) == len(hist_b) == STEPS and sorted(adapters_a) == sorted(adapters_b) and adapters_a
-    for step, ((loss_a, norm_a), (loss_b, norm_b)) in enumerate(zip(hist_a, hist_b)):
-        assert abs(loss_a - loss_b) < TOL, f"{label}: step {step + 1} pg_loss {loss_a} vs {loss_b}"
-        assert abs(norm_a - norm_b) < TOL, f"{label}: step {step + 1} grad_norm {norm_a} vs {norm_b}"
-    worst = max((adapters_a[n] - adapters_b[n]).abs().max().item() for n in adapters_a)
-    assert worst < TOL, f"{label}: adapters differ by {worst}"
-
-
 @pytest.fixture(scope="module")
 def world1(tiny_model_dir):
     return run_ranks(_run_all, 1, tiny_model_dir)[0]
@@ -155,12 +148,14 @@ def world2(tiny_model_dir):
 @pytest.mark.parametrize("world", ["world1", "world2"])
 def test_lora_variant_matches_baseline(world, variant, request):
     results = request.getfixturevalue(world)
-    _assert_same(results["base"], results[variant], f"{world}, {variant}")
+    assert_same_lora(results["base"], results[variant], f"{world}, {variant}")
 
 
 def test_two_ranks_match_one_rank(world1, world2):
-    _assert_same(world1["base"], world2["base"], "world 1 vs 2")
-    _assert_same(world1["param_opt_offload"], world2["offload_policy"], "world 1 manual vs world 2 policy")
+    assert_same_lora(world1["base"], world2["base"], "world 1 vs 2")
+    assert_same_lora(
+        world1["param_opt_offload"], world2["offload_policy"], "world 1 manual vs world 2 policy"
+    )
 
 
 def test_adapters_move_and_the_comparison_can_fail(world1):
@@ -171,7 +166,7 @@ def test_adapters_move_and_the_comparison_can_fail(world1):
     moved = dict(world1["base"][1])
     moved[next(iter(moved))] = moved[next(iter(moved))] + 1e-3
     with pytest.raises(AssertionError):
-        _assert_same(world1["base"], (world1["base"][0], moved, None, None), "perturbed")
+        assert_same_lora(world1["base"], (world1["base"][0], moved, None, None), "perturbed")
 
 
 @pytest.mark.parametrize("world", ["world1", "world2"])

@@ -1,48 +1,33 @@
-"""The memory model's terms against hand calculations for Qwen2.5-7B, and its parameter counts
-against transformers.
+"""The memory model's terms against hand calculations for Qwen2.5-7B.
 
-Shapes are Qwen2.5's public config.json values (scripts/model_configs/). Every expected number
-below is written out from the definitions in engine/memory_model.py's docstring (and the FSDP2 /
-AdamW code they cite), not by calling its helpers. 7B: hidden 3584, 28 layers, vocab 152064,
-intermediate 18944, 28 heads of 128, 4 KV heads (kv dim 512), untied LM head, q/k/v biases.
+Shapes are Qwen2.5's public config.json values (tests/helpers/model_configs.py, whose 7B layout
+tests/engine/test_model_shape.py checks against transformers). Every expected number below is
+written out from the definitions in the docstrings of engine/memory_model.py, memory_activations.py
+and memory_host.py (and the FSDP2 / AdamW code they cite), not by calling their helpers.
 """
-
-import os
 
 import pytest
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
+from tests.helpers.model_configs import HALF_B, INTER, KV, LAYER, ROOT, SEVEN_B, H, L, N, V
 from verl_lite.algos import chunked_logprob
 from verl_lite.engine.memory_model import (
     EngineSetup,
     ModelShape,
     estimate,
     fused_chunk_tokens,
+    parts,
     pow2_ceil,
     read_shape,
 )
-from verl_lite.errors import InputError
 
-CONFIGS = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "scripts", "model_configs")
-PUBLIC_PARAM_COUNTS = {
-    "qwen2.5-0.5b": 494_032_768,
-    "qwen2.5-1.5b": 1_543_714_304,
-    "qwen2.5-7b": 7_615_616_512,
-}
-H, KV, INTER, L, V = 3584, 512, 18944, 28, 152064
-Q = H * H  # q_proj and o_proj weights
-KVW = KV * H  # k_proj and v_proj weights
-MLP = INTER * H  # gate, up, down
-LAYER = 2 * Q + 2 * KVW + 3 * MLP + (H + 2 * KV) + 2 * H  # + q/k/v biases + two RMSNorms
-ROOT = 2 * V * H + H  # embeddings, LM head (untied), final norm
-N = L * LAYER + ROOT
 GIB = 2**30
 
 
 @pytest.fixture(scope="module")
 def seven_b() -> ModelShape:
-    return read_shape(os.path.join(CONFIGS, "qwen2.5-7b"))
+    return read_shape(SEVEN_B)
 
 
 def setup(**changes) -> EngineSetup:
@@ -59,20 +44,6 @@ def setup(**changes) -> EngineSetup:
         grad_checkpointing=True,
     )
     return EngineSetup(**{**base, **changes})
-
-
-@pytest.mark.parametrize("name", sorted(PUBLIC_PARAM_COUNTS))
-def test_param_count_matches_the_real_model(name):
-    path = os.path.join(CONFIGS, name)
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(path))
-    real = sum(p.numel() for p in model.parameters())
-    assert read_shape(path).num_params == real == PUBLIC_PARAM_COUNTS[name]
-
-
-def test_hand_layout_of_the_7b_shape(seven_b):
-    assert (LAYER, ROOT, N) == (233_057_792, 1_089_998_336, 7_615_616_512)
-    assert (seven_b.layer_params, seven_b.root_params, seven_b.num_params) == (LAYER, ROOT, N)
 
 
 def test_state_terms_and_the_foreach_adamw_step_on_8_ranks(seven_b):
@@ -186,20 +157,6 @@ def test_frozen_engine_and_no_grad_forward(seven_b):
     )
 
 
-def test_value_head_shape(seven_b):
-    critic = read_shape(os.path.join(CONFIGS, "qwen2.5-7b"), head="value")
-    assert critic.root_params == V * H + H + H + 1  # embeddings, norm, a (1 x hidden) head and its bias
-    assert critic.out_features == 1 and seven_b.out_features == V
-
-
-def test_read_shape_names_the_key_and_the_missing_field(tmp_path):
-    with pytest.raises(InputError, match="critic.model.path=.*no config.json.*set critic.model.path to"):
-        read_shape(str(tmp_path), key="critic.model.path")
-    (tmp_path / "config.json").write_text('{"hidden_size": 8}')
-    with pytest.raises(ValueError, match="num_hidden_layers"):
-        read_shape(str(tmp_path))
-
-
 # --- the memory levers (issue 13) ---------------------------------------------------------------------
 def layer_bytes(tokens: int) -> int:
     """One decoder layer's saved tensors without checkpointing, bf16 (+ two fp32 norm inputs)."""
@@ -290,9 +247,7 @@ def test_lora_counts_match_peft_on_the_real_model():
     from peft import LoraConfig, TaskType, get_peft_model
     from transformers import AutoModelForTokenClassification
 
-    from verl_lite.engine.memory_model import parts
-
-    path = os.path.join(CONFIGS, "qwen2.5-0.5b")
+    path = HALF_B
     cfg = AutoConfig.from_pretrained(path)
     for kind, head, builder, task, extra in [
         ("actor", "lm", AutoModelForCausalLM, TaskType.CAUSAL_LM, {}),
@@ -348,13 +303,3 @@ def test_lora_offload_moves_only_the_adapters_grads_and_moments(seven_b):
     manual = estimate(seven_b, lora(world=1, mode="param_optimizer_offload"))
     assert manual.terms["optimizer"] == 2 * A8 * 4 and manual.terms["step_temp"] == A8 * 4
     assert manual.terms["host_optimizer"] == 2 * NT * 4
-
-
-def test_lora_targets_follow_peft_matching():
-    from verl_lite.engine.memory_model import LINEARS, adapted_linears
-
-    assert adapted_linears("all-linear") == LINEARS
-    assert adapted_linears(["q_proj", "v_proj"]) == ("q_proj", "v_proj")
-    assert adapted_linears(r".*self_attn\..*") == ("q_proj", "k_proj", "v_proj", "o_proj")
-    assert adapted_linears("all-linear", ["down_proj"]) == LINEARS[:-1]
-    assert adapted_linears("all-linear", r".*\.mlp\..*") == LINEARS[:4]

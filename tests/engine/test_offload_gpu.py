@@ -15,6 +15,7 @@ from transformers import AutoConfig, AutoModelForCausalLM
 
 from tests.helpers.configs import fp32_fsdp, tiny_actor, tiny_model
 from tests.helpers.dist import free_port
+from tests.helpers.model_configs import HALF_B
 from tests.helpers.models import make_ppo_batch
 from verl_lite.config.schema import FSDPConfig, MixedPrecisionConfig, OptimConfig
 from verl_lite.engine.fsdp_engine import FSDPEngine
@@ -26,7 +27,6 @@ pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (scripts/gpu_check.sh)"),
 ]
-CONFIGS = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "scripts", "model_configs")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -128,7 +128,7 @@ def test_offload_policy_uses_pinned_memory_and_matches_no_offload(tiny_model_dir
 def test_planner_estimate_brackets_the_measured_peak(mode):
     """The estimate must not fall short of the measured peak by more than the planner's 10% headroom,
     nor overshoot it by more than 2x (then it would refuse configurations that fit)."""
-    path = os.path.join(CONFIGS, "qwen2.5-0.5b")
+    path = HALF_B
     flags = {
         "none": {},
         "param_optimizer_offload": {"param_offload": True, "optimizer_offload": True},

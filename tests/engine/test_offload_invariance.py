@@ -12,6 +12,7 @@ import pytest
 import torch
 from torch.distributed.device_mesh import init_device_mesh
 
+from tests.helpers.compare import assert_same_run
 from tests.helpers.configs import fp32_fsdp, tiny_actor, tiny_model
 from tests.helpers.dist import run_ranks
 from tests.helpers.models import make_ppo_batch
@@ -120,15 +121,6 @@ def _run_all(rank, world, model_dir, variants, modes=(), mode_variants=("whole",
     return out
 
 
-def _assert_same(a, b, label):
-    (hist_a, params_a, _), (hist_b, params_b, _) = a, b
-    for step, ((loss_a, norm_a), (loss_b, norm_b)) in enumerate(zip(hist_a, hist_b)):
-        assert abs(loss_a - loss_b) < TOL, f"{label}: step {step + 1} pg_loss {loss_a} vs {loss_b}"
-        assert abs(norm_a - norm_b) < TOL, f"{label}: step {step + 1} grad_norm {norm_a} vs {norm_b}"
-    worst = max((params_a[n] - params_b[n]).abs().max().item() for n in params_a)
-    assert worst < TOL, f"{label}: params differ by {worst}"
-
-
 @pytest.fixture(scope="module")
 def world1(tiny_model_dir):
     return run_ranks(_run_all, 1, tiny_model_dir, list(VARIANTS), LOSS_AGG_MODES)[0]
@@ -143,33 +135,39 @@ def world2(tiny_model_dir):
 
 @pytest.mark.parametrize("variant", [v for v in VARIANTS if v != "base"])
 def test_variant_matches_baseline_on_one_rank(world1, variant):
-    _assert_same(world1["base"], world1[variant], f"world 1, {variant}")
+    assert_same_run(world1["base"], world1[variant], f"world 1, {variant}", TOL)
 
 
 @pytest.mark.parametrize("variant", [v for v in VARIANTS if v != "base"])
 def test_variant_matches_baseline_on_two_ranks(world2, variant):
-    _assert_same(world2["base"], world2[variant], f"world 2, {variant}")
+    assert_same_run(world2["base"], world2[variant], f"world 2, {variant}", TOL)
 
 
 def test_two_ranks_match_one_rank(world1, world2):
-    _assert_same(world1["base"], world2["base"], "world 1 vs 2")
-    _assert_same(world1["param_opt_offload"], world2["offload_policy"], "world 1 manual vs world 2 policy")
+    assert_same_run(world1["base"], world2["base"], "world 1 vs 2", TOL)
+    assert_same_run(
+        world1["param_opt_offload"], world2["offload_policy"], "world 1 manual vs world 2 policy", TOL
+    )
 
 
 @pytest.mark.parametrize("mode", LOSS_AGG_MODES)
 def test_every_loss_agg_mode_is_split_invariant(world1, mode):
-    _assert_same(world1[f"whole:{mode}"], world1[f"micro1:{mode}"], mode)
+    assert_same_run(world1[f"whole:{mode}"], world1[f"micro1:{mode}"], mode, TOL)
 
 
 @pytest.mark.parametrize("mode", LOSS_AGG_MODES)
 def test_every_loss_agg_mode_is_world_and_offload_invariant(world1, world2, mode):
-    _assert_same(world1[f"whole:{mode}"], world2[f"offload_policy:{mode}"], f"{mode}, world 2 offload_policy")
+    assert_same_run(
+        world1[f"whole:{mode}"], world2[f"offload_policy:{mode}"], f"{mode}, world 2 offload_policy", TOL
+    )
 
 
 def test_the_comparison_can_fail(world1):
     """Different loss_agg_modes give different updates: the checks above are not vacuous."""
     with pytest.raises(AssertionError):
-        _assert_same(world1["whole"], world1["whole:seq-mean-token-sum"], "token-mean vs seq-mean-token-sum")
+        assert_same_run(
+            world1["whole"], world1["whole:seq-mean-token-sum"], "token-mean vs seq-mean-token-sum", TOL
+        )
 
 
 def test_manual_offload_really_moves_and_counts_bytes(world1):

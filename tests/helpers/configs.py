@@ -111,6 +111,20 @@ def tiny_critic(path: str, **changes) -> CriticConfig:
     return CriticConfig(**{**values, **changes})
 
 
+def clipped_critic(path: str, lr: float, steps: int, **changes) -> CriticConfig:
+    """tiny_critic as the critic's invariance tests train it: value clipping 0.2, grad clip 0.5, one
+    epoch, fixed micro-batches, AdamW at `lr` for `steps` steps."""
+    values = dict(
+        loss_agg_mode="token-mean",
+        cliprange_value=0.2,
+        grad_clip=0.5,
+        ppo_epochs=1,
+        use_dynamic_bsz=False,
+        optim=OptimConfig(lr=lr, total_training_steps=steps),
+    )
+    return tiny_critic(path, **{**values, **changes})
+
+
 def tiny_reward_model(path: str, **changes) -> RewardModelModelConfig:
     values = {
         "path": path,

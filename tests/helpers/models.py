@@ -8,14 +8,12 @@ import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from verl_lite.data.tiny_tokenizer import build_tokenizer
+from verl_lite.protocol import DataProto
 
 
-def make_tiny_model_dir(path: str, seed: int = 0, num_layers: int = 2, hidden: int = 64) -> str:
-    """A random Qwen2 (head_dim 32) with the tiny tokenizer, saved as a HF folder."""
-    if os.path.exists(os.path.join(path, "config.json")):
-        return path
-    tokenizer = build_tokenizer()
-    config = Qwen2Config(
+def tiny_config(tokenizer, hidden: int, num_layers: int, **extra) -> Qwen2Config:
+    """The tiny Qwen2 shape over the tiny tokenizer: head_dim 32, one KV head, 64 positions."""
+    return Qwen2Config(
         vocab_size=len(tokenizer),
         hidden_size=hidden,
         intermediate_size=2 * hidden,
@@ -23,10 +21,18 @@ def make_tiny_model_dir(path: str, seed: int = 0, num_layers: int = 2, hidden: i
         num_attention_heads=hidden // 32,
         num_key_value_heads=1,
         max_position_embeddings=64,
-        tie_word_embeddings=True,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
+        **extra,
     )
+
+
+def make_tiny_model_dir(path: str, seed: int = 0, num_layers: int = 2, hidden: int = 64) -> str:
+    """A random Qwen2 (head_dim 32) with the tiny tokenizer, saved as a HF folder."""
+    if os.path.exists(os.path.join(path, "config.json")):
+        return path
+    tokenizer = build_tokenizer()
+    config = tiny_config(tokenizer, hidden, num_layers, tie_word_embeddings=True)
     torch.manual_seed(seed)
     Qwen2ForCausalLM(config).save_pretrained(path)
     tokenizer.save_pretrained(path)
@@ -60,6 +66,19 @@ def make_ppo_batch(
     }
 
 
+def make_critic_batches(steps: int, rows: int, response_len: int, vocab: int = 110) -> list[dict]:
+    """One PPO batch per step for critic updates: make_ppo_batch's layout plus the old values and
+    the returns (seeds 20 + step and 100 + step)."""
+    out = []
+    for s in range(steps):
+        b = make_ppo_batch(vocab=vocab, bs=rows, prompt_len=6, response_len=response_len, seed=20 + s)
+        g = torch.Generator().manual_seed(100 + s)
+        b["values"] = torch.randn(rows, response_len, generator=g) * 0.1 * b["response_mask"]
+        b["returns"] = torch.randn(rows, response_len, generator=g) * b["response_mask"]
+        out.append(b)
+    return out
+
+
 def make_tiny_reward_model_dir(path: str, seed: int = 0, hidden: int = 64) -> str:
     """A random scalar reward model (Qwen2ForSequenceClassification, num_labels=1) with the tiny
     tokenizer, saved as a HF folder: the layout `reward_model.model.path` expects."""
@@ -68,18 +87,7 @@ def make_tiny_reward_model_dir(path: str, seed: int = 0, hidden: int = 64) -> st
     if os.path.exists(os.path.join(path, "config.json")):
         return path
     tokenizer = build_tokenizer()
-    config = Qwen2Config(
-        vocab_size=len(tokenizer),
-        hidden_size=hidden,
-        intermediate_size=2 * hidden,
-        num_hidden_layers=2,
-        num_attention_heads=hidden // 32,
-        num_key_value_heads=1,
-        max_position_embeddings=64,
-        num_labels=1,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
+    config = tiny_config(tokenizer, hidden, 2, num_labels=1)
     torch.manual_seed(seed)
     Qwen2ForSequenceClassification(config).save_pretrained(path)
     tokenizer.save_pretrained(path)
@@ -96,3 +104,18 @@ def make_random_model_like(src: str, path: str, seed: int = 0) -> str:
     torch.manual_seed(seed)
     AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(src)).save_pretrained(path)
     return path
+
+
+def response_batch(tok, texts: list[str], width: int, source: str = "verl_lite/arith", truth: str = "46"):
+    """Responses as the rollout gives them to the reward: each text + EOS, right-padded to `width`
+    tokens, with its data_source and ground truth (a DataProto)."""
+    responses = torch.full((len(texts), width), tok.pad_token_id)
+    mask = torch.zeros_like(responses)
+    for i, t in enumerate(texts):
+        ids = tok(t)["input_ids"] + [tok.eos_token_id]
+        responses[i, : len(ids)] = torch.tensor(ids)
+        mask[i, : len(ids)] = 1
+    return DataProto.from_dict(
+        {"responses": responses, "response_mask": mask},
+        {"data_source": [source] * len(texts), "reward_model": [{"ground_truth": truth}] * len(texts)},
+    )

@@ -6,36 +6,21 @@ import math
 import pytest
 import torch
 
+from tests.helpers.models import response_batch
 from tests.test_main_ppo import SMALL, read_metrics, run_cli
 from tests.test_preflight import load
 from verl_lite.data.tiny_tokenizer import build_tokenizer
 from verl_lite.main_ppo import SetupError, build_trainer
-from verl_lite.protocol import DataProto
 from verl_lite.reward.managers import REWARD_MANAGERS, DAPORewardManager, build_reward_manager
 from verl_lite.reward.naive import NaiveRewardManager
 from verl_lite.reward.scorers import default_compute_score
+
+WIDTH = 8  # response tokens of a batch
 
 
 @pytest.fixture(scope="module")
 def tok():
     return build_tokenizer()
-
-
-def _batch(tok, texts, width=8):
-    """Responses as the rollout gives them: text + EOS, right-padded; ground truth 46."""
-    responses = torch.full((len(texts), width), tok.pad_token_id)
-    mask = torch.zeros_like(responses)
-    for i, t in enumerate(texts):
-        ids = tok(t)["input_ids"] + [tok.eos_token_id]
-        responses[i, : len(ids)] = torch.tensor(ids)
-        mask[i, : len(ids)] = 1
-    return DataProto.from_dict(
-        {"responses": responses, "response_mask": mask},
-        {
-            "data_source": ["verl_lite/arith"] * len(texts),
-            "reward_model": [{"ground_truth": "46"}] * len(texts),
-        },
-    )
 
 
 def test_overlong_penalty_by_hand(tok):
@@ -52,7 +37,7 @@ def test_overlong_penalty_by_hand(tok):
         reward_kwargs={"max_resp_len": 6, "overlong_buffer_cfg": {"enable": True, "len": 4, "log": True}},
     )
     assert isinstance(manager, DAPORewardManager)
-    rewards, extra = manager(_batch(tok, ["7", "46", "12345", ""]))
+    rewards, extra = manager(response_batch(tok, ["7", "46", "12345", ""], WIDTH))
     torch.testing.assert_close(rewards.sum(-1), torch.tensor([0.0, 0.75, -1.0, 0.0]))
     assert rewards[1, 2] == 0.75 and rewards[1, :2].sum() == 0  # on the last valid token
     assert extra == {
@@ -63,7 +48,7 @@ def test_overlong_penalty_by_hand(tok):
 
 
 def test_penalty_factor_and_disabled_buffer(tok):
-    batch = _batch(tok, ["46", "12345"])
+    batch = response_batch(tok, ["46", "12345"], WIDTH)
     half = build_reward_manager(
         "dapo",
         tok,

@@ -2,12 +2,13 @@
 
 import numpy as np
 import pytest
-import torch
 
+from tests.helpers.models import response_batch
 from verl_lite.data.tiny_tokenizer import build_tokenizer
-from verl_lite.protocol import DataProto
 from verl_lite.reward.naive import NaiveRewardManager, RewardError
 from verl_lite.reward.scorers import default_compute_score, load_custom_scorer, score_arith
+
+WIDTH = 6  # response tokens of a batch
 
 
 def test_arith_scorer_is_strict():
@@ -18,23 +19,9 @@ def test_arith_scorer_is_strict():
     assert score_arith("", "", "46") == 0.0
 
 
-def _batch(tok, texts, source="verl_lite/arith"):
-    width = 6
-    responses = torch.full((len(texts), width), tok.pad_token_id)
-    mask = torch.zeros_like(responses)
-    for i, t in enumerate(texts):
-        ids = tok(t)["input_ids"] + [tok.eos_token_id]
-        responses[i, : len(ids)] = torch.tensor(ids)
-        mask[i, : len(ids)] = 1
-    return DataProto.from_dict(
-        {"responses": responses, "response_mask": mask},
-        {"data_source": [source] * len(texts), "reward_model": [{"ground_truth": "46"}] * len(texts)},
-    )
-
-
 def test_reward_sits_on_the_last_valid_token():
     tok = build_tokenizer()
-    rewards, _ = NaiveRewardManager(tok, default_compute_score)(_batch(tok, ["46", "7", "46"]))
+    rewards, _ = NaiveRewardManager(tok, default_compute_score)(response_batch(tok, ["46", "7", "46"], WIDTH))
     assert rewards.sum(-1).tolist() == [1.0, 0.0, 1.0]
     assert rewards[0, 2] == 1.0 and rewards[0, :2].sum() == 0  # "4", "6", EOS: on the EOS
 
@@ -42,11 +29,11 @@ def test_reward_sits_on_the_last_valid_token():
 def test_unknown_source_and_bad_scorers_fail_loudly(tmp_path):
     tok = build_tokenizer()
     with pytest.raises(RuntimeError, match="no reward scorer for data_source='other'"):
-        NaiveRewardManager(tok, default_compute_score)(_batch(tok, ["1"], source="other"))
+        NaiveRewardManager(tok, default_compute_score)(response_batch(tok, ["1"], WIDTH, source="other"))
     with pytest.raises(RewardError, match="returned 'yes' .* must return a finite number"):
-        NaiveRewardManager(tok, lambda *a: "yes")(_batch(tok, ["1"]))
+        NaiveRewardManager(tok, lambda *a: "yes")(response_batch(tok, ["1"], WIDTH))
     with pytest.raises(RewardError, match="returned nan .* must return a finite number"):
-        NaiveRewardManager(tok, lambda *a: float("nan"))(_batch(tok, ["1"]))
+        NaiveRewardManager(tok, lambda *a: float("nan"))(response_batch(tok, ["1"], WIDTH))
 
 
 def test_custom_scorer_from_file_and_extra_info(tmp_path):
@@ -57,7 +44,7 @@ def test_custom_scorer_from_file_and_extra_info(tmp_path):
     )
     fn = load_custom_scorer(str(path), "my_score")
     tok = build_tokenizer()
-    rewards, extra = NaiveRewardManager(tok, fn)(_batch(tok, ["123", "4"]))
+    rewards, extra = NaiveRewardManager(tok, fn)(response_batch(tok, ["123", "4"], WIDTH))
     assert rewards.sum(-1).tolist() == [3.0, 1.0] and extra == {"chars": [3, 1]}
     with pytest.raises(AttributeError, match="custom_reward_function.name='nope'"):
         load_custom_scorer(str(path), "nope")
@@ -70,7 +57,7 @@ def test_custom_scorer_from_file_and_extra_info(tmp_path):
 )
 def test_non_numeric_rewards_name_the_sample(returned):
     tok = build_tokenizer()
-    batch = _batch(tok, ["46", "7"])
+    batch = response_batch(tok, ["46", "7"], WIDTH)
     batch.non_tensor_batch["index"] = np.array([11, 12], dtype=object)
     with pytest.raises(
         RewardError, match=r"for dataset index 11 \(batch row 0, data_source='verl_lite/arith'\)"
@@ -93,7 +80,7 @@ def test_a_raising_scorer_names_the_sample_and_keeps_the_cause():
     with pytest.raises(
         RewardError, match=r"scorer \(.*test_naive.py\) raised KeyError: 'boom' on batch row 1 .*response='7'"
     ) as info:
-        NaiveRewardManager(tok, scorer)(_batch(tok, ["46", "7"]))
+        NaiveRewardManager(tok, scorer)(response_batch(tok, ["46", "7"], WIDTH))
     assert isinstance(info.value.__cause__, KeyError)
 
 
@@ -112,6 +99,6 @@ def test_a_reward_function_past_its_timeout_stops_the_batch_naming_the_row():
     manager.timeout = 0.5
     start = time.perf_counter()
     with pytest.raises(RewardError, match=r"within reward_model.timeout=0.5 s \(it was scoring batch row 1 "):
-        manager(_batch(tok, ["46", "7"]))
+        manager(response_batch(tok, ["46", "7"], WIDTH))
     assert time.perf_counter() - start < 10
-    assert manager(_batch(tok, ["46", "46"]))[0].sum() == 2.0  # the next batch runs normally
+    assert manager(response_batch(tok, ["46", "46"], WIDTH))[0].sum() == 2.0  # the next batch runs normally

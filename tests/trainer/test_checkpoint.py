@@ -95,6 +95,15 @@ def test_incomplete_or_mismatched_checkpoints_are_named(tmp_path):
     ckpt.check_complete(path, {"actor": ["model"]}, 2, "k")  # load_contents=[model] needs only the weights
 
 
+def test_a_resume_that_would_load_no_weights_is_refused(tmp_path):
+    """verl's save_contents=['hf_model'] saves HF exports only; resuming from such a checkpoint would
+    continue at its step from the initial weights: refused, naming the role's load_contents."""
+    assert ckpt.weightless_resume("/c/global_step_1", ACTOR, "k") is None
+    msg = ckpt.weightless_resume("/c/global_step_1", {**ACTOR, "critic": ["hf_model"]}, "k")
+    assert msg.startswith("k: resuming from /c/global_step_1 would load no weights")
+    assert "critic.checkpoint.load_contents=['hf_model'] lacks 'model'" in msg and "actor" not in msg
+
+
 @pytest.mark.slow
 def test_cli_with_a_missing_resume_path_fails_before_ray(tmp_path):
     _fails_fast(

@@ -24,5 +24,5 @@ def test_file_and_console_backends(tmp_path, capsys):
 
 
 def test_unknown_backend_is_named(tmp_path):
-    with pytest.raises(ValueError, match="unknown backend"):
+    with pytest.raises(ValueError, match="is not supported by verl_lite"):
         Tracking(["console", "mlflow"], str(tmp_path), 1)

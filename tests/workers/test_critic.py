@@ -10,15 +10,16 @@ world size run in one pair of spawned processes (start-up dominates at this size
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
 
 import pytest
 import torch
 from torch.distributed.device_mesh import init_device_mesh
 
-from tests.helpers.configs import fp32_fsdp, tiny_critic
+from tests.helpers.compare import assert_same_run, max_abs_diff
+from tests.helpers.configs import clipped_critic, fp32_fsdp, tiny_critic
 from tests.helpers.dist import run_ranks
-from tests.helpers.models import make_ppo_batch
-from verl_lite.config.schema import OptimConfig
+from tests.helpers.models import make_critic_batches
 from verl_lite.engine.fsdp_engine import FSDPEngine
 from verl_lite.trainer.batching import dp_minibatch_order
 from verl_lite.utils.hf_model import load_value_model
@@ -34,6 +35,8 @@ ROWS, MINI, STEPS, TOL, RESP, LR = 16, 8, 3, 1e-5, 5, 5e-3
 # 1e-6, while a different loss (test_the_comparison_can_fail) moves them by 5e-2 either way. So every
 # comparison holds params to TOL, not a looser tolerance for the reordered variants.
 ADAM_EPS = 1e-6
+METRICS = ("critic/vf_loss", "critic/grad_norm", "critic/vf_clipfrac")
+assert_same_values = partial(assert_same_run, tol=TOL, metrics=METRICS)
 
 # name -> (fsdp_config overrides, critic overrides, remove padding, local micro size or None for whole)
 VARIANTS = {
@@ -48,28 +51,9 @@ VARIANTS = {
 }
 
 
-def _batches():
-    out = []
-    for s in range(STEPS):
-        b = make_ppo_batch(vocab=110, bs=ROWS, prompt_len=6, response_len=RESP, seed=20 + s)
-        g = torch.Generator().manual_seed(100 + s)
-        b["values"] = torch.randn(ROWS, RESP, generator=g) * 0.1 * b["response_mask"]
-        b["returns"] = torch.randn(ROWS, RESP, generator=g) * b["response_mask"]
-        out.append(b)
-    return out
-
-
 def _critic(world, model_dir, variant):
     fsdp_over, critic_over, packed, _ = VARIANTS[variant]
-    cfg = tiny_critic(
-        model_dir,
-        loss_agg_mode="token-mean",
-        cliprange_value=0.2,
-        grad_clip=0.5,
-        ppo_epochs=1,
-        use_dynamic_bsz=False,
-        optim=OptimConfig(lr=LR, total_training_steps=STEPS),
-    )
+    cfg = clipped_critic(model_dir, LR, STEPS)
     cfg.model.use_remove_padding = packed
     cfg = dataclasses.replace(cfg, **critic_over)
     engine = FSDPEngine(
@@ -90,7 +74,7 @@ def _train(rank, world, model_dir, variant):
     micro = VARIANTS[variant][3]
     engine, critic = _critic(world, model_dir, variant)
     history, first_values = [], None
-    for batch in _batches():
+    for batch in make_critic_batches(STEPS, ROWS, RESP):
         rows = dp_minibatch_order(ROWS, MINI, world).view(world, -1)[rank]  # the driver's row order
         local = {k: v[rows] for k, v in batch.items()}
         values = critic.compute_values(local, micro_size=micro or ROWS, max_token_len=None)
@@ -105,15 +89,6 @@ def _run_all(rank, world, model_dir, variants):
     return {v: _train(rank, world, model_dir, v) for v in variants}
 
 
-def _assert_same(a, b, label):
-    (hist_a, params_a, _), (hist_b, params_b, _) = a, b
-    for step, (ma, mb) in enumerate(zip(hist_a, hist_b)):
-        for key in ("critic/vf_loss", "critic/grad_norm", "critic/vf_clipfrac"):
-            assert abs(ma[key] - mb[key]) < TOL, f"{label}: step {step + 1} {key} {ma[key]} vs {mb[key]}"
-    worst = max((params_a[n] - params_b[n]).abs().max().item() for n in params_a)
-    assert worst < TOL, f"{label}: params differ by {worst}"
-
-
 @pytest.fixture(scope="module")
 def world1(tiny_model_dir):
     return run_ranks(_run_all, 1, tiny_model_dir, list(VARIANTS))[0]
@@ -126,16 +101,16 @@ def world2(tiny_model_dir):
 
 @pytest.mark.parametrize("variant", [v for v in VARIANTS if v not in ("base", "seq_mean")])
 def test_variant_matches_baseline_on_one_rank(world1, variant):
-    _assert_same(world1["base"], world1[variant], f"world 1, {variant}")
+    assert_same_values(world1["base"], world1[variant], f"world 1, {variant}")
 
 
 @pytest.mark.parametrize("variant", ["micro1", "offload_policy", "remove_padding"])
 def test_variant_matches_baseline_on_two_ranks(world2, variant):
-    _assert_same(world2[0]["base"], world2[0][variant], f"world 2, {variant}")
+    assert_same_values(world2[0]["base"], world2[0][variant], f"world 2, {variant}")
 
 
 def test_two_ranks_match_one_rank(world1, world2):
-    _assert_same(world1["base"], world2[0]["base"], "world 1 vs 2")
+    assert_same_values(world1["base"], world2[0]["base"], "world 1 vs 2")
     values = torch.cat([world2[0]["base"][2], world2[1]["base"][2]])
     order = dp_minibatch_order(ROWS, MINI, 2)
     torch.testing.assert_close(values, world1["base"][2][order], atol=1e-6, rtol=0)
@@ -144,9 +119,8 @@ def test_two_ranks_match_one_rank(world1, world2):
 def test_the_comparison_can_fail(world1):
     """A different loss aggregation gives a different update: the checks above are not vacuous."""
     with pytest.raises(AssertionError):
-        _assert_same(world1["whole"], world1["seq_mean"], "token-mean vs seq-mean-token-mean")
-    params_a, params_b = world1["whole"][1], world1["seq_mean"][1]
-    worst = max((params_a[n] - params_b[n]).abs().max().item() for n in params_a)
+        assert_same_values(world1["whole"], world1["seq_mean"], "token-mean vs seq-mean-token-mean")
+    worst = max_abs_diff(world1["whole"][1], world1["seq_mean"][1])
     assert worst > 100 * TOL, f"a different loss moves params by only {worst}"
 
 
@@ -161,7 +135,7 @@ def test_metrics_are_live(world1):
 def test_values_are_the_value_heads_output_before_each_response_token(world1, tiny_model_dir):
     """Against a plain (unsharded) forward of the same value model: position P + t - 1, masked."""
     model = load_value_model(tiny_critic(tiny_model_dir).model, torch.float32).eval()
-    batch = _batches()[0]
+    batch = make_critic_batches(1, ROWS, RESP)[0]
     with torch.no_grad():
         out = model(
             input_ids=batch["input_ids"],

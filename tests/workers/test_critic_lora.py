@@ -10,15 +10,16 @@ match the baseline within 1e-5.
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
 
 import pytest
 import torch
 from torch.distributed.device_mesh import init_device_mesh
 
-from tests.helpers.configs import fp32_fsdp, tiny_critic
+from tests.helpers.compare import assert_same_run
+from tests.helpers.configs import clipped_critic, fp32_fsdp
 from tests.helpers.dist import run_ranks
-from tests.helpers.models import make_ppo_batch
-from verl_lite.config.schema import OptimConfig
+from tests.helpers.models import make_critic_batches
 from verl_lite.engine.fsdp_engine import FSDPEngine
 from verl_lite.engine.lora import base_param_name
 from verl_lite.trainer.batching import dp_minibatch_order
@@ -26,6 +27,9 @@ from verl_lite.utils.hf_model import load_value_model
 from verl_lite.workers.critic import PPOCritic
 
 ROWS, MINI, STEPS, TOL, RESP = 16, 8, 3, 1e-5, 5
+assert_same_trained = partial(
+    assert_same_run, tol=TOL, metrics=("vf_loss", "grad_norm"), tensors="trained tensors"
+)
 
 # name -> (fsdp_config overrides, local micro size or None for the whole mini-batch)
 VARIANTS = {
@@ -37,27 +41,8 @@ VARIANTS = {
 }
 
 
-def _batches():
-    out = []
-    for s in range(STEPS):
-        b = make_ppo_batch(vocab=110, bs=ROWS, prompt_len=6, response_len=RESP, seed=20 + s)
-        g = torch.Generator().manual_seed(100 + s)
-        b["values"] = torch.randn(ROWS, RESP, generator=g) * 0.1 * b["response_mask"]
-        b["returns"] = torch.randn(ROWS, RESP, generator=g) * b["response_mask"]
-        out.append(b)
-    return out
-
-
 def _cfg(model_dir):
-    cfg = tiny_critic(
-        model_dir,
-        loss_agg_mode="token-mean",
-        cliprange_value=0.2,
-        grad_clip=0.5,
-        ppo_epochs=1,
-        use_dynamic_bsz=False,
-        optim=OptimConfig(lr=5e-3, total_training_steps=STEPS),
-    )
+    cfg = clipped_critic(model_dir, 5e-3, STEPS)
     lora = {"lora_rank": 4, "lora_alpha": 8, "target_modules": "all-linear"}
     return dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, **lora))
 
@@ -82,7 +67,7 @@ def _train(rank, world, model_dir, variant):
     )
     critic = PPOCritic(engine, cfg, response_length=RESP)
     history = []
-    for batch in _batches():
+    for batch in make_critic_batches(STEPS, ROWS, RESP):
         rows = dp_minibatch_order(ROWS, MINI, world).view(world, -1)[rank]  # the driver's row order
         local = {k: v[rows] for k, v in batch.items()}
         metrics = critic.update(local, mini_size=MINI // world, micro_size=micro or MINI // world)
@@ -99,16 +84,6 @@ def _run_all(rank, world, model_dir, variants):
     return {v: _train(rank, world, model_dir, v) for v in variants}
 
 
-def _assert_same(a, b, label):
-    (hist_a, trained_a, _, _), (hist_b, trained_b, _, _) = a, b
-    assert sorted(trained_a) == sorted(trained_b) and trained_a
-    for step, ((loss_a, norm_a), (loss_b, norm_b)) in enumerate(zip(hist_a, hist_b)):
-        assert abs(loss_a - loss_b) < TOL, f"{label}: step {step + 1} vf_loss {loss_a} vs {loss_b}"
-        assert abs(norm_a - norm_b) < TOL, f"{label}: step {step + 1} grad_norm {norm_a} vs {norm_b}"
-    worst = max((trained_a[n] - trained_b[n]).abs().max().item() for n in trained_a)
-    assert worst < TOL, f"{label}: trained tensors differ by {worst}"
-
-
 @pytest.fixture(scope="module")
 def world1(tiny_model_dir):
     return run_ranks(_run_all, 1, tiny_model_dir, list(VARIANTS))[0]
@@ -121,12 +96,12 @@ def world2(tiny_model_dir):
 
 @pytest.mark.parametrize("variant", [v for v in VARIANTS if v != "base"])
 def test_lora_critic_variant_matches_baseline(world1, variant):
-    _assert_same(world1["base"], world1[variant], f"world 1, {variant}")
+    assert_same_trained(world1["base"], world1[variant], f"world 1, {variant}")
 
 
 def test_two_ranks_match_one_rank(world1, world2):
-    _assert_same(world1["base"], world2["base"], "world 1 vs 2")
-    _assert_same(world1["base"], world2["offload_policy"], "world 1 vs 2 with offload_policy")
+    assert_same_trained(world1["base"], world2["base"], "world 1 vs 2")
+    assert_same_trained(world1["base"], world2["offload_policy"], "world 1 vs 2 with offload_policy")
 
 
 def test_adapters_and_value_head_train_the_backbone_stays(world1, tiny_model_dir):

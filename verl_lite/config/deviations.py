@@ -66,8 +66,8 @@ DEVIATIONS: list[Deviation] = [
     Deviation(
         "reward_model.rollout.name",
         None,
-        "mandatory (`???`) in verl, where it is read only for a generative reward model served by a rollout "
-        "engine; verl_lite has none, so it is null and any other value is refused",
+        "mandatory (`???`) in verl, where only the reward loop reads it (the engine serving the reward "
+        "model); verl_lite scores with verl's legacy reward-model worker, so it is null and has no effect",
     ),
     Deviation(
         "reward_model.model.input_tokenizer",

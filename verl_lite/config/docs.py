@@ -99,6 +99,7 @@ def render() -> str:
         "(`python -m verl_lite.main_ppo --config-name demo`), which changes only the values it lists.",
         "A `verl_lite://` path names an embedded asset built on first use. Start-up validation checks",
         "the values together and names the key, the value and the fix when something does not fit.",
+        "verl's own launch scripts, run here with only paths and sizes swapped: docs/verl_scripts.md.",
         "",
         *deviations(),
     ]

@@ -118,7 +118,8 @@ DOMAINS: dict[str, Domain] = {
     f"{ARR}.actor.ppo_max_token_len_per_gpu": POS_INT,
     f"{ARR}.actor.ppo_epochs": POS_INT,
     f"{ARR}.actor.clip_ratio": UNIT_OPEN,
-    f"{ARR}.actor.clip_ratio_low": UNIT_OPEN.or_null("clip_ratio"),
+    # > 0, not < 1: CISPO's scripts set clip_ratio_low=10 (no lower bound on the ratio), as verl allows
+    f"{ARR}.actor.clip_ratio_low": POS.or_null("clip_ratio"),
     f"{ARR}.actor.clip_ratio_high": POS.or_null("clip_ratio"),
     f"{ARR}.actor.entropy_coeff": NON_NEG,
     f"{ARR}.actor.kl_loss_coef": NON_NEG,

@@ -71,9 +71,9 @@ class SandboxFusionConfig(ConfigNode):
 
 @dataclass
 class RewardModelRolloutConfig(ConfigNode):
-    """verl's generative reward model served by a rollout engine."""
+    """verl's reward loop: the engine serving the reward model (not used here: see support.py)."""
 
-    name: str | None = None  # engine of a generative reward model (verl: mandatory there)
+    name: str | None = None  # engine serving the reward model in verl's reward loop (verl: mandatory)
     dtype: str = "bfloat16"  # weights dtype
     gpu_memory_utilization: float = 0.5  # share of the GPU the engine may use
     enforce_eager: bool = True  # no CUDA graphs
@@ -121,7 +121,7 @@ class RewardModelConfig(ConfigNode):
     sandbox_fusion: SandboxFusionConfig = field(default_factory=SandboxFusionConfig)
     profiler: LinkedProfilerConfig = field(default_factory=LinkedProfilerConfig)
     ulysses_sequence_parallel_size: int = 1  # ranks one sequence is split over (Ulysses sequence parallelism)
-    use_reward_loop: bool = True  # verl: compute rewards in reward-loop workers (the same rewards)
+    use_reward_loop: bool = True  # verl: rewards in reward-loop workers (with a reward model: see support.py)
     num_workers: int = 1  # reward-loop workers
     rollout: RewardModelRolloutConfig = field(default_factory=RewardModelRolloutConfig)
     reward_kwargs: dict[str, Any] = field(

@@ -245,10 +245,15 @@ RULES: list[Rule] = [
     ),
     Rule("reward_model.sandbox_fusion.url", instead="use custom_reward_function.path for code rewards"),
     Rule("reward_model.sandbox_fusion", ANY),
-    Rule("reward_model.use_reward_loop", ANY),
+    Rule(
+        "reward_model.use_reward_loop",
+        (False,),
+        instead="verl's reward loop re-templates the reward model's input and serves the model with vLLM; "
+        "verl_lite runs verl's legacy reward-model worker (FSDP): set reward_model.use_reward_loop=False",
+        when="reward_model.enable",
+    ),
     Rule("reward_model.num_workers", ANY),
-    Rule("reward_model.rollout.name", instead="generative reward models are not supported"),
-    Rule("reward_model.rollout", ANY),
+    Rule("reward_model.rollout", ANY),  # read only by verl's reward loop (refused above when it would run)
     # algorithm
     Rule("algorithm.rollout_correction.rollout_is", instead="rollout importance sampling is not available"),
     Rule("algorithm.rollout_correction.rollout_rs", instead="rollout rejection sampling is not available"),

@@ -90,7 +90,7 @@ def check_batch_geometry(cfg: PPOTrainerConfig, run: Run) -> list[str]:
         return problems
     seq_len = cfg.data.max_prompt_length + arr.rollout.response_length
     budgets = [(f"{ARR}.actor.ppo_max_token_len_per_gpu", a.use_dynamic_bsz, a.ppo_max_token_len_per_gpu)]
-    for section in ("rollout", "ref"):
+    for section in ("rollout", "ref") if run.ref else ("rollout",):  # no KL term: no reference pass
         sub = getattr(arr, section)
         key = f"{ARR}.{section}.log_prob_max_token_len_per_gpu"
         budgets.append((key, sub.log_prob_use_dynamic_bsz, sub.log_prob_max_token_len_per_gpu))

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from verl_lite.config.schema import PPOTrainerConfig
 
 KEY = "actor_rollout_ref.rollout"
+VERL_ONLY_ROLLOUTS = ("sglang", "trtllm")  # verl's other backends: refused as such, not as typos
 log = logging.getLogger("verl_lite.rollout")
 
 
@@ -48,6 +49,9 @@ def resolve_rollout(cfg: PPOTrainerConfig, run: Run) -> list[str]:
 
 def check_rollout(cfg: PPOTrainerConfig, run: Run) -> list[str]:
     r = cfg.actor_rollout_ref.rollout
+    if r.name in VERL_ONLY_ROLLOUTS:
+        names = ", ".join(ROLLOUTS.names())
+        return [f"{KEY}.name={r.name} is not supported by verl_lite: use {names} (or auto)"]
     problems = [
         f"{KEY}.{key}={value!r} is not one of {list(allowed)}"
         for key, value, allowed in (

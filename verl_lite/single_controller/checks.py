@@ -1,6 +1,7 @@
 """The machine's start-up steps (registered in verl_lite/preflight.py): the workers fit the nodes
-(single_controller/capacity.py). A local Ray's one node is known before Ray starts; a cluster
-joined by address is known only once joined, and is checked then, before any worker starts."""
+(single_controller/capacity.py), and OMP_NUM_THREADS, when set, is a thread count for them. A
+local Ray's one node is known before Ray starts; a cluster joined by address is known only once
+joined, and is checked then, before any worker starts."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 from typing import TYPE_CHECKING
 
 from verl_lite.single_controller.capacity import capacity_problems, cluster_nodes, local_node
+from verl_lite.utils import device as dev
 
 if TYPE_CHECKING:
     from verl_lite.config.run import Run
@@ -19,12 +21,18 @@ def joins_cluster(cfg: PPOTrainerConfig) -> bool:
 
 
 def check_machine(cfg: PPOTrainerConfig, run: Run) -> list[str]:
-    """A local Ray's node: this machine's CPUs (or ray_init.num_cpus) and visible GPUs."""
+    """The workers' thread count (utils/device.worker_num_threads), and a local Ray's node: this
+    machine's CPUs (or ray_init.num_cpus) and visible GPUs."""
+    try:
+        dev.requested_threads()
+        problems = []
+    except ValueError as e:
+        problems = [str(e)]
     if joins_cluster(cfg):
-        return []
+        return problems
     t = cfg.trainer
     node = local_node(cfg.ray_kwargs.ray_init.num_cpus, run.num_gpus)
-    return capacity_problems(t.nnodes, t.n_gpus_per_node, run.use_gpu, [node], local=True)
+    return problems + capacity_problems(t.nnodes, t.n_gpus_per_node, run.use_gpu, [node], local=True)
 
 
 def check_cluster(cfg: PPOTrainerConfig, run: Run) -> list[str]:

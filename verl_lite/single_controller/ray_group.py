@@ -49,7 +49,7 @@ class RayResourcePool:
         self.max_colocate_count = max_colocate_count
         cpus = self._cpus_per_node()
         self.bundle = dev.ray_worker_resources(n_workers_per_node, cpus, use_gpu)
-        self.num_threads = dev.worker_num_threads(n_workers_per_node, cpus)
+        self.num_threads = dev.worker_num_threads(n_workers_per_node, cpus, use_gpu, dev.requested_threads())
         self.placement_groups = [
             placement_group([dict(self.bundle)] * n_workers_per_node, strategy="STRICT_PACK")
             for _ in range(nnodes)

@@ -186,6 +186,20 @@ def resolve_resume_path(trainer_cfg) -> str | None:
     return step_dir(os.path.abspath(t.default_local_dir), step)
 
 
+def weightless_resume(path: str, roles: dict[str, list[str]], key: str) -> str | None:
+    """A resume whose load_contents lacks 'model' would continue at the saved step from the initial
+    weights (verl's behaviour, silently): the problem line, or None."""
+    lacking = [role for role, contents in roles.items() if "model" not in contents]
+    if not lacking:
+        return None
+    section = {"actor": "actor_rollout_ref.actor", "critic": "critic"}
+    keys = ", ".join(f"{section.get(r, r)}.checkpoint.load_contents={list(roles[r])}" for r in lacking)
+    return (
+        f"{key}: resuming from {path} would load no weights ({keys} lacks 'model'); add 'model' to "
+        "save_contents and load_contents, or set trainer.resume_mode=disable"
+    )
+
+
 def check_complete(path: str, roles: dict[str, list[str]], world_size: int, key: str) -> None:
     """Raise naming `key` when `path` is not a complete checkpoint holding `roles[role]` contents."""
     if not os.path.isdir(path):

@@ -58,11 +58,8 @@ def _checkpointing(cfg: PPOTrainerConfig, run: Run) -> list[str]:
             unknown = [c for c in contents if c not in CONTENTS]
             if unknown:
                 problems.append(f"{prefix}.{key}: {unknown} not among {list(CONTENTS)}")
-        if t.save_freq > 0 and "model" not in ck.save_contents:
-            problems.append(
-                f"{prefix}.save_contents={list(ck.save_contents)} lacks 'model': a checkpoint without the weights "
-                "cannot be resumed from; add 'model' (or set trainer.save_freq=-1)"
-            )
+    # save_contents without 'model' (e.g. verl's ['hf_model']: HF exports only) is verl's meaning; a
+    # resume that would load no weights is refused when it is found (checkpoint.weightless_resume)
     return problems
 
 

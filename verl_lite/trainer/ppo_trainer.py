@@ -40,7 +40,7 @@ from verl_lite.config.overrides import apply_to_config
 from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.data.rlhf_dataset import EpochSampler, RLHFDataset
 from verl_lite.errors import RunError
-from verl_lite.plan import auto_offload
+from verl_lite.plan import auto_offload, idle_on_host
 from verl_lite.protocol import DataProto
 from verl_lite.roles import uses_critic, uses_reference
 from verl_lite.rollout.base import compute_logprob_diff_metrics
@@ -136,6 +136,9 @@ class RayPPOTrainer(AlgorithmPhases):
                 if t.resume_mode == "resume_path"
                 else f"trainer.resume_mode=auto ({ckpt.TRACKER} in trainer.default_local_dir)"
             )
+            weightless = ckpt.weightless_resume(path, self.checkpoint_contents(), key)
+            if weightless:
+                raise ValueError(weightless)
             ckpt.check_complete(path, self.checkpoint_contents(), self.world_size, key)
             vet_checkpoint(path, self.checkpoint_contents(), self.world_size, key)
         return path
@@ -197,8 +200,10 @@ class RayPPOTrainer(AlgorithmPhases):
         self.pool = RayResourcePool(
             t.nnodes, t.n_gpus_per_node, self.use_gpu, max_colocate_count=self.num_colocated_groups()
         )
+        colocated = self.use_gpu and self.num_colocated_groups() > 1
+        reported = self.pool.device_memory_gb() if t.auto_offload or colocated else []  # before any worker
         if t.auto_offload:
-            self._plan_offload()
+            self._plan_offload(reported)
         freeze(self.config)
         role = "actor_rollout_ref" if self.use_ref else "actor_rollout"
         self.actor_rollout_wg = RayWorkerGroup(
@@ -223,14 +228,7 @@ class RayPPOTrainer(AlgorithmPhases):
             info[0]["num_trainable_params"],
             info[0]["ref_engines"],
         )
-        # a critic or reward model beside the actor on each GPU idles while vLLM and the actor run:
-        # its engine keeps params and optimizer state on the host between its phases (no-op on CPU)
-        idle = self.use_gpu and self.num_colocated_groups() > 1
-        if idle:
-            log.info(
-                "critic / reward model share each GPU with the actor: their params and optimizer state "
-                "wait in host memory between their phases (traffic in perf/offload/<role>/*)"
-            )
+        idle = self.colocated_idle_on_host(reported)
         if self.use_critic:
             rollout = self.config.actor_rollout_ref.rollout
             args = (self.config.critic, rollout.response_length, rollout.n, t.dist_timeout_s)
@@ -255,10 +253,20 @@ class RayPPOTrainer(AlgorithmPhases):
         """Worker groups sharing each rank's slot: actor(+ref), critic, reward model (ray_group.py)."""
         return 1 + int(self.use_critic) + int(self.config.reward_model.enable)
 
-    def _plan_offload(self) -> None:
+    def colocated_idle_on_host(self, reported_gb: list[float]) -> bool:
+        """A critic or reward model beside the actor on each GPU keeps its params and optimizer state on
+        the host between its phases only where the planner says the device would not hold them
+        (plan.idle_on_host); never on CPU."""
+        if not (self.use_gpu and self.num_colocated_groups() > 1):
+            return False
+        idle, message = idle_on_host(self.config, reported_gb, accelerator=True)
+        log.info(message)
+        return idle
+
+    def _plan_offload(self, reported_gb: list[float]) -> None:
         """trainer.auto_offload: the planner's choice for the memory the workers' devices have,
         applied to the config as if given on the command line (keys linked to them follow)."""
-        overrides, message = auto_offload(self.config, self.pool.device_memory_gb(), accelerator=self.use_gpu)
+        overrides, message = auto_offload(self.config, reported_gb, accelerator=self.use_gpu)
         log.info(message)
         apply_to_config(self.config, {f"actor_rollout_ref.{k}": v for k, v in overrides.items()})
 

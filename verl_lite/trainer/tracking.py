@@ -69,7 +69,10 @@ BACKENDS = ("console", "file", "wandb", "tensorboard")
 def logger_problems(backends: list[str]) -> list[str]:
     """trainer.logger names only known backends (checked at start-up and by Tracking)."""
     unknown = [b for b in backends if b not in BACKENDS]
-    return [f"trainer.logger: unknown backend(s) {unknown}; available: {list(BACKENDS)}"] if unknown else []
+    if not unknown:
+        return []
+    use = ", ".join(BACKENDS)
+    return [f"trainer.logger={unknown} is not supported by verl_lite: use any of {use}"]
 
 
 class Tracking:

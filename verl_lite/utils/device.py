@@ -294,14 +294,42 @@ def ray_worker_resources(num_workers_per_node: int, cpus_per_node: float, use_gp
     return {"CPU": max(share, 0.0001)}
 
 
-def worker_num_threads(num_workers_per_node: int, cpus_per_node: float) -> int:
-    """torch threads of one worker: its share of the node's CPUs, at least one.
+THREADS_ENV = "OMP_NUM_THREADS"  # the user's thread count for every worker, where the run starts
 
-    A GPU worker reserves one Ray CPU, but the host work it does -- offload_policy's AdamW step on
-    host shards (a per-tensor loop: torch's foreach kernels are device-only) and FSDP2's host-side
-    gradient accumulation -- scales with threads, and its node's other CPUs would otherwise idle.
-    A CPU worker's share is exactly its Ray bundle, so CPU runs are unchanged (one thread per rank
-    on a machine with as many cores as ranks, as the tests run)."""
+
+def requested_threads(environ=None) -> int | None:
+    """The worker thread count the user asked for with OMP_NUM_THREADS (None: not set)."""
+    value = (os.environ if environ is None else environ).get(THREADS_ENV, "").strip()
+    if not value:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(
+            f"{THREADS_ENV}={value!r} is not a positive whole number: set it to the threads each worker "
+            f"should use (e.g. {THREADS_ENV}=4) or unset it"
+        )
+    return int(value)
+
+
+def worker_num_threads(
+    num_workers_per_node: int, cpus_per_node: float, use_gpu: bool, requested: int | None = None
+) -> int:
+    """torch and OpenMP threads of one worker process: the one rule (single_controller/ray_group.py
+    passes it to every worker).
+
+    - `requested` (OMP_NUM_THREADS where the run starts, `requested_threads`): that many, on every
+      worker, as Ray leaves a set OMP_NUM_THREADS alone (vLLM on CPU wants one per core: doctor.py).
+    - A CPU worker: one thread, whatever the node's core count (DESIGN.md: one thread per rank).
+      verl's workers get one too (they ask Ray for no CPUs, and Ray then sets OMP_NUM_THREADS=1),
+      and a CPU run's numbers do not change with the machine: the thread count changes the order
+      of fp32 sums (docs/quickstart.md saw different weights at 1 and 2 threads).
+    - A GPU worker: its share of the node's CPUs, at least one. It reserves one Ray CPU, but the
+      host work it does -- offload_policy's AdamW step on host shards (a per-tensor loop: torch's
+      foreach kernels are device-only) and FSDP2's host-side gradient accumulation -- scales with
+      threads, and its node's other CPUs would otherwise idle (a departure from verl's one)."""
+    if requested is not None:
+        return requested
+    if not use_gpu:
+        return 1
     return max(1, int(cpus_per_node // max(num_workers_per_node, 1)))
 
 
