@@ -335,7 +335,7 @@ def test_every_registered_step_lives_next_to_its_component():
         preflight.CLUSTER,
     ):
         for step in phase:
-            module = step.fn.__module__
+            module = step.function().__module__  # the step's "module:function", imported
             assert module.startswith("verl_lite.") and module != "verl_lite.preflight", step.name
             assert module.endswith(("checks", ".validate", ".validate_levers", ".domains")), (
                 f"{step.name}: {module}"
@@ -358,3 +358,24 @@ def test_a_lower_clip_bound_of_one_or_more_is_verls_no_lower_bound():
     cispo = (f"{ARR}.actor.policy_loss.loss_mode=cispo", f"{ARR}.actor.clip_ratio_low=10")
     assert normalize(load(*cispo)) == []
     assert f"{ARR}.actor.clip_ratio_low=0.0 must be" in problems(load(f"{ARR}.actor.clip_ratio_low=0"))
+
+
+def test_a_refused_value_is_found_before_the_components_are_imported():
+    """check_early (placeholder paths, value domains) imports no component: main_ppo runs it before
+    torch, transformers and Ray, so a bad value is reported in about a second."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from verl_lite import preflight\n"
+        "from verl_lite.config.compose import load_config\n"
+        "cfg = load_config(['actor_rollout_ref.rollout.response_length=-1'], 'demo')\n"
+        "try:\n"
+        "    preflight.check_early(cfg)\n"
+        "except ValueError as e:\n"
+        "    print(e)\n"
+        "print(sorted(m for m in ('torch', 'transformers', 'ray') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "response_length=-1 must be a positive integer" in out and out.strip().endswith("[]"), out

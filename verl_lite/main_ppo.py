@@ -29,6 +29,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from verl_lite import preflight
 from verl_lite.config.compose import build_config, register_schema
 from verl_lite.config.domains import linked_keys
 from verl_lite.config.hydra_job import apply_job_output_dir
@@ -111,7 +112,6 @@ def _setup_error(e: Exception) -> SetupError:
 def build_trainer(cfg: PPOTrainerConfig, links: dict[str, str] | None = None) -> RayPPOTrainer:
     """Everything that can fail on bad input, checked before Ray starts (preflight.py lists what).
     `links`: the composed config's `${...}` links, so a bad value is named once, where it was set."""
-    from verl_lite import preflight
     from verl_lite.reward.scorers import load_custom_scorer
     from verl_lite.trainer.ppo_trainer import RayPPOTrainer
     from verl_lite.utils.hf_model import load_tokenizer
@@ -146,8 +146,6 @@ def start_ray(cfg: PPOTrainerConfig) -> None:
 
 def run_ppo(cfg: PPOTrainerConfig, links: dict[str, str] | None = None) -> dict[str, float]:
     import ray
-
-    from verl_lite import preflight
 
     trainer = build_trainer(cfg, links)
     started_ray = not ray.is_initialized()
@@ -184,6 +182,7 @@ def run(config: DictConfig) -> None:
             links = linked_keys(OmegaConf.to_container(config, resolve=False))
             cfg = build_config(config)
             apply_job_output_dir(cfg)
+            preflight.check_early(cfg, links)  # placeholder paths and value domains, before the imports
         except ValueError as e:
             raise _setup_error(e) from e
         import_components()

@@ -19,7 +19,10 @@ exits 2, before Ray.
                                       choice, before any worker is built
 
 Adding a check: write `fn(cfg, run[, loaded...]) -> list[str]` next to its component (in
-<component>/checks.py) and add one `Step("name", fn)` line to its phase. `run` (config/run.py) says
+<component>/checks.py) and add one `Step("name", "verl_lite.<component>.checks:fn")` line to its
+phase. Steps name their function as "module:function", imported when the step runs, so that
+importing this module costs nothing: main_ppo runs `check_early` (the placeholder paths and VALUES)
+before torch, transformers and Ray are imported, and a refused value is reported in about a second. `run` (config/run.py) says
 what the config amounts to (world, roles, GPUs, linked keys), so no step re-derives it. A step
 marked `needs_clean` runs only when the steps before it in its phase found nothing (it assumes sane
 values, or reads files the earlier steps vouch for).
@@ -27,78 +30,97 @@ values, or reads files the earlier steps vouch for).
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
-from verl_lite.algos.checks import check_algorithm
-from verl_lite.config import domains, normalize, validate, validate_levers
 from verl_lite.config.errors import ConfigError
 from verl_lite.config.run import Run
-from verl_lite.config.schema import PPOTrainerConfig
-from verl_lite.data.assets import resolve_config_paths
-from verl_lite.data.checks import check_batch, check_data
-from verl_lite.engine.checks import check_engines
-from verl_lite.reward.checks import check_reward, check_scorers
-from verl_lite.roles import run_of
-from verl_lite.rollout.checks import check_rollout, check_vllm_engine, resolve_rollout
-from verl_lite.single_controller.checks import check_cluster as cluster_problems
-from verl_lite.single_controller.checks import check_machine, joins_cluster
-from verl_lite.trainer.checks import check_placeholders, check_trainer
-from verl_lite.utils import device as dev
-from verl_lite.workers.checks import check_lever_heads, check_models, check_positions, check_tokenizer
-from verl_lite.workers.lora_checks import check_lora
 
-__all__ = ["joins_cluster", "prepare", "check", "check_tokenizer_fit", "check_datasets", "check_cluster"]
+if TYPE_CHECKING:
+    from verl_lite.config.schema import PPOTrainerConfig
+
+__all__ = [
+    "joins_cluster",
+    "check_early",
+    "prepare",
+    "check",
+    "check_tokenizer_fit",
+    "check_datasets",
+    "check_cluster",
+]
 
 
 @dataclass(frozen=True)
 class Step:
     name: str
-    fn: Callable[..., list[str]]  # (cfg, run, *what the phase has loaded) -> one line per problem
+    fn: str  # "module:function": (cfg, run, *what the phase has loaded) -> one line per problem
     needs_clean: bool = False
+
+    def function(self) -> Callable[..., list[str]]:
+        module, name = self.fn.split(":")
+        return getattr(importlib.import_module(module), name)
 
 
 VALUES: list[Step] = [
-    Step("value domains", domains.check_values),
+    Step("value domains", "verl_lite.config.domains:check_values"),
 ]
 
 RESOLVE: list[Step] = [
-    Step("embedded assets and ~ in paths", lambda cfg, run: resolve_config_paths(cfg)),
-    Step("verl's derived values", lambda cfg, run: normalize.normalize(cfg)),
-    Step("rollout", resolve_rollout),
+    Step("embedded assets and ~ in paths", "verl_lite.preflight:resolve_paths"),
+    Step("verl's derived values", "verl_lite.preflight:derive_values"),
+    Step("rollout", "verl_lite.rollout.checks:resolve_rollout"),
 ]
 
 CHECKS: list[Step] = [
-    Step("values together", validate.check_relations),
-    Step("memory levers", validate_levers.check_lever_values),
-    Step("rollout", check_rollout),
-    Step("engines", check_engines),
-    Step("LoRA", check_lora),
-    Step("algorithm", check_algorithm),
-    Step("reward", check_reward),
-    Step("data", check_data),
-    Step("trainer", check_trainer),
-    Step("models", check_models),
-    Step("machine", check_machine),  # workers the machine cannot host make the geometry moot
-    Step("batch geometry", validate.check_batch_geometry, needs_clean=True),
-    Step("critic batch geometry", validate.check_critic_geometry, needs_clean=True),
-    Step("model positions", check_positions, needs_clean=True),
-    Step("sequence parallelism vs attention heads", check_lever_heads, needs_clean=True),
-    Step("vLLM engine arguments", check_vllm_engine, needs_clean=True),
+    Step("values together", "verl_lite.config.validate:check_relations"),
+    Step("memory levers", "verl_lite.config.validate_levers:check_lever_values"),
+    Step("rollout", "verl_lite.rollout.checks:check_rollout"),
+    Step("engines", "verl_lite.engine.checks:check_engines"),
+    Step("LoRA", "verl_lite.workers.lora_checks:check_lora"),
+    Step("algorithm", "verl_lite.algos.checks:check_algorithm"),
+    Step("reward", "verl_lite.reward.checks:check_reward"),
+    Step("data", "verl_lite.data.checks:check_data"),
+    Step("trainer", "verl_lite.trainer.checks:check_trainer"),
+    Step("models", "verl_lite.workers.checks:check_models"),
+    # workers the machine cannot host make the geometry moot
+    Step("machine", "verl_lite.single_controller.checks:check_machine"),
+    Step("batch geometry", "verl_lite.config.validate:check_batch_geometry", needs_clean=True),
+    Step("critic batch geometry", "verl_lite.config.validate:check_critic_geometry", needs_clean=True),
+    Step("model positions", "verl_lite.workers.checks:check_positions", needs_clean=True),
+    Step(
+        "sequence parallelism vs attention heads",
+        "verl_lite.workers.checks:check_lever_heads",
+        needs_clean=True,
+    ),
+    Step("vLLM engine arguments", "verl_lite.rollout.checks:check_vllm_engine", needs_clean=True),
 ]
 
 TOKENIZER: list[Step] = [
-    Step("tokenizer", check_tokenizer),  # (cfg, run, tokenizer)
+    Step("tokenizer", "verl_lite.workers.checks:check_tokenizer"),  # (cfg, run, tokenizer)
 ]
 
 DATASETS: list[Step] = [
-    Step("a batch fits the data", check_batch),  # (cfg, run, train, val)
-    Step("a scorer for every data_source", check_scorers),
+    Step("a batch fits the data", "verl_lite.data.checks:check_batch"),  # (cfg, run, train, val)
+    Step("a scorer for every data_source", "verl_lite.reward.checks:check_scorers"),
 ]
 
 CLUSTER: list[Step] = [
-    Step("the cluster's nodes", cluster_problems),
+    Step("the cluster's nodes", "verl_lite.single_controller.checks:check_cluster"),
 ]
+
+
+def resolve_paths(cfg: PPOTrainerConfig, run: Run) -> list[str]:
+    from verl_lite.data.assets import resolve_config_paths
+
+    return resolve_config_paths(cfg)
+
+
+def derive_values(cfg: PPOTrainerConfig, run: Run) -> list[str]:
+    from verl_lite.config.normalize import normalize
+
+    return normalize(cfg)
 
 
 def run_phase(steps: list[Step], cfg: PPOTrainerConfig, run: Run, *loaded) -> None:
@@ -107,9 +129,45 @@ def run_phase(steps: list[Step], cfg: PPOTrainerConfig, run: Run, *loaded) -> No
     for step in steps:
         if step.needs_clean and problems:
             continue
-        problems += step.fn(cfg, run, *loaded)
+        problems += step.function()(cfg, run, *loaded)
     if problems:
         raise ConfigError(problems)
+
+
+def joins_cluster(cfg: PPOTrainerConfig) -> bool:
+    from verl_lite.single_controller.checks import joins_cluster as joins
+
+    return joins(cfg)
+
+
+def _run_of(cfg: PPOTrainerConfig, num_gpus: int | None, links: dict[str, str] | None) -> Run:
+    from verl_lite.roles import run_of
+    from verl_lite.utils import device as dev
+
+    run = run_of(cfg, dev.num_visible_gpus() if num_gpus is None else num_gpus)
+    return replace(run, links=dict(links or {}))
+
+
+def _placeholders(cfg: PPOTrainerConfig, num_gpus: int | None, links) -> Run | None:
+    """verl's placeholder paths (verl's defaults, not a user's mistakes): this one message only. The
+    roles (which decide whether the critic's path counts) are worked out only when a path is one."""
+    from verl_lite.trainer.placeholders import check_placeholders, may_hold_placeholders
+
+    if not may_hold_placeholders(cfg):
+        return None
+    run = _run_of(cfg, num_gpus, links)
+    placeholders = check_placeholders(cfg, run)
+    if placeholders:
+        raise ConfigError(placeholders)
+    return run
+
+
+def check_early(cfg: PPOTrainerConfig, links: dict[str, str] | None = None) -> None:
+    """The placeholder paths and VALUES, needing no component: main_ppo runs this before importing
+    torch, transformers and Ray. The values' steps need only the links of the Run."""
+    _placeholders(cfg, None, links)
+    links_only = Run(world=0, critic=False, ref=False, reward_model=False, num_gpus=0, use_gpu=False)
+    run_phase(VALUES, cfg, replace(links_only, links=dict(links or {})))
 
 
 def check(cfg: PPOTrainerConfig, run: Run) -> None:
@@ -120,11 +178,7 @@ def check(cfg: PPOTrainerConfig, run: Run) -> None:
 def prepare(cfg: PPOTrainerConfig, num_gpus: int | None = None, links: dict[str, str] | None = None) -> Run:
     """Resolve and check `cfg` in place; the Run it amounts to. `num_gpus`: GPUs visible (default:
     here); `links`: the composed config's `${...}` links (config/domains.linked_keys)."""
-    run = run_of(cfg, dev.num_visible_gpus() if num_gpus is None else num_gpus)
-    run = replace(run, links=dict(links or {}))
-    placeholders = check_placeholders(cfg, run)
-    if placeholders:  # verl's defaults, not a user's mistakes: this one message only
-        raise ConfigError(placeholders)
+    run = _placeholders(cfg, num_gpus, links) or _run_of(cfg, num_gpus, links)
     for phase in (VALUES, RESOLVE, CHECKS):
         run_phase(phase, cfg, run)
     return run
@@ -140,4 +194,4 @@ def check_datasets(cfg: PPOTrainerConfig, run: Run, train, val) -> None:
 
 def check_cluster(cfg: PPOTrainerConfig) -> None:
     """Right after joining a Ray cluster (or finding one running), before any worker starts."""
-    run_phase(CLUSTER, cfg, run_of(cfg, dev.num_visible_gpus()))
+    run_phase(CLUSTER, cfg, _run_of(cfg, None, None))

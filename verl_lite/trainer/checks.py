@@ -1,10 +1,8 @@
-"""The trainer's start-up checks (registered in verl_lite/preflight.py): verl's placeholder paths
-(checked first, alone: one message), the device, the trackers, and checkpointing (resume mode,
+"""The trainer's start-up checks (registered in verl_lite/preflight.py): the device, the trackers, and checkpointing (resume mode,
 what checkpoints hold, how many are kept). Each rule is the one the trainer itself applies."""
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
 from verl_lite.engine.checkpoint import CONTENTS
@@ -17,33 +15,6 @@ if TYPE_CHECKING:
     from verl_lite.config.schema import PPOTrainerConfig
 
 ARR = "actor_rollout_ref"
-DEMO_COMMAND = "python -m verl_lite.main_ppo --config-name demo"
-
-
-def check_placeholders(cfg: PPOTrainerConfig, run: Run) -> list[str]:
-    """verl's placeholder model and data paths, still in place and absent here: one problem naming
-    them all and the demo command (what a bare `python -m verl_lite.main_ppo` gets)."""
-    from verl_lite.config.schema import VERL_MODEL, VERL_REWARD_MODEL, VERL_TRAIN, VERL_VAL
-
-    d = cfg.data
-    candidates = [(f"{ARR}.model.path", cfg.actor_rollout_ref.model.path, VERL_MODEL)]
-    if run.critic:
-        candidates.append(("critic.model.path", cfg.critic.model.path, VERL_MODEL))
-    if run.reward_model:
-        candidates.append(("reward_model.model.path", cfg.reward_model.model.path, VERL_REWARD_MODEL))
-    candidates += [("data.train_files", d.train_files, VERL_TRAIN), ("data.val_files", d.val_files, VERL_VAL)]
-    missing = [
-        f"{key}={placeholder}"
-        for key, value, placeholder in candidates
-        if value in (placeholder, [placeholder]) and not os.path.exists(os.path.expanduser(placeholder))
-    ]
-    if not missing:
-        return []
-    many = len(missing) > 1
-    return [
-        f"{', '.join(missing)}: verl's placeholder path{'s' if many else ''}, not on this machine; point "
-        f"{'them' if many else 'it'} at your model and parquet files, or run the embedded tiny demo: {DEMO_COMMAND}"
-    ]
 
 
 def _checkpointing(cfg: PPOTrainerConfig, run: Run) -> list[str]:
