@@ -16,10 +16,11 @@ Which phases run is decided once, when the trainer is built; the step loop just 
 The algorithm-specific phases live in ppo_phases.py, building the worker groups in worker_setup.py,
 the checkpoint across roles in trainer_checkpoint.py, and starting Ray in ray_start.py.
 
-No pass is run twice and no two calls go where one does: when the update is exactly on-policy (one
-mini-batch, one epoch) and nothing before it reads the old log-probs, there is no old_log_prob phase:
-update_actor takes them from its own forward and returns them (the rollout/actor log-prob diff is
-computed from those), and the reference's log-probs for the KL loss are computed in the same call.
+No pass is run twice and no two calls go where one does: when nothing before the update reads the
+old log-probs, there is no old_log_prob phase: update_actor takes the first mini-batch's from its
+own forward (nothing has moved the weights yet), computes the other rows' in the same call before
+any step, and returns them all (the rollout/actor log-prob diff is computed from those); the
+reference's log-probs for the KL loss are computed in the same call too.
 Otherwise the actor's and the reference's log-prob passes share one call.
 A worker that fails or dies surfaces as a WorkerError naming the worker, its rank and method, and
 here also the trainer phase and step. `fit` first resumes from a checkpoint when there is one
@@ -100,7 +101,7 @@ class RayPPOTrainer(AlgorithmPhases, WorkerSetup, TrainerCheckpoint):
             k = alg.kl_ctrl
             self.kl_ctrl = build_kl_controller(k.type, k.kl_coef, k.target_kl, k.horizon)
         self.critic_wg = self.rm_wg = None
-        self.on_policy_update = self.update_is_on_policy()
+        self.old_log_probs_in_update = self.update_makes_old_log_probs()
         self.phases = self.build_phases()
         self.keep_val_texts = bool(t.validation_data_dir or t.log_val_generations > 0)
         if (t.rollout_data_dir or self.keep_val_texts) and tokenizer is None:
@@ -129,7 +130,7 @@ class RayPPOTrainer(AlgorithmPhases, WorkerSetup, TrainerCheckpoint):
             "dump_rollout_generations": self._dump_rollout,
         }
         wanted = {"gen", "adv", "update_actor", *self.adv_spec.phases}
-        wanted |= set() if self.on_policy_update else {"old_log_prob"}  # (with the reference's)
+        wanted |= set() if self.old_log_probs_in_update else {"old_log_prob"}  # (with the reference's)
         wanted |= set() if filtered else {"reward"}  # dynamic sampling scores as it generates
         wanted |= {"values", "update_critic"} if self.use_critic else set()
         wanted |= {"kl_reward"} if alg.use_kl_in_reward else set()
@@ -142,15 +143,15 @@ class RayPPOTrainer(AlgorithmPhases, WorkerSetup, TrainerCheckpoint):
             )
         return [(name, phase) for name, phase in available.items() if name in wanted]
 
-    def update_is_on_policy(self) -> bool:
-        """The update is exactly on-policy (one mini-batch of the whole batch, one epoch: verl's
-        `on_policy`) and no phase before it reads the old log-probs (KL in the reward, an estimator
-        that reads them or sum_pi_squared): update_actor then makes them itself."""
+    def update_makes_old_log_probs(self) -> bool:
+        """No phase before the update reads the old log-probs (KL in the reward, an estimator that
+        reads them or sum_pi_squared): update_actor then makes them itself, the first mini-batch's
+        from its own forward (exactly on-policy there: nothing has moved the weights yet) and the
+        other rows' in a pass in the same call. With one mini-batch and one epoch that is all of
+        them (verl's `on_policy`)."""
         a, alg = self.config.actor_rollout_ref.actor, self.config.algorithm
         return (
-            a.ppo_epochs == 1
-            and a.ppo_mini_batch_size >= self.config.data.train_batch_size
-            and not alg.use_kl_in_reward
+            not alg.use_kl_in_reward
             and not a.calculate_sum_pi_squared
             and not {"old_log_probs", "sum_pi_squared"} & set(self.adv_spec.inputs)
         )
@@ -266,16 +267,15 @@ class RayPPOTrainer(AlgorithmPhases, WorkerSetup, TrainerCheckpoint):
             return batch  # the first critic_warmup steps train only the critic
         cfg = self.config.actor_rollout_ref
         keys = ["input_ids", "attention_mask", "position_ids", "responses", "response_mask", "advantages"]
-        # on-policy the workers make old_log_probs (and ref_log_prob) in this call
+        # without them the workers make old_log_probs (and ref_log_prob) in this call
         keys += [k for k in ("old_log_probs", "ref_log_prob") if k in batch.batch]
         data = batch.select(keys)
-        if not self.on_policy_update:
-            out = self.actor_rollout_wg.update_actor(
-                data[self._dp_order(data, cfg.actor.ppo_mini_batch_size * cfg.rollout.n)]
-            )
+        mini_rows = cfg.actor.ppo_mini_batch_size * cfg.rollout.n
+        if not self.old_log_probs_in_update:
+            out = self.actor_rollout_wg.update_actor(data[self._dp_order(data, mini_rows)])
             metrics.update(out.meta_info["metrics"])
             return batch
-        out = self._forward_dispatch(self.actor_rollout_wg.update_actor, data)  # one mini-batch: same order
+        out = self._forward_dispatch(self.actor_rollout_wg.update_actor, data, mini_rows=mini_rows)
         metrics.update(out.meta_info["metrics"])
         batch = batch.union(out)
         self._logprob_diff_metrics(batch, metrics)
