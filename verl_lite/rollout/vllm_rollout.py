@@ -333,13 +333,12 @@ class VLLMRollout(Rollout):
         samples = [
             s for out in outputs[batch.own_rows] for s in out.outputs for _ in range(repeat)
         ]  # this rank's prompts only, each prompt's n samples adjacent
-        width = max(1, max((len(s.token_ids) for s in samples), default=0))
-        tokens = torch.full((len(samples), width), self.pad_id, dtype=torch.long)
-        log_probs = torch.zeros((len(samples), width), dtype=torch.float32)
-        for row, s in enumerate(samples):
-            ids = list(s.token_ids)
-            tokens[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
-            log_probs[row, : len(ids)] = torch.tensor(
-                [step[tok].logprob for step, tok in zip(s.logprobs, ids)], dtype=torch.float32
-            )
-        return tokens, log_probs
+        ids = [list(s.token_ids) for s in samples]
+        logps = [[step[tok].logprob for step, tok in zip(s.logprobs, row)] for s, row in zip(samples, ids)]
+        width = max(1, max(map(len, ids), default=0))
+        return _padded(ids, width, self.pad_id, torch.long), _padded(logps, width, 0.0, torch.float32)
+
+
+def _padded(rows: list[list], width: int, pad, dtype: torch.dtype) -> torch.Tensor:
+    """(len(rows), width): the rows right-padded with `pad`, built in one tensor call."""
+    return torch.tensor([row + [pad] * (width - len(row)) for row in rows], dtype=dtype).reshape(-1, width)
