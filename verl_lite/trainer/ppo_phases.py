@@ -22,10 +22,15 @@ import torch
 from verl_lite.algos.kl_ctrl import apply_kl_penalty
 from verl_lite.config.validate_levers import dp_size
 from verl_lite.protocol import DataProto
-from verl_lite.trainer.batching import dp_minibatch_order, rank_token_loads
+from verl_lite.trainer.batching import dp_minibatch_order, inverse_order, is_identity, rank_token_loads
 from verl_lite.trainer.dynamic_sampling import collect_kept_groups
 
 MODEL_INPUTS = ["input_ids", "attention_mask", "position_ids", "responses"]
+
+
+def in_order(data: DataProto, order: torch.Tensor) -> DataProto:
+    """The rows of `data` in `order` (no copy when that is their order already: one rank, no balancing)."""
+    return data if is_identity(order) else data[order]
 
 
 class AlgorithmPhases:
@@ -40,13 +45,9 @@ class AlgorithmPhases:
         return dp_minibatch_order(len(data), mini_rows, self.dp_size(role), seqlens)
 
     def _forward_dispatch(self, method, data: DataProto, role: str = "actor") -> DataProto:
-        """A group method over the whole batch as one mini-batch (a forward, or an on-policy update),
-        results in row order."""
+        """A group method over the whole batch as one mini-batch (a forward), results in row order."""
         order = self._dp_order(data, len(data), role)
-        out = method(data[order])
-        inverse = torch.empty_like(order)
-        inverse[order] = torch.arange(len(order))
-        return out[inverse]
+        return in_order(method(in_order(data, order)), inverse_order(order))
 
     def _balance_metrics(self, batch: DataProto) -> dict[str, float]:
         """verl's global_seqlen/*: tokens per rank with plain chunking and with the order used."""
