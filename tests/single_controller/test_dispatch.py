@@ -1,6 +1,7 @@
 """A worker group of 2 Ray actors splits a DataProto by rank and gathers results in order."""
 
 import os
+import time
 
 import pytest
 import torch
@@ -32,6 +33,13 @@ class EchoWorker(Worker):
     def transform_shared(self, data: DataProto) -> DataProto:
         """Like transform, for a mesh whose ranks may share their data (sequence parallelism)."""
         return self.transform(data)
+
+    @register(Dispatch.ONE_TO_ALL)
+    def log_call(self, tag: str, seconds: float) -> list[str]:
+        """After `seconds`, append `tag` to this worker's call log and return the log."""
+        time.sleep(seconds)
+        self.calls = [*getattr(self, "calls", []), tag]
+        return self.calls
 
     @register(Dispatch.ONE_TO_ALL)
     def whoami(self) -> tuple[int, int, str]:
@@ -66,6 +74,16 @@ def test_dp_dispatch_splits_by_rank_and_gathers_in_order(group):
     assert out.batch["y"].tolist() == [100, 101, 102, 103, 104, 105]
     assert out.batch["rank"].tolist() == [0, 0, 0, 1, 1, 1]
     assert list(out.non_tensor_batch["tag"]) == ["r0"] * 3 + ["r1"] * 3
+
+
+def test_submitted_calls_run_in_submission_order_and_gather_later(group):
+    data = DataProto.from_dict({"x": torch.arange(6).float()})
+    first = group.submit("log_call", "slow", 0.3)
+    second = group.submit("log_call", "fast", 0.0)  # queued behind the slow one on every worker
+    third = group.submit("transform", data)
+    assert [log[-2:] for log in second.result()] == [["slow", "fast"]] * 2
+    assert [log[-1] for log in first.result()] == ["slow", "slow"], "each result is its own call's"
+    assert third.result().batch["y"].tolist() == group.transform(data).batch["y"].tolist()
 
 
 def test_one_to_all_reaches_every_rank_with_a_shared_rendezvous(group):

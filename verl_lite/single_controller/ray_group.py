@@ -14,7 +14,9 @@ never mix.
 A RayWorkerGroup starts one actor per bundle: rank 0 first, which picks the rendezvous address,
 then the others with it in their environment. Every method the worker class marks with
 `@register` is bound onto the group, so `group.update_actor(batch)` dispatches, runs on all ranks
-in parallel, and gathers. A failure names the worker, the rank and the method.
+in parallel, and gathers; `group.submit("update_actor", batch)` dispatches and returns at once (the
+driver can queue the next call behind it and gather both later). A failure names the worker, the
+rank and the method.
 """
 
 from __future__ import annotations
@@ -123,6 +125,22 @@ def rank_env(rank: int, world_size: int, n_workers_per_node: int) -> dict[str, s
     }
 
 
+class PendingCall:
+    """A group method started on every rank (RayWorkerGroup.submit); `result()` gathers it once."""
+
+    def __init__(self, group: RayWorkerGroup, method: str, mode, ranks_per_shard: int, futures: list):
+        self.group, self.method, self.mode, self.shard, self.futures = (
+            group,
+            method,
+            mode,
+            ranks_per_shard,
+            futures,
+        )
+
+    def result(self):
+        return collect_results(self.mode, self.group._get_all(self.method, self.futures), self.shard)
+
+
 class RayWorkerGroup:
     def __init__(self, pool: RayResourcePool, worker_cls: type, *args, name: str = "worker", **kwargs):
         self.pool, self.name = pool, name
@@ -179,18 +197,28 @@ class RayWorkerGroup:
 
     def _bind_methods(self, worker_cls: type) -> None:
         self.ranks_per_shard: dict[str, int] = {}
+        self.registered: dict[str, tuple] = {}  # method name -> (dispatch mode, mesh)
         for method_name, fn in inspect.getmembers(worker_cls, predicate=inspect.isfunction):
             mode, mesh = getattr(fn, DISPATCH_ATTR, None), getattr(fn, MESH_ATTR, None)
             if mode is None:
                 continue
+            self.registered[method_name] = (mode, mesh)
 
-            def group_method(*args, _name=method_name, _mode=mode, _mesh=mesh, **kwargs):
-                shard = self.ranks_per_shard.get(_mesh, 1)
-                per_rank = dispatch_args(_mode, self.world_size, args, kwargs, shard)
-                futures = [getattr(w, _name).remote(*a, **kw) for w, (a, kw) in zip(self.workers, per_rank)]
-                return collect_results(_mode, self._get_all(_name, futures), shard)
+            def group_method(*args, _name=method_name, **kwargs):
+                return self.submit(_name, *args, **kwargs).result()
 
             setattr(self, method_name, functools.wraps(fn)(group_method))
+
+    def submit(self, method: str, *args, **kwargs) -> PendingCall:
+        """Start a registered method on every rank and return at once; `.result()` waits and gathers.
+        Each worker runs the calls it gets in the order they were submitted (one caller, an actor
+        with one thread), so a second call submitted before the first's result is taken runs right
+        after it, without a round trip through the driver in between."""
+        mode, mesh = self.registered[method]
+        shard = self.ranks_per_shard.get(mesh, 1)
+        per_rank = dispatch_args(mode, self.world_size, args, kwargs, shard)
+        futures = [getattr(w, method).remote(*a, **kw) for w, (a, kw) in zip(self.workers, per_rank)]
+        return PendingCall(self, method, mode, shard, futures)
 
     def _get_all(self, method: str, futures: list) -> list:
         """Results in rank order; the first failure to arrive is raised at once, naming its rank

@@ -56,3 +56,14 @@ def dp_minibatch_order(
 def rank_token_loads(seqlens: torch.Tensor, order: torch.Tensor, world_size: int) -> list[int]:
     """Tokens each rank receives when the batch is dispatched in `order`."""
     return [int(chunk.sum()) for chunk in seqlens[order].chunk(world_size)]
+
+
+def inverse_order(order: torch.Tensor) -> torch.Tensor:
+    """The permutation that puts rows dispatched in `order` back in their original places."""
+    inverse = torch.empty_like(order)
+    inverse[order] = torch.arange(len(order))
+    return inverse
+
+
+def is_identity(order: torch.Tensor) -> bool:
+    return bool(torch.equal(order, torch.arange(len(order))))

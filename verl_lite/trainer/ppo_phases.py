@@ -22,10 +22,15 @@ import torch
 from verl_lite.algos.kl_ctrl import apply_kl_penalty
 from verl_lite.config.validate_levers import dp_size
 from verl_lite.protocol import DataProto
-from verl_lite.trainer.batching import dp_minibatch_order, rank_token_loads
+from verl_lite.trainer.batching import dp_minibatch_order, inverse_order, is_identity, rank_token_loads
 from verl_lite.trainer.dynamic_sampling import collect_kept_groups
 
 MODEL_INPUTS = ["input_ids", "attention_mask", "position_ids", "responses"]
+
+
+def in_order(data: DataProto, order: torch.Tensor) -> DataProto:
+    """The rows of `data` in `order` (no copy when that is their order already: one rank, no balancing)."""
+    return data if is_identity(order) else data[order]
 
 
 class AlgorithmPhases:
@@ -45,10 +50,7 @@ class AlgorithmPhases:
         """A group method over the batch in mini-batches of `mini_rows` (None: the whole batch as one,
         as a forward), results in row order."""
         order = self._dp_order(data, mini_rows or len(data), role)
-        out = method(data[order])
-        inverse = torch.empty_like(order)
-        inverse[order] = torch.arange(len(order))
-        return out[inverse]
+        return in_order(method(in_order(data, order)), inverse_order(order))
 
     def _balance_metrics(self, batch: DataProto) -> dict[str, float]:
         """verl's global_seqlen/*: tokens per rank with plain chunking and with the order used."""

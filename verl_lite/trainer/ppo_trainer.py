@@ -21,7 +21,9 @@ old log-probs, there is no old_log_prob phase: update_actor takes the first mini
 own forward (nothing has moved the weights yet), computes the other rows' in the same call before
 any step, and returns them all (the rollout/actor log-prob diff is computed from those); the
 reference's log-probs for the KL loss are computed in the same call too.
-Otherwise the actor's and the reference's log-prob passes share one call.
+Otherwise the actor's and the reference's log-prob passes share one call. And the next step's
+generate_sequences is queued on the workers behind this step's update_actor when nothing the
+workers must see comes between them (rollout_prefetch.py): one driver round trip per step fewer.
 A worker that fails or dies surfaces as a WorkerError naming the worker, its rank and method, and
 here also the trainer phase and step. `fit` first resumes from a checkpoint when there is one
 (trainer.resume_mode; the layout and atomic commit are in trainer/checkpoint.py).
@@ -41,6 +43,7 @@ from verl_lite.protocol import DataProto
 from verl_lite.roles import uses_critic, uses_reference
 from verl_lite.rollout.base import compute_logprob_diff_metrics
 from verl_lite.single_controller import WorkerError
+from verl_lite.trainer.batching import inverse_order
 from verl_lite.trainer.dump import Generations, dump_jsonl, record_validation
 from verl_lite.trainer.health import HealthMonitor, run_shape
 from verl_lite.trainer.metrics import (
@@ -50,7 +53,8 @@ from verl_lite.trainer.metrics import (
     compute_variance_proxy_metrics,
     timer,
 )
-from verl_lite.trainer.ppo_phases import AlgorithmPhases
+from verl_lite.trainer.ppo_phases import AlgorithmPhases, in_order
+from verl_lite.trainer.rollout_prefetch import ROLLOUT_INPUTS, QueuedRollout, peek_next_indices
 from verl_lite.trainer.tracking import Tracking
 from verl_lite.trainer.trainer_checkpoint import TrainerCheckpoint
 from verl_lite.trainer.worker_setup import WorkerSetup
@@ -103,6 +107,10 @@ class RayPPOTrainer(AlgorithmPhases, WorkerSetup, TrainerCheckpoint):
         self.critic_wg = self.rm_wg = None
         self.old_log_probs_in_update = self.update_makes_old_log_probs()
         self.phases = self.build_phases()
+        # DAPO's next generation depends on this step's kept groups: no early queueing there
+        self.prefetch_rollouts = not alg.filter_groups.enable
+        self.queued_rollout: QueuedRollout | None = None
+        self.num_prefetched_rollouts = 0
         self.keep_val_texts = bool(t.validation_data_dir or t.log_val_generations > 0)
         if (t.rollout_data_dir or self.keep_val_texts) and tokenizer is None:
             raise ValueError(
@@ -178,16 +186,12 @@ class RayPPOTrainer(AlgorithmPhases, WorkerSetup, TrainerCheckpoint):
         while self.global_steps < self.total_training_steps:
             for indices in self.sampler.epoch_batches():
                 self.global_steps += 1
-                metrics = self.train_step(self.train_dataset.collate(indices))
+                metrics = self.train_step(self._step_batch(indices))
                 is_last = self.global_steps >= self.total_training_steps
-                if (
-                    self.val_dataset is not None
-                    and t.test_freq > 0
-                    and (is_last or self.global_steps % t.test_freq == 0)
-                ):
+                if self._validates_after_step():
                     last_val = self._validate_timed()
                     metrics.update(last_val)
-                if t.save_freq > 0 and (is_last or self.global_steps % t.save_freq == 0):
+                if self._saves_after_step():
                     metrics.update(self._save_checkpoint_timed())
                 tracker.log(metrics, step=self.global_steps)
                 for line in health.check(metrics):
@@ -196,6 +200,40 @@ class RayPPOTrainer(AlgorithmPhases, WorkerSetup, TrainerCheckpoint):
                     break
         tracker.finish()
         return last_val
+
+    def _is_last_step(self) -> bool:
+        return self.global_steps >= self.total_training_steps
+
+    def _validates_after_step(self) -> bool:
+        t = self.config.trainer
+        return (
+            self.val_dataset is not None
+            and t.test_freq > 0
+            and (self._is_last_step() or self.global_steps % t.test_freq == 0)
+        )
+
+    def _saves_after_step(self) -> bool:
+        t = self.config.trainer
+        return t.save_freq > 0 and (self._is_last_step() or self.global_steps % t.save_freq == 0)
+
+    def _step_batch(self, indices: list[int]) -> DataProto:
+        """The step's prompts: collated when its rollout was queued early, else now."""
+        if self.queued_rollout is not None:
+            return self.queued_rollout.batch_for(indices)
+        return self.train_dataset.collate(indices)
+
+    def _queue_next_rollout(self) -> None:
+        """Submit the next step's generate_sequences behind the update just submitted, when nothing
+        the workers must see comes between the two (rollout_prefetch.py)."""
+        if not self.prefetch_rollouts or self._is_last_step():
+            return
+        if self._validates_after_step() or self._saves_after_step():
+            return
+        indices = peek_next_indices(self.sampler)
+        batch = self.train_dataset.collate(indices)
+        call = self.actor_rollout_wg.submit("generate_sequences", batch.select(ROLLOUT_INPUTS))
+        self.queued_rollout = QueuedRollout(indices, batch, call)
+        self.num_prefetched_rollouts += 1
 
     def train_step(self, batch: DataProto) -> dict[str, float]:
         metrics: dict[str, float] = {}
@@ -220,8 +258,11 @@ class RayPPOTrainer(AlgorithmPhases, WorkerSetup, TrainerCheckpoint):
 
     # --- phases -------------------------------------------------------------------------------------
     def _generate(self, batch: DataProto, metrics: dict) -> DataProto:
-        prompts = batch.select(["input_ids", "attention_mask", "position_ids"])
-        gen = self.actor_rollout_wg.generate_sequences(prompts)
+        queued, self.queued_rollout = self.queued_rollout, None
+        if queued is not None:  # queued behind the previous step's update, for this very batch
+            gen = queued.result_for(batch)
+        else:
+            gen = self.actor_rollout_wg.generate_sequences(batch.select(ROLLOUT_INPUTS))
         metrics.update(gen.meta_info.pop("metrics", {}))
         n = self.config.actor_rollout_ref.rollout.n
         expanded = batch.repeat(n, interleave=True)
@@ -271,13 +312,14 @@ class RayPPOTrainer(AlgorithmPhases, WorkerSetup, TrainerCheckpoint):
         keys += [k for k in ("old_log_probs", "ref_log_prob") if k in batch.batch]
         data = batch.select(keys)
         mini_rows = cfg.actor.ppo_mini_batch_size * cfg.rollout.n
-        if not self.old_log_probs_in_update:
-            out = self.actor_rollout_wg.update_actor(data[self._dp_order(data, mini_rows)])
-            metrics.update(out.meta_info["metrics"])
-            return batch
-        out = self._forward_dispatch(self.actor_rollout_wg.update_actor, data, mini_rows=mini_rows)
+        order = self._dp_order(data, mini_rows)
+        call = self.actor_rollout_wg.submit("update_actor", in_order(data, order))
+        self._queue_next_rollout()
+        out = call.result()
         metrics.update(out.meta_info["metrics"])
-        batch = batch.union(out)
+        if not self.old_log_probs_in_update:
+            return batch
+        batch = batch.union(in_order(out, inverse_order(order)))  # the rows back in place
         self._logprob_diff_metrics(batch, metrics)
         return batch
 
