@@ -139,7 +139,7 @@ def build_trainer(cfg: PPOTrainerConfig, links: dict[str, str] | None = None) ->
 
 
 def start_ray(cfg: PPOTrainerConfig) -> None:
-    from verl_lite.trainer.ppo_trainer import start_ray as start
+    from verl_lite.trainer.ray_start import start_ray as start
 
     start(cfg)
 

@@ -83,6 +83,7 @@ def _rollout(rank, world, tp):
         "greedy": greedy,
         "diff": logprob_diff(actor, batch),
         "engine_tp": engine_tp,
+        "direct_reload": rollout.direct_reload,
     }
     dist.barrier()  # no rank tears down the engine's groups while another still uses them
     return result
@@ -131,3 +132,4 @@ def test_tp2_samples_from_the_actor_weights(runs):
     for rank in range(2):
         diff = runs[2][rank]["diff"]
         assert diff["rollout/actor_logprob_abs_diff_max"] < 1e-4, diff
+        assert runs[2][rank]["direct_reload"], "each rank loads its TP slice by the direct path"

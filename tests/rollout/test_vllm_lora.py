@@ -90,6 +90,7 @@ def test_first_sync_brings_the_base_then_only_the_adapter_moves(hybrid_lora):
     # base + adapter, plus the tied lm_head that vLLM's reload takes as a layer of its own
     embedding = actor.module.get_base_model().model.embed_tokens.weight.numel() * 4
     assert round(first["update_weights_gb"] * GB) == total + embedding
+    assert rollout.direct_reload, "the base arrives by the direct path (vllm_reload.py), adapters wrapped"
     params = SamplingParams(n=2, temperature=1.0, response_length=RESPONSE_LEN)
     _, batch = rollout_batch(rollout, tok, params)
     _train_one_step(actor, batch)

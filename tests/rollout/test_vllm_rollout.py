@@ -208,6 +208,49 @@ def test_logprob_diff_small_after_sync_and_large_when_the_sync_is_skipped(hybrid
     assert fresh["rollout/actor_logprob_abs_diff_max"] < 1e-4, fresh
 
 
+def test_consecutive_syncs_each_serve_their_own_weights(hybrid, random_policy):
+    """Syncs alternate between two different policies (the random one, the actor, the random one):
+    after each, vLLM samples with exactly the weights just sent. A kernel left packed from an
+    earlier sync (vllm_reload.py re-packs every CPU GEMM layer) would show as a large diff."""
+    actor, _, tok = hybrid
+    policy, rollout = random_policy
+    params = SamplingParams(n=4, temperature=1.0, response_length=RESPONSE_LEN)
+    for sent, other in ((policy, actor), (actor, policy), (policy, actor)):
+        rollout.update_weights(sent.iter_full_params())
+        assert rollout.direct_reload, "the CPU engine takes the direct path (no layer-wise reload)"
+        _, batch = rollout_batch(rollout, tok, params)
+        same = logprob_diff(sent, batch)["rollout/actor_logprob_abs_diff_max"]
+        assert same < 1e-4, same
+        assert logprob_diff(other, batch)["rollout/actor_logprob_abs_diff_max"] > 1e-2
+
+
+def _dropped_weights(worker) -> list[str]:
+    return sorted(n for n, p in worker.model_runner.get_model().named_parameters() if p.numel() == 0)
+
+
+def test_direct_sync_leaves_the_engine_as_vllms_reload_does(hybrid):
+    """The same weights loaded by the direct path and by vLLM's own layer-wise `reload_weights`: the
+    same seeded samples and bitwise the same log-probs, and the dropped weights dropped again."""
+    from verl_lite.rollout.vllm_rollout import with_tied_lm_head
+
+    actor, rollout, tok = hybrid
+    params = SamplingParams(n=4, temperature=1.0, response_length=RESPONSE_LEN)
+    state = rollout.state_dict()
+    rollout.update_weights(actor.iter_full_params())
+    assert rollout.direct_reload
+    direct = rollout_batch(rollout, tok, params)
+    dropped = rollout.llm.collective_rpc(_dropped_weights)[0]
+    assert dropped, "the CPU GEMM layers keep only their packed kernels"
+    rollout.load_state_dict(state)
+    weights = with_tied_lm_head(actor.iter_full_params())
+    rollout.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
+    rollout.llm.reset_prefix_cache()
+    reloaded = rollout_batch(rollout, tok, params)
+    assert torch.equal(direct[0], reloaded[0])
+    assert torch.equal(direct[1]["rollout_log_probs"], reloaded[1]["rollout_log_probs"])
+    assert rollout.llm.collective_rpc(_dropped_weights)[0] == dropped
+
+
 def test_sampling_state_round_trips_and_validation_draws_apart(hybrid):
     _, rollout, tok = hybrid
     params = SamplingParams(n=2, temperature=1.0, response_length=RESPONSE_LEN)

@@ -340,7 +340,9 @@ class FSDPEngine:
         counted over all ranks into a LossScale (`response_length`: the configured R for
         seq-mean-token-sum-norm; None: the batch's width) that every loss_fn call gets. Returns the
         mean over mini-batches of each metric (sums of the shares over micro-batches and ranks),
-        grad_norm and lr."""
+        grad_norm and lr. Each micro-batch carries its `epoch` and `mini_batch` index: the weights
+        are still those the update started with exactly in epoch 0's mini-batch 0, and a mini-batch's
+        micro-batches are planned the same way in every epoch."""
         assert self.optimizer is not None, f"{self.role} engine was built without an optimizer"
         host = {k: v.cpu() for k, v in tensors.items()}
         num_rows = len(host["response_mask"])
@@ -349,13 +351,15 @@ class FSDPEngine:
         with self.phase("update"):  # one phase: offloaded params come in once for all mini-batches
             self.module.train()
             on_device = self._to_device(host)
-            for _ in range(epochs):
-                for start in range(0, num_rows, mini_size):
+            for epoch in range(epochs):
+                for index, start in enumerate(range(0, num_rows, mini_size)):
                     part = slice(start, start + mini_size)
                     mini = {k: v[part] for k, v in host.items()}
                     scale = self.loss_scale(mini["response_mask"], length)
                     plans = self.plan(mini, micro_size, max_token_len)
                     micros = self._micro_batches(mini, {k: v[part] for k, v in on_device.items()}, plans)
+                    for micro in micros:  # where it is in the update: a loss may depend on it
+                        micro.epoch, micro.mini_batch = epoch, index
                     for k, v in self._train_mini_batch(micros, loss_fn, scale, request).items():
                         history[k].append(v)
         self.end_training_step()

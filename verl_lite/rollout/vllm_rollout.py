@@ -48,6 +48,7 @@ from verl_lite.rollout import VLLM_LORA_RANKS, cpu_shm
 from verl_lite.rollout.base import Rollout, SamplingParams
 from verl_lite.rollout.engine_state import prepare_engine_env, preserved_process_state
 from verl_lite.rollout.tp_group import TPGroup
+from verl_lite.rollout.vllm_reload import record_cpu_gemm_layers, reload_weights
 from verl_lite.rollout.vllm_sleep import Call, EngineMemory
 from verl_lite.utils import device as dev
 from verl_lite.utils.hf_model import model_files
@@ -210,7 +211,7 @@ class VLLMRollout(Rollout):
         on_host_tp = r.tensor_model_parallel_size > 1 and not dev.has_accelerator()
         if on_host_tp:
             cpu_shm.remove_stale()  # a killed TP run's shared memory would stop this one (cpu_shm.py)
-        with preserved_process_state():
+        with preserved_process_state(), record_cpu_gemm_layers():
             try:
                 self.llm = LLM(**engine_kwargs(model_cfg, r, self.memory.sleep_enabled))
             except RuntimeError as e:
@@ -220,6 +221,7 @@ class VLLMRollout(Rollout):
         self.tied_lm_head = bool(
             getattr(self.llm.llm_engine.model_config.hf_config, "tie_word_embeddings", False)
         )
+        self.direct_reload = False  # whether the last sync skipped vLLM's layer-wise reload (vllm_reload.py)
         self._run(self.memory.sleep())
 
     @property
@@ -241,16 +243,17 @@ class VLLMRollout(Rollout):
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> dict[str, float]:
         """Load the actor's full weights (an iterator every rank walks together) into the engine.
 
-        One `reload_weights` pass consumes the tensors bucket by bucket: a layer whose weights span
-        two buckets must still be loaded in one pass (vLLM repacks a layer once all its parts are in).
-        The prefix cache is reset afterwards: cached prefixes hold the old weights' keys and values.
+        One load pass consumes the tensors bucket by bucket (vllm_reload.py: the model's own
+        `load_weights` and a re-pack of the CPU GEMM layers, or vLLM's layer-wise `reload_weights`
+        where that is not known to be equivalent). The prefix cache is reset afterwards: cached
+        prefixes hold the old weights' keys and values.
         """
         self._run(self.memory.before_sync())
         start, stats = time.perf_counter(), {"bytes": 0, "num_buckets": 0}
         if self.tied_lm_head:
             named_tensors = with_tied_lm_head(named_tensors)
         buckets = iter_buckets(named_tensors, self.bucket_bytes, stats)
-        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": buckets})
+        self.direct_reload = all(self.llm.collective_rpc(reload_weights, args=(buckets,)))
         for _ in buckets:  # the actor's gather is collective: walk to the end even if vLLM stopped early
             pass
         self.llm.reset_prefix_cache()
@@ -330,13 +333,12 @@ class VLLMRollout(Rollout):
         samples = [
             s for out in outputs[batch.own_rows] for s in out.outputs for _ in range(repeat)
         ]  # this rank's prompts only, each prompt's n samples adjacent
-        width = max(1, max((len(s.token_ids) for s in samples), default=0))
-        tokens = torch.full((len(samples), width), self.pad_id, dtype=torch.long)
-        log_probs = torch.zeros((len(samples), width), dtype=torch.float32)
-        for row, s in enumerate(samples):
-            ids = list(s.token_ids)
-            tokens[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
-            log_probs[row, : len(ids)] = torch.tensor(
-                [step[tok].logprob for step, tok in zip(s.logprobs, ids)], dtype=torch.float32
-            )
-        return tokens, log_probs
+        ids = [list(s.token_ids) for s in samples]
+        logps = [[step[tok].logprob for step, tok in zip(s.logprobs, row)] for s, row in zip(samples, ids)]
+        width = max(1, max(map(len, ids), default=0))
+        return _padded(ids, width, self.pad_id, torch.long), _padded(logps, width, 0.0, torch.float32)
+
+
+def _padded(rows: list[list], width: int, pad, dtype: torch.dtype) -> torch.Tensor:
+    """(len(rows), width): the rows right-padded with `pad`, built in one tensor call."""
+    return torch.tensor([row + [pad] * (width - len(row)) for row in rows], dtype=dtype).reshape(-1, width)

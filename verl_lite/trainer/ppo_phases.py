@@ -39,10 +39,12 @@ class AlgorithmPhases:
         seqlens = data.batch["attention_mask"].sum(-1).tolist() if self.config.trainer.balance_batch else None
         return dp_minibatch_order(len(data), mini_rows, self.dp_size(role), seqlens)
 
-    def _forward_dispatch(self, method, data: DataProto, role: str = "actor") -> DataProto:
-        """A group method over the whole batch as one mini-batch (a forward, or an on-policy update),
-        results in row order."""
-        order = self._dp_order(data, len(data), role)
+    def _forward_dispatch(
+        self, method, data: DataProto, role: str = "actor", mini_rows: int | None = None
+    ) -> DataProto:
+        """A group method over the batch in mini-batches of `mini_rows` (None: the whole batch as one,
+        as a forward), results in row order."""
+        order = self._dp_order(data, mini_rows or len(data), role)
         out = method(data[order])
         inverse = torch.empty_like(order)
         inverse[order] = torch.arange(len(order))

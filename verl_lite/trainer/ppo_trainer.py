@@ -13,12 +13,14 @@
     (then, every test_freq / save_freq steps: testing, save_checkpoint)
 
 Which phases run is decided once, when the trainer is built; the step loop just walks the list.
-The algorithm-specific phases live in ppo_phases.py.
+The algorithm-specific phases live in ppo_phases.py, building the worker groups in worker_setup.py,
+the checkpoint across roles in trainer_checkpoint.py, and starting Ray in ray_start.py.
 
-No pass is run twice and no two calls go where one does: when the update is exactly on-policy (one
-mini-batch, one epoch) and nothing before it reads the old log-probs, there is no old_log_prob phase:
-update_actor takes them from its own forward and returns them (the rollout/actor log-prob diff is
-computed from those), and the reference's log-probs for the KL loss are computed in the same call.
+No pass is run twice and no two calls go where one does: when nothing before the update reads the
+old log-probs, there is no old_log_prob phase: update_actor takes the first mini-batch's from its
+own forward (nothing has moved the weights yet), computes the other rows' in the same call before
+any step, and returns them all (the rollout/actor log-prob diff is computed from those); the
+reference's log-probs for the KL loss are computed in the same call too.
 Otherwise the actor's and the reference's log-prob passes share one call.
 A worker that fails or dies surfaces as a WorkerError naming the worker, its rank and method, and
 here also the trainer phase and step. `fit` first resumes from a checkpoint when there is one
@@ -28,25 +30,17 @@ here also the trainer phase and step. `fit` first resumes from a checkpoint when
 from __future__ import annotations
 
 import logging
-import os
 from contextlib import contextmanager
-
-import ray
 
 from verl_lite.algos import ADV_ESTIMATORS
 from verl_lite.algos.kl_ctrl import build_kl_controller
-from verl_lite.config.freeze import freeze
-from verl_lite.config.overrides import apply_to_config
 from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.data.rlhf_dataset import EpochSampler, RLHFDataset
 from verl_lite.errors import RunError
-from verl_lite.plan import auto_offload, idle_on_host
 from verl_lite.protocol import DataProto
 from verl_lite.roles import uses_critic, uses_reference
 from verl_lite.rollout.base import compute_logprob_diff_metrics
-from verl_lite.single_controller import RayResourcePool, RayWorkerGroup, WorkerError
-from verl_lite.trainer import checkpoint as ckpt
-from verl_lite.trainer.checkpoint_vet import vet_checkpoint
+from verl_lite.single_controller import WorkerError
 from verl_lite.trainer.dump import Generations, dump_jsonl, record_validation
 from verl_lite.trainer.health import HealthMonitor, run_shape
 from verl_lite.trainer.metrics import (
@@ -58,9 +52,8 @@ from verl_lite.trainer.metrics import (
 )
 from verl_lite.trainer.ppo_phases import AlgorithmPhases
 from verl_lite.trainer.tracking import Tracking
-from verl_lite.workers.actor_rollout_ref import ActorRolloutRefWorker
-from verl_lite.workers.critic import CriticWorker
-from verl_lite.workers.reward_model import RewardModelWorker
+from verl_lite.trainer.trainer_checkpoint import TrainerCheckpoint
+from verl_lite.trainer.worker_setup import WorkerSetup
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +70,7 @@ def trainer_phase(name: str, step: int):
         raise type(e)(f"trainer phase '{name}' at step {step} failed: {e}", e.detail) from e
 
 
-class RayPPOTrainer(AlgorithmPhases):
+class RayPPOTrainer(AlgorithmPhases, WorkerSetup, TrainerCheckpoint):
     def __init__(
         self,
         config: PPOTrainerConfig,
@@ -108,7 +101,7 @@ class RayPPOTrainer(AlgorithmPhases):
             k = alg.kl_ctrl
             self.kl_ctrl = build_kl_controller(k.type, k.kl_coef, k.target_kl, k.horizon)
         self.critic_wg = self.rm_wg = None
-        self.on_policy_update = self.update_is_on_policy()
+        self.old_log_probs_in_update = self.update_makes_old_log_probs()
         self.phases = self.build_phases()
         self.keep_val_texts = bool(t.validation_data_dir or t.log_val_generations > 0)
         if (t.rollout_data_dir or self.keep_val_texts) and tokenizer is None:
@@ -118,30 +111,6 @@ class RayPPOTrainer(AlgorithmPhases):
         self.tracker: Tracking | None = None
         self.global_steps = 0
         self.resume_path = self.find_resume_path()
-
-    def checkpoint_contents(self) -> dict[str, list[str]]:
-        """What a resume loads per role (each role's checkpoint.load_contents)."""
-        contents = {"actor": self.config.actor_rollout_ref.actor.checkpoint.load_contents}
-        if self.use_critic:
-            contents["critic"] = self.config.critic.checkpoint.load_contents
-        return contents
-
-    def find_resume_path(self) -> str | None:
-        """The checkpoint to resume from, checked for completeness before any worker starts."""
-        t = self.config.trainer
-        path = ckpt.resolve_resume_path(t)
-        if path is not None:
-            key = (
-                "trainer.resume_from_path"
-                if t.resume_mode == "resume_path"
-                else f"trainer.resume_mode=auto ({ckpt.TRACKER} in trainer.default_local_dir)"
-            )
-            weightless = ckpt.weightless_resume(path, self.checkpoint_contents(), key)
-            if weightless:
-                raise ValueError(weightless)
-            ckpt.check_complete(path, self.checkpoint_contents(), self.world_size, key)
-            vet_checkpoint(path, self.checkpoint_contents(), self.world_size, key)
-        return path
 
     def build_phases(self) -> list:
         """The step's phases in their fixed order: those every step runs, those the config asks for,
@@ -161,7 +130,7 @@ class RayPPOTrainer(AlgorithmPhases):
             "dump_rollout_generations": self._dump_rollout,
         }
         wanted = {"gen", "adv", "update_actor", *self.adv_spec.phases}
-        wanted |= set() if self.on_policy_update else {"old_log_prob"}  # (with the reference's)
+        wanted |= set() if self.old_log_probs_in_update else {"old_log_prob"}  # (with the reference's)
         wanted |= set() if filtered else {"reward"}  # dynamic sampling scores as it generates
         wanted |= {"values", "update_critic"} if self.use_critic else set()
         wanted |= {"kl_reward"} if alg.use_kl_in_reward else set()
@@ -174,15 +143,15 @@ class RayPPOTrainer(AlgorithmPhases):
             )
         return [(name, phase) for name, phase in available.items() if name in wanted]
 
-    def update_is_on_policy(self) -> bool:
-        """The update is exactly on-policy (one mini-batch of the whole batch, one epoch: verl's
-        `on_policy`) and no phase before it reads the old log-probs (KL in the reward, an estimator
-        that reads them or sum_pi_squared): update_actor then makes them itself."""
+    def update_makes_old_log_probs(self) -> bool:
+        """No phase before the update reads the old log-probs (KL in the reward, an estimator that
+        reads them or sum_pi_squared): update_actor then makes them itself, the first mini-batch's
+        from its own forward (exactly on-policy there: nothing has moved the weights yet) and the
+        other rows' in a pass in the same call. With one mini-batch and one epoch that is all of
+        them (verl's `on_policy`)."""
         a, alg = self.config.actor_rollout_ref.actor, self.config.algorithm
         return (
-            a.ppo_epochs == 1
-            and a.ppo_mini_batch_size >= self.config.data.train_batch_size
-            and not alg.use_kl_in_reward
+            not alg.use_kl_in_reward
             and not a.calculate_sum_pi_squared
             and not {"old_log_probs", "sum_pi_squared"} & set(self.adv_spec.inputs)
         )
@@ -191,91 +160,6 @@ class RayPPOTrainer(AlgorithmPhases):
         t = self.config.trainer
         steps = len(self.sampler) * t.total_epochs
         return min(steps, t.total_training_steps) if t.total_training_steps is not None else steps
-
-    # --- set-up -------------------------------------------------------------------------------------
-    def init_workers(self) -> None:
-        """Reserve the resources, apply trainer.auto_offload's choice to the config, freeze it, then
-        build the worker groups (every group gets its sections of the one frozen config)."""
-        t = self.config.trainer
-        self.pool = RayResourcePool(
-            t.nnodes, t.n_gpus_per_node, self.use_gpu, max_colocate_count=self.num_colocated_groups()
-        )
-        colocated = self.use_gpu and self.num_colocated_groups() > 1
-        reported = self.pool.device_memory_gb() if t.auto_offload or colocated else []  # before any worker
-        if t.auto_offload:
-            self._plan_offload(reported)
-        freeze(self.config)
-        role = "actor_rollout_ref" if self.use_ref else "actor_rollout"
-        self.actor_rollout_wg = RayWorkerGroup(
-            self.pool,
-            ActorRolloutRefWorker,
-            self.config.actor_rollout_ref,
-            role,
-            t.dist_timeout_s,
-            name="actor_rollout_ref",
-        )
-        # log-probs and updates go to data-parallel ranks: a sequence-parallel group shares its rows
-        self.actor_rollout_wg.set_data_layout("actor", self.world_size // self.dp_size("actor"))
-        info = self.actor_rollout_wg.init_model()
-        self.checkpoint_wgs = {"actor": self.actor_rollout_wg}  # every role with trainable state
-        num_nodes = len(set(self.actor_rollout_wg.node_ids()))
-        log.info(
-            "workers ready: %d x %s on %d node(s), %s params (%s trained), %d reference engine(s)",
-            self.world_size,
-            role,
-            num_nodes,
-            info[0]["num_params"],
-            info[0]["num_trainable_params"],
-            info[0]["ref_engines"],
-        )
-        idle = self.colocated_idle_on_host(reported)
-        if self.use_critic:
-            rollout = self.config.actor_rollout_ref.rollout
-            args = (self.config.critic, rollout.response_length, rollout.n, t.dist_timeout_s)
-            self.critic_wg = RayWorkerGroup(self.pool, CriticWorker, *args, name="critic", idle_on_host=idle)
-            self.critic_wg.set_data_layout("critic", self.world_size // self.dp_size("critic"))
-            info = self.critic_wg.init_model()
-            self.checkpoint_wgs["critic"] = self.critic_wg
-            log.info("critic ready: %d workers, %s params", self.world_size, info[0]["num_params"])
-        if self.config.reward_model.enable:
-            self.rm_wg = RayWorkerGroup(
-                self.pool,
-                RewardModelWorker,
-                self.config.reward_model,
-                t.dist_timeout_s,
-                name="reward_model",
-                idle_on_host=idle,
-            )
-            info = self.rm_wg.init_model()
-            log.info("reward model ready: %d workers, %s params", self.world_size, info[0]["num_params"])
-
-    def num_colocated_groups(self) -> int:
-        """Worker groups sharing each rank's slot: actor(+ref), critic, reward model (ray_group.py)."""
-        return 1 + int(self.use_critic) + int(self.config.reward_model.enable)
-
-    def colocated_idle_on_host(self, reported_gb: list[float]) -> bool:
-        """A critic or reward model beside the actor on each GPU keeps its params and optimizer state on
-        the host between its phases only where the planner says the device would not hold them
-        (plan.idle_on_host); never on CPU."""
-        if not (self.use_gpu and self.num_colocated_groups() > 1):
-            return False
-        idle, message = idle_on_host(self.config, reported_gb, accelerator=True)
-        log.info(message)
-        return idle
-
-    def _plan_offload(self, reported_gb: list[float]) -> None:
-        """trainer.auto_offload: the planner's choice for the memory the workers' devices have,
-        applied to the config as if given on the command line (keys linked to them follow)."""
-        overrides, message = auto_offload(self.config, reported_gb, accelerator=self.use_gpu)
-        log.info(message)
-        apply_to_config(self.config, {f"actor_rollout_ref.{k}": v for k, v in overrides.items()})
-
-    def shutdown(self) -> None:
-        for group in (self.critic_wg, self.rm_wg, getattr(self, "actor_rollout_wg", None)):
-            if group is not None:
-                group.shutdown()
-        if hasattr(self, "pool"):
-            self.pool.release()
 
     # --- the loop -----------------------------------------------------------------------------------
     def fit(self) -> dict[str, float]:
@@ -383,16 +267,15 @@ class RayPPOTrainer(AlgorithmPhases):
             return batch  # the first critic_warmup steps train only the critic
         cfg = self.config.actor_rollout_ref
         keys = ["input_ids", "attention_mask", "position_ids", "responses", "response_mask", "advantages"]
-        # on-policy the workers make old_log_probs (and ref_log_prob) in this call
+        # without them the workers make old_log_probs (and ref_log_prob) in this call
         keys += [k for k in ("old_log_probs", "ref_log_prob") if k in batch.batch]
         data = batch.select(keys)
-        if not self.on_policy_update:
-            out = self.actor_rollout_wg.update_actor(
-                data[self._dp_order(data, cfg.actor.ppo_mini_batch_size * cfg.rollout.n)]
-            )
+        mini_rows = cfg.actor.ppo_mini_batch_size * cfg.rollout.n
+        if not self.old_log_probs_in_update:
+            out = self.actor_rollout_wg.update_actor(data[self._dp_order(data, mini_rows)])
             metrics.update(out.meta_info["metrics"])
             return batch
-        out = self._forward_dispatch(self.actor_rollout_wg.update_actor, data)  # one mini-batch: same order
+        out = self._forward_dispatch(self.actor_rollout_wg.update_actor, data, mini_rows=mini_rows)
         metrics.update(out.meta_info["metrics"])
         batch = batch.union(out)
         self._logprob_diff_metrics(batch, metrics)
@@ -408,45 +291,13 @@ class RayPPOTrainer(AlgorithmPhases):
     def _model_inputs(batch: DataProto) -> DataProto:
         return batch.select(["input_ids", "attention_mask", "position_ids", "responses"])
 
-    # --- checkpoints --------------------------------------------------------------------------------
+    # --- after a step: checkpoint, validation ------------------------------------------------------
     def _save_checkpoint_timed(self) -> dict[str, float]:
         timings: dict[str, float] = {}
         with timer("save_checkpoint", timings), trainer_phase("save_checkpoint", self.global_steps):
             self._save_checkpoint()
         return {"timing_s/save_checkpoint": timings["save_checkpoint"]}
 
-    def _save_checkpoint(self) -> None:
-        """Every role writes into a temp folder, the driver adds its own state, then one commit."""
-        t = self.config.trainer
-        root, step = t.default_local_dir, self.global_steps
-        tmp = ckpt.begin(root, step)
-        for role, wg in self.checkpoint_wgs.items():
-            wg.save_checkpoint(os.path.join(tmp, role), step)
-        ckpt.write_trainer_state(tmp, step, self.sampler.state_dict(), self._driver_state())
-        ckpt.commit(root, step, tmp)
-        ckpt.rotate(root, {role: getattr(t, f"max_{role}_ckpt_to_keep") for role in self.checkpoint_wgs})
-        log.info("saved checkpoint %s", ckpt.step_dir(root, step))
-
-    def _driver_state(self) -> dict:
-        """What the driver itself carries from step to step besides the sampler."""
-        return {"kl_coef": self.kl_ctrl.value} if self.kl_ctrl is not None else {}
-
-    def _load_checkpoint(self) -> None:
-        if self.resume_path is None:
-            return
-        for role, wg in self.checkpoint_wgs.items():
-            wg.load_checkpoint(os.path.join(self.resume_path, role))
-        state = ckpt.read_trainer_state(self.resume_path)
-        self.global_steps = int(state["global_step"])
-        self.sampler.load_state_dict(state["sampler"])
-        if self.kl_ctrl is not None and "kl_coef" in state.get("driver", {}):
-            self.kl_ctrl.value = float(state["driver"]["kl_coef"])  # the adaptive controller's state
-        log.info("resumed from %s at step %d", self.resume_path, self.global_steps)
-        if self.config.trainer.del_local_ckpt_after_load:
-            ckpt.delete_loaded(self.config.trainer.default_local_dir, self.resume_path)
-            log.info("trainer.del_local_ckpt_after_load=True: deleted %s", self.resume_path)
-
-    # --- validation ---------------------------------------------------------------------------------
     def _validate_timed(self) -> dict[str, float]:
         timings: dict[str, float] = {}
         with timer("testing", timings), trainer_phase("testing", self.global_steps):
@@ -477,36 +328,3 @@ class RayPPOTrainer(AlgorithmPhases):
         if self.keep_val_texts:
             record_validation(gens, self.config.trainer, self.tracker, self.global_steps)
         return compute_val_metrics(scores, sources, val_kwargs.n)
-
-
-def ray_init_kwargs(config: PPOTrainerConfig) -> dict:
-    """Join the cluster in ray_kwargs.ray_init.address or RAY_ADDRESS, else start a local Ray."""
-    r = config.ray_kwargs.ray_init
-    address = r.address or os.environ.get("RAY_ADDRESS")
-    if address:
-        return {"address": address}
-    return {
-        # "local": a new Ray of its own. Without it ray.init() joins any cluster `ray start` left
-        # running on this machine (another job's), which is only wanted when asked for by address.
-        "address": "local",
-        "num_cpus": r.num_cpus,
-        "include_dashboard": r.include_dashboard,
-        "runtime_env": runtime_env(r.runtime_env),
-    }
-
-
-def runtime_env(user: dict) -> dict:
-    """ray_kwargs.ray_init.runtime_env with verl_lite's env_vars added (the user's win)."""
-    env = dict(user or {})
-    env["env_vars"] = {"TOKENIZERS_PARALLELISM": "false", **dict(env.get("env_vars") or {})}
-    return env
-
-
-def start_ray(config: PPOTrainerConfig) -> None:
-    if not ray.is_initialized():
-        kwargs = ray_init_kwargs(config)
-        ray.init(**kwargs)
-        if "num_cpus" in kwargs:  # Ray's own notice goes to the log file
-            log.info("started a local Ray instance (%s CPUs)", ray.cluster_resources().get("CPU", 0))
-        else:
-            log.info("joined the Ray cluster at %s", kwargs["address"])

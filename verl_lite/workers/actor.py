@@ -10,9 +10,12 @@ them; it never sees logits, so fused or sequence-parallel forwards need nothing 
 The update keeps accumulation exact: every micro-batch's loss is its share of the mini-batch loss
 under the mini-batch-wide counts the engine passes in (`scale`, algos/loss_agg.py).
 
-An exactly on-policy update (one mini-batch, one epoch: nothing has moved the weights since the
-rollout) needs no separate old-log-prob pass: `update_on_policy` takes the old log-probs from the
-update's own forward, detached (so the ratio is 1 and its gradient that of log pi), and returns them.
+No separate old-log-prob pass is needed for rows nothing has moved the weights for: the first
+mini-batch of the first epoch runs on the rollout's weights, so `update_own_first` takes its old
+log-probs from the update's own forward, detached (the ratio is 1 and its gradient that of log pi),
+keeps them for the later epochs and returns them. The other rows' old log-probs come from a pass
+before the update (the worker runs it in the same call). With one mini-batch and one epoch (verl's
+`on_policy`) that pass is empty.
 """
 
 from __future__ import annotations
@@ -87,18 +90,19 @@ class PPOActor:
             temperature=temperature, entropy=True, entropy_grad=cfg.entropy_coeff != 0
         )
 
-    def loss(self, output, micro, scale: LossScale, kept: list | None = None):
+    def loss(self, output, micro, scale: LossScale, kept: dict | None = None):
         """This micro-batch's share of the mini-batch loss, and the metric shares (only the
-        indicators the policy loss reports). `kept`: on-policy, old log-probs are this forward's,
-        detached, and (rows, log-probs) are appended to it."""
+        indicators the policy loss reports). `kept`: the first mini-batch's old log-probs are its
+        forward's in epoch 0, detached, kept under the micro-batch's rows for the later epochs."""
         cfg = self.cfg
         mask = micro["response_mask"].float()
         logp = output.tokens["log_probs"]
-        if kept is None:
+        if kept is None or micro.mini_batch != 0:
             old = micro["old_log_probs"]
+        elif micro.epoch == 0:
+            old = kept[tuple(micro.plan.rows.tolist())] = logp.detach()
         else:
-            old = logp.detach()
-            kept.append((micro.rows, old))
+            old = kept[tuple(micro.plan.rows.tolist())]
         terms = self.policy_loss(
             old_log_prob=old,
             log_prob=logp,
@@ -131,25 +135,31 @@ class PPOActor:
         """
         return self._update(tensors, mini_size, micro_size, None)
 
-    def update_on_policy(
-        self, tensors: dict[str, torch.Tensor], micro_size: int | None
+    def update_own_first(
+        self, tensors: dict[str, torch.Tensor], mini_size: int, micro_size: int | None
     ) -> tuple[dict[str, float], torch.Tensor]:
-        """One epoch, all rows one mini-batch, with no `old_log_probs` given: they are the update's
-        own forward's (before its step). Returns the metrics and those log-probs, (bs, R) on the host
-        in the rows' order (0 beyond a micro-batch's kept columns, as compute_log_prob's)."""
-        if self.cfg.ppo_epochs != 1:
-            raise ValueError(f"an on-policy update runs one epoch, not ppo_epochs={self.cfg.ppo_epochs}")
-        kept: list = []
-        metrics = self._update(tensors, len(tensors["response_mask"]), micro_size, kept)
-        old = torch.zeros(tensors["response_mask"].shape, dtype=torch.float32)
-        for rows, logp in kept:
-            old[rows.cpu(), : logp.shape[1]] = logp.float().cpu()
+        """As `update`, but the first mini-batch's rows (this rank's first `mini_size`) need no
+        `old_log_probs`: they are the update's own forward's in epoch 0 (before any step). The other
+        rows' come in `old_log_probs` (only those rows are read). Returns the metrics and the
+        old log-probs of all rows, (bs, R) on the host (0 beyond a micro-batch's kept columns, as
+        compute_log_prob's)."""
+        num_rows, width = tensors["response_mask"].shape
+        if num_rows > mini_size and "old_log_probs" not in tensors:
+            raise ValueError(
+                "rows after the first mini-batch need old_log_probs from a pass before the update"
+            )
+        given = tensors.get("old_log_probs")
+        old = torch.zeros((num_rows, width)) if given is None else given.detach().float().cpu().clone()
+        old[:mini_size] = 0.0
+        kept: dict = {}
+        metrics = self._update({**tensors, "old_log_probs": old}, mini_size, micro_size, kept)
+        for rows, logp in kept.items():
+            old[list(rows), : logp.shape[1]] = logp.float().cpu()
         return metrics, old
 
-    def _update(self, tensors, mini_size: int, micro_size: int | None, kept: list | None) -> dict[str, float]:
+    def _update(self, tensors, mini_size: int, micro_size: int | None, kept: dict | None) -> dict[str, float]:
         cfg = self.cfg
-        keys = [*MODEL_INPUTS, "response_mask", "advantages"]
-        keys += ["old_log_probs"] if kept is None else []
+        keys = [*MODEL_INPUTS, "response_mask", "advantages", "old_log_probs"]
         if cfg.use_kl_loss:
             keys.append("ref_log_prob")
         loss = (

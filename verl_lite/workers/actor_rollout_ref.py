@@ -20,6 +20,7 @@ import os
 import time
 
 import psutil
+import torch
 
 from verl_lite.algos.chunked_logprob import DEFAULT_CHUNK
 from verl_lite.config.schema import ActorRolloutRefConfig
@@ -239,20 +240,28 @@ class ActorRolloutRefWorker(Worker):
 
     @register(Dispatch.DP_COMPUTE_PROTO, mesh="actor")
     def update_actor(self, data: DataProto) -> DataProto:
-        """The PPO update. Without `old_log_probs` in `data` the update is on-policy (the driver sends
-        it so only with one mini-batch and one epoch): the old log-probs come from the update's own
-        forward and are returned. Without `ref_log_prob` under use_kl_loss the reference pass runs
-        here first, in the same call."""
+        """The PPO update. Without `old_log_probs` in `data` (the driver sends none when nothing
+        before the update reads them) the first mini-batch's come from the update's own forward and
+        the other rows' from a pass here, before any step; all are returned. Without `ref_log_prob`
+        under use_kl_loss the reference pass runs here first, in the same call."""
         a, n = self.config.actor, self.config.rollout.n
         batch = dict(data.batch)
         if a.use_kl_loss and "ref_log_prob" not in batch:
             batch["ref_log_prob"] = self.compute_ref_log_prob(data).batch["ref_log_prob"]
         out = {}
+        mini_local = a.ppo_mini_batch_size * n // self.engines["actor"].dp_size
         if "old_log_probs" in batch:
-            mini_local = a.ppo_mini_batch_size * n // self.engines["actor"].dp_size
             metrics = self.actor.update(batch, mini_local, a.ppo_micro_batch_size_per_gpu)
         else:
-            metrics, out["old_log_probs"] = self.actor.update_on_policy(batch, a.ppo_micro_batch_size_per_gpu)
+            if (
+                len(data) > mini_local
+            ):  # the rows after the first mini-batch: before any step moves the weights
+                rest = DataProto.from_dict({k: v[mini_local:] for k, v in batch.items()})
+                old = self._log_prob("actor", rest, self.config.rollout, "compute_log_prob")
+                batch["old_log_probs"] = torch.cat([old.new_zeros((mini_local, old.shape[1])), old])
+            metrics, out["old_log_probs"] = self.actor.update_own_first(
+                batch, mini_local, a.ppo_micro_batch_size_per_gpu
+            )
         self.rollout_is_stale = True
         metrics.update(self._step_report())
         return DataProto.from_dict(out, meta_info={"metrics": metrics})

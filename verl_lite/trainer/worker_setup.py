@@ -1,0 +1,109 @@
+"""Building the trainer's worker groups, as a mixin of RayPPOTrainer.
+
+init_workers reserves each rank's slot (one Ray placement group per node, shared by the colocated
+groups: actor(+reference), critic, reward model), applies trainer.auto_offload's choice to the
+config, freezes the config, then builds the groups; each gets its sections of the one frozen
+config. Whether an idle critic or reward model waits on the host is the planner's decision
+(plan.idle_on_host), made once here.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from verl_lite.config.freeze import freeze
+from verl_lite.config.overrides import apply_to_config
+from verl_lite.plan import auto_offload, idle_on_host
+from verl_lite.single_controller import RayResourcePool, RayWorkerGroup
+from verl_lite.workers.actor_rollout_ref import ActorRolloutRefWorker
+from verl_lite.workers.critic import CriticWorker
+from verl_lite.workers.reward_model import RewardModelWorker
+
+log = logging.getLogger(__name__)
+
+
+class WorkerSetup:
+    # --- set-up -------------------------------------------------------------------------------------
+    def init_workers(self) -> None:
+        """Reserve the resources, apply trainer.auto_offload's choice to the config, freeze it, then
+        build the worker groups (every group gets its sections of the one frozen config)."""
+        t = self.config.trainer
+        self.pool = RayResourcePool(
+            t.nnodes, t.n_gpus_per_node, self.use_gpu, max_colocate_count=self.num_colocated_groups()
+        )
+        colocated = self.use_gpu and self.num_colocated_groups() > 1
+        reported = self.pool.device_memory_gb() if t.auto_offload or colocated else []  # before any worker
+        if t.auto_offload:
+            self._plan_offload(reported)
+        freeze(self.config)
+        role = "actor_rollout_ref" if self.use_ref else "actor_rollout"
+        self.actor_rollout_wg = RayWorkerGroup(
+            self.pool,
+            ActorRolloutRefWorker,
+            self.config.actor_rollout_ref,
+            role,
+            t.dist_timeout_s,
+            name="actor_rollout_ref",
+        )
+        # log-probs and updates go to data-parallel ranks: a sequence-parallel group shares its rows
+        self.actor_rollout_wg.set_data_layout("actor", self.world_size // self.dp_size("actor"))
+        info = self.actor_rollout_wg.init_model()
+        self.checkpoint_wgs = {"actor": self.actor_rollout_wg}  # every role with trainable state
+        num_nodes = len(set(self.actor_rollout_wg.node_ids()))
+        log.info(
+            "workers ready: %d x %s on %d node(s), %s params (%s trained), %d reference engine(s)",
+            self.world_size,
+            role,
+            num_nodes,
+            info[0]["num_params"],
+            info[0]["num_trainable_params"],
+            info[0]["ref_engines"],
+        )
+        idle = self.colocated_idle_on_host(reported)
+        if self.use_critic:
+            rollout = self.config.actor_rollout_ref.rollout
+            args = (self.config.critic, rollout.response_length, rollout.n, t.dist_timeout_s)
+            self.critic_wg = RayWorkerGroup(self.pool, CriticWorker, *args, name="critic", idle_on_host=idle)
+            self.critic_wg.set_data_layout("critic", self.world_size // self.dp_size("critic"))
+            info = self.critic_wg.init_model()
+            self.checkpoint_wgs["critic"] = self.critic_wg
+            log.info("critic ready: %d workers, %s params", self.world_size, info[0]["num_params"])
+        if self.config.reward_model.enable:
+            self.rm_wg = RayWorkerGroup(
+                self.pool,
+                RewardModelWorker,
+                self.config.reward_model,
+                t.dist_timeout_s,
+                name="reward_model",
+                idle_on_host=idle,
+            )
+            info = self.rm_wg.init_model()
+            log.info("reward model ready: %d workers, %s params", self.world_size, info[0]["num_params"])
+
+    def num_colocated_groups(self) -> int:
+        """Worker groups sharing each rank's slot: actor(+ref), critic, reward model (ray_group.py)."""
+        return 1 + int(self.use_critic) + int(self.config.reward_model.enable)
+
+    def colocated_idle_on_host(self, reported_gb: list[float]) -> bool:
+        """A critic or reward model beside the actor on each GPU keeps its params and optimizer state on
+        the host between its phases only where the planner says the device would not hold them
+        (plan.idle_on_host); never on CPU."""
+        if not (self.use_gpu and self.num_colocated_groups() > 1):
+            return False
+        idle, message = idle_on_host(self.config, reported_gb, accelerator=True)
+        log.info(message)
+        return idle
+
+    def _plan_offload(self, reported_gb: list[float]) -> None:
+        """trainer.auto_offload: the planner's choice for the memory the workers' devices have,
+        applied to the config as if given on the command line (keys linked to them follow)."""
+        overrides, message = auto_offload(self.config, reported_gb, accelerator=self.use_gpu)
+        log.info(message)
+        apply_to_config(self.config, {f"actor_rollout_ref.{k}": v for k, v in overrides.items()})
+
+    def shutdown(self) -> None:
+        for group in (self.critic_wg, self.rm_wg, getattr(self, "actor_rollout_wg", None)):
+            if group is not None:
+                group.shutdown()
+        if hasattr(self, "pool"):
+            self.pool.release()
