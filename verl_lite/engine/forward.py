@@ -45,11 +45,14 @@ Move = Callable[[torch.Tensor, torch.device], torch.Tensor]
 @dataclass(frozen=True)
 class TokenRequest:
     """Per-response-token results a causal LM's forward must give, of softmax(logits / temperature):
-    always `log_probs` of the sampled tokens, `entropy` and `sum_pi_squared` on request."""
+    always `log_probs` of the sampled tokens, `entropy` and `sum_pi_squared` on request.
+    `entropy_grad=False`: the entropy is only reported (an actor without an entropy bonus), so it is
+    computed without an autograd graph (the fused head computes it with the log-probs either way)."""
 
     temperature: float = 1.0
     entropy: bool = False
     sum_pi_squared: bool = False
+    entropy_grad: bool = True
 
     def names(self) -> tuple[str, ...]:
         return ("log_probs", "entropy", "sum_pi_squared")[: 3 if self.sum_pi_squared else 2]
@@ -90,7 +93,13 @@ def token_stats(
     labels (...). Entropy is zeros when not requested."""
     z = logits.float() / request.temperature
     out = [logprobs_from_logits(z, labels)]
-    out.append(_entropy(z, math) if request.entropy else torch.zeros_like(out[0]))
+    if not request.entropy:
+        out.append(torch.zeros_like(out[0]))
+    elif request.entropy_grad:
+        out.append(_entropy(z, math))
+    else:
+        with torch.no_grad():
+            out.append(_entropy(z.detach(), math))
     if request.sum_pi_squared:
         out.append(sum_pi_squared_from_logits(z))
     return out

@@ -49,7 +49,6 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import FSDPModule
-from torch.distributed.tensor import DTensor
 
 from verl_lite.algos.loss_agg import LossScale
 from verl_lite.config.schema import FSDPConfig, ModelConfig, OptimConfig
@@ -63,6 +62,7 @@ from verl_lite.engine.forward import (
     build_model_forward,
 )
 from verl_lite.engine.forward import response_width as batch_response_width
+from verl_lite.engine.grad_clip import clip_grad_norm
 from verl_lite.engine.lora import apply_lora
 from verl_lite.engine.lora_spec import LoraSpec
 from verl_lite.engine.mesh import Layout
@@ -398,8 +398,7 @@ class FSDPEngine:
         """Clip and step (skipped, and counted, when the grad norm is not finite); the metric shares
         and the norm come to the host together, once, and the shares are summed over ranks."""
         params = [p for p in self.module.parameters() if p.grad is not None]
-        norm = torch.nn.utils.clip_grad_norm_(params, max_norm=self.grad_clip if self.grad_clip else math.inf)
-        norm = norm.full_tensor() if isinstance(norm, DTensor) else norm
+        norm = clip_grad_norm(params, self.grad_clip if self.grad_clip else math.inf)
         keys = sorted(totals)
         local = torch.stack(
             [norm.detach().to(torch.float64).reshape(()).to(self.device)] + [totals[k] for k in keys]

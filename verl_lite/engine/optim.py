@@ -4,19 +4,67 @@ AdamW runs its multi-tensor (`foreach`) implementation on every device. torch pi
 only for accelerators; on the host it would step one parameter at a time, and FSDP2's params are
 DTensors, whose every op pays a dispatch: ~10 ops per parameter made the tiny model's step cost
 as much as its forward. foreach dispatches each op once for all parameters (what a GPU run uses
-anyway, and what engine/memory_model.py counts: its `sqrt(exp_avg_sq)` temporary)."""
+anyway, and what engine/memory_model.py counts: its `sqrt(exp_avg_sq)` temporary).
+
+Even foreach, each of the step's ~10 ops on DTensors goes through DTensor's dispatch once, which
+for a small model costs about as much as the arithmetic. Every AdamW op is elementwise, so DTensor
+runs it on the local shards of params, grads and moments unchanged; `ShardLocalAdamW` calls torch's
+own AdamW function on those local shards directly: the same ops on the same tensors (bitwise
+torch's step, tests/engine/test_optim.py), while the optimizer keeps the DTensors it was given, so
+its state, state dicts and checkpoints are torch's AdamW's."""
 
 from __future__ import annotations
 
 import math
 
 import torch
+from torch.distributed.tensor import DTensor
+from torch.optim.adam import adam
 
 WARMUP_STYLES = ("constant", "cosine")
 
 
+def _local(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    return [t.to_local() if isinstance(t, DTensor) else t for t in tensors]
+
+
+class ShardLocalAdamW(torch.optim.AdamW):
+    """torch's AdamW whose step runs on the local shards of DTensor params (module docstring)."""
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        if closure is not None:
+            raise ValueError("ShardLocalAdamW.step takes no closure")
+        for group in self.param_groups:
+            params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps = [], [], [], [], [], []
+            # torch's own bookkeeping: lazily creates the state (as DTensors) and lists what to step
+            has_complex = self._init_group(
+                group, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps
+            )
+            beta1, beta2 = group["betas"]
+            adam(
+                *map(_local, (params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs)),
+                steps,  # plain host tensors
+                amsgrad=group["amsgrad"],
+                has_complex=has_complex,
+                beta1=beta1,
+                beta2=beta2,
+                lr=group["lr"],
+                weight_decay=group["weight_decay"],
+                eps=group["eps"],
+                maximize=group["maximize"],
+                foreach=group["foreach"],
+                capturable=group["capturable"],
+                differentiable=group["differentiable"],
+                fused=group["fused"],
+                grad_scale=None,
+                found_inf=None,
+                decoupled_weight_decay=group["decoupled_weight_decay"],
+            )
+
+
 def build_optimizer(params, lr: float, betas, weight_decay: float) -> torch.optim.Optimizer:
-    return torch.optim.AdamW(params, lr=lr, betas=tuple(betas), weight_decay=weight_decay, foreach=True)
+    return ShardLocalAdamW(params, lr=lr, betas=tuple(betas), weight_decay=weight_decay, foreach=True)
 
 
 def num_warmup_steps(lr_warmup_steps: int, lr_warmup_steps_ratio: float, total_steps: int) -> int:

@@ -84,6 +84,11 @@ class PPOActor:
         spec = POLICY_LOSSES.spec(cfg.policy_loss.loss_mode)
         self.policy_loss, self.policy_loss_kwargs = spec.fn, POLICY_LOSSES.read_keys(spec, cfg)
         self.pg_agg_mode = spec.agg_mode or cfg.loss_agg_mode  # gspo, sapo, geo_mean fix theirs (as verl)
+        # what the update's forward gives per token: log-probs, and the entropy (actor/entropy), which
+        # needs a gradient only when it is part of the loss
+        self.request = TokenRequest(
+            temperature=temperature, entropy=True, entropy_grad=cfg.entropy_coeff != 0
+        )
 
     def loss(self, output, micro, scale: LossScale, kept: dict | None = None):
         """This micro-batch's share of the mini-batch loss, and the metric shares (only the
@@ -107,7 +112,8 @@ class PPOActor:
         )
         pg_loss = agg_loss(terms["pg_loss"], mask, self.pg_agg_mode, scale)
         entropy = agg_loss(output.tokens["entropy"], mask, cfg.loss_agg_mode, scale)
-        loss = pg_loss - cfg.entropy_coeff * entropy
+        # without a bonus the entropy is only reported: no autograd graph (self.request), no 0 * term
+        loss = pg_loss - cfg.entropy_coeff * entropy if cfg.entropy_coeff else pg_loss
         shares = {"pg_loss": pg_loss, "entropy": entropy}
         for term, metric in LOSS_METRICS.items():
             if term in terms:
@@ -169,7 +175,7 @@ class PPOActor:
             max_token_len=cfg.ppo_max_token_len_per_gpu if cfg.use_dynamic_bsz else None,
             epochs=cfg.ppo_epochs,
             response_length=norm_length(cfg, self.response_length),
-            request=TokenRequest(temperature=self.temperature, entropy=True),
+            request=self.request,
         )
         out = {f"actor/{k}": v for k, v in metrics.items()}
         if cfg.use_kl_loss:
