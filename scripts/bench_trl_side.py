@@ -119,7 +119,8 @@ class PhaseTimer:
                 timer.current, timer.start = {}, time.perf_counter()
 
             def on_step_end(self, args, state, control, **kwargs):
-                timer.steps.append({"step_s": time.perf_counter() - timer.start, **timer.current})
+                end = time.perf_counter()  # consecutive ends: the cycle, logging between steps included
+                timer.steps.append({"step_s": end - timer.start, "end_s": end, **timer.current})
 
         return StepTimer()
 

@@ -14,7 +14,12 @@ the CPU wheel; TRL never becomes a dependency of the project): scripts/bench_trl
 Sides: trl; hf / vllm (verl_lite with that rollout, 1 worker); hf2 / vllm2 (2 workers, 1 thread
 each). Runs are interleaved: each repeat runs every side once, with seed = repeat, so a burst of
 load hits all sides of a repeat; each side's ratio is taken against the TRL run of its own repeat.
-Step time is the median over steps 3..N (steps 1-2 warm up). Phases: TRL's generate, scoring
+Step time is the median over steps 3..N (steps 1-2 warm up) of each side's own step timer
+(verl_lite's timing_s/step, TRL's step callbacks). The ratio to TRL is taken on the cycle: the wall
+time between the ends of consecutive steps (verl_lite: the arrival of each step's console block;
+TRL: its step-end callback), median over steps 3..N-1 (step N saves the model), so whatever a side
+does between its step timers -- logging, metrics, a rollout queued behind the update -- is counted
+on both sides. Phases: TRL's generate, scoring
 (the rest of its generate-and-score) and train (the rest of the step); verl_lite's gen,
 old_log_prob, update, reward+adv, and dispatch = step minus the workers' own compute and the
 driver's reward+adv (Ray calls, pickling, reordering, metrics). Accuracy is greedy, on the same
@@ -29,10 +34,12 @@ import argparse
 import datetime
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, REPO)
@@ -109,7 +116,7 @@ def verl_overrides(a, side: str, seed: int, model: str, run: str, eval_file: str
         "trainer.test_freq=-1",
         f"trainer.save_freq={a.steps}",
         "trainer.resume_mode=disable",
-        "trainer.logger=[file]",
+        "trainer.logger=[console,file]",  # the console block of each step marks its end (run_stamped)
         f"ray_kwargs.ray_init.num_cpus={workers}",
     ]
 
@@ -121,6 +128,35 @@ def run_logged(cmd: list[str], log_path: str, env: dict) -> None:
         with open(log_path) as f:
             tail = f.read()[-4000:]
         raise RuntimeError(f"{' '.join(cmd[:3])} ... failed ({proc.returncode}); its output ends:\n{tail}")
+
+
+STEP_BLOCK = re.compile(r"^step (\d+)/\d+$")  # verl_lite's console block header, written when a step ends
+
+
+def run_stamped(cmd: list[str], log_path: str, env: dict) -> dict[int, float]:
+    """run_logged, also noting when each verl_lite step's console block arrives (perf_counter)."""
+    ends: dict[int, float] = {}
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=REPO, text=True
+        )
+        for line in proc.stdout:
+            match = STEP_BLOCK.match(line.rstrip("\n").split("\r")[-1])  # after a progress bar's \r
+            if match:
+                ends[int(match.group(1))] = time.perf_counter()
+            log.write(line)
+        proc.wait()
+    if proc.returncode != 0:
+        with open(log_path) as f:
+            tail = f.read()[-4000:]
+        raise RuntimeError(f"{' '.join(cmd[:3])} ... failed ({proc.returncode}); its output ends:\n{tail}")
+    return ends
+
+
+def median_cycle(ends: list[float], last_step: int) -> float:
+    """Median wall time between consecutive step ends (ends[k-1]: step k), steps 3..N-1."""
+    cycles = [ends[k - 1] - ends[k - 2] for k in range(FIRST_TIMED_STEP, last_step)]
+    return statistics.median(cycles)
 
 
 WORKER_COMPUTE = (
@@ -156,11 +192,12 @@ def run_verl(a, side: str, seed: int, model: str, run: str, eval_file: str, trai
         "demo",  # the CPU demo; every value the comparison depends on is set below
         *verl_overrides(a, side, seed, model, run, eval_file, train),
     ]
-    run_logged(cmd, run + ".console.txt", env)
+    ends = run_stamped(cmd, run + ".console.txt", env)
     with open(os.path.join(run, "metrics.jsonl")) as f:
         rows = [json.loads(line) for line in f]
     steps = [verl_phases(r) for r in rows if r["step"] >= FIRST_TIMED_STEP]
     phases = {p: statistics.median(s[p] for s in steps) for p in steps[0]}
+    phases["cycle"] = median_cycle([ends[k] for k in range(1, a.steps + 1)], a.steps)
     final = os.path.join(run, f"global_step_{a.steps}", "actor", "huggingface")
     return {"phases": phases, "final_model": final}
 
@@ -187,13 +224,15 @@ def run_trl(a, python: str, seed: int, model: str, run: str, train: str) -> dict
     script = os.path.join(REPO, "scripts", "bench_trl_side.py")
     run_logged([python, script, os.path.join(run, "spec.json")], run + ".console.txt", env)
     with open(os.path.join(run, "trl_steps.json")) as f:
-        steps = json.load(f)[FIRST_TIMED_STEP - 1 :]
+        all_steps = json.load(f)
+    steps = all_steps[FIRST_TIMED_STEP - 1 :]
 
     def med(key: str) -> float:
         return statistics.median(s.get(key, 0.0) for s in steps)
 
     phases = {
         "step": med("step_s"),
+        "cycle": median_cycle([s["end_s"] for s in all_steps], a.steps),
         "generate": med("generate_s"),
         "reward+adv": med("generate_and_score_s") - med("generate_s"),
         "update": med("step_s") - med("generate_and_score_s"),
@@ -205,14 +244,15 @@ def summarize(results: dict, sides: list[str]) -> dict:
     """Per side: median step time, median ratio to the TRL run of the same repeat, median phases, mean
     accuracy gain."""
     out = {}
-    trl_steps = [r["phases"]["step"] for r in results["trl"]] if "trl" in results else None
+    trl_cycles = [r["phases"]["cycle"] for r in results["trl"]] if "trl" in results else None
     for side in sides:
         runs = results[side]
-        ratios = [r["phases"]["step"] / t for r, t in zip(runs, trl_steps)] if trl_steps else []
+        ratios = [r["phases"]["cycle"] / t for r, t in zip(runs, trl_cycles)] if trl_cycles else []
         phase_names = runs[0]["phases"].keys()
         gains = [r["accuracy"] - results["start_accuracy"] for r in runs if r.get("accuracy") is not None]
         out[side] = {
             "step_s": statistics.median(r["phases"]["step"] for r in runs),
+            "cycle_s": statistics.median(r["phases"]["cycle"] for r in runs),
             "ratio_to_trl": statistics.median(ratios) if ratios else None,
             "ratio_range": [min(ratios), max(ratios)] if ratios else None,
             "phases_s": {p: statistics.median(r["phases"][p] for r in runs) for p in phase_names},
@@ -225,7 +265,7 @@ def print_table(summary: dict, a, header: list[str]) -> None:
     print("\n".join(header))
     cols = ("generate", "old_log_prob", "update", "reward+adv", "dispatch")
     print(
-        f"{'side':8} {'step s':>8} {'x TRL':>6} {'(range)':>13} "
+        f"{'side':8} {'cycle s':>8} {'x TRL':>6} {'(range)':>13} {'step s':>8} "
         + " ".join(f"{c:>12}" for c in cols)
         + "   acc gain"
     )
@@ -234,7 +274,7 @@ def print_table(summary: dict, a, header: list[str]) -> None:
         rng = "{:.2f}-{:.2f}".format(*s["ratio_range"]) if s["ratio_range"] else "-"
         phases = " ".join(f"{s['phases_s'][c]:12.4f}" if c in s["phases_s"] else f"{'-':>12}" for c in cols)
         gain = f"{s['accuracy_gain']:+.3f}" if s["accuracy_gain"] is not None else "-"
-        print(f"{side:8} {s['step_s']:8.4f} {ratio:>6} {rng:>13} {phases}   {gain}")
+        print(f"{side:8} {s['cycle_s']:8.4f} {ratio:>6} {rng:>13} {s['step_s']:8.4f} {phases}   {gain}")
 
 
 def parse_args() -> argparse.Namespace:
@@ -298,7 +338,8 @@ def main() -> None:
             if not a.no_eval:
                 res["accuracy"] = evaluate_accuracy(res["final_model"], model, eval_file, a.response_length)
             results[side].append(res)
-            print(f"repeat {repeat} {side}: step {res['phases']['step']:.4f} s", flush=True)
+            p = res["phases"]
+            print(f"repeat {repeat} {side}: cycle {p['cycle']:.4f} s, step {p['step']:.4f} s", flush=True)
     header.append(f"{machine_line()} (at end); start accuracy {results['start_accuracy']}")
     summary = summarize(results, a.sides)
     print_table(summary, a, header)
