@@ -55,7 +55,7 @@ from bench_vs_trl_setup import (  # noqa: E402
 
 PRESETS = {
     "tiny": dict(model="tiny", prompts=8, samples=4, response_length=16, steps=20, repeats=3),
-    "20m": dict(model="20m", prompts=8, samples=4, response_length=128, steps=5, repeats=1),
+    "20m": dict(model="20m", prompts=8, samples=4, response_length=128, steps=10, repeats=1),
 }
 SIDES = ("trl", "hf", "vllm", "hf2", "vllm2")
 FIRST_TIMED_STEP = 3
