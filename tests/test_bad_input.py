@@ -20,7 +20,14 @@ import time
 import pytest
 import torch
 
-from tests.helpers.bad_inputs import build_data_files, build_model_folders, damaged_checkpoints
+from tests.helpers.bad_inputs import (
+    METADATA_PAYLOADS,
+    build_data_files,
+    build_model_folders,
+    damaged_checkpoints,
+    payload_ran,
+    register_payload_extension,
+)
 from verl_lite import main_ppo
 from verl_lite.config.compose import compose_config
 from verl_lite.config.overrides import OverrideError, normalize_argv
@@ -322,7 +329,13 @@ CASES = [
         ["reward_model.reward_manager=nope"],
         ["='nope' is not one of ['dapo', 'naive']"],
     ),
-    ("trainer_logger_choice", ["trainer.logger=[mlflow]"], ["trainer.logger=['mlflow'] is not supported by verl_lite: use any of console, file, wandb, tensorboard"]),
+    (
+        "trainer_logger_choice",
+        ["trainer.logger=[mlflow]"],
+        [
+            "trainer.logger=['mlflow'] is not supported by verl_lite: use any of console, file, wandb, tensorboard"
+        ],
+    ),
     ("trainer_device_choice", ["trainer.device=tpu"], ["trainer.device='tpu' is not one of"]),
     # --- data files ---------------------------------------------------------------------------------
     (
@@ -457,6 +470,31 @@ CASES = [
         ["trainer.resume_from_path={c[unsafe_metadata]}"],
         ["refusing to load {c[unsafe_metadata]}/actor/model/.metadata"],
     ),
+    *[
+        (
+            f"ckpt_metadata_{kind}",
+            [f"trainer.resume_from_path={{c[metadata_{kind}]}}"],
+            [f"trainer.resume_from_path: refusing to load {{c[metadata_{kind}]}}/actor/model/.metadata"],
+        )
+        for kind in sorted(METADATA_PAYLOADS)
+    ],
+    (
+        "ckpt_metadata_wrong_type",
+        ["trainer.resume_from_path={c[metadata_wrong_type]}"],
+        [
+            "refusing to load {c[metadata_wrong_type]}/actor/optimizer/.metadata",
+            "it unpickles to a builtins.dict, not a DCP Metadata",
+        ],
+    ),
+    (
+        "ckptauto_crafted_metadata",
+        ["trainer.resume_mode=auto", "trainer.default_local_dir={c[auto_run]}"],
+        [
+            "trainer.resume_mode=auto (latest_checkpointed_iteration.txt in trainer.default_local_dir): "
+            "refusing to load {c[auto_run]}/global_step_1/actor/model/.metadata",
+            "dotted name torch.distributed.checkpoint.filesystem.os.system",
+        ],
+    ),
     # --- the reward function file ---------------------------------------------------------------------
     (
         "reward_file_syntax_error",
@@ -487,6 +525,7 @@ SEVERAL = {"model_only_config": 2}  # no weights, no tokenizer files: both repor
 def bad(tmp_path_factory):
     root = tmp_path_factory.mktemp("bad_inputs")
     marker = str(root / "PICKLE_RAN")
+    register_payload_extension()  # reduce_extension_code's code stands for os.system in this process
     rewards = root / "rewards"
     (rewards / "dir").mkdir(parents=True)
     files = {
@@ -537,7 +576,7 @@ def test_bad_input_fails_before_ray_with_one_line(
 ):
     fill = {k: v for k, v in bad.items() if k in "dmcr"}
     overrides = [o.format(**fill) for o in overrides]
-    run_dir = [f"trainer.default_local_dir={tmp_path}/run"]
+    run_dir = [] if case.startswith("ckptauto_") else [f"trainer.default_local_dir={tmp_path}/run"]
     if case.startswith(CKPT_CASES):
         run_dir += ["trainer.resume_mode=resume_path"]
     code, message, seconds = run_in_process([*BASE, *run_dir, *overrides], monkeypatch, capsys)
@@ -552,7 +591,7 @@ def test_bad_input_fails_before_ray_with_one_line(
     for fragment in fragments:
         assert fragment.format(**fill) in message, message
     assert "Traceback" not in message
-    assert not os.path.exists(bad["marker"]), "a crafted pickle in the checkpoint was executed"
+    assert not payload_ran(bad["marker"]), "a crafted pickle in the checkpoint was executed"
     assert seconds < 30, f"start-up refusal took {seconds:.1f}s"
 
 

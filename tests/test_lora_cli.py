@@ -18,7 +18,8 @@ from transformers import AutoModelForCausalLM
 from tests.test_main_ppo import NONDETERMINISTIC, SMALL, read_metrics, run_cli
 from verl_lite.config.schema import TINY_MODEL
 from verl_lite.data import assets
-from verl_lite.engine.checkpoint import LORA_DIR, MODEL_DIR, read_dcp_metadata
+from verl_lite.engine.checkpoint import LORA_DIR, MODEL_DIR
+from verl_lite.engine.dcp_safe import read_dcp_metadata
 from verl_lite.engine.lora import apply_lora
 from verl_lite.engine.lora_spec import LoraSpec
 from verl_lite.model_merger import merge

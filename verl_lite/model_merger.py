@@ -28,7 +28,9 @@ import transformers
 from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
 
-from verl_lite.engine.checkpoint import HF_DIR, LORA_DIR, MODEL_DIR, read_dcp, read_dcp_metadata
+from verl_lite.engine.checkpoint import HF_DIR, LORA_DIR, MODEL_DIR
+from verl_lite.engine.dcp_safe import read_dcp, read_dcp_metadata
+from verl_lite.errors import InputError, one_line
 from verl_lite.utils.hf_model import save_hf_folder
 
 # files of a HF folder that describe the model, not the tokenizer
@@ -126,8 +128,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         target = merge(args.local_dir, args.target_dir, args.hf_model_path)
-    except FileNotFoundError as e:
-        print(f"verl_lite.model_merger: {e}", file=sys.stderr)
+    except (OSError, InputError) as e:  # a refused or damaged checkpoint, a folder it cannot write
+        print(f"verl_lite.model_merger: {one_line(str(e))}", file=sys.stderr)
         sys.exit(2)
     print(f"merged {args.local_dir} -> {target}")
 

@@ -9,21 +9,34 @@ give the logits of the weights the engine held when it saved. A NaN in the loss 
 
 from __future__ import annotations
 
+import io
 import math
 import os
 import pickle
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 from torch.distributed.device_mesh import init_device_mesh
 from transformers import AutoModelForCausalLM
 
+from tests.helpers.bad_inputs import (
+    METADATA_PAYLOADS,
+    _Runs,
+    payload_ran,
+    pickle_globals,
+    register_payload_extension,
+)
 from tests.helpers.configs import fp32_fsdp, tiny_actor, tiny_model
 from tests.helpers.dist import run_ranks
 from tests.helpers.models import make_ppo_batch
+from verl_lite import model_merger
 from verl_lite.config.schema import OptimConfig
 from verl_lite.engine.checkpoint import load_engine, save_engine
+from verl_lite.engine.dcp_safe import ALLOWED
 from verl_lite.engine.fsdp_engine import FSDPEngine
 from verl_lite.model_merger import merge
 from verl_lite.trainer import checkpoint as ckpt
@@ -211,28 +224,63 @@ def test_nan_loss_skips_the_optimizer_step_and_is_counted(tiny_model_dir):
         assert recovered > 1e-4, "the next finite step trains again"
 
 
-class _Payload:
-    """Unpickling this runs a shell command: what a hostile checkpoint would carry."""
-
-    def __init__(self, marker):
-        self.marker = marker
-
-    def __reduce__(self):
-        return (os.system, (f"touch {self.marker}",))
-
-
-def test_a_hostile_checkpoint_is_refused_without_running_its_code(saved, tmp_path):
+def test_the_engine_checkpoint_metadata_names_only_allowed_globals(saved):
+    """What DCP writes for the engine's model and optimizer (DTensor shards, AdamW state and
+    hyper-parameters), walked opcode by opcode: the allowlist admits all of it, and only that."""
     path, _ = saved
+    for sub in ("model", "optimizer"):
+        named = pickle_globals((Path(path) / sub / ".metadata").read_bytes())
+        assert ("torch.distributed.checkpoint.metadata", "Metadata") in named
+        assert named <= ALLOWED, f"{sub}: {named - ALLOWED}"
+
+
+@pytest.fixture
+def hostile_copy(saved, tmp_path):
     copy = tmp_path / "actor"
-    shutil.copytree(path, copy)
+    shutil.copytree(saved[0], copy)
+    register_payload_extension()
+    yield copy
+    if hasattr(os, "VERL_LITE_PICKLE_RAN"):
+        del os.VERL_LITE_PICKLE_RAN
+
+
+@pytest.mark.parametrize("kind", sorted(METADATA_PAYLOADS))
+def test_the_model_merger_refuses_a_crafted_metadata_in_one_line(kind, hostile_copy, tmp_path, capsys):
+    marker = tmp_path / "RAN"
+    (hostile_copy / "model" / ".metadata").write_bytes(METADATA_PAYLOADS[kind](marker))
+    with pytest.raises(SystemExit) as info:
+        model_merger.main(["--local_dir", str(hostile_copy), "--target_dir", str(tmp_path / "merged")])
+    err = capsys.readouterr().err.strip()
+    assert info.value.code == 2 and len(err.splitlines()) == 1, err
+    assert err.startswith(f"verl_lite.model_merger: refusing to load {hostile_copy}/model/.metadata"), err
+    assert not payload_ran(marker), f"the {kind} payload ran in the model merger"
+    assert not (tmp_path / "merged" / "model.safetensors").exists()
+
+
+def test_the_model_merger_process_refuses_a_crafted_metadata(hostile_copy, tmp_path):
+    """The real `python -m verl_lite.model_merger`: exit 2, one line, the payload never ran."""
+    marker = tmp_path / "RAN"
+    (hostile_copy / "model" / ".metadata").write_bytes(METADATA_PAYLOADS["dotted_via_dcp_filesystem"](marker))
+    cmd = [sys.executable, "-m", "verl_lite.model_merger", "merge", "--backend", "fsdp"]
+    cmd += ["--local_dir", str(hostile_copy), "--target_dir", str(tmp_path / "merged")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "dotted name torch.distributed.checkpoint.filesystem.os.system" in proc.stderr
+    assert not marker.exists()
+
+
+def test_a_crafted_trainer_state_is_refused_without_running_its_code(saved, tmp_path):
+    copy = tmp_path / "ckpt"
+    copy.mkdir()
     marker = tmp_path / "pwned"
-    with open(copy / "model" / ".metadata", "wb") as f:
-        pickle.dump(_Payload(marker), f)
-    with pytest.raises(
-        ValueError, match=r"refusing to load .*\.metadata: not a torch.distributed.checkpoint"
-    ):
-        merge(str(copy), str(tmp_path / "merged"))
-    torch.save({"global_step": 1, "sampler": _Payload(marker)}, copy / "data.pt")
+    (copy / "data.pt").write_bytes(_torch_file_with(_Runs(str(marker))))
     with pytest.raises(pickle.UnpicklingError):
         ckpt.read_trainer_state(str(copy))
     assert not marker.exists()
+
+
+def _torch_file_with(obj) -> bytes:
+    buffer = io.BytesIO()
+    torch.save({"global_step": 1, "sampler": obj}, buffer)
+    return buffer.getvalue()

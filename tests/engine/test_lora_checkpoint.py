@@ -16,10 +16,12 @@ from peft import PeftModel
 from torch.distributed.device_mesh import init_device_mesh
 from transformers import AutoModelForCausalLM
 
+from tests.helpers.bad_inputs import pickle_globals
 from tests.helpers.configs import fp32_fsdp, tiny_actor, tiny_model, tiny_optim
 from tests.helpers.dist import run_ranks
 from tests.helpers.models import make_ppo_batch
-from verl_lite.engine.checkpoint import LORA_DIR, MODEL_DIR, load_engine, read_dcp_metadata, save_engine
+from verl_lite.engine.checkpoint import LORA_DIR, MODEL_DIR, load_engine, save_engine
+from verl_lite.engine.dcp_safe import ALLOWED, read_dcp_metadata
 from verl_lite.engine.fsdp_engine import FSDPEngine
 from verl_lite.model_merger import merge
 from verl_lite.workers.actor import PPOActor, compute_log_prob
@@ -104,6 +106,9 @@ def test_checkpoint_model_holds_only_the_adapter(saved):
     path, _ = saved
     keys = list(read_dcp_metadata(os.path.join(path, MODEL_DIR)).state_dict_metadata)
     assert keys and all(".lora_A." in k or ".lora_B." in k for k in keys), keys
+    for sub in ("model", "optimizer"):  # what DCP wrote for the adapters: all allowed, nothing else
+        with open(os.path.join(path, sub, ".metadata"), "rb") as f:
+            assert pickle_globals(f.read()) <= ALLOWED
     files = sorted(os.listdir(os.path.join(path, LORA_DIR)))
     assert files == ["adapter_config.json", "adapter_model.safetensors"]
 

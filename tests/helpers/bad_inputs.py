@@ -7,10 +7,13 @@ that fires on a damaged copy is known not to fire on the original.
 
 from __future__ import annotations
 
+import copyreg
 import json
 import os
 import pickle
+import pickletools
 import shutil
+import struct
 from pathlib import Path
 
 import pandas as pd
@@ -129,6 +132,102 @@ class _Runs:
         return (os.makedirs, (self.marker, 0o755, True))
 
 
+def _text(value: str) -> bytes:
+    raw = value.encode()
+    return b"X" + struct.pack("<I", len(raw)) + raw  # BINUNICODE
+
+
+def crafted_pickle(module: str, name: str, args: tuple[str, ...], *, stack: bool = True) -> bytes:
+    """A protocol-4 pickle, written opcode by opcode, that looks up `module`/`name` (STACK_GLOBAL, or
+    the older GLOBAL opcode) and calls it with `args` (REDUCE)."""
+    if stack:
+        lookup = _text(module) + _text(name) + b"\x93"  # STACK_GLOBAL
+    else:
+        lookup = b"c" + module.encode() + b"\n" + name.encode() + b"\n"  # GLOBAL
+    return b"\x80\x04" + lookup + b"(" + b"".join(map(_text, args)) + b"tR."  # MARK args TUPLE REDUCE STOP
+
+
+_STRINGS = {
+    "SHORT_BINUNICODE",
+    "BINUNICODE",
+    "BINUNICODE8",
+    "UNICODE",
+    "STRING",
+    "SHORT_BINSTRING",
+    "BINSTRING",
+}
+
+
+def pickle_globals(raw: bytes) -> set[tuple[str, str]]:
+    """Every (module, name) a pickle looks up, read from its opcodes without unpickling it: GLOBAL and
+    INST carry both; STACK_GLOBAL takes the two strings pushed before it (directly or from the memo)."""
+    memo, pushed, found = {}, [], set()
+    for op, arg, _ in pickletools.genops(raw):
+        value = None
+        if op.name in _STRINGS:
+            value = arg
+        elif op.name == "MEMOIZE":
+            memo[len(memo)] = pushed[-1] if pushed else None
+            continue
+        elif op.name in ("PUT", "BINPUT", "LONG_BINPUT"):
+            memo[arg] = pushed[-1] if pushed else None
+            continue
+        elif op.name in ("GET", "BINGET", "LONG_BINGET"):
+            value = memo.get(arg)
+        elif op.name == "STACK_GLOBAL":
+            found.add((pushed[-2], pushed[-1]))
+        elif op.name in ("GLOBAL", "INST"):
+            found.add(tuple(arg.split(" ", 1)))
+        pushed.append(value)
+    return found
+
+
+# Ways a .metadata pickle can try to run code, each built here opcode by opcode; `marker` is created
+# (global_via_allowed_module: an attribute set on the os module) only if the payload runs.
+METADATA_PAYLOADS = {
+    # 1. dotted names (protocol 4 resolves them attribute by attribute): os.system reached through
+    # the modules DCP's metadata classes live in (both import os), and through modules with allowed names
+    "dotted_via_dcp_filesystem": lambda marker: crafted_pickle(
+        "torch.distributed.checkpoint.filesystem", "os.system", (f"touch {marker}",)
+    ),
+    "dotted_via_dcp_metadata_global_opcode": lambda marker: crafted_pickle(
+        "torch.distributed.checkpoint.metadata", "os.system", (f"touch {marker}",), stack=False
+    ),
+    "dotted_via_pathlib": lambda marker: crafted_pickle("pathlib", "os.system", (f"touch {marker}",)),
+    "dotted_via_torch": lambda marker: crafted_pickle(
+        "torch", "serialization.os.system", (f"touch {marker}",)
+    ),
+    # 2. a plain (undotted) global reached through an allowed module: the os module that DCP's
+    # metadata module imports, into which BUILD then writes an attribute
+    "global_via_allowed_module": lambda marker: (
+        b"\x80\x04"
+        + _text("torch.distributed.checkpoint.metadata")
+        + _text("os")
+        + b"\x93}"  # STACK_GLOBAL, EMPTY_DICT
+        + _text("VERL_LITE_PICKLE_RAN")
+        + b"\x88sb."  # NEWTRUE SETITEM BUILD STOP
+    ),
+    # 3. REDUCE on callables that are not allowed, found by name or by a copyreg extension code
+    "reduce_os_system": lambda marker: crafted_pickle("os", "system", (f"touch {marker}",)),
+    "reduce_builtins_exec": lambda marker: crafted_pickle(
+        "builtins", "exec", (f"open({str(marker)!r}, 'w').close()",), stack=False
+    ),
+    "reduce_makedirs": lambda marker: pickle.dumps(_Runs(str(marker))),
+    "reduce_extension_code": lambda marker: b"\x80\x04\x82\xe1(" + _text(f"touch {marker}") + b"tR.",
+}
+EXTENSION_CODE = 0xE1  # reduce_extension_code's EXT1 argument
+
+
+def register_payload_extension() -> None:
+    """What a process would have done for reduce_extension_code's code to mean os.system."""
+    if copyreg._inverted_registry.get(EXTENSION_CODE) != ("os", "system"):
+        copyreg.add_extension("os", "system", EXTENSION_CODE)
+
+
+def payload_ran(marker) -> bool:
+    return os.path.exists(marker) or hasattr(os, "VERL_LITE_PICKLE_RAN")
+
+
 def write_checkpoint(folder: Path, world_size: int = 2) -> str:
     """A checkpoint in verl_lite's layout (real DCP folders, extra states, data.pt, manifest) for an
     actor whose resume contents are model, optimizer and extra."""
@@ -169,12 +268,22 @@ def damaged_checkpoints(root: Path, marker: str) -> dict[str, str]:
         cut.write_bytes(cut.read_bytes()[:100])
     (root / "truncated_shard_no_manifest" / ckpt.MANIFEST).unlink()  # an older checkpoint: DCP's metadata
     payload = pickle.dumps(_Runs(marker))
-    for name, rel in [
-        ("unsafe_data", "data.pt"),
-        ("unsafe_extra", "actor/extra_state_world_size_2_rank_1.pt"),
-        ("unsafe_metadata", "actor/model/.metadata"),
-    ]:
+    crafted = [
+        ("unsafe_data", "data.pt", payload),
+        ("unsafe_extra", "actor/extra_state_world_size_2_rank_1.pt", payload),
+        ("unsafe_metadata", "actor/model/.metadata", payload),
+        ("metadata_wrong_type", "actor/optimizer/.metadata", pickle.dumps({"state_dict_metadata": {}})),
+    ]
+    crafted += [
+        (f"metadata_{k}", "actor/model/.metadata", make(marker)) for k, make in METADATA_PAYLOADS.items()
+    ]
+    for name, rel, raw in crafted:
         target = copy(name)
-        (target / rel).write_bytes(payload)
-        ckpt.write_manifest(str(target))  # as a crafted checkpoint would: sizes agree, contents do not
+        (target / rel).write_bytes(raw)
+        ckpt.write_manifest(str(target))  # as a crafted checkpoint would: the manifest agrees with it
+    auto = root / "auto_run"  # trainer.resume_mode=auto finds it through the tracker
+    auto.mkdir()
+    shutil.copytree(out["metadata_dotted_via_dcp_filesystem"], auto / "global_step_1")
+    (auto / ckpt.TRACKER).write_text("1")
+    out["auto_run"] = str(auto)
     return out

@@ -77,5 +77,5 @@ def test_queued_rollouts_train_exactly_as_separate_calls(tmp_path, ray_local):
     assert "val-core/verl_lite/arith/reward/mean@1" in early[-1]
     for rank in range(2):  # the checkpoint after step 3 holds the rollout's state after step 3
         name = f"global_step_3/actor/extra_state_world_size_2_rank_{rank}.pt"
-        a, b = (torch.load(tmp_path / run / name, weights_only=False) for run in ("early", "plain"))
+        a, b = (torch.load(tmp_path / run / name, weights_only=True) for run in ("early", "plain"))
         assert a["worker"] == b["worker"] and a["worker"]["rollout"]["num_calls"] == 3

@@ -23,23 +23,19 @@ the device) and filled in place there (`offload.load_optimizer_state`). Extras a
 and numbers, read back with `torch.load(weights_only=True)`.
 
 A checkpoint may come from someone else (trainer.resume_from_path, the model merger), so nothing
-in it is unpickled freely: DCP's `.metadata` pickle is first replayed with an unpickler that only
-admits DCP's own metadata classes, and DCP's non-tensor items (optimizer hyper-parameters), which
-its default planner reads with `weights_only=False`, go through `torch.load(weights_only=True)`.
+in it is unpickled freely: DCP folders are read through engine/dcp_safe.py (an exact (module, name)
+allowlist for `.metadata`, `weights_only=True` for every item), extras with `weights_only=True`.
 """
 
 from __future__ import annotations
 
-import io
 import os
-import pickle
 import random
 
 import numpy as np
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint import DefaultLoadPlanner
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
     get_model_state_dict,
@@ -49,55 +45,13 @@ from torch.distributed.checkpoint.state_dict import (
 from torch.distributed.fsdp import FSDPModule
 from transformers import PreTrainedModel
 
+from verl_lite.engine.dcp_safe import read_dcp
 from verl_lite.engine.lora import adapter_file_state, hf_module, merged_state_dict, save_adapter
 from verl_lite.utils import device as dev
 from verl_lite.utils.hf_model import save_hf_folder
 
 CONTENTS = ("model", "optimizer", "extra", "hf_model")
 MODEL_DIR, OPTIM_DIR, HF_DIR, LORA_DIR = "model", "optimizer", "huggingface", "lora_adapter"
-
-
-# what a DCP .metadata pickle holds: DCP's metadata records, torch.Size, dtypes, layouts, paths
-_METADATA_MODULES = ("torch.distributed.checkpoint.metadata", "torch.distributed.checkpoint.filesystem")
-_METADATA_NAMES = {("torch", "Size"), ("torch.serialization", "_get_layout"), ("collections", "OrderedDict")}
-_METADATA_NAMES |= {
-    ("pathlib", n) for n in ("Path", "PosixPath", "PurePosixPath", "WindowsPath", "PureWindowsPath")
-}
-
-
-class _MetadataUnpickler(pickle.Unpickler):
-    def find_class(self, module: str, name: str):
-        dtype = module == "torch" and isinstance(getattr(torch, name, None), torch.dtype)
-        if module in _METADATA_MODULES or (module, name) in _METADATA_NAMES or dtype:
-            return super().find_class(module, name)
-        raise pickle.UnpicklingError(f"{module}.{name} is not part of a checkpoint's metadata")
-
-
-class _SafeLoadPlanner(DefaultLoadPlanner):
-    """DCP's default planner, except that non-tensor items are unpickled with weights_only=True."""
-
-    def load_bytes(self, read_item, value: io.BytesIO) -> None:
-        checked = io.BytesIO()
-        torch.save(torch.load(value, weights_only=True), checked)
-        checked.seek(0)
-        super().load_bytes(read_item, checked)
-
-
-def read_dcp_metadata(folder: str):
-    """The DCP checkpoint's Metadata (tensor names, shapes, dtypes), unpickled with the allow-list."""
-    path = os.path.join(folder, ".metadata")
-    with open(path, "rb") as f:
-        try:
-            return _MetadataUnpickler(f).load()
-        except (pickle.UnpicklingError, AttributeError, EOFError) as e:
-            raise ValueError(f"refusing to load {path}: not a torch.distributed.checkpoint ({e})") from e
-
-
-def read_dcp(state: dict, folder: str, *, no_dist: bool = False) -> None:
-    """Fill `state`'s tensors in place from the DCP checkpoint in `folder`, unpickling nothing unsafe
-    (DCP reads .metadata itself, after `read_dcp_metadata` has vetted it)."""
-    read_dcp_metadata(folder)
-    dcp.load(state, checkpoint_id=folder, planner=_SafeLoadPlanner(), no_dist=no_dist)
 
 
 def extra_state_name(world_size: int, rank: int) -> str:

@@ -7,7 +7,7 @@ checkpoint that is cut short or crafted fails at start-up with exit status 2, na
 - data.pt (the driver's state) and every rank's extra_state file: `torch.load(weights_only=True)`,
   which refuses anything but tensors and plain containers; data.pt must hold a step and the
   sampler's position;
-- each DCP folder's `.metadata`: replayed with the allow-list unpickler of engine/checkpoint.py;
+- each DCP folder's `.metadata`: read with the exact (module, name) allowlist of engine/dcp_safe.py;
 - each DCP shard file: present and long enough for every chunk `.metadata` places in it; the
   non-tensor items DCP would unpickle (optimizer hyper-parameters) are read with
   `weights_only=True` here first.
@@ -22,7 +22,8 @@ import re
 import torch
 from torch.distributed.checkpoint.metadata import BytesStorageMetadata
 
-from verl_lite.engine.checkpoint import MODEL_DIR, OPTIM_DIR, extra_state_name, read_dcp_metadata
+from verl_lite.engine.checkpoint import MODEL_DIR, OPTIM_DIR, extra_state_name
+from verl_lite.engine.dcp_safe import read_dcp_metadata
 from verl_lite.trainer.checkpoint import DATA_FILE
 
 
