@@ -7,7 +7,10 @@ The checkpoint's model/ folder is torch.distributed.checkpoint (one shard file p
 offline, in one process, without Ray or a process group: the full tensors are allocated from the
 checkpoint's own metadata (names, shapes, dtypes) and DCP fills them from every rank's shards. The
 model is then written with the checkpoint's huggingface/ config, generation config and tokenizer
-(or those of --hf_model_path) as safetensors that AutoModelForCausalLM loads.
+(or those of --hf_model_path) as safetensors that AutoModelForCausalLM loads. Before anything is
+read, the files it reads are checked against the checkpoint's manifest (sizes and SHA-256), and
+`.metadata` is read with the allowlist of engine/dcp_safe.py: a damaged or crafted checkpoint is
+refused in one line, exit status 2.
 
 A LoRA checkpoint (one with a lora_adapter/ folder) holds only the adapter: the merger copies it,
 in PEFT's format, to <target_dir>/lora_adapter/ and writes the merged model (the base with the
@@ -32,6 +35,7 @@ from verl_lite.engine.checkpoint import HF_DIR, LORA_DIR, MODEL_DIR
 from verl_lite.engine.dcp_safe import read_dcp, read_dcp_metadata
 from verl_lite.errors import InputError, one_line
 from verl_lite.utils.hf_model import save_hf_folder
+from verl_lite.utils.manifest import manifest_problems
 
 # files of a HF folder that describe the model, not the tokenizer
 MODEL_FILES = ("config.json", "generation_config.json", "model.safetensors", "model.safetensors.index.json")
@@ -69,14 +73,33 @@ def merged_lora_state_dict(adapter_dir: str, base_path: str | None, config) -> d
             "merger needs the base model: pass --hf_model_path <the model folder the run trained on>"
         )
     arch = (getattr(config, "architectures", None) or [None])[0]
-    model_cls = getattr(transformers, arch) if arch else AutoModelForCausalLM
+    model_cls = getattr(transformers, arch, None) if arch else AutoModelForCausalLM
+    if not (isinstance(model_cls, type) and issubclass(model_cls, transformers.PreTrainedModel)):
+        raise InputError(
+            f"the model config (config.json) names the architecture {arch!r}, which is not a transformers model class"
+        )
     base = model_cls.from_pretrained(base_path, config=config, dtype="auto")
     model = PeftModel.from_pretrained(base, adapter_dir).merge_and_unload()
     return model.state_dict()
 
 
+def check_integrity(local_dir: str, read_hf_dir: bool) -> None:
+    """The files the merger reads, against the manifest of the checkpoint (global_step_N/manifest.json,
+    beside --local_dir): present, of the recorded size and SHA-256 (utils/manifest.py)."""
+    step_folder, role = os.path.split(os.path.abspath(local_dir))
+    prefixes = [f"{role}/{sub}/" for sub in (MODEL_DIR, LORA_DIR) + ((HF_DIR,) if read_hf_dir else ())]
+    wrong = manifest_problems(step_folder, tuple(prefixes))
+    if wrong:
+        more = f" (and {len(wrong) - 5} more)" if len(wrong) > 5 else ""
+        raise InputError(
+            f"--local_dir: checkpoint {step_folder!r} is damaged: {'; '.join(wrong[:5])}{more}; "
+            "merge another global_step_N folder"
+        )
+
+
 def merge(local_dir: str, target_dir: str, hf_model_path: str | None = None) -> str:
     """Write the merged HF folder; returns target_dir."""
+    check_integrity(local_dir, read_hf_dir=hf_model_path is None)
     source = hf_model_path or os.path.join(local_dir, HF_DIR)
     if not os.path.exists(os.path.join(source, "config.json")):
         key = "--hf_model_path" if hf_model_path else "--local_dir"

@@ -40,6 +40,7 @@ from verl_lite.engine.dcp_safe import ALLOWED
 from verl_lite.engine.fsdp_engine import FSDPEngine
 from verl_lite.model_merger import merge
 from verl_lite.trainer import checkpoint as ckpt
+from verl_lite.utils.manifest import write_manifest
 from verl_lite.workers.actor import PPOActor
 
 MODES = {
@@ -268,6 +269,28 @@ def test_the_model_merger_process_refuses_a_crafted_metadata(hostile_copy, tmp_p
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert "dotted name torch.distributed.checkpoint.filesystem.os.system" in proc.stderr
     assert not marker.exists()
+
+
+def test_the_model_merger_refuses_a_shard_changed_since_it_was_saved(saved, tmp_path, capsys):
+    """4 KB zeroed inside a shard keeps its size; the manifest's SHA-256 names the file."""
+    step = tmp_path / "global_step_4"
+    shutil.copytree(saved[0], step / "actor")
+    write_manifest(str(step))
+    model_merger.check_integrity(str(step / "actor"), read_hf_dir=True)  # as saved: it passes
+    shard = step / "actor" / "model" / "__1_0.distcp"
+    size = shard.stat().st_size
+    with open(shard, "r+b") as f:
+        f.seek(size // 2 - 2048)
+        f.write(bytes(4096))
+    with pytest.raises(SystemExit) as info:
+        model_merger.main(["--local_dir", str(step / "actor"), "--target_dir", str(tmp_path / "merged")])
+    err = capsys.readouterr().err.strip()
+    assert info.value.code == 2 and len(err.splitlines()) == 1, err
+    assert (
+        f"--local_dir: checkpoint '{step}' is damaged: actor/model/__1_0.distcp has changed since it was saved"
+        in err
+    )
+    assert not (tmp_path / "merged").exists()
 
 
 def test_a_crafted_trainer_state_is_refused_without_running_its_code(saved, tmp_path):

@@ -21,9 +21,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 import torch.distributed.checkpoint as dcp
+from safetensors.torch import load_file, save_file
 
 from verl_lite.data import assets
 from verl_lite.trainer import checkpoint as ckpt
+from verl_lite.utils.manifest import MANIFEST, write_manifest
 
 SOURCE = "verl_lite/arith"
 
@@ -96,6 +98,19 @@ def _edit_config(folder: Path, **changes) -> None:
     (folder / "config.json").write_text(json.dumps(config | changes))
 
 
+UP = "model.layers.0.mlp.up_proj.weight"
+
+
+def _edit_header(folder: Path, edit) -> None:
+    """Rewrite model.safetensors' JSON header with `edit` (names, shapes); the tensor bytes stay."""
+    file = folder / "model.safetensors"
+    raw = file.read_bytes()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.dumps(edit(json.loads(raw[8 : 8 + n]))).encode()
+    header += b" " * (-len(header) % 8)  # safetensors pads its header to 8 bytes
+    file.write_bytes(struct.pack("<Q", len(header)) + header + raw[8 + n :])
+
+
 def build_model_folders(root: Path) -> dict[str, str]:
     root.mkdir(parents=True, exist_ok=True)
     folders = {"good": str(_copy_model(root, "good"))}
@@ -109,12 +124,42 @@ def build_model_folders(root: Path) -> dict[str, str]:
     only_config = root / "only_config"
     only_config.mkdir(exist_ok=True)
     shutil.copy(no_weights / "config.json", only_config / "config.json")
-    small_vocab = _copy_model(root, "small_vocab")
+    small_vocab = _copy_model(root, "small_vocab")  # a model of 50 tokens (weights and config agree)
     _edit_config(small_vocab, vocab_size=50)
+    weights = load_file(small_vocab / "model.safetensors")
+    weights["model.embed_tokens.weight"] = weights["model.embed_tokens.weight"][:50].contiguous()
+    save_file(weights, small_vocab / "model.safetensors", metadata={"format": "pt"})
     short = _copy_model(root, "short_positions")
     _edit_config(short, max_position_embeddings=20)
     head16 = _copy_model(root, "head16")
-    _edit_config(head16, num_attention_heads=8)  # hidden 128 / 8 heads: head size 16
+    _edit_config(head16, num_attention_heads=8, num_key_value_heads=4)  # head size 16, same weights
+    renamed = _copy_model(root, "renamed_weight")  # a tensor renamed in the safetensors header
+    _edit_header(
+        renamed, lambda h: {("model.layers.0.mlp.up_prooj.weight" if k == UP else k): v for k, v in h.items()}
+    )
+    reshaped = _copy_model(root, "reshaped_weight")  # the same bytes, its shape given transposed
+    _edit_header(reshaped, lambda h: h | {UP: h[UP] | {"shape": h[UP]["shape"][::-1]}})
+    bad_json = _copy_model(root, "bad_json")
+    (bad_json / "config.json").write_text(
+        '{"model_type": "qwen2",\n  "hidden_size": 64\n  "vocab_size": 115}'
+    )
+    unknown_type = _copy_model(root, "unknown_model_type")
+    _edit_config(unknown_type, model_type="qwen9")
+    unknown_arch = _copy_model(root, "unknown_arch")
+    _edit_config(unknown_arch, architectures=["NoSuchForCausalLM"])
+    sandbox = _copy_model(root, "sandboxed_template")  # the template reaches for a Python attribute
+    (sandbox / "chat_template.jinja").write_text(
+        "{{ ''.__class__.__mro__ }}{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    )
+    for name, path in [
+        ("renamed_weight", renamed),
+        ("reshaped_weight", reshaped),
+        ("bad_json", bad_json),
+        ("unknown_model_type", unknown_type),
+        ("unknown_arch", unknown_arch),
+        ("sandboxed_template", sandbox),
+    ]:
+        folders[name] = str(path)
     for name, path in [("no_weights", no_weights), ("truncated", truncated), ("no_template", no_template)]:
         folders[name] = str(path)
     folders |= {"only_config": str(only_config), "small_vocab": str(small_vocab)}
@@ -266,7 +311,7 @@ def damaged_checkpoints(root: Path, marker: str) -> dict[str, str]:
     for name in ("truncated_shard", "truncated_shard_no_manifest"):
         cut = copy(name) / "actor" / "model" / shard
         cut.write_bytes(cut.read_bytes()[:100])
-    (root / "truncated_shard_no_manifest" / ckpt.MANIFEST).unlink()  # an older checkpoint: DCP's metadata
+    (root / "truncated_shard_no_manifest" / MANIFEST).unlink()  # an older checkpoint: DCP's metadata
     payload = pickle.dumps(_Runs(marker))
     crafted = [
         ("unsafe_data", "data.pt", payload),
@@ -280,7 +325,26 @@ def damaged_checkpoints(root: Path, marker: str) -> dict[str, str]:
     for name, rel, raw in crafted:
         target = copy(name)
         (target / rel).write_bytes(raw)
-        ckpt.write_manifest(str(target))  # as a crafted checkpoint would: the manifest agrees with it
+        write_manifest(str(target))  # as a crafted checkpoint would: the manifest agrees with it
+    zeroed = copy("zeroed_shard") / "actor" / "model" / shard  # same size, 4 KB of its content zeroed
+    with open(zeroed, "r+b") as f:
+        f.seek(zeroed.stat().st_size // 2 - 2048)
+        f.write(bytes(4096))
+    linked = root / "linked_run"  # global_step_1 is a link to a checkpoint outside this run's folder
+    linked.mkdir()
+    (linked / "global_step_1").symlink_to(good, target_is_directory=True)
+    (linked / ckpt.TRACKER).write_text("1")
+    out["linked_run"] = str(linked)
+    other_size = copy("other_size") / "actor" / "huggingface"  # saved from a model of another size
+    other_size.mkdir(parents=True)
+    config = json.loads(Path(assets.resolve("verl_lite://tiny-qwen2-arith/config.json")).read_text())
+    (other_size / "config.json").write_text(json.dumps(config | {"hidden_size": 256, "num_hidden_layers": 4}))
+    write_manifest(str(root / "other_size"))
+    corrupt = root / "corrupt_tracker_run"  # the tracker file holds bytes, not a step number
+    corrupt.mkdir()
+    shutil.copytree(good, corrupt / "global_step_1")
+    (corrupt / ckpt.TRACKER).write_bytes(b"\xff\xfe\x00\x01garbage")
+    out["corrupt_tracker_run"] = str(corrupt)
     auto = root / "auto_run"  # trainer.resume_mode=auto finds it through the tracker
     auto.mkdir()
     shutil.copytree(out["metadata_dotted_via_dcp_filesystem"], auto / "global_step_1")

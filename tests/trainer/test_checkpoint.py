@@ -6,6 +6,8 @@ test_resume.py / test_faults.py; here each role folder is a stand-in with the fi
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from types import SimpleNamespace
 
@@ -13,6 +15,7 @@ import pytest
 
 from tests.test_main_ppo import _fails_fast
 from verl_lite.trainer import checkpoint as ckpt
+from verl_lite.utils.manifest import MANIFEST
 
 ACTOR = {"actor": ["model", "optimizer", "extra"]}
 
@@ -126,3 +129,68 @@ def test_del_local_ckpt_after_load_deletes_the_loaded_checkpoint_and_its_record(
     assert not os.path.exists(ckpt.step_dir(root, 1)) and ckpt.latest_step(root) == 2
     ckpt.delete_loaded(root, ckpt.step_dir(root, 2))
     assert not os.path.exists(ckpt.step_dir(root, 2)) and ckpt.latest_step(root) is None
+
+
+def test_the_manifest_records_a_hash_and_4kb_zeroed_inside_a_file_is_named(tmp_path):
+    """The size stays the same: only the content hash recorded at commit can tell."""
+    path = _save(str(tmp_path), 1)
+    data = os.path.join(path, ckpt.DATA_FILE)
+    manifest = json.loads(open(os.path.join(path, MANIFEST)).read())
+    assert manifest["sha256"][ckpt.DATA_FILE] == hashlib.sha256(open(data, "rb").read()).hexdigest()
+    assert set(manifest["sha256"]) == set(manifest["sizes"]) and ckpt.DATA_FILE in manifest["sizes"]
+    size = os.path.getsize(data)
+    with open(data, "r+b") as f:
+        f.seek(size // 2 - 2048 if size > 4096 else 0)
+        f.write(bytes(min(4096, size)))
+    assert os.path.getsize(data) == size
+    with pytest.raises(
+        FileNotFoundError, match=r"k: checkpoint .* is damaged: data.pt has changed since it was saved"
+    ):
+        ckpt.check_complete(path, ACTOR, 2, "k")
+
+
+def _outside_checkpoint(tmp_path):
+    """A folder outside the run shaped like a step folder, with a file that must survive."""
+    outside = tmp_path / "somebody_elses"
+    (outside / "actor").mkdir(parents=True)
+    (outside / "actor" / "precious.txt").write_text("keep me")
+    return outside
+
+
+def test_a_linked_step_folder_is_never_followed_or_deleted(tmp_path):
+    root = tmp_path / "run"
+    root.mkdir()
+    outside = _outside_checkpoint(tmp_path)
+    (root / "global_step_1").symlink_to(outside, target_is_directory=True)
+    for step in (2, 3):
+        _save(str(root), step)
+    with pytest.raises(
+        OSError,
+        match=r"refusing to delete .*global_step_1/actor: it is \(or is reached through\) a symbolic link",
+    ):
+        ckpt.rotate(str(root), {"actor": 1})  # would rotate global_step_1/actor out: never through the link
+    with pytest.raises(OSError, match="refusing to delete"):
+        ckpt.commit(str(root), 1, str(ckpt.begin(str(root), 1)))  # saving step 1 again replaces the link
+    (root / ".tmp_global_step_4").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(OSError, match="it is a symbolic link"):
+        ckpt.begin(str(root), 4)
+    assert (outside / "actor" / "precious.txt").read_text() == "keep me"
+    lines = ckpt.linked_step_folders(str(root))
+    assert [line.split(" is a symbolic link")[0] for line in lines] == [
+        str(root / ".tmp_global_step_4"),
+        str(root / "global_step_1"),
+    ] and all("(outside the run folder)" in line for line in lines)
+
+
+def test_auto_resume_refuses_a_linked_step_outside_the_run(tmp_path):
+    root = tmp_path / "run"
+    root.mkdir()
+    outside = _outside_checkpoint(tmp_path)
+    (root / "global_step_1").symlink_to(outside, target_is_directory=True)
+    (root / ckpt.TRACKER).write_text("1")
+    with pytest.raises(ValueError, match=r"global_step_1 .* is a symbolic link to .*somebody_elses, outside"):
+        ckpt.resolve_resume_path(_trainer_cfg(str(root)))
+    _save(str(root), 2)  # a link inside the run folder (to a real checkpoint of it) is followed
+    (root / "global_step_3").symlink_to(root / "global_step_2", target_is_directory=True)
+    (root / ckpt.TRACKER).write_text("3")
+    assert ckpt.resolve_resume_path(_trainer_cfg(str(root))) == str(root / "global_step_3")

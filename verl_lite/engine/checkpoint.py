@@ -36,6 +36,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
     get_model_state_dict,
@@ -80,9 +81,36 @@ def set_rng_state(state: dict) -> None:
     dev.set_rng_state(state["device"])
 
 
+class CheckpointWriteError(OSError):
+    """A checkpoint could not be written (a full disk, a read-only folder): one line with the folder."""
+
+
+def write_failure(error: BaseException) -> OSError | None:
+    """The OSError under a failed write, also inside DCP's CheckpointException (one per rank)."""
+    if isinstance(error, OSError):
+        return error
+    if isinstance(error, CheckpointException):
+        return next((e for e, _ in error.failures.values() if isinstance(e, OSError)), None)
+    return None
+
+
 def save_engine(engine, path: str, contents: list[str], *, extra: dict | None = None, tokenizer=None) -> None:
     """Write `engine`'s state into `path`; every rank calls this together (DCP and the HF gather
-    are collectives). `extra` is this rank's worker state, stored beside the scheduler and RNGs."""
+    are collectives). `extra` is this rank's worker state, stored beside the scheduler and RNGs.
+    A write that fails (no space left, a read-only folder) raises CheckpointWriteError naming the
+    folder and the reason in one line, DCP's per-rank tracebacks left out."""
+    try:
+        _save_engine(engine, path, contents, extra, tokenizer)
+    except (OSError, CheckpointException) as e:
+        cause = write_failure(e)
+        if cause is None or isinstance(e, CheckpointWriteError):
+            raise
+        raise CheckpointWriteError(
+            cause.errno, f"{cause.strerror or cause} while writing the checkpoint into {path}"
+        ) from None
+
+
+def _save_engine(engine, path: str, contents: list[str], extra: dict | None, tokenizer) -> None:
     with engine.phase("save_checkpoint"):
         if "model" in contents:
             dcp.save(_trained_state(engine), checkpoint_id=os.path.join(path, MODEL_DIR))

@@ -5,7 +5,7 @@ Under trainer.default_local_dir:
     global_step_N/
         actor/ critic/                 each role's engine state, written by its workers (engine/checkpoint.py)
         data.pt                        the driver's state: global step and the sampler's position
-        manifest.json                  every file's size, recorded at commit
+        manifest.json                  every file's size and SHA-256, recorded at commit (utils/manifest.py)
     latest_checkpointed_iteration.txt  N of the newest complete checkpoint
 
 A checkpoint is written into `.tmp_global_step_N/`. Only when every worker has returned and the
@@ -13,16 +13,16 @@ driver has written data.pt are all files and folders fsynced and the folder rena
 `global_step_N` (one rename: a folder of that name is always complete); then the tracker file is
 replaced the same way (temp file, fsync, os.replace). A crash at any point leaves the previous
 checkpoint and the tracker pointing at it untouched; the next save removes a leftover temp folder.
-Before a resume, `check_complete` finds every file the run will load, at the size the manifest
-recorded (a shard cut short or deleted is named before Ray starts); checkpoint_vet.py then vets
-their contents.
+Before a resume, `check_complete` finds every file the run will load, at the size and with the
+content hash the manifest recorded (a shard cut short, deleted or overwritten is named before Ray
+starts); checkpoint_vet.py then vets their contents.
 Old checkpoints are removed after the new one is committed, renamed aside first, so a crash
-mid-delete never leaves a half-deleted folder under a checkpoint's name.
+mid-delete never leaves a half-deleted folder under a checkpoint's name. Nothing is deleted or
+followed through a symbolic link: a linked global_step_N may be somebody else's folder.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -31,12 +31,12 @@ import shutil
 import torch
 
 from verl_lite.engine.checkpoint import MODEL_DIR, OPTIM_DIR, extra_state_name
+from verl_lite.utils.manifest import manifest_problems, write_manifest
 
 log = logging.getLogger(__name__)
 
 TRACKER = "latest_checkpointed_iteration.txt"
 DATA_FILE = "data.pt"
-MANIFEST = "manifest.json"
 STEP_DIR = re.compile(r"^global_step_(\d+)$")
 RESUME_MODES = ("auto", "disable", "resume_path")
 
@@ -48,6 +48,8 @@ def step_dir(root: str, step: int) -> str:
 def begin(root: str, step: int) -> str:
     """A fresh, empty temp folder for step `step`'s checkpoint."""
     tmp = os.path.join(root, f".tmp_global_step_{step}")
+    if os.path.islink(tmp):
+        raise OSError(f"refusing to write a checkpoint into {tmp}: it is a symbolic link")
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
     return tmp
@@ -80,23 +82,43 @@ def _fsync_tree(folder: str) -> None:
         _fsync(dirpath)
 
 
+def _inside(root: str, path: str) -> bool:
+    """`path` resolves inside `root` (links followed)."""
+    real_root = os.path.realpath(root)
+    return os.path.commonpath([real_root, os.path.realpath(path)]) == real_root
+
+
+def _through_link(root: str, path: str) -> bool:
+    """`path` (below `root`) is a symbolic link or is reached through one."""
+    rel = os.path.relpath(os.path.abspath(path), os.path.abspath(root))
+    return rel.startswith("..") or os.path.realpath(path) != os.path.join(os.path.realpath(root), rel)
+
+
 def _remove(root: str, path: str) -> None:
-    """Rename aside, then delete: a name that looks like a checkpoint never points at half a one."""
+    """Rename aside, then delete: a name that looks like a checkpoint never points at half a one.
+    Never through a symbolic link: a linked checkpoint may be anybody's folder."""
+    if _through_link(root, path):
+        raise OSError(
+            f"refusing to delete {path}: it is (or is reached through) a symbolic link to "
+            f"{os.path.realpath(path)}; only real folders under {root} are rotated or replaced"
+        )
     trash = os.path.join(root, f".trash_{os.path.basename(path)}_{os.getpid()}")
     os.rename(path, trash)
     shutil.rmtree(trash)
 
 
-def write_manifest(folder: str) -> None:
-    """Record the size of every file of the checkpoint folder (relative paths), for check_complete."""
-    sizes = {}
-    for dirpath, _, files in os.walk(folder):
-        for name in files:
-            full = os.path.join(dirpath, name)
-            sizes[os.path.relpath(full, folder)] = os.path.getsize(full)
-    sizes.pop(MANIFEST, None)
-    with open(os.path.join(folder, MANIFEST), "w") as f:
-        json.dump({"format": 1, "sizes": dict(sorted(sizes.items()))}, f, indent=0)
+def linked_step_folders(root: str) -> list[str]:
+    """One line per checkpoint-named entry of `root` (global_step_N, its temp folder) that is a
+    symbolic link: a run that saves there would replace or rotate through it."""
+    if not os.path.isdir(root):
+        return []
+    lines = []
+    for name in sorted(os.listdir(root)):
+        full = os.path.join(root, name)
+        if (STEP_DIR.match(name) or name.startswith(".tmp_global_step_")) and os.path.islink(full):
+            where = "outside the run folder" if not _inside(root, full) else "inside the run folder"
+            lines.append(f"{full} is a symbolic link to {os.path.realpath(full)} ({where})")
+    return lines
 
 
 def commit(root: str, step: int, tmp: str) -> str:
@@ -104,7 +126,7 @@ def commit(root: str, step: int, tmp: str) -> str:
     write_manifest(tmp)
     _fsync_tree(tmp)
     final = step_dir(root, step)
-    if os.path.exists(final):  # a run restarted without resume writes the same step again
+    if os.path.lexists(final):  # a run restarted without resume writes the same step again
         _remove(root, final)
     os.rename(tmp, final)
     _fsync(root)
@@ -115,6 +137,14 @@ def commit(root: str, step: int, tmp: str) -> str:
         os.fsync(f.fileno())
     os.replace(tracker_tmp, os.path.join(root, TRACKER))
     _fsync(root)
+    return final
+
+
+def commit_and_rotate(root: str, step: int, tmp: str, keep: dict[str, int | None]) -> str:
+    """`commit`, then `rotate`: what the trainer runs in the background after a save (hashing
+    every file for the manifest is most of it)."""
+    final = commit(root, step, tmp)
+    rotate(root, keep)
     return final
 
 
@@ -141,12 +171,26 @@ def rotate(root: str, keep: dict[str, int | None]) -> None:
 
 
 def latest_step(root: str) -> int | None:
+    """The step the tracker file names (None without one); ValueError naming the file when it is
+    not a step number (a folder, unreadable, binary or other text)."""
     tracker = os.path.join(root, TRACKER)
-    if not os.path.exists(tracker):
+    if not os.path.lexists(tracker):
         return None
-    text = open(tracker).read().strip()
+    fix = "delete it to start afresh, or write the step of a complete global_step_N folder into it"
+    try:
+        with open(tracker, "rb") as f:
+            raw = f.read(64)
+    except OSError as e:
+        raise ValueError(f"{tracker} cannot be read ({e.strerror}); {fix}") from e
+    text = raw.decode("ascii", errors="replace").strip()
     if not text.isdigit():
-        raise ValueError(f"{tracker} holds {text!r}, not a step number; delete it or fix it")
+        if not raw.strip():
+            shown = "nothing (it is empty)"
+        elif raw.isascii():
+            shown = repr(text)
+        else:
+            shown = f"bytes that are not text ({raw[:16]!r})"
+        raise ValueError(f"{tracker} is corrupt: it holds {shown}, not a step number; {fix}")
     return int(text)
 
 
@@ -183,7 +227,14 @@ def resolve_resume_path(trainer_cfg) -> str | None:
     step = latest_step(t.default_local_dir)
     if step is None:
         return None
-    return step_dir(os.path.abspath(t.default_local_dir), step)
+    path = step_dir(os.path.abspath(t.default_local_dir), step)
+    if os.path.islink(path) and not _inside(t.default_local_dir, path):
+        raise ValueError(
+            f"trainer.resume_mode=auto: {path} ({TRACKER}'s step) is a symbolic link to "
+            f"{os.path.realpath(path)}, outside trainer.default_local_dir; refusing to follow it: resume "
+            "from it explicitly (trainer.resume_mode=resume_path trainer.resume_from_path=...) or remove the link"
+        )
+    return path
 
 
 def weightless_resume(path: str, roles: dict[str, list[str]], key: str) -> str | None:
@@ -219,7 +270,7 @@ def check_complete(path: str, roles: dict[str, list[str]], world_size: int, key:
             "Point it at another global_step_N folder, resume with the world size it was saved with, "
             "or narrow the role's checkpoint.load_contents"
         )
-    wrong = _size_mismatches(path, roles)
+    wrong = _manifest_mismatches(path, roles)
     if wrong:
         raise FileNotFoundError(
             f"{key}: checkpoint {path!r} is damaged: {'; '.join(wrong[:5])}"
@@ -239,22 +290,7 @@ def _loaded_prefixes(roles: dict[str, list[str]]) -> list[str]:
     return prefixes
 
 
-def _size_mismatches(path: str, roles: dict[str, list[str]]) -> list[str]:
-    """Files the manifest recorded (among those a resume loads) that are now missing or resized."""
-    try:
-        with open(os.path.join(path, MANIFEST)) as f:
-            sizes = json.load(f)["sizes"]
-    except FileNotFoundError:
-        return []  # saved before manifests existed: the DCP metadata still names every shard
-    except (OSError, ValueError, KeyError) as e:
-        return [f"{MANIFEST} is unreadable ({e})"]
-    prefixes, wrong = _loaded_prefixes(roles), []
-    for rel, size in sizes.items():
-        if not rel.startswith(tuple(prefixes)):
-            continue
-        full = os.path.join(path, rel)
-        if not os.path.isfile(full):
-            wrong.append(f"{rel} is missing")
-        elif os.path.getsize(full) != size:
-            wrong.append(f"{rel} is {os.path.getsize(full)} bytes, {size} when saved")
-    return wrong
+def _manifest_mismatches(path: str, roles: dict[str, list[str]]) -> list[str]:
+    """Files the manifest recorded (among those a resume loads) that are now missing, resized or
+    changed in content (utils/manifest.py)."""
+    return manifest_problems(path, tuple(_loaded_prefixes(roles)))

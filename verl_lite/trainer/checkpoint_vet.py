@@ -10,7 +10,12 @@ checkpoint that is cut short or crafted fails at start-up with exit status 2, na
 - each DCP folder's `.metadata`: read with the exact (module, name) allowlist of engine/dcp_safe.py;
 - each DCP shard file: present and long enough for every chunk `.metadata` places in it; the
   non-tensor items DCP would unpickle (optimizer hyper-parameters) are read with
-  `weights_only=True` here first.
+  `weights_only=True` here first;
+- the model each role resumes into is of the size it was saved from: the config.json saved with
+  the checkpoint (role/huggingface/) against the model folder's (with override_config), and, for
+  tensors both have, the shapes in `.metadata` against the model folder's safetensors headers.
+  Otherwise the workers would fail loading shards of the wrong shape, after Ray and every engine
+  have started.
 """
 
 from __future__ import annotations
@@ -22,9 +27,22 @@ import re
 import torch
 from torch.distributed.checkpoint.metadata import BytesStorageMetadata
 
-from verl_lite.engine.checkpoint import MODEL_DIR, OPTIM_DIR, extra_state_name
+from verl_lite.engine.checkpoint import HF_DIR, MODEL_DIR, OPTIM_DIR, extra_state_name
 from verl_lite.engine.dcp_safe import read_dcp_metadata
 from verl_lite.trainer.checkpoint import DATA_FILE
+from verl_lite.utils.model_files import read_config
+from verl_lite.utils.model_weights import checkpoint_tensors
+
+# config.json fields that set a model's tensor shapes
+SIZE_FIELDS = (
+    "vocab_size",
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+)
 
 
 def _refusal_reason(e: Exception) -> str:
@@ -120,3 +138,52 @@ def vet_checkpoint(path: str, roles: dict[str, list[str]], world_size: int, key:
         raise ValueError(
             "; ".join(problems[:5]) + (f" (and {len(problems) - 5} more)" if len(problems) > 5 else "")
         )
+
+
+def _field_differences(saved: dict, model: dict) -> list[str]:
+    return [
+        f"{name} {saved[name]} there, {model.get(name)} here"
+        for name in SIZE_FIELDS
+        if name in saved and saved[name] != model.get(name)
+    ]
+
+
+def _shape_differences(folder: str, model_path: str) -> list[str]:
+    """Tensors in the checkpoint's model/ and the model folder's safetensors with different shapes."""
+    try:
+        tensors = checkpoint_tensors(model_path)
+        saved = read_dcp_metadata(folder).state_dict_metadata
+    except (OSError, ValueError):
+        return []  # other checks name the folder
+    differ = []
+    for name, (shape, _, _) in (tensors or {}).items():
+        item = saved.get(name)
+        size = getattr(item, "size", None)
+        if size is not None and list(size) != list(shape):
+            differ.append(f"{name} is {list(size)} there, {list(shape)} here")
+    return differ
+
+
+def model_size_problems(path: str, models: dict[str, tuple[str, str, dict]], key: str) -> list[str]:
+    """`models`: role -> (its model key, the folder it loads, override_config), for the roles whose
+    weights the resume loads. One line per role saved from a model of another size."""
+    problems = []
+    for role, (model_key, model_path, override) in models.items():
+        saved_config = os.path.join(path, role, HF_DIR)
+        try:
+            here = read_config(model_path) | dict(override or {})
+            there = (
+                read_config(saved_config) if os.path.exists(os.path.join(saved_config, "config.json")) else {}
+            )
+        except (OSError, ValueError):
+            continue  # the model folder's own check names it
+        differ = _field_differences(there, here) or _shape_differences(
+            os.path.join(path, role, MODEL_DIR), model_path
+        )
+        if differ:
+            problems.append(
+                f"{key}: the checkpoint's {role} was saved from a model of another size than {model_key}="
+                f"{model_path!r}: {'; '.join(differ[:4])}; resume with the model it was trained from, or "
+                "start afresh (trainer.resume_mode=disable)"
+            )
+    return problems

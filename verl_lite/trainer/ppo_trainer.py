@@ -183,21 +183,27 @@ class RayPPOTrainer(AlgorithmPhases, WorkerSetup, TrainerCheckpoint):
             if t.val_only:  # verl: validate once, then stop
                 tracker.finish()
                 return last_val
-        while self.global_steps < self.total_training_steps:
-            for indices in self.sampler.epoch_batches():
-                self.global_steps += 1
-                metrics = self.train_step(self._step_batch(indices))
-                is_last = self.global_steps >= self.total_training_steps
-                if self._validates_after_step():
-                    last_val = self._validate_timed()
-                    metrics.update(last_val)
-                if self._saves_after_step():
-                    metrics.update(self._save_checkpoint_timed())
-                tracker.log(metrics, step=self.global_steps)
-                for line in health.check(metrics):
-                    log.info(line)
-                if is_last:
-                    break
+        try:
+            while self.global_steps < self.total_training_steps:
+                for indices in self.sampler.epoch_batches():
+                    self.global_steps += 1
+                    metrics = self.train_step(self._step_batch(indices))
+                    is_last = self.global_steps >= self.total_training_steps
+                    if self._validates_after_step():
+                        last_val = self._validate_timed()
+                        metrics.update(last_val)
+                    if self._saves_after_step():
+                        metrics.update(self._save_checkpoint_timed())
+                    tracker.log(metrics, step=self.global_steps)
+                    for line in health.check(metrics):
+                        log.info(line)
+                    if is_last:
+                        break
+        except BaseException:
+            self.finish_checkpoints(failing=True)  # the last good checkpoint is still published
+            raise
+        with trainer_phase("save_checkpoint", self.global_steps):
+            self.finish_checkpoints()  # the last save's background commit
         tracker.finish()
         return last_val
 

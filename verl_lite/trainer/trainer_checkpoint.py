@@ -3,20 +3,31 @@
     checkpoint_contents  what a resume loads per role (each role's checkpoint.load_contents)
     find_resume_path     the checkpoint to resume from, vetted before any worker starts
     _save_checkpoint     every role writes into one temp folder, the driver adds its own state
-                         (sampler, KL controller), then one atomic commit and rotation
+                         (sampler, KL controller), then one atomic commit and rotation, in the background
+    wait_for_checkpoint  block until that commit is published (before the next save, at the end)
     _load_checkpoint     every role loads its part, the driver restores its own state
 
 The folder layout, the atomic commit and rotation are in checkpoint.py; this file decides what
 goes into a checkpoint and who writes it.
+
+The commit hashes every file of the checkpoint for its manifest (utils/manifest.py): one read of
+the whole checkpoint, tens of seconds for a large model. It runs on one background thread while
+the next steps train; nothing touches the checkpoint folder meanwhile (the workers wrote it and
+returned; the next save waits for this commit first). Until it is published, the previous
+checkpoint and the tracker pointing at it stay as they were, so a crash meanwhile resumes from
+the previous one, as a crash during a save always did.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
 
+from verl_lite.errors import RunError
 from verl_lite.trainer import checkpoint as ckpt
-from verl_lite.trainer.checkpoint_vet import vet_checkpoint
+from verl_lite.trainer.checkpoint_vet import model_size_problems, vet_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -44,19 +55,77 @@ class TrainerCheckpoint:
                 raise ValueError(weightless)
             ckpt.check_complete(path, self.checkpoint_contents(), self.world_size, key)
             vet_checkpoint(path, self.checkpoint_contents(), self.world_size, key)
+            sizes = model_size_problems(path, self._resumed_models(), key)
+            if sizes:
+                raise ValueError(sizes[0])
+            if t.del_local_ckpt_after_load and os.path.islink(path):
+                raise ValueError(
+                    f"{key}={path!r} is a symbolic link to {os.path.realpath(path)}, and "
+                    "trainer.del_local_ckpt_after_load=True would delete the checkpoint after loading it: "
+                    "refusing to delete through a link; set trainer.del_local_ckpt_after_load=False"
+                )
         return path
 
+    def _resumed_models(self) -> dict[str, tuple[str, str, dict]]:
+        """role -> (model key, folder, override_config) of the roles whose weights a resume loads."""
+        arr, critic = self.config.actor_rollout_ref.model, self.config.critic.model
+        models = {"actor": ("actor_rollout_ref.model.path", arr.path, arr.override_config)}
+        if self.use_critic:
+            models["critic"] = ("critic.model.path", critic.path, critic.override_config)
+        contents = self.checkpoint_contents()
+        return {role: m for role, m in models.items() if "model" in contents.get(role, [])}
+
+    committing: tuple[int, Future] | None = None  # the step being committed in the background
+    committer: ThreadPoolExecutor | None = None
+
     def _save_checkpoint(self) -> None:
-        """Every role writes into a temp folder, the driver adds its own state, then one commit."""
+        """Every role writes into a temp folder, the driver adds its own state, then one commit
+        (hash, fsync, rename, tracker) and the rotation, in the background."""
+        self.wait_for_checkpoint()
         t = self.config.trainer
         root, step = t.default_local_dir, self.global_steps
-        tmp = ckpt.begin(root, step)
+        try:
+            tmp = ckpt.begin(root, step)
+        except OSError as e:
+            raise RunError(f"cannot write the checkpoint of step {step} into {root}: {e}") from e
         for role, wg in self.checkpoint_wgs.items():
             wg.save_checkpoint(os.path.join(tmp, role), step)
-        ckpt.write_trainer_state(tmp, step, self.sampler.state_dict(), self._driver_state())
-        ckpt.commit(root, step, tmp)
-        ckpt.rotate(root, {role: getattr(t, f"max_{role}_ckpt_to_keep") for role in self.checkpoint_wgs})
-        log.info("saved checkpoint %s", ckpt.step_dir(root, step))
+        try:
+            ckpt.write_trainer_state(tmp, step, self.sampler.state_dict(), self._driver_state())
+        except OSError as e:  # torch.save's own error names no file
+            raise RunError(f"cannot write {os.path.join(tmp, ckpt.DATA_FILE)}: {e}") from e
+        keep = {role: getattr(t, f"max_{role}_ckpt_to_keep") for role in self.checkpoint_wgs}
+        if self.committer is None:
+            self.committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="verl_lite-commit")
+        self.committing = (step, self.committer.submit(_commit, root, step, tmp, keep))
+
+    def wait_for_checkpoint(self) -> None:
+        """Block until the checkpoint being committed in the background is published; a failure
+        there (a full disk) is raised here as one line naming the step and the folder."""
+        if self.committing is None:
+            return
+        (step, future), self.committing = self.committing, None
+        try:
+            future.result()
+        except OSError as e:
+            raise RunError(
+                f"the checkpoint of step {step} could not be committed in trainer.default_local_dir="
+                f"{self.config.trainer.default_local_dir}: {e}"
+            ) from e
+
+    def finish_checkpoints(self, failing: bool = False) -> None:
+        """At the end of fit: the last commit is published before fit returns. When the run is
+        failing already, a commit failure is logged instead of hiding the run's own error."""
+        try:
+            self.wait_for_checkpoint()
+        except RunError as e:
+            if not failing:
+                raise
+            log.error("%s", e)
+        finally:
+            if self.committer is not None:
+                self.committer.shutdown(wait=True)
+                self.committer = None
 
     def _driver_state(self) -> dict:
         """What the driver itself carries from step to step besides the sampler."""
@@ -76,3 +145,10 @@ class TrainerCheckpoint:
         if self.config.trainer.del_local_ckpt_after_load:
             ckpt.delete_loaded(self.config.trainer.default_local_dir, self.resume_path)
             log.info("trainer.del_local_ckpt_after_load=True: deleted %s", self.resume_path)
+
+
+def _commit(root: str, step: int, tmp: str, keep: dict[str, int | None]) -> str:
+    start = time.perf_counter()
+    final = ckpt.commit_and_rotate(root, step, tmp, keep)
+    log.info("saved checkpoint %s (committed in %.2fs)", final, time.perf_counter() - start)
+    return final
