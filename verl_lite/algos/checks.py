@@ -86,6 +86,12 @@ def _options(cfg: PPOTrainerConfig, run: Run) -> list[str]:
         )
     if not is_kl_type(alg.kl_penalty):
         problems.append(f"algorithm.kl_penalty={alg.kl_penalty!r} is not one of {list(KL_TYPES)}")
+    if a.use_kl_loss and alg.use_kl_in_reward:  # verl says so too: both apply, not one instead of the other
+        log.info(
+            "both KL terms apply, as in verl: algorithm.use_kl_in_reward=True subtracts kl_ctrl.kl_coef x KL "
+            "from the rewards and %s.actor.use_kl_loss=True adds kl_loss_coef x KL to the actor's loss",
+            ARR,
+        )
     # gamma and lam in [0, 1]: config/domains.py
     return problems + kl_ctrl_problems(alg.kl_ctrl.type, alg.kl_ctrl.target_kl, alg.kl_ctrl.horizon)
 

@@ -1,9 +1,9 @@
 """The naive reward manager: decode each response, score it by rule, reward its last token.
 
 verl's `naive` manager: the score of a response is placed on its last valid token of a
-(batch, response_len) tensor, which the advantage estimators sum. A scorer that raises, returns
-something that is not a finite number, or runs past `timeout` seconds for a batch
-(reward_model.timeout) stops the run with a RewardError naming the function and its file, the
+(batch, response_len) tensor, which the advantage estimators sum. A scorer that raises, calls sys.exit,
+returns something that is not a finite number (or a number beyond float range), or runs past
+`timeout` seconds for a batch (reward_model.timeout) stops the run with a RewardError naming the function and its file, the
 sample's parquet file and row (through `locate`, set from the dataset) and its data_source: a
 silently wrong reward would poison training without a trace.
 """
@@ -48,8 +48,14 @@ class NaiveRewardManager:
 
     def __call__(self, data: DataProto) -> tuple[torch.Tensor, dict[str, list]]:
         progress = {"row": None}
+        stuck = (
+            f"verl_lite: reward function {function_name(self.compute_score)} did not return within "
+            f"reward_model.timeout={self.timeout} s and could not be interrupted (it holds the interpreter "
+            "in C code, e.g. a regular expression), so the run was ended, and every process it started; "
+            "the stacks of its threads are in the run's main_ppo.log"
+        )
         try:
-            with deadline(self.timeout):
+            with deadline(self.timeout, last_words=stuck):
                 return self._score_batch(data, progress)
         except DeadlineExceeded:
             i = progress["row"]
@@ -104,16 +110,44 @@ class NaiveRewardManager:
         name = function_name(self.compute_score)
         try:
             result = self.compute_score(source, text, truth, info)
+        except SystemExit as e:  # sys.exit() in a reward function would end the run with its status
+            raise RewardError(
+                f"reward function {name} called sys.exit({e.code!r}) on {where}, response={text[:200]!r}; "
+                "a reward function must return a score (raise an exception to stop the run)"
+            ) from e
         except Exception as e:
             raise RewardError(
                 f"reward function {name} raised {type(e).__name__}: {e} on {where}, "
                 f"response={text[:200]!r}, ground_truth={truth!r}"
             ) from e
         value = result.get("score") if isinstance(result, dict) else result
-        if not isinstance(value, numbers.Real) or not math.isfinite(value):
+        number = _as_float(value)
+        if number is None or not math.isfinite(number):
+            beyond = number is None and isinstance(value, numbers.Real)
             raise RewardError(
-                f"reward function {name} returned {result!r} for {where}, response={text[:200]!r}; "
-                "it must return a finite number or a dict with a numeric 'score'"
+                f"reward function {name} returned {_short(result)} for {where}, response={text[:200]!r}; "
+                + ("that is beyond the range of a float; " if beyond else "")
+                + "it must return a finite number or a dict with a numeric 'score'"
             )
         details = {k: v for k, v in result.items() if k != "score"} if isinstance(result, dict) else {}
-        return float(value), details
+        return number, details
+
+
+def _as_float(value) -> float | None:
+    """A real number as a float; None for anything else, and for a number no float can hold."""
+    if not isinstance(value, numbers.Real):
+        return None
+    try:
+        return float(value)
+    except (OverflowError, ValueError):
+        return None
+
+
+def _short(value) -> str:
+    """repr of a returned value, cut to fit one line (an int of 400 digits is not read whole)."""
+    text = (
+        repr(value)
+        if not isinstance(value, int) or abs(value) < 10**50
+        else f"an integer of {len(str(abs(value)))} digits"
+    )
+    return text if len(text) <= 120 else text[:117] + "..."

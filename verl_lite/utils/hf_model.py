@@ -18,6 +18,8 @@ import transformers
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForTokenClassification, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
+from verl_lite.utils.model_weights import loading_problems
+
 log = logging.getLogger(__name__)
 hf_logging.disable_progress_bar()  # one bar per weight load per worker drowns the training log
 
@@ -66,19 +68,41 @@ def _load_config(model_cfg, key: str, **fields):
     return config
 
 
+SCORER_FIELDS = {"num_labels": 1, "classifier_dropout": 0.0}  # a value or reward per token, no dropout
+
+
+def model_config(model_cfg, key: str, kind: str):
+    """The config a role's model is built from (`kind`: causal_lm, value or reward), overrides applied."""
+    return _load_config(model_cfg, key, **(SCORER_FIELDS if kind != "causal_lm" else {}))
+
+
+def _check_loaded(info: dict, model_cfg, key: str, kind: str) -> None:
+    """transformers' loading report: a missing, unexpected or reshaped weight is an error, never a
+    layer left at its random initialisation (utils/model_weights.py checks safetensors before Ray)."""
+    problems = loading_problems(info, f"{key}.path", model_cfg.path, kind)
+    if problems:
+        raise ValueError(problems[0])
+
+
 def load_causal_lm(model_cfg, dtype: torch.dtype, key: str = "actor_rollout_ref.model") -> torch.nn.Module:
     """The model of `model_cfg.path` on the host in `dtype`, with the config's overrides applied."""
     config = _load_config(model_cfg, key)
-    return AutoModelForCausalLM.from_pretrained(
-        model_files(model_cfg), config=config, dtype=dtype, trust_remote_code=model_cfg.trust_remote_code
+    model, info = AutoModelForCausalLM.from_pretrained(
+        model_files(model_cfg),
+        config=config,
+        dtype=dtype,
+        trust_remote_code=model_cfg.trust_remote_code,
+        output_loading_info=True,
     )
+    _check_loaded(info, model_cfg, key, "causal_lm")
+    return model
 
 
-def _load_token_scorer(model_cfg, dtype: torch.dtype, key: str):
+def _load_token_scorer(model_cfg, dtype: torch.dtype, key: str, kind: str):
     """A backbone with a one-output linear head on every position (AutoModelForTokenClassification,
     num_labels=1), plus the checkpoint keys the head did not find. Dropout before the head is set to 0:
     a value or reward must be a deterministic function of the tokens (verl does the same)."""
-    config = _load_config(model_cfg, key, num_labels=1, classifier_dropout=0.0)
+    config = model_config(model_cfg, key, kind)
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # the load report lists the new head on every rank; we say it once
     try:
@@ -92,6 +116,9 @@ def _load_token_scorer(model_cfg, dtype: torch.dtype, key: str):
     finally:
         hf_logging.set_verbosity(verbosity)
     missing = {k for k in info["missing_keys"] if k.startswith("score.")}
+    if kind == "reward" and "score.weight" in missing:
+        return model, missing  # load_reward_model says what is wrong with such a folder
+    _check_loaded(info, model_cfg, key, kind)
     return model, missing
 
 
@@ -114,7 +141,7 @@ def load_value_model(model_cfg, dtype: torch.dtype, key: str = "critic.model") -
     but from a fixed seed (init_value_head) so every rank and every run starts from the same head.
     From a folder saved by a critic (or any token-classification model) the head is loaded as is.
     """
-    model, missing = _load_token_scorer(model_cfg, dtype, key)
+    model, missing = _load_token_scorer(model_cfg, dtype, key, "value")
     if missing:
         std = getattr(model.config, "initializer_range", None) or 0.02
         init_value_head(model.score, std)
@@ -127,7 +154,7 @@ def load_reward_model(model_cfg, dtype: torch.dtype, key: str = "reward_model.mo
     per-token head so the score of any position can be read (the caller takes the last response
     token). The sequence classifier's head has no bias; the bias of the per-token head is set to 0, so
     the per-token score at the last token equals the sequence classifier's pooled score."""
-    model, missing = _load_token_scorer(model_cfg, dtype, key)
+    model, missing = _load_token_scorer(model_cfg, dtype, key, "reward")
     if "score.weight" in missing:
         raise ValueError(
             f"{key}.path={model_cfg.path!r} has no trained score head (score.weight); point it at a "

@@ -1,7 +1,9 @@
 """The models' start-up steps (registered in verl_lite/preflight.py).
 
 `check_models`: every model folder the run loads (the actor's; the critic's and the reward model's
-when the run has them) is a HF model folder with its weights whole (utils/model_files.py), the
+when the run has them) is a HF model folder with a config.json transformers reads, its weights
+whole (utils/model_files.py) and fitting the model the config builds, every tensor in place and of
+its shape (utils/model_weights.py), the
 tokenizer folder has tokenizer files, and the critic and reward model read the actor's token ids,
 so their vocabularies match. `check_positions`: prompt + response fit every model's positions.
 `check_tokenizer` (once the tokenizer is loaded): a real tokenizer with a chat template whose ids
@@ -14,7 +16,7 @@ import os
 from typing import TYPE_CHECKING
 
 from verl_lite.config.validate_levers import check_heads
-from verl_lite.utils.hf_model import check_model_dir
+from verl_lite.utils.hf_model import check_model_dir, model_config
 from verl_lite.utils.model_files import (
     max_positions,
     read_config,
@@ -22,6 +24,7 @@ from verl_lite.utils.model_files import (
     tokenizer_problems,
     weight_problems,
 )
+from verl_lite.utils.model_weights import fit_problems, model_type_problem
 
 if TYPE_CHECKING:
     from verl_lite.config.run import Run
@@ -56,12 +59,24 @@ def model_folders(cfg: PPOTrainerConfig, run: Run) -> list[tuple[str, str, dict]
     return folders
 
 
-def _model_dir(key: str, path: str | None) -> list[str]:
+def _model_dir(key: str, path: str | None, model_cfg=None, kind: str = "causal_lm") -> list[str]:
+    """The folder, its config.json (valid JSON, a model type transformers knows), its weight files
+    whole, and their tensors fitting the model the config builds (no missing, unexpected or
+    reshaped weight: utils/model_weights.py)."""
     try:
         check_model_dir(path or "", key)
-    except FileNotFoundError as e:
+        problem = model_type_problem(path, key, bool(model_cfg and model_cfg.trust_remote_code))
+    except (FileNotFoundError, ValueError) as e:
         return [str(e)]
-    return weight_problems(path, key)
+    problems = [problem] if problem else weight_problems(path, key)
+    if problems or model_cfg is None:
+        return problems
+    section = key.removesuffix(".path")
+    try:
+        config = model_config(model_cfg, section, kind)
+    except ValueError as e:  # override_config naming a field the config lacks
+        return [str(e)]
+    return fit_problems(config, path, key, kind)
 
 
 def _vocab_size(path: str) -> int | None:
@@ -85,7 +100,9 @@ def _same_vocab(cfg: PPOTrainerConfig, key: str, path: str) -> list[str]:
 
 def _critic(cfg: PPOTrainerConfig) -> list[str]:
     c = cfg.critic.model
-    problems = _model_dir("critic.model.path", c.path) or _same_vocab(cfg, "critic.model.path", c.path)
+    problems = _model_dir("critic.model.path", c.path, c, "value") or _same_vocab(
+        cfg, "critic.model.path", c.path
+    )
     if c.tokenizer_path and c.tokenizer_path not in (
         actor_tokenizer_path(cfg),
         cfg.actor_rollout_ref.model.path,
@@ -102,7 +119,7 @@ def _reward_model(cfg: PPOTrainerConfig) -> list[str]:
     rm = cfg.reward_model
     if not rm.model.path:
         return ["reward_model.enable=True but reward_model.model.path is not set; point it at a reward model"]
-    problems = _model_dir("reward_model.model.path", rm.model.path) or _same_vocab(
+    problems = _model_dir("reward_model.model.path", rm.model.path, rm.model, "reward") or _same_vocab(
         cfg, "reward_model.model.path", rm.model.path
     )
     if not rm.use_dynamic_bsz and rm.micro_batch_size_per_gpu is None:
@@ -119,7 +136,8 @@ def _tokenizer_folder(cfg: PPOTrainerConfig) -> list[str]:
 
 
 def check_models(cfg: PPOTrainerConfig, run: Run) -> list[str]:
-    problems = _model_dir(f"{ARR}.model.path", cfg.actor_rollout_ref.model.path)
+    model = cfg.actor_rollout_ref.model
+    problems = _model_dir(f"{ARR}.model.path", model.path, model, "causal_lm")
     if run.critic:
         problems += _critic(cfg)
     if run.reward_model:

@@ -7,11 +7,18 @@ for the critic when critic.model.lora_rank > 0. What can be known before Ray is 
 problem one line naming the key, the value and the fix: the target and exclude lists, the saved
 adapter's folder, the ranks vLLM serves, and verl's rule that layered_summon needs the base weights
 preloaded in vLLM. The rank's and alpha's domains (>= 0, > 0) are in config/domains.py.
+
+Every name in a target_modules or exclude_modules list must name a module of the model (PEFT's
+rule: the module's name, or its last dotted parts), and a regex must match one: PEFT itself stops
+only when no target matches at all, so `[q_proj, v_prooj]` would adapt q_proj alone and train on.
+The model's module names come from the model its config.json builds on the meta device.
 """
 
 from __future__ import annotations
 
 import os
+import re
+from difflib import get_close_matches
 from typing import TYPE_CHECKING
 
 from verl_lite.engine.lora_spec import ADAPTER_CONFIG, LoraSpec
@@ -31,11 +38,62 @@ def _check_modules(key: str, value, problems: list[str]) -> None:
         problems.append(f"{key}={value!r}: give all-linear, a regex string or a list of module names")
 
 
+def module_names(model_cfg, key: str, kind: str) -> list[str] | None:
+    """The names of every module of the model `model_cfg` builds (None when it cannot be built: the
+    models step reports the folder)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoModelForTokenClassification
+
+    from verl_lite.utils.hf_model import model_config
+
+    auto = AutoModelForCausalLM if kind == "causal_lm" else AutoModelForTokenClassification
+    try:
+        config = model_config(model_cfg, key, kind)
+        with torch.device("meta"):
+            model = auto.from_config(config, trust_remote_code=model_cfg.trust_remote_code)
+    except Exception:  # a broken folder or config: check_models names it
+        return None
+    return [name for name, _ in model.named_modules() if name]
+
+
+def _unmatched(patterns, names: list[str]) -> list[str]:
+    """The entries of a target/exclude list (or the regex string) that match no module (PEFT's rules)."""
+    if isinstance(patterns, str):
+        if patterns == "all-linear" or any(re.fullmatch(patterns, n) for n in names):
+            return []
+        return [patterns]
+    return [p for p in patterns or [] if not any(n == p or n.endswith("." + p) for n in names)]
+
+
+def _modules_exist(key: str, model, kind: str, problems: list[str]) -> None:
+    spec = LoraSpec.of(model, kind)
+    if spec is None:
+        return
+    try:
+        targets, excludes = spec.modules  # the config's, or the saved adapter's
+    except (OSError, ValueError):
+        return
+    names = module_names(model, key, kind)
+    if names is None:
+        return
+    for field, value in (("target_modules", targets), ("exclude_modules", excludes)):
+        missing = _unmatched(value, names)
+        if missing:
+            leaves = sorted({n.rsplit(".", 1)[-1] for n in names if not n.rsplit(".", 1)[-1].isdigit()})
+            close = [m for p in missing for m in get_close_matches(str(p), leaves, n=1)]
+            hint = f"did you mean {close}? " if close else ""
+            problems.append(
+                f"{key}.{field}: {missing} match no module of the model ({model.path}); {hint}its modules "
+                f"are named {leaves[:24]}{' ...' if len(leaves) > 24 else ''}"
+            )
+
+
 def _check_model(key: str, model, kind: str, problems: list[str]) -> bool:
     """The LoRA keys of one model section; whether LoRA is on for it."""
     adapter = getattr(model, "lora_adapter_path", None)  # verl's critic section has none
     if LoraSpec.of(model, kind) is None:
         return False
+    before = len(problems)
     _check_modules(f"{key}.target_modules", model.target_modules, problems)
     if model.target_modules is None:
         problems.append(f"{key}.target_modules=None: give all-linear or a list of module names")
@@ -45,6 +103,8 @@ def _check_model(key: str, model, kind: str, problems: list[str]) -> bool:
             f"{key}.lora_adapter_path={adapter!r}: no {ADAPTER_CONFIG} there; point it at a PEFT adapter "
             "folder (a checkpoint's global_step_N/actor/lora_adapter)"
         )
+    if len(problems) == before:  # the lists are well formed: each name must match a module
+        _modules_exist(key, model, kind, problems)
     return True
 
 
