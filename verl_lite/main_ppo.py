@@ -23,6 +23,7 @@ import importlib
 import logging
 import os
 import sys
+import threading
 from typing import TYPE_CHECKING
 
 import hydra
@@ -36,6 +37,7 @@ from verl_lite.config.hydra_job import apply_job_output_dir
 from verl_lite.config.overrides import OverrideError, normalize_argv
 from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.errors import RunError, one_line
+from verl_lite.utils.paths import output_folder_problem
 
 if TYPE_CHECKING:
     from verl_lite.trainer.ppo_trainer import RayPPOTrainer
@@ -189,6 +191,10 @@ def run(config: DictConfig) -> None:
         from verl_lite.utils.logs import setup_driver_logging
 
         folder = run_dir(cfg)
+        unusable = output_folder_problem(folder)
+        if unusable:  # the log folder: Hydra's job folder, else trainer.default_local_dir
+            key = "hydra.run.dir" if HydraConfig.initialized() else "trainer.default_local_dir"
+            raise SetupError(f"{key}={folder!r} {unusable}; point {key} at a folder this run can write")
         log_file = setup_driver_logging(folder)
         log.info("logs: %s (driver), %s (workers)", log_file, os.path.join(folder, "logs"))
         run_ppo(cfg, links)
@@ -209,7 +215,9 @@ def _report_failure(e: Exception) -> None:
     """A failed run: the long form (a remote traceback) to the log, its first line to the user, exit 2."""
     detail = getattr(e, "detail", "") or str(e)
     if detail != str(e) or "\n" in detail:
-        log.error("%s", detail)
+        from verl_lite.utils.logs import FILE_ONLY
+
+        log.error("%s", detail, extra={FILE_ONLY: True})  # the console gets the one line below
     print(f"verl_lite: {one_line(str(e).splitlines()[0])}", file=sys.stderr)
     sys.exit(2)
 
@@ -219,10 +227,36 @@ def main(config: DictConfig) -> None:
     run(config)
 
 
+def exit_past_stray_threads(code) -> None:
+    """End the process with `code`. Python waits at exit for every non-daemon thread, so a thread a
+    reward function (or a library it calls) started and left running would keep a finished run
+    alive forever: such threads are named on the console and not waited for."""
+    stray = [
+        t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon and t.is_alive()
+    ]
+    if not stray:
+        sys.exit(code)
+    names = ", ".join(repr(t.name) for t in stray)
+    print(
+        f"verl_lite: the run is over but {len(stray)} non-daemon thread(s) started during it are still "
+        f"running ({names}, e.g. left by the reward function); exiting without waiting for them",
+        file=sys.stderr,
+    )
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code if isinstance(code, int) else (0 if code is None else 1))
+
+
 if __name__ == "__main__":
     try:  # verl's `+key` spellings and unknown keys, before Hydra (sweeps included)
         sys.argv[1:] = normalize_argv(sys.argv[1:])
     except OverrideError as e:
         print(f"verl_lite: {e}", file=sys.stderr)
         sys.exit(2)
-    main()
+    try:
+        main()
+        status = 0
+    except SystemExit as e:  # Hydra's and run's exits (2 on bad input or a failed run)
+        status = e.code
+    exit_past_stray_threads(status)

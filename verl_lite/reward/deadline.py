@@ -8,8 +8,10 @@ process, a socket) is interrupted by the signal; a Python loop stops at its next
 exception derives from BaseException so a reward function's `except Exception` cannot swallow it.
 
 Code that holds the GIL inside one C call (a catastrophic regular expression) cannot be interrupted
-from Python at all: as a last resort faulthandler dumps every thread's stack and ends the process
-(exit status 1) `grace_s` after the deadline.
+from Python at all: as a last resort faulthandler dumps every thread's stack (into the run's log
+file) and ends the process (exit status 1) `grace_s` after the deadline (5-30 s). The run's guard process
+(utils/process_guard.py) then prints `last_words` (one line naming the function) and ends every
+process the driver started, Ray's included, which would otherwise outlive it.
 
 The handler is installed once and stays: a SIGUSR1 that arrives late (after the work finished in
 the same instant) finds it disarmed and does nothing, instead of the default action (termination).
@@ -19,10 +21,13 @@ Any handler that was there before is still called for signals that are not ours.
 from __future__ import annotations
 
 import faulthandler
+import logging
 import signal
 import sys
 import threading
 from contextlib import contextmanager
+
+from verl_lite.utils import process_guard
 
 SIGNAL = signal.SIGUSR1
 
@@ -53,18 +58,30 @@ def _install() -> None:
         _State.installed = True
 
 
+def _dump_file():
+    """Where the backstop's stack dump goes: the driver's log file when there is one (utils/logs.py),
+    not the console, which gets the guard's one line instead."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler) and handler.stream is not None:
+            return handler.stream
+    return sys.__stderr__
+
+
 def _arm_backstop(seconds: float) -> bool:
     try:
-        faulthandler.dump_traceback_later(seconds, exit=True, file=sys.__stderr__)
+        faulthandler.dump_traceback_later(seconds, exit=True, file=_dump_file())
         return True
     except (AttributeError, ValueError, OSError):  # no usable stderr file descriptor
         return False
 
 
 @contextmanager
-def deadline(seconds: float | None, grace_s: float = 30.0):
+def deadline(seconds: float | None, grace_s: float | None = None, last_words: str | None = None):
     """Raise DeadlineExceeded in the body if it runs longer than `seconds` (None: no deadline).
-    Only on the main thread (signals are delivered there); elsewhere the body runs unguarded."""
+    Only on the main thread (signals are delivered there); elsewhere the body runs unguarded.
+    `grace_s`: how long after the deadline the backstop waits for the interruption to land (default:
+    the deadline itself, between 5 and 30 s). `last_words`: the line the guard prints if the body
+    cannot be interrupted and the backstop ends the process."""
     if not seconds or threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -81,13 +98,16 @@ def deadline(seconds: float | None, grace_s: float = 30.0):
         signal.pthread_kill(main, SIGNAL)
 
     watcher = threading.Thread(target=watch, name="verl_lite-deadline", daemon=True)
+    grace_s = min(30.0, max(5.0, seconds)) if grace_s is None else grace_s
     backstop = _arm_backstop(seconds + grace_s)
+    process_guard.note(last_words)
     watcher.start()
     try:
         yield
     finally:
         if backstop:
             faulthandler.cancel_dump_traceback_later()
+        process_guard.note(None)
         with _State.lock:
             finished.set()
             _State.armed = False  # a signal sent in this very instant is then ignored when it lands

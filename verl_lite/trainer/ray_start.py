@@ -12,6 +12,7 @@ import os
 import ray
 
 from verl_lite.config.schema import PPOTrainerConfig
+from verl_lite.utils import process_guard
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,7 @@ def runtime_env(user: dict) -> dict:
 def start_ray(config: PPOTrainerConfig) -> None:
     if not ray.is_initialized():
         kwargs = ray_init_kwargs(config)
+        process_guard.start()  # whatever ends this process, Ray's processes (and any other) end with it
         ray.init(**kwargs)
         if "num_cpus" in kwargs:  # Ray's own notice goes to the log file
             log.info("started a local Ray instance (%s CPUs)", ray.cluster_resources().get("CPU", 0))

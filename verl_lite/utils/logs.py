@@ -40,6 +40,7 @@ WORKER_LOG_ENV = "VERL_LITE_WORKER_LOG"
 DRIVER_LOG = "main_ppo.log"
 FILE_FORMAT = "[%(asctime)s][%(process)d][%(name)s][%(levelname)s] - %(message)s"
 OWN = "verl_lite"
+FILE_ONLY = "file_only"  # a record with extra={FILE_ONLY: True} goes to the log file, never the console
 
 
 def console_write(text: str, stream=None) -> None:
@@ -58,6 +59,8 @@ class ConsoleFilter(logging.Filter):
         self.own_level = own_level
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, FILE_ONLY, False):  # the long form of an error the console shows in one line
+            return False
         if record.levelno >= logging.ERROR:
             return True
         return record.name.split(".")[0] == OWN and record.levelno >= self.own_level
