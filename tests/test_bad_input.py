@@ -28,6 +28,7 @@ from tests.helpers.bad_inputs import (
     payload_ran,
     register_payload_extension,
 )
+from tests.helpers.processes import kill_survivors, run_watched, small_filesystem
 from verl_lite import main_ppo
 from verl_lite.config.compose import compose_config
 from verl_lite.config.overrides import OverrideError, normalize_argv
@@ -431,6 +432,82 @@ CASES = [
         [f"{ARR}.model.path={{m[short_positions]}}"],
         ["16 + 8 = 24 tokens is longer than the model's 20 positions", "{m[short_positions]}"],
     ),
+    (
+        "model_weight_renamed",  # the layer would train from its random init, exit 0
+        [f"{ARR}.model.path={{m[renamed_weight]}}"],
+        [
+            f"{ARR}.model.path='{{m[renamed_weight]}}': weight model.layers.0.mlp.up_proj.weight is missing "
+            "from {m[renamed_weight]}/model.safetensors; it has ['model.layers.0.mlp.up_prooj.weight'] instead"
+        ],
+    ),
+    (
+        "model_weight_reshaped",
+        [f"{ARR}.model.path={{m[reshaped_weight]}}"],
+        [
+            "weight model.layers.0.mlp.up_proj.weight in {m[reshaped_weight]}/model.safetensors has shape "
+            "[128, 384], the model its config.json describes expects [384, 128]"
+        ],
+    ),
+    (
+        "model_config_invalid_json",
+        [f"{ARR}.model.path={{m[bad_json]}}"],
+        ["'{m[bad_json]}/config.json' is not valid JSON (Expecting ',' delimiter at line 3 column 3)"],
+    ),
+    (
+        "model_type_unknown",
+        [f"{ARR}.model.path={{m[unknown_model_type]}}"],
+        [
+            f"{ARR}.model.path='{{m[unknown_model_type]}}': config.json's model_type='qwen9' is not a model "
+            "type transformers",
+            "did you mean [",
+            "'qwen2'",
+        ],
+    ),
+    (
+        "vllm_architecture_unknown",
+        [*VLLM, f"{ARR}.model.path={{m[unknown_arch]}}"],
+        [
+            f"{ARR}.model.path: config.json's architectures ['NoSuchForCausalLM'] are not models vLLM runs",
+            f"use {ARR}.rollout.name=hf",
+        ],
+    ),
+    (
+        "chat_template_sandbox",
+        [f"{ARR}.model.path={{m[sandboxed_template]}}"],
+        [
+            "row 0: the chat template of {m[sandboxed_template]} fails on this row: SecurityError: access to "
+            "attribute '__class__' of 'str' object is unsafe"
+        ],
+    ),
+    (
+        "lora_target_matches_nothing",  # only q_proj would be adapted, and the run would train on
+        [f"{ARR}.model.lora_rank=8", f"{ARR}.model.target_modules=[q_proj,v_prooj]"],
+        [f"{ARR}.model.target_modules: ['v_prooj'] match no module of the model", "did you mean ['v_proj']?"],
+    ),
+    (
+        "lora_exclude_matches_nothing",
+        [f"{ARR}.model.lora_rank=8", f"{ARR}.model.exclude_modules=[down_prj]"],
+        [f"{ARR}.model.exclude_modules: ['down_prj'] match no module of the model"],
+    ),
+    # --- the command line and the cluster ----------------------------------------------------------
+    (
+        "config_unresolvable_interpolation",
+        ["trainer.project_name=${{no_such.key}}"],
+        ["trainer.project_name='${{no_such.key}}': Interpolation key 'no_such.key' not found"],
+    ),
+    (
+        "hydra_parse_non_ascii_path",
+        ["data.train_files=/tmp/dätä/train.parquet"],
+        [
+            "data.train_files=/tmp/dätä/train.parquet: Hydra cannot parse this override",
+            """needs quotes: 'data.train_files="/tmp/dätä/train.parquet"'""",
+        ],
+    ),
+    (
+        "ray_address_nothing_answers",  # ray.init would wait for it until killed
+        ["ray_kwargs.ray_init.address=127.0.0.1:1"],
+        ["ray_kwargs.ray_init.address='127.0.0.1:1': nothing answers at 127.0.0.1:1 (Connection refused"],
+    ),
     # --- checkpoints (trainer.resume_from_path) -----------------------------------------------------
     (
         "ckpt_missing_folder",
@@ -493,6 +570,65 @@ CASES = [
             "trainer.resume_mode=auto (latest_checkpointed_iteration.txt in trainer.default_local_dir): "
             "refusing to load {c[auto_run]}/global_step_1/actor/model/.metadata",
             "dotted name torch.distributed.checkpoint.filesystem.os.system",
+        ],
+    ),
+    (
+        "ckpt_zeroed_4k_in_shard",  # the size is unchanged: only the content hash tells
+        ["trainer.resume_from_path={c[zeroed_shard]}"],
+        [
+            "trainer.resume_from_path: checkpoint '{c[zeroed_shard]}' is damaged",
+            "actor/model/__0_0.distcp has changed since it was saved",
+        ],
+    ),
+    (
+        "ckptauto_linked_step_outside_the_run",
+        ["trainer.resume_mode=auto", "trainer.default_local_dir={c[linked_run]}"],
+        [
+            "trainer.resume_mode=auto: {c[linked_run]}/global_step_1",
+            "is a symbolic link to {c[good]}, outside trainer.default_local_dir; refusing to follow it",
+        ],
+    ),
+    (
+        "trainer_saves_into_a_folder_with_a_linked_step",
+        ["trainer.default_local_dir={c[linked_run]}", "trainer.save_freq=1"],
+        [
+            "trainer.default_local_dir: {c[linked_run]}/global_step_1 is a symbolic link to {c[good]} "
+            "(outside the run folder); this run saves there"
+        ],
+    ),
+    (
+        "trainer_local_dir_is_a_file",
+        ["trainer.default_local_dir={d[good]}", "trainer.save_freq=1"],
+        ["trainer.default_local_dir='{d[good]}' is a file, not a folder"],
+    ),
+    (
+        "trainer_local_dir_not_writable",  # sysfs: no file can be created there, not even by root
+        ["trainer.default_local_dir=/sys/kernel/verl_lite_run", "trainer.logger=[console,file]"],
+        [
+            "trainer.default_local_dir='/sys/kernel/verl_lite_run' cannot be created: /sys/kernel is not writable"
+        ],
+    ),
+    (
+        "trainer_rollout_data_dir_is_a_file",
+        ["trainer.rollout_data_dir={d[good]}"],
+        ["trainer.rollout_data_dir='{d[good]}' is a file, not a folder"],
+    ),
+    (
+        "ckpt_from_a_model_of_another_size",
+        ["trainer.resume_from_path={c[other_size]}"],
+        [
+            "trainer.resume_from_path: the checkpoint's actor was saved from a model of another size than "
+            f"{ARR}.model.path=",
+            "hidden_size 256 there, 128 here; num_hidden_layers 4 there, 2 here",
+        ],
+    ),
+    (
+        "ckptauto_corrupt_tracker",
+        ["trainer.resume_mode=auto", "trainer.default_local_dir={c[corrupt_tracker_run]}"],
+        [
+            "{c[corrupt_tracker_run]}/latest_checkpointed_iteration.txt is corrupt: it holds bytes that are not "
+            "text",
+            "delete it to start afresh",
         ],
     ),
     # --- the reward function file ---------------------------------------------------------------------
@@ -576,7 +712,8 @@ def test_bad_input_fails_before_ray_with_one_line(
 ):
     fill = {k: v for k, v in bad.items() if k in "dmcr"}
     overrides = [o.format(**fill) for o in overrides]
-    run_dir = [] if case.startswith("ckptauto_") else [f"trainer.default_local_dir={tmp_path}/run"]
+    own_dir = any(o.startswith("trainer.default_local_dir=") for o in overrides)
+    run_dir = [] if own_dir else [f"trainer.default_local_dir={tmp_path}/run"]
     if case.startswith(CKPT_CASES):
         run_dir += ["trainer.resume_mode=resume_path"]
     code, message, seconds = run_in_process([*BASE, *run_dir, *overrides], monkeypatch, capsys)
@@ -593,6 +730,65 @@ def test_bad_input_fails_before_ray_with_one_line(
     assert "Traceback" not in message
     assert not payload_ran(bad["marker"]), "a crafted pickle in the checkpoint was executed"
     assert seconds < 30, f"start-up refusal took {seconds:.1f}s"
+
+
+# (id, environment ({d}: data files, {tmp}: the test's folder; None: unset), overrides, fragments)
+ENV_CASES = [
+    (
+        "wandb_without_an_api_key",  # wandb.init would stop the run to ask for one
+        {"WANDB_MODE": None, "WANDB_API_KEY": None, "NETRC": "{tmp}/netrc", "WANDB_CONFIG_DIR": "{tmp}"},
+        ["trainer.logger=[console,wandb]"],
+        [
+            "trainer.logger includes wandb, but no W&B API key for api.wandb.ai was found",
+            "WANDB_MODE=offline",
+        ],
+    ),
+    (
+        "ray_address_env_nothing_answers",
+        {"RAY_ADDRESS": "127.0.0.1:1"},
+        [],
+        ["RAY_ADDRESS='127.0.0.1:1': nothing answers at 127.0.0.1:1"],
+    ),
+    (
+        "asset_cache_is_a_file",
+        {"VERL_LITE_CACHE": "{d[good]}"},
+        [],
+        ["VERL_LITE_CACHE='{d[good]}' cannot hold the embedded verl_lite:// assets (Not a directory"],
+    ),
+]
+
+
+@pytest.mark.parametrize("case, env, overrides, fragments", ENV_CASES, ids=[c[0] for c in ENV_CASES])
+def test_bad_environment_fails_before_ray_with_one_line(
+    case, env, overrides, fragments, bad, tmp_path, monkeypatch, capsys
+):
+    fill = {"d": bad["d"], "tmp": str(tmp_path)}
+    for name, value in env.items():
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value.format(**fill))
+    run_dir = [f"trainer.default_local_dir={tmp_path}/run"]
+    code, message, seconds = run_in_process([*BASE, *run_dir, *overrides], monkeypatch, capsys)
+    TIMES[case] = ("refused at start-up, before Ray", seconds)
+    assert code == 2 and message.startswith("verl_lite: ") and len(message.splitlines()) == 1, message
+    for fragment in fragments:
+        assert fragment.format(**fill) in message, message
+
+
+def test_both_kl_terms_are_announced_once(tmp_path, monkeypatch, capsys):
+    """use_kl_loss with use_kl_in_reward: both apply (verl says so too), said once at start-up."""
+    overrides = [
+        *BASE,
+        f"trainer.default_local_dir={tmp_path}/run",
+        f"{ARR}.actor.use_kl_loss=True",
+        "algorithm.use_kl_in_reward=True",
+    ]
+    monkeypatch.setattr(main_ppo, "start_ray", lambda cfg: _stop())
+    with pytest.raises(_Reached):
+        main_ppo.run(_compose(overrides))
+    out = capsys.readouterr().out
+    assert out.count("both KL terms apply, as in verl") == 1, out
 
 
 def test_good_inputs_pass_every_start_up_check(bad, tmp_path, monkeypatch, capsys):
@@ -682,6 +878,10 @@ REWARD_FAILURES = [
     ("returns_none", "return None", "returned None for"),
     ("returns_nan", "return float('nan')", "returned nan for"),
     ("returns_string", "return 'yes'", "returned 'yes' for"),
+    ("calls_sys_exit", "__import__('sys').exit()", "called sys.exit(None)"),
+    ("calls_sys_exit_0", "__import__('sys').exit(0)", "called sys.exit(0)"),
+    ("beyond_float_range", "return 10 ** 400", "returned an integer of 401 digits for"),
+    ("returns_inf", "return float('inf')", "returned inf for"),
     (
         "never_returns",
         "while True:\n            pass",
@@ -816,6 +1016,106 @@ def test_reward_function_failing_mid_run_ends_it_like_a_start_up_error(bad, tmp_
         "data_source='verl_lite/arith'",
     ]:
         assert fragment in line, line
+
+
+def _cli_cmd(tmp_path, *overrides) -> list[str]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "verl_lite.main_ppo",
+        "--config-name",
+        "demo",
+        f"hydra.run.dir={tmp_path}/hydra",
+    ]
+    return [*cmd, *BASE, f"trainer.default_local_dir={tmp_path}/run", *overrides]
+
+
+def _console_lines(output: str) -> list[str]:
+    return [line for line in output.splitlines() if line.startswith("verl_lite: ")]
+
+
+@pytest.mark.slow
+def test_a_finished_run_exits_past_a_reward_thread_and_leaves_no_process(tmp_path):
+    """A reward function that leaves a non-daemon thread running: the driver still exits when
+    training is done (exit 0, the thread named); both KL terms are announced once; no process the
+    run started outlives it."""
+    reward = tmp_path / "reward.py"
+    reward.write_text(
+        "import threading, time\n\n"
+        "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+        "    if not any(t.name == 'left_behind' for t in threading.enumerate()):\n"
+        "        threading.Thread(target=time.sleep, args=(3600,), name='left_behind').start()\n"
+        "    return 0.0\n"
+    )
+    run = run_watched(
+        _cli_cmd(tmp_path, f"custom_reward_function.path={reward}", f"{ARR}.actor.use_kl_loss=True")
+        + ["algorithm.use_kl_in_reward=True"],
+        timeout=400,
+    )
+    kill_survivors(run.survivors)
+    TIMES["cli_reward_leaves_a_thread"] = ("run finished, exit 0 (process)", run.seconds)
+    assert run.returncode == 0, run.output[-4000:]
+    lines = _console_lines(run.output)
+    assert (
+        len(lines) == 1
+        and "non-daemon thread(s) started during it are still running ('left_behind'" in lines[0]
+    )
+    assert run.output.count("both KL terms apply, as in verl") == 1, run.output[-4000:]
+    assert "step 1/1" in run.output and not run.survivors, run.survivors
+
+
+@pytest.mark.slow
+def test_a_reward_stuck_in_c_code_ends_the_run_and_every_process(tmp_path):
+    """A catastrophic regular expression holds the GIL: the deadline cannot interrupt it, the
+    backstop ends the driver, and the guard says why in one line and ends every process the run
+    started (Ray's agents outlived the driver before)."""
+    reward = tmp_path / "reward.py"
+    reward.write_text(
+        "import re\n\n"
+        "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+        "    re.match(r'(a+)+$', 'a' * 64 + 'b')\n"
+        "    return 0.0\n"
+    )
+    run = run_watched(
+        _cli_cmd(tmp_path, f"custom_reward_function.path={reward}", "reward_model.timeout=2"), timeout=400
+    )
+    kill_survivors(run.survivors)
+    TIMES["cli_reward_stuck_in_c"] = ("run ended by the reward deadline (process)", run.seconds)
+    assert run.returncode != 0 and not run.survivors, (run.survivors, run.output[-3000:])
+    lines = _console_lines(run.output)
+    assert len(lines) == 1, run.output[-3000:]
+    assert (
+        f"reward function compute_score ({reward}) did not return within reward_model.timeout=2.0 s"
+        in lines[0]
+    )
+    assert "Traceback" not in run.output and "Timeout (" not in run.output, run.output[-3000:]
+    assert "Timeout (" in (tmp_path / "hydra" / "main_ppo.log").read_text()  # the stacks, for debugging
+
+
+@pytest.mark.slow
+def test_a_full_disk_at_save_is_one_line_naming_the_folder(tmp_path):
+    """A real full disk: a 256 KB tmpfs as trainer.default_local_dir (the tiny model's shards are
+    larger). One line with "No space left on device" and the folder; no worker traceback."""
+    full = tmp_path / "full"
+    full.mkdir()
+    cmd = small_filesystem(
+        str(full), "256k", _cli_cmd(tmp_path, f"trainer.default_local_dir={full}/run", "trainer.save_freq=1")
+    )
+    if cmd is None:
+        pytest.skip("this machine allows no private mount (unshare -m / -Urm) for a small filesystem")
+    run = run_watched(cmd, timeout=400)
+    kill_survivors(run.survivors)
+    TIMES["cli_disk_full_at_save"] = ("run stopped at step 1, exit 2 (process)", run.seconds)
+    assert run.returncode == 2, run.output[-4000:]
+    lines = _console_lines(run.output)
+    assert len(lines) == 1, run.output[-4000:]
+    assert "trainer phase 'save_checkpoint' at step 1 failed" in lines[0]
+    assert (
+        f"No space left on device while writing the checkpoint into {full}/run/.tmp_global_step_1/"
+        in lines[0]
+    )
+    assert "Traceback" not in run.output and "ray::" not in run.output, run.output[-4000:]
+    assert not run.survivors, run.survivors
 
 
 def test_zz_report_counts_by_outcome():

@@ -17,6 +17,7 @@ from pathlib import Path
 from hydra import compose, initialize_config_dir
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import InterpolationResolutionError
 
 from verl_lite.config.errors import ConfigError
 from verl_lite.config.keys import links_in
@@ -56,12 +57,47 @@ def to_config(cfg: DictConfig) -> PPOTrainerConfig:
 def build_config(cfg: DictConfig) -> PPOTrainerConfig:
     """The typed config of a composed one; ConfigError lists refused values and bad spellings."""
     problems = check_support(cfg)
-    config = to_config(cfg)
+    try:
+        config = to_config(cfg)
+    except InterpolationResolutionError as e:  # OmegaConf names the reference, not the key holding it
+        raise ConfigError([unresolvable(cfg, e)]) from e
     problems += apply_spellings(config)
     if problems:
         raise ConfigError(problems)
     object.__setattr__(config, "_links", links_in(cfg))  # for overrides.apply_to_config
     return config
+
+
+def _strings(node, prefix: str = ""):
+    """(dotted key, value) of every string leaf of a plain container."""
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    for key, value in items:
+        path = (
+            f"{prefix}.{key}"
+            if prefix and isinstance(key, str)
+            else f"{prefix}[{key}]"
+            if prefix
+            else str(key)
+        )
+        if isinstance(value, str):
+            yield path, value
+        else:
+            yield from _strings(value, path)
+
+
+def unresolvable(cfg: DictConfig, error: Exception) -> str:
+    """One line naming the key whose `${...}` cannot be resolved, its value and the reason."""
+    for key, value in _strings(OmegaConf.to_container(cfg, resolve=False)):
+        if "${" not in value:
+            continue
+        try:
+            OmegaConf.select(cfg, key, throw_on_resolution_failure=True)
+        except Exception as e:  # InterpolationKeyError, a failing resolver, ...
+            reason = str(e).strip().splitlines()[0]  # OmegaConf adds full_key and object_type lines
+            return (
+                f"{key}={value!r}: {reason}; name an existing key inside ${{...}} (or write the value itself)"
+            )
+    return " ".join(str(error).split())
 
 
 def load_config(

@@ -31,6 +31,22 @@ def _unknown(key: str, line: str) -> OverrideError:
     return OverrideError(f"{line}: {key} is not a key of verl_lite's config (verl's ppo_trainer keys){hint}")
 
 
+def _syntax_error(line: str, error: Exception) -> str:
+    """Hydra's parse error (several lines, a caret under the column) as one line that says how to quote."""
+    key, sep, value = line.partition("=")
+    lines = str(error).split("See https://")[0].splitlines()
+    reason = lines[0].strip()
+    if len(lines) > 1 and lines[1].strip() == "^" and line in lines[0]:  # a caret under the column
+        column = lines[1].index("^") - lines[0].index(line)
+        if 0 <= column < len(line):
+            reason = f"{reason.split(':')[0]} at character {column + 1}, {line[column]!r}"
+    quoted = f"'{key}=\"{value}\"'" if sep and '"' not in value else f"\"{key}='{value}'\""
+    return (
+        f"{line}: Hydra cannot parse this override ({reason}); a value with spaces, non-ASCII characters "
+        f"or any of []{{}}(),:=' needs quotes: {quoted} (the outer quotes are for the shell)"
+    )
+
+
 def _is_config_key(override) -> bool:
     """A key of the trainer's config: not a Hydra setting, a config group or a packaged override."""
     key = override.key_or_group
@@ -41,8 +57,8 @@ def normalize_override(line: str) -> str:
     """`line` as it should reach Hydra; raises OverrideError for a key the schema lacks."""
     try:
         (override,) = OverridesParser.create().parse_overrides([line])
-    except HydraException:
-        return line  # Hydra reports its own syntax errors
+    except HydraException as e:
+        raise OverrideError(_syntax_error(line, e)) from e
     if not _is_config_key(override):
         return line
     key = override.key_or_group

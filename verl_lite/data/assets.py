@@ -45,8 +45,28 @@ def resolve(path: str) -> str:
     name, _, rest = path[len(SCHEME) :].partition("/")
     if name not in ASSETS:
         raise ValueError(f"unknown embedded asset {path!r}; known: {[SCHEME + n for n in ASSETS]}")
-    folder = _ensure_built(name)
+    try:
+        folder = _ensure_built(name)
+    except OSError as e:  # the cache folder is a file, read-only, or on a full disk
+        raise CacheError(e) from e
     return str(folder / rest) if rest else str(folder)
+
+
+class CacheError(ValueError):
+    """The cache folder of the embedded assets cannot be used: one line naming VERL_LITE_CACHE."""
+
+    def __init__(self, error: OSError):
+        env = os.environ.get("VERL_LITE_CACHE")
+        named = (
+            f"VERL_LITE_CACHE={env!r}"
+            if env
+            else f"the asset cache {str(cache_root().parent)!r} (VERL_LITE_CACHE unset)"
+        )
+        where = f": {error.filename}" if error.filename else ""
+        super().__init__(
+            f"{named} cannot hold the embedded verl_lite:// assets ({error.strerror or error}{where}); "
+            "set VERL_LITE_CACHE to a writable folder"
+        )
 
 
 def _ensure_built(name: str) -> Path:
@@ -109,6 +129,10 @@ def _resolved(key: str, path: str | None, problems: list[str]) -> str | None:
         return path
     try:
         return resolve(path)
+    except CacheError as e:  # the same for every asset: said once
+        if str(e) not in problems:
+            problems.append(str(e))
+        return path
     except ValueError as e:
         problems.append(f"{key}: {e}")
         return path

@@ -14,6 +14,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+import jinja2
 import numpy as np
 import pandas as pd
 import torch
@@ -135,6 +136,22 @@ def _check_representable(tokenizer, text: str, ids: list[int], where: str, key: 
         )
 
 
+def _render(tokenizer, messages: list[dict], where: str, spec: PromptSpec) -> str:
+    """The prompt text of a row's messages; a template that fails (Jinja's sandbox refusing an
+    attribute, an undefined variable, the template's own raise_exception) is named in one line."""
+    try:
+        return tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, tokenize=False, **spec.chat_template_kwargs
+        )
+    except jinja2.TemplateError as e:
+        source = getattr(tokenizer, "name_or_path", "") or "the tokenizer"
+        raise ValueError(
+            f"{where}: the chat template of {source} fails on this row: {type(e).__name__}: "
+            f"{' '.join(str(e).split())[:300]}; fix the template (chat_template.jinja or tokenizer_config.json's "
+            "chat_template) or set actor_rollout_ref.model.custom_chat_template"
+        ) from e
+
+
 class RLHFDataset:
     def __init__(self, files, tokenizer, spec: PromptSpec):
         if spec.truncation not in TRUNCATIONS:
@@ -156,9 +173,7 @@ class RLHFDataset:
             where = f"{row['__file__']} row {row['__row__']}"
             messages = _messages(row[spec.prompt_key], where, spec.prompt_key)
             _check_row(row, where, spec)
-            text = tokenizer.apply_chat_template(
-                messages, add_generation_prompt=True, tokenize=False, **spec.chat_template_kwargs
-            )
+            text = _render(tokenizer, messages, where, spec)
             ids = tokenizer(text, add_special_tokens=False)["input_ids"]
             _check_representable(tokenizer, text, ids, where, spec.prompt_key)
             ids = self._fit(ids, where)

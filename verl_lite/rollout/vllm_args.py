@@ -11,10 +11,18 @@ vLLM import (which takes seconds):
 - max_model_len <= the model's positions (max_position_embeddings, times a linear/dynamic RoPE factor);
 - the attention heads split evenly over tensor_model_parallel_size;
 - on CPU: a head size the CPU attention kernels have, and a KV cache (cpu_kv_cache_gb) that holds
-  one sequence of max_model_len tokens.
+  one sequence of max_model_len tokens;
+- the model's architecture (config.json's `architectures`) is one vLLM's model registry runs for
+  generation, or a transformers class its Transformers backend can run. The registry's names are
+  read from its source file, not imported (vLLM's own error lists all ~400 of them in one line).
 """
 
 from __future__ import annotations
+
+import ast
+import functools
+import importlib.util
+import os
 
 KEY = "actor_rollout_ref.rollout"
 CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
@@ -40,9 +48,62 @@ def head_size(config: dict) -> int | None:
     return hidden // heads if isinstance(hidden, int) and isinstance(heads, int) and heads else None
 
 
+# the tables of vllm/model_executor/models/registry.py whose models generate text
+GENERATION_TABLES = (
+    "_TEXT_GENERATION_MODELS",
+    "_MULTIMODAL_MODELS",
+    "_TRANSFORMERS_SUPPORTED_MODELS",
+    "_TRANSFORMERS_BACKEND_MODELS",
+)
+
+
+@functools.cache
+def vllm_generation_architectures() -> frozenset[str]:
+    """Architecture names vLLM's registry maps to a generation model (empty if vLLM is not here)."""
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or not spec.submodule_search_locations:
+        return frozenset()
+    file = os.path.join(spec.submodule_search_locations[0], "model_executor", "models", "registry.py")
+    if not os.path.exists(file):
+        return frozenset()
+    with open(file) as f:
+        tree = ast.parse(f.read())
+    names = set()
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        if isinstance(node.value if hasattr(node, "value") else None, ast.Dict) and any(
+            isinstance(t, ast.Name) and t.id in GENERATION_TABLES for t in targets
+        ):
+            names |= {
+                k.value for k in node.value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)
+            }
+    return frozenset(names)
+
+
+def architecture_problems(config: dict, model_key: str) -> list[str]:
+    """Every architecture config.json names is one vLLM can generate with."""
+    import transformers
+
+    known = vllm_generation_architectures()
+    if not known:
+        return []
+    unknown = [
+        a for a in config.get("architectures") or [] if a not in known and not hasattr(transformers, a)
+    ]
+    return (
+        [
+            f"{model_key}: config.json's architectures {unknown} are not models vLLM runs ({len(known)} are, e.g. "
+            f"Qwen2ForCausalLM, LlamaForCausalLM), nor transformers classes its Transformers backend could run; "
+            f"fix config.json's architectures, or use {KEY}.name=hf"
+        ]
+        if unknown
+        else []
+    )
+
+
 def check_engine_args(r, config: dict, model_key: str, on_gpu: bool) -> list[str]:
     """Problems with the rollout section `r` (normalised: max_model_len set) for the model `config`."""
-    problems = []
+    problems = architecture_problems(config, model_key)
     if r.max_num_batched_tokens < r.max_num_seqs:
         problems.append(
             f"{KEY}.max_num_batched_tokens={r.max_num_batched_tokens} is below {KEY}.max_num_seqs="

@@ -1,14 +1,17 @@
-"""The trainer's start-up checks (registered in verl_lite/preflight.py): the device, the trackers, and checkpointing (resume mode,
-what checkpoints hold, how many are kept). Each rule is the one the trainer itself applies."""
+"""The trainer's start-up checks (registered in verl_lite/preflight.py): the device, the trackers, checkpointing (resume mode,
+what checkpoints hold, how many are kept) and the folders the run writes into (writable, no linked
+checkpoint folders to rotate through). Each rule is the one the trainer itself applies."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from verl_lite.engine.checkpoint import CONTENTS
-from verl_lite.trainer.checkpoint import resume_problems
+from verl_lite.trainer.checkpoint import linked_step_folders, resume_problems
+from verl_lite.trainer.trackers import wandb_problem
 from verl_lite.trainer.tracking import logger_problems
 from verl_lite.utils import device as dev
+from verl_lite.utils.paths import output_folder_problem
 
 if TYPE_CHECKING:
     from verl_lite.config.run import Run
@@ -31,6 +34,30 @@ def _checkpointing(cfg: PPOTrainerConfig, run: Run) -> list[str]:
                 problems.append(f"{prefix}.{key}: {unknown} not among {list(CONTENTS)}")
     # save_contents without 'model' (e.g. verl's ['hf_model']: HF exports only) is verl's meaning; a
     # resume that would load no weights is refused when it is found (checkpoint.weightless_resume)
+    return problems
+
+
+def _run_folders(cfg: PPOTrainerConfig, run: Run) -> list[str]:
+    """The folders this run writes into: usable (a folder, writable, or creatable), found now and
+    not after the workers start or at the first save; and no symbolic link among the checkpoint
+    folders a saving run replaces and rotates."""
+    t = cfg.trainer
+    writes_local = t.save_freq > 0 or any(x in ("file", "wandb", "tensorboard") for x in t.logger)
+    folders = [("trainer.default_local_dir", t.default_local_dir if writes_local else None)]
+    folders += [("trainer.rollout_data_dir", t.rollout_data_dir)]
+    folders += [("trainer.validation_data_dir", t.validation_data_dir)]
+    problems = []
+    for key, path in folders:
+        problem = output_folder_problem(path) if path else None
+        if problem:
+            problems.append(f"{key}={path!r} {problem}; point {key} at a folder this run can write")
+    if t.save_freq > 0:
+        problems += [
+            f"trainer.default_local_dir: {line}; this run saves there and would replace or rotate "
+            "checkpoints through it: remove the link (copy the checkpoint in, or resume from it with "
+            "trainer.resume_from_path)"
+            for line in linked_step_folders(t.default_local_dir)
+        ]
     return problems
 
 
@@ -57,5 +84,7 @@ def _generation_batch(cfg: PPOTrainerConfig, run: Run) -> list[str]:
 def check_trainer(cfg: PPOTrainerConfig, run: Run) -> list[str]:
     problems = dev.device_problems(cfg.trainer.device, run.num_gpus)
     problems += logger_problems(cfg.trainer.logger)
+    if "wandb" in cfg.trainer.logger:
+        problems += [p for p in [wandb_problem()] if p]
     problems += _generation_batch(cfg, run)
-    return problems + _checkpointing(cfg, run)
+    return problems + _checkpointing(cfg, run) + _run_folders(cfg, run)

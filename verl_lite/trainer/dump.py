@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from verl_lite.protocol import DataProto
+from verl_lite.trainer.tracking import written
 
 
 @dataclass
@@ -69,8 +70,14 @@ def _plain(value):
 
 def dump_jsonl(gens: Generations, directory: str, step: int) -> str:
     """Write `<directory>/<step>.jsonl` (replacing it: a re-run step overwrites its own dump)."""
-    os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, f"{step}.jsonl")
+    with written(path, step):
+        os.makedirs(directory, exist_ok=True)
+        _write_rows(gens, path, step)
+    return path
+
+
+def _write_rows(gens: Generations, path: str, step: int) -> None:
     with open(path, "w") as f:
         for i in range(len(gens)):
             row = {
@@ -82,7 +89,6 @@ def dump_jsonl(gens: Generations, directory: str, step: int) -> str:
                 **{k: _plain(v[i]) for k, v in gens.extra.items()},
             }
             f.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
-    return path
 
 
 def pick_samples(gens: Generations, num: int, seed: int = 42) -> list[tuple[str, str, float]]:

@@ -15,11 +15,63 @@ Where files go (both importable and offline-capable, so nothing here needs a net
 
 from __future__ import annotations
 
+import configparser
 import dataclasses
+import netrc
 import numbers
 import os
+from urllib.parse import urlparse
 
 Sample = tuple[str, str, float]  # (input, output, score) of one validation generation
+OFFLINE_MODES = ("offline", "disabled", "dryrun")
+
+
+def _wandb_settings() -> dict[str, str]:
+    """wandb's settings files (the user's, then the working directory's): their [default] entries."""
+    config_dir = os.environ.get("WANDB_CONFIG_DIR") or os.path.expanduser("~/.config/wandb")
+    found: dict[str, str] = {}
+    for file in (os.path.join(config_dir, "settings"), os.path.join("wandb", "settings")):
+        parser = configparser.ConfigParser()
+        try:
+            parser.read(file)
+        except (configparser.Error, OSError, UnicodeDecodeError):
+            continue
+        found |= dict(parser["default"]) if parser.has_section("default") else {}
+    return found
+
+
+def _netrc_has(host: str | None) -> bool:
+    path = os.path.expanduser(os.environ.get("NETRC") or "~/.netrc")
+    try:
+        return bool(host) and netrc.netrc(path).authenticators(host) is not None
+    except (OSError, netrc.NetrcParseError):
+        return False
+
+
+def wandb_problem() -> str | None:
+    """wandb online without an API key asks for one on the terminal at wandb.init (after the workers
+    have started), or fails in a job without one: found at start-up instead. The key is looked for
+    where wandb looks (WANDB_API_KEY, an identity token file, its settings, ~/.netrc for the host)."""
+    settings = _wandb_settings()
+    mode = os.environ.get("WANDB_MODE") or settings.get("mode")
+    if mode in OFFLINE_MODES or os.environ.get("WANDB_DISABLED", "").lower() in ("1", "true", "yes"):
+        return None
+    if (
+        os.environ.get("WANDB_API_KEY")
+        or os.environ.get("WANDB_IDENTITY_TOKEN_FILE")
+        or settings.get("api_key")
+    ):
+        return None
+    base = os.environ.get("WANDB_BASE_URL") or settings.get("base_url") or "https://api.wandb.ai"
+    host = urlparse(base).hostname
+    if _netrc_has(host):
+        return None
+    return (
+        f"trainer.logger includes wandb, but no W&B API key for {host} was found (WANDB_API_KEY, or ~/.netrc "
+        "from `wandb login`) and WANDB_MODE is not offline: wandb would stop the run at its start to ask for "
+        "one; run `wandb login`, set WANDB_API_KEY, or set WANDB_MODE=offline (the run stays local, "
+        "`wandb sync` uploads it later)"
+    )
 
 
 def _as_dict(config) -> dict | None:

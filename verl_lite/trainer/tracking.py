@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import contextmanager
 
 from tqdm import tqdm
 
+from verl_lite.errors import RunError
 from verl_lite.trainer.console_format import console_width, fmt_value, format_step
 from verl_lite.trainer.trackers import Sample, TensorboardLogger, WandbLogger
 from verl_lite.utils.logs import console_write
@@ -50,14 +52,25 @@ class FileLogger:
         self.generations_path = os.path.join(local_dir, "val_generations.jsonl")
 
     def log(self, metrics: dict, step: int) -> None:
-        with open(self.path, "a") as f:
-            f.write(json.dumps({"step": step, **metrics}, allow_nan=True) + "\n")
+        with written(self.path, step):
+            with open(self.path, "a") as f:
+                f.write(json.dumps({"step": step, **metrics}, allow_nan=True) + "\n")
 
     def log_generations(self, samples: list[Sample], step: int) -> None:
-        with open(self.generations_path, "a") as f:
-            for text_in, text_out, score in samples:
-                row = {"step": step, "input": text_in, "output": text_out, "score": score}
-                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+        with written(self.generations_path, step):
+            with open(self.generations_path, "a") as f:
+                for text_in, text_out, score in samples:
+                    row = {"step": step, "input": text_in, "output": text_out, "score": score}
+                    f.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+@contextmanager
+def written(path: str, step: int):
+    """A failed write (a full disk) as one line naming the file, not a traceback."""
+    try:
+        yield
+    except OSError as e:
+        raise RunError(f"cannot write {path} at step {step}: {e.strerror or e}") from e
 
     def finish(self) -> None:
         pass

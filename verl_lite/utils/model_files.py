@@ -22,9 +22,23 @@ MAX_HEADER = 100 * 1024**2  # safetensors refuses headers over 100 MB too
 
 
 def read_config(path: str) -> dict:
-    """config.json as a dict; the text config of a multimodal model is merged over the top level."""
-    with open(os.path.join(path, "config.json")) as f:
-        config = json.load(f)
+    """config.json as a dict; the text config of a multimodal model is merged over the top level.
+    ValueError naming the file when it is not a JSON object."""
+    file = os.path.join(path, "config.json")
+    with open(file, "rb") as f:
+        raw = f.read()
+    try:
+        config = json.loads(raw)
+    except ValueError as e:  # JSONDecodeError, or bytes that are not UTF-8
+        where = f" at line {e.lineno} column {e.colno}" if isinstance(e, json.JSONDecodeError) else ""
+        reason = e.msg if isinstance(e, json.JSONDecodeError) else str(e)
+        raise ValueError(
+            f"{file!r} is not valid JSON ({reason}{where}); fix it or copy the model's config.json again"
+        ) from e
+    if not isinstance(config, dict):
+        raise ValueError(
+            f"{file!r} holds a JSON {type(config).__name__}, not an object; copy the model's config.json again"
+        )
     return config | (config.get("text_config") or {})
 
 
