@@ -259,15 +259,17 @@ def test_reward_model_needs_a_path_and_the_actors_tokenizer():
 
 
 def test_critic_and_reward_model_must_share_the_actors_vocabulary(tmp_path):
-    import json
+    from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen2ForSequenceClassification
 
-    import torch
-    from safetensors.torch import save_file
-
-    for name, vocab in (("actor", 115), ("critic", 50)):
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "config.json").write_text(json.dumps({"model_type": "qwen2", "vocab_size": vocab}))
-        save_file({"w": torch.zeros(1)}, str(tmp_path / name / "model.safetensors"))
+    shape = dict(hidden_size=8, intermediate_size=16, num_hidden_layers=1, num_attention_heads=2)
+    for name, vocab, cls in (  # tiny models whose weights fit their configs
+        ("actor", 115, Qwen2ForCausalLM),
+        ("critic", 50, Qwen2ForCausalLM),
+        ("rm", 50, Qwen2ForSequenceClassification),
+    ):
+        cls(Qwen2Config(vocab_size=vocab, num_key_value_heads=1, num_labels=1, **shape)).save_pretrained(
+            tmp_path / name
+        )
     actor = f"actor_rollout_ref.model.path={tmp_path / 'actor'}"
     msg = problems(
         load(
@@ -279,8 +281,10 @@ def test_critic_and_reward_model_must_share_the_actors_vocabulary(tmp_path):
     )
     assert "critic.model.path=" in msg and "has vocab_size=50 but the actor" in msg
     assert "critic.model.tokenizer_path='/other/tokenizer'" in msg
-    msg = problems(load(actor, "reward_model.enable=True", f"reward_model.model.path={tmp_path / 'critic'}"))
+    msg = problems(load(actor, "reward_model.enable=True", f"reward_model.model.path={tmp_path / 'rm'}"))
     assert "reward_model.model.path=" in msg and "has vocab_size=50 but the actor" in msg
+    msg = problems(load(actor, "reward_model.enable=True", f"reward_model.model.path={tmp_path / 'critic'}"))
+    assert "has no trained score head (score.weight)" in msg  # a causal LM is no reward model
 
 
 def test_verls_renamed_keys_set_what_they_name():

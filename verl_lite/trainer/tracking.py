@@ -63,6 +63,9 @@ class FileLogger:
                     row = {"step": step, "input": text_in, "output": text_out, "score": score}
                     f.write(json.dumps(row, ensure_ascii=False) + "\n")
 
+    def finish(self) -> None:
+        pass
+
 
 @contextmanager
 def written(path: str, step: int):
@@ -71,9 +74,6 @@ def written(path: str, step: int):
         yield
     except OSError as e:
         raise RunError(f"cannot write {path} at step {step}: {e.strerror or e}") from e
-
-    def finish(self) -> None:
-        pass
 
 
 BACKENDS = ("console", "file", "wandb", "tensorboard")

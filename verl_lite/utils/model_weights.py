@@ -11,7 +11,9 @@ naming the tensor, the file and the fix. The workers check transformers' report 
 load (`loading_problems` on the real load), which also covers .bin checkpoints.
 
 What a role's model may leave out: the critic's value head (`score.*`) is new when it starts from
-a causal LM, and it drops that model's LM head (`lm_head.*`); a reward model drops the LM head too.
+a causal LM, and it drops that model's LM head (`lm_head.*`); a reward model drops the LM head too,
+and its per-token head's bias (`score.bias`: a sequence classifier has none; it is set to 0), but
+not its trained head (`score.weight`: a folder without one is named as such).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ DTYPES = {
 }
 AUTO_CLASS = {"causal_lm": AutoModelForCausalLM, "value": AutoModelForTokenClassification}
 AUTO_CLASS["reward"] = AutoModelForTokenClassification
-MAY_MISS = {"causal_lm": (), "value": ("score.",), "reward": ()}
+MAY_MISS = {"causal_lm": (), "value": ("score.",), "reward": ("score.bias",)}  # load_reward_model zeroes it
 MAY_DROP = {"causal_lm": (), "value": ("lm_head.",), "reward": ("lm_head.",)}
 
 
@@ -81,6 +83,11 @@ def loading_problems(
     """transformers' loading report (missing, unexpected, mismatched keys) as one line per finding;
     `files`: which file holds each checkpoint tensor (else the folder is named)."""
     files = files or {}
+    if kind == "reward" and "score.weight" in info.get("missing_keys", ()):
+        return [
+            f"{key}={path!r} has no trained score head (score.weight); point it at a reward model saved with "
+            "AutoModelForSequenceClassification(num_labels=1)"
+        ]
     where = (
         os.path.join(path, "model.safetensors")
         if os.path.exists(os.path.join(path, "model.safetensors"))
