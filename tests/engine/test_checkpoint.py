@@ -35,7 +35,7 @@ from tests.helpers.dist import run_ranks
 from tests.helpers.models import make_ppo_batch
 from verl_lite import model_merger
 from verl_lite.config.schema import OptimConfig
-from verl_lite.engine.checkpoint import load_engine, save_engine
+from verl_lite.engine.checkpoint import load_engine, save_engine, write_failure
 from verl_lite.engine.dcp_safe import ALLOWED
 from verl_lite.engine.fsdp_engine import FSDPEngine
 from verl_lite.model_merger import merge
@@ -307,3 +307,20 @@ def _torch_file_with(obj) -> bytes:
     buffer = io.BytesIO()
     torch.save({"global_step": 1, "sampler": obj}, buffer)
     return buffer.getvalue()
+
+
+def test_a_write_failure_is_found_under_dcps_wrappers():
+    """A full disk under DCP: each rank's failure is torch.save's RuntimeError ("unexpected pos"),
+    raised while handling the OSError; save_engine names the OSError, nothing else counts as one."""
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    try:
+        try:
+            raise OSError(28, "No space left on device")
+        except OSError:
+            raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598")  # noqa: B904
+    except RuntimeError as e:
+        wrapped = CheckpointException("write", {0: (e, [])})
+    found = write_failure(wrapped)
+    assert isinstance(found, OSError) and found.errno == 28
+    assert write_failure(CheckpointException("write", {0: (ValueError("bad shape"), [])})) is None

@@ -85,12 +85,19 @@ class CheckpointWriteError(OSError):
     """A checkpoint could not be written (a full disk, a read-only folder): one line with the folder."""
 
 
-def write_failure(error: BaseException) -> OSError | None:
-    """The OSError under a failed write, also inside DCP's CheckpointException (one per rank)."""
+def write_failure(error: BaseException | None, depth: int = 0) -> OSError | None:
+    """The OSError under a failed write: the error itself, one of DCP's per-rank failures inside a
+    CheckpointException, or the error a wrapper was raised from or while handling (torch.save into
+    a full disk raises RuntimeError "unexpected pos ..." with the OSError as its context)."""
+    if error is None or depth > 8:
+        return None
     if isinstance(error, OSError):
         return error
-    if isinstance(error, CheckpointException):
-        return next((e for e, _ in error.failures.values() if isinstance(e, OSError)), None)
+    inner = [e for e, _ in error.failures.values()] if isinstance(error, CheckpointException) else []
+    for candidate in [*inner, error.__cause__, error.__context__]:
+        found = write_failure(candidate, depth + 1)
+        if found is not None:
+            return found
     return None
 
 
