@@ -62,6 +62,8 @@ def address_problem(cfg: PPOTrainerConfig) -> str | None:
     if named is None or ray.is_initialized():  # connected already: the run uses that connection
         return None
     key, address = named
+    if address == "local":  # ray.init starts a new local Ray: there is nothing to reach
+        return None
     target = _host_port(address)
     fix = "start the cluster there (`ray start --head`), fix the address, or unset it to start a local Ray"
     if isinstance(target, str):
