@@ -11,7 +11,6 @@ defaults; demo: the embedded tiny run), the same override rules (config/override
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
@@ -47,9 +46,7 @@ def compose_config(
 
 
 def to_config(cfg: DictConfig) -> PPOTrainerConfig:
-    """Resolve interpolations (of a copy: `cfg` keeps its links), then build the dataclass tree."""
-    cfg = copy.deepcopy(cfg)
-    OmegaConf.resolve(cfg)
+    """The dataclass tree, interpolations resolved as it is built (`cfg` keeps its links)."""
     return OmegaConf.to_object(cfg)
 
 
