@@ -10,7 +10,7 @@ from pathlib import Path
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 sys.path.insert(0, str(SCRIPTS))
 
-import verl_launch_check as check  # noqa: E402
+import verl_launch_args as check  # noqa: E402
 import verl_launches as catalogue  # noqa: E402
 
 ARR = "actor_rollout_ref"
