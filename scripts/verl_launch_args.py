@@ -67,6 +67,7 @@ hf() {{ return 0; }}
 conda() {{ return 0; }}
 pip() {{ return 0; }}
 wget() {{ return 0; }}
+rm() {{ return 0; }}  # a script may delete what it wrote for its trainer (a reward function) once the call returns
 curl() {{ return 0; }}
 """
 
@@ -194,6 +195,7 @@ def swap(key: str, value: str, sizes: Sizes, reward_model_dir: str) -> str | Non
         "trainer.n_gpus_per_node": WORKERS,
         "trainer.nnodes": 1,
         "trainer.test_freq": -1,
+        "trainer.device": "auto",  # verl's CI scripts say cuda: the workers here are CPU processes
     }
     if key in sizes_by_key:
         return str(sizes_by_key[key])

@@ -103,15 +103,26 @@ METRICS = {"critic": "critic/vf_loss", "kl_loss": "actor/kl_loss", "kl_reward": 
 RUN_FAILURE = re.compile(r"trainer phase|raised in|worker .* died|timed out|Error\(")
 
 
-def check_meaning(out: str, meaning: Meaning, resumed: bool) -> tuple[bool, str]:
-    """Whether the run's metrics and files show what the config means; what they show."""
+def metrics_rows(out: str) -> list[dict]:
     path = os.path.join(out, "metrics.jsonl")
-    rows = [json.loads(line) for line in open(path)] if os.path.exists(path) else []
+    return [json.loads(line) for line in open(path)] if os.path.exists(path) else []
+
+
+def check_meaning(out: str, meaning: Meaning, resumed: bool, before: int = 0) -> tuple[bool, str]:
+    """Whether the run's metrics and files show what the config means; what they show. A resumed run
+    (`before`: the rows its first run left) must find the checkpoint and have no step left to run."""
+    rows = metrics_rows(out)[before:]
     steps = [r for r in rows if r.get("step", 0) >= 1 and "actor/pg_loss" in r]
     if resumed:
+        log = os.path.join(out, "main_ppo.log")
+        found = re.findall(
+            r"resumed from (\S+) at step (\d+)", open(log).read() if os.path.exists(log) else ""
+        )
+        if not found or steps:
+            return False, "did not resume" if not found else "trained again after resuming"
         return (
-            not steps,
-            "resumed at the end of training: no step left to run" if not steps else "trained again",
+            True,
+            f"resumed from {os.path.basename(found[-1][0])} (step {found[-1][1]} of 1): nothing left to train",
         )
     if not steps:
         return False, "no training step in metrics.jsonl"
@@ -150,7 +161,7 @@ class Outcome:
 
 
 def classify(
-    proc: subprocess.CompletedProcess, out: str, meaning: Meaning | None, resumed: bool
+    proc: subprocess.CompletedProcess, out: str, meaning: Meaning | None, resumed: bool, before: int = 0
 ) -> tuple[str, str]:
     text = proc.stdout + proc.stderr
     err = [line.strip() for line in proc.stderr.splitlines() if line.strip()]
@@ -160,10 +171,10 @@ def classify(
     if proc.returncode == 0:
         if meaning is None:
             return "failed", "ran, but verl_lite's config refuses these arguments when composed here"
-        ok, shown = check_meaning(out, meaning, resumed)
+        ok, shown = check_meaning(out, meaning, resumed, before)
         return ("ran" if ok else "failed"), shown
     lines = err[1:] if err and err[0].endswith("invalid input:") else err
-    lines = [line.removeprefix("verl_lite: ").removeprefix("invalid input: ").lstrip("- ") for line in lines]
+    lines = [re.sub(r"^(verl_lite: )?(invalid input: )?(- )?", "", line) for line in lines]
     if (
         proc.returncode == 2
         and err
@@ -207,6 +218,7 @@ def run_one(launch, root: str, out_base: str, reward_model_dir: str, timeout: in
             return Outcome(launch.name, launch.group, "dry", 0.0, "")
         if not launch.after and os.path.exists(out):
             subprocess.run(["rm", "-rf", out], check=True)
+        before = len(metrics_rows(out))
         start = time.monotonic()
         try:
             proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=timeout)
@@ -218,7 +230,8 @@ def run_one(launch, root: str, out_base: str, reward_model_dir: str, timeout: in
         os.makedirs(out, exist_ok=True)
         with open(os.path.join(out, "launch_check.log"), "w") as f:
             f.write(f"$ {shlex.join(cmd)}\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}")
-        outcome, detail = classify(proc, out, meaning, bool(launch.after))
+        outcome, detail = classify(proc, out, meaning, bool(launch.after), before)
+        detail = detail.replace(root, "<verl>").replace(out_base, "<runs>").replace(workdir, "<tmp>")
         print(f"-> {outcome} ({seconds:.1f} s): {detail}", flush=True)
         return Outcome(launch.name, launch.group, outcome, seconds, detail)
 
@@ -242,11 +255,17 @@ def main() -> int:
     parser.add_argument("--recipe", help="verl's recipe submodule (checkout or git directory)")
     parser.add_argument("--only", nargs="*", help="substrings of launch names to run")
     parser.add_argument("--group", nargs="*", choices=["examples", "ci", "docs", "docs-yaml"])
+    parser.add_argument(
+        "--pick", help="positions in the catalogue (--list), e.g. 0-4,7: batches under the CPU lock"
+    )
     parser.add_argument("--timeout", type=int, default=600)
     parser.add_argument("--list", action="store_true", help="list the launches and what is skipped")
     parser.add_argument("--dry", action="store_true", help="print the command lines only")
     parser.add_argument("--out", help="folder of the runs' outputs (default: a temp folder)")
     parser.add_argument("--json", help="append each outcome to this JSON-lines file")
+    parser.add_argument(
+        "--table-from", help="print the table of the outcomes in this JSON-lines file (no runs)"
+    )
     parser.add_argument(
         "--reward-model-dir", default=os.path.join(tempfile.gettempdir(), "verl_lite_tiny_rm")
     )
@@ -256,6 +275,15 @@ def main() -> int:
     root = build_tree(opts.verl, opts.recipe, tmp)
     docs, notes = catalogue.docs(root)
     launches = catalogue.examples() + catalogue.ci(root) + docs
+    if opts.table_from:
+        recorded = {}
+        for line in open(opts.table_from):
+            o = Outcome(**json.loads(line))
+            recorded[o.name] = o  # the latest run of each launch
+        print(table([recorded[x.name] for x in launches if x.name in recorded]))
+        for path, why in catalogue.skipped(root) + notes:
+            print(f"- not run: {path}: {why}")
+        return 0
     if opts.list:
         for launch in launches:
             print(
@@ -270,6 +298,12 @@ def main() -> int:
         if (not opts.only or any(o in x.name for o in opts.only))
         and (not opts.group or x.group in opts.group)
     ]
+    if opts.pick:
+        wanted = set()
+        for part in opts.pick.split(","):
+            first, _, last = part.partition("-")
+            wanted |= set(range(int(first), int(last or first) + 1))
+        chosen = [x for i, x in enumerate(launches) if i in wanted and x in chosen]
     from tests.helpers.models import make_tiny_reward_model_dir
 
     make_tiny_reward_model_dir(opts.reward_model_dir)

@@ -113,6 +113,11 @@ def _line(error: Exception, folder: str, name: str) -> str:
             "and _self_"
         )
     full_key = next((line.removeprefix("full_key: ") for line in lines if line.startswith("full_key: ")), "")
+    if first.startswith("ConfigKeyError") and full_key.endswith("._target_"):
+        return (
+            f"{source}: {full_key} is verl's dataclass for that section, which verl_lite's schema already is; "
+            "remove the line"
+        )
     if first.startswith("ConfigKeyError") and full_key:
         near = keys.nearest(full_key)
         hint = f"; did you mean {near}?" if near else ""
