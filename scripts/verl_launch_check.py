@@ -37,6 +37,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -272,6 +273,14 @@ def main() -> int:
     opts = parser.parse_args()
     sys.path.insert(0, ROOT)
     tmp = tempfile.mkdtemp(prefix="verl_tree_")
+    try:
+        return check(opts, tmp)
+    finally:  # the verl copy goes; the runs' outputs stay where they were written (--out or tmp/runs)
+        kept = not opts.out and os.path.isdir(os.path.join(tmp, "runs"))
+        shutil.rmtree(os.path.join(tmp, "verl") if kept else tmp, ignore_errors=True)
+
+
+def check(opts, tmp: str) -> int:
     root = build_tree(opts.verl, opts.recipe, tmp)
     docs, notes = catalogue.docs(root)
     launches = catalogue.examples() + catalogue.ci(root) + docs
