@@ -33,6 +33,7 @@ the last table. Run outputs stay in --out (default: the temp dir's runs/), one f
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -186,9 +187,13 @@ def classify(
     return "failed", f"exit {proc.returncode}: " + " | ".join(err[-4:])
 
 
+def slug(name: str) -> str:
+    """The launch's output folder: CI steps of one workflow share long prefixes, so a hash keeps them apart."""
+    return re.sub(r"[^\w.-]+", "_", name)[:100] + "_" + hashlib.sha1(name.encode()).hexdigest()[:8]
+
+
 def run_one(launch, root: str, out_base: str, reward_model_dir: str, timeout: int, dry: bool) -> Outcome:
-    slug = re.sub(r"[^\w.-]+", "_", launch.name)[:120]
-    out = os.path.join(out_base, re.sub(r"[^\w.-]+", "_", launch.after)[:120] if launch.after else slug)
+    out = os.path.join(out_base, slug(launch.after or launch.name))
     with tempfile.TemporaryDirectory(prefix="verl_launch_") as workdir:
         if launch.group == "docs-yaml":
             module, call = "verl.trainer.main_ppo", user_config_call(launch, workdir, reward_model_dir)
