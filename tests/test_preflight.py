@@ -421,3 +421,15 @@ def test_group_estimators_run_with_one_response_per_prompt_as_in_verl(estimator,
 
 def test_verls_loss_agg_token_sum_is_accepted():
     assert normalize(load("actor_rollout_ref.actor.loss_agg_mode=token-sum")) == []
+
+
+def test_dynamic_sampling_with_one_response_per_prompt_runs_as_in_verl(caplog):
+    """docs/algo/dapo.md's filter_groups YAML block leaves rollout.n at verl's 1: verl's DAPO trainer keeps
+    a group of one (tests/trainer/test_dynamic_sampling.py), so nothing is filtered; the run says so once."""
+    import logging
+
+    dapo = ("algorithm.filter_groups.enable=True", "algorithm.filter_groups.metric=acc")
+    with caplog.at_level(logging.WARNING, logger="verl_lite.algos"):
+        assert normalize(load(*dapo, "actor_rollout_ref.rollout.n=1", MICRO_4)) == []
+    (line,) = [r.getMessage() for r in caplog.records if "filter_groups" in r.getMessage()]
+    assert "rollout.n=1: a group of one response is always kept" in line

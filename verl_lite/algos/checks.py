@@ -109,9 +109,11 @@ def _filter_groups(cfg: PPOTrainerConfig) -> list[str]:
             f"algorithm.filter_groups.metric={fg.metric!r} is not one of {list(FILTER_METRICS)} "
             "(needed with algorithm.filter_groups.enable=True)"
         )
-    if fg.enable and n < 2:
-        problems.append(
-            f"algorithm.filter_groups.enable=True needs {ARR}.rollout.n >= 2 (groups to compare), got {n}"
+    if fg.enable and n == 1:  # verl keeps a group of one (its DAPO trainer: std > 0 or len == 1)
+        log.warning(
+            "algorithm.filter_groups.enable=True with %s.rollout.n=1: a group of one response is always "
+            "kept (verl's rule), so nothing is filtered; dynamic sampling needs rollout.n >= 2",
+            ARR,
         )
     return problems
 
