@@ -1,272 +1,256 @@
-"""Run verl's own launch scripts through verl_lite, as a verl user would, and print a table.
+"""Run verl's own launch lines through verl_lite, as a verl user would, and print a table.
 
-    python scripts/verl_launch_check.py --verl /path/to/verl [--only NAME ...] [--timeout 600]
+    python scripts/verl_launch_check.py --verl /path/to/verl [--recipe /path/to/verl-recipe]
+        [--only SUBSTRING ...] [--group examples|ci|docs|docs-yaml] [--list] [--dry]
 
-`--verl` is a checkout of verl, or its bare git directory (read with `git show <rev>:<path>`).
-Each script in SCRIPTS (verl's quickstart line and FSDP text-model examples) is run by bash with
-`python`/`python3` replaced by a shell function that records its arguments, so the shell expands
-the script's variables exactly as it would for verl. The recorded `key=value` arguments are kept as
-written, except the ones SWAP names: model and data paths (the embedded tiny model and arithmetic
-task; a tiny reward model built locally), sizes (batch sizes, lengths, micro-batches, TP, two CPU
-workers on one node), one training step, no periodic validation, console logging, and the run's
-output folder. The result is run as `python -m verl_lite.main_ppo ...` and classified:
+`--verl` is a checkout of verl or its git directory; `--recipe` its recipe submodule (default: the
+checkout's recipe/, at the commit verl pins). Both are copied (git archive) into one temporary verl
+tree, the folder every line runs from, as from a verl checkout. scripts/verl_launches.py says what
+runs: verl's examples, every tests/special_e2e FSDP step of its CI with that step's environment, the
+`bash <script>` lines and YAML blocks of docs/algo/*.md.
 
-- ran: exit 0 after the step;
-- refused: exit 2 before Ray with one line `<key>=<value> is not supported by verl_lite: ...` (one
-  such line per refused key when a script sets several);
-- unknown key: exit 2 before Ray naming a key that is not in verl's config either (the column "verl
-  composes it" shows whether verl's own Hydra config accepts the script's arguments);
-- other: anything else (a bug to fix: a wrongly refused key, a traceback, a multi-line error).
+A script runs under bash with `python`/`python3` (and `ray job submit ... --`) replaced by a
+function that records its trainer call, so the shell expands the script's variables as it would for
+verl. A recipe or experimental entry module becomes `verl_lite.main_ppo` with that module's own
+config file as a user config (`--config-path=<its folder> --config-name=<its config>`, the recipe
+layout). The recorded `key=value` arguments are kept as written, except the ones `tiny_args` swaps:
+model and data paths (the embedded tiny model and arithmetic task; a tiny reward model built
+locally), sizes (8 prompts per step with the script's number of mini-batches per step, micro-batches
+that divide them, prompt/response 16/8 tokens, TP and sequence-parallel sizes at most 2, two CPU
+workers on one node), one training step, no periodic validation, console and file logging, the
+output folder, and a checkpoint at the end for LoRA runs (to see the adapter). Outcomes:
 
-Not part of the test suite (it needs verl's files and minutes per script); docs/verl_scripts.md
-keeps the last table.
+- ran: exit 0 after one step, and the metrics show what the config means in verl: the critic's
+  losses exactly when there is a critic (gae or critic.enable), the KL loss exactly with use_kl_loss,
+  the KL penalty exactly with use_kl_in_reward, a saved LoRA adapter when lora_rank > 0;
+- refused: exit 2 before Ray, every line naming what is not supported (a key, a file, a config name);
+- failed: anything else (a traceback anywhere, a wrong meaning, another exit): a bug to fix.
+
+Not part of the test suite (it needs verl's files and a minute per run); docs/verl_scripts.md keeps
+the last table. Run outputs stay in --out (default: the temp dir's runs/), one folder per launch.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from dataclasses import dataclass
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import verl_launches as catalogue  # noqa: E402
+from verl_launch_args import build_tree, entry_config, recorded_call, tiny_args, user_config_call  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-QUICKSTART = "docs/start/quickstart.rst#ppo"
-SCRIPTS = [
-    QUICKSTART,
-    "examples/ppo_trainer/run_deepseek7b_llm.sh",
-    "examples/ppo_trainer/run_qwen2-7b_seq_balance.sh",
-    "examples/ppo_trainer/run_gemma.sh",
-    "examples/ppo_trainer/run_deepseek7b_llm_sp2.sh",
-    "examples/ppo_trainer/run_qwen2-7b_rm_seq_balance.sh",
-    "examples/ppo_trainer/run_qwen2-7b_rm_seq_balance_fused_kernels.sh",
-    "examples/grpo_trainer/run_qwen2-7b.sh",
-    "examples/grpo_trainer/run_qwen2-7b_math.sh",
-    "examples/grpo_trainer/run_deepseek7b_llm_seq_balance.sh",
-    "examples/grpo_trainer/run_qwen2-7b_seq_balance.sh",
-    "examples/grpo_trainer/run_qwen2_5-3b_gsm8k_grpo_lora.sh",
-    "examples/grpo_trainer/run_qwen3-8b.sh",
-    "examples/gpg_trainer/run_qwen2-7b_math.sh",
-    "examples/gmpo_trainer/test_dapo_7b_math.sh",
-    "examples/gmpo_trainer/run_qwen2_5-7b_math.sh",
-    "examples/rloo_trainer/run_qwen2-7b.sh",
-    "examples/remax_trainer/run_qwen2.5-3b_seq_balance.sh",
-    "examples/reinforce_plus_plus_trainer/run_qwen2-7b_math_rf.sh",
-    "examples/reinforce_plus_plus_trainer/run_qwen2-7b_math_rf_baseline.sh",
-    "examples/otb_trainer/run_qwen2_5-7b.sh",
-    "examples/cispo_trainer/run_cispo_qwen2_5_0_5b_gsm8k.sh",
-    "examples/gspo_trainer/test_gspo_3b_math.sh",
-]
-
-TINY_MODEL = "verl_lite://tiny-qwen2-arith"
-ARR = "actor_rollout_ref"
-WORKERS = 2
-TRAIN_BATCH = 8  # prompts per step
-MINI_BATCH = 4  # prompts per actor/critic update (when the script updates more than once per step)
-MICRO = 2  # samples per micro-batch per worker
 
 
-def swap(key: str, value: str, reward_model_dir: str) -> str | None:
-    """The tiny value for `key`, or None to keep the script's value."""
-    leaf = key.rsplit(".", 1)[-1]
-    if key == "data.train_files":
-        return "verl_lite://arith/train.parquet"
-    if key == "data.val_files":
-        return "verl_lite://arith/test.parquet"
-    if key in (f"{ARR}.model.path", "critic.model.path", "critic.model.tokenizer_path"):
-        return TINY_MODEL
-    if key == "reward_model.model.path":
-        return reward_model_dir
-    if key == "reward_model.model.input_tokenizer":
-        return TINY_MODEL  # verl: the actor's tokenizer (re-templating for the reward model)
-    if key == "data.train_batch_size":
-        return str(TRAIN_BATCH)
-    if key == "data.gen_batch_size":  # DAPO: sample more prompts than a step trains on
-        return str(2 * TRAIN_BATCH)
-    if key in ("data.max_prompt_length", "data.max_response_length"):
-        return "16" if "prompt" in key else "8"
-    if leaf == "ppo_mini_batch_size":
-        return str(MINI_BATCH)
-    if leaf.endswith("micro_batch_size_per_gpu") or leaf in ("micro_batch_size", "ppo_micro_batch_size"):
-        return str(MICRO)
-    if leaf in ("tensor_model_parallel_size", "ulysses_sequence_parallel_size", "fsdp_size"):
-        return str(min(int(value), WORKERS))  # fsdp_size=-1 (all workers) stays
-    if key == "reward_model.reward_kwargs.max_resp_len":  # DAPO's overlong penalty: data's response length
-        return "8"
-    if key == "reward_model.reward_kwargs.overlong_buffer_cfg.len":
-        return "4"  # DAPO's soft overlong penalty: a buffer inside the 8-token responses
-    if key in ("trainer.n_gpus_per_node", "trainer.nnodes", "trainer.test_freq", "trainer.logger"):
-        return {
-            "trainer.n_gpus_per_node": str(WORKERS),
-            "trainer.nnodes": "1",
-            "trainer.test_freq": "-1",
-        }.get(key, "console")
-    if key in ("trainer.total_training_steps", "trainer.default_local_dir"):
-        return ""  # set by the harness below
-    return None
-
-
-def script_text(verl: str, name: str) -> str:
-    """The script's text; the quickstart's PPO line is the first main_ppo block of the page."""
-    path = name.split("#")[0]
-    if os.path.isdir(os.path.join(verl, ".git")) or os.path.isfile(os.path.join(verl, path)):
-        with open(os.path.join(verl, path)) as f:
-            text = f.read()
-    else:
-        text = subprocess.run(
-            ["git", "-C", verl, "show", f"HEAD:{path}"], capture_output=True, text=True, check=True
-        ).stdout
-    if name != QUICKSTART:
-        return text
-    lines = text.splitlines()
-    start = next(i for i, line in enumerate(lines) if "verl.trainer.main_ppo" in line)
-    end = next(i for i in range(start, len(lines)) if not lines[i].rstrip().endswith("\\"))
-    return textwrap.dedent("\n".join(lines[start : end + 1]))
-
-
-def launch_args(text: str, workdir: str) -> list[str]:
-    """The arguments the script passes to `python -m verl.trainer.main_ppo`, expanded by bash."""
-    record = os.path.join(workdir, "argv")
-    prelude = textwrap.dedent(f"""\
-        _record() {{
-            case " $* " in *" verl.trainer.main_ppo "*) [ -e {record} ] || printf '%s\\0' "$@" > {record};; esac
-            return 0
-        }}
-        python() {{ _record "$@"; }}
-        python3() {{ _record "$@"; }}
-        nvidia-smi() {{ return 0; }}
-        huggingface-cli() {{ return 0; }}
-        hf() {{ return 0; }}
-        conda() {{ return 0; }}
-        """)
-    env = dict(os.environ, HOME=workdir, SLURM_JOB_NUM_NODES="1")
-    subprocess.run(
-        ["bash", "-c", prelude + text],
-        cwd=workdir,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        timeout=60,
-    )
-    with open(record) as f:
-        argv = f.read().split("\0")[:-1]
-    module = argv.index("-m")
-    return argv[module + 2 :]
-
-
-def verl_composes(verl: str, args: list[str], workdir: str) -> str:
-    """Whether verl's own Hydra config accepts the script's arguments (its yaml files, no verl import):
-    'yes', or Hydra's first line of complaint."""
+def composed(flags: list[str], args: list[str]):
+    """verl_lite's built config for the call, as the CLI would compose it; None if it is refused."""
     from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
 
-    config_dir = os.path.join(workdir, "verl_config")
-    if os.path.isdir(os.path.join(verl, "verl", "trainer", "config")):
-        config_dir = os.path.join(verl, "verl", "trainer", "config")
-    else:
-        os.makedirs(config_dir)
-        archive = subprocess.run(
-            ["git", "-C", verl, "archive", "HEAD", "verl/trainer/config"], capture_output=True, check=True
-        ).stdout
-        subprocess.run(["tar", "-x", "--strip-components=3", "-C", config_dir], input=archive, check=True)
+    from verl_lite.config.compose import build_config, compose_config, register_schema
+    from verl_lite.config.overrides import normalize_overrides
+
+    given = dict(f.lstrip("-").split("=", 1) for f in flags)
+    overrides = [a for a in args if not a.startswith("hydra.")]
     try:
-        with initialize_config_dir(config_dir=config_dir, version_base=None):
-            compose("ppo_trainer", overrides=args)
-    except Exception as e:  # Hydra's composition errors
-        return str(e).splitlines()[0]
-    return "yes"
+        if "config-path" in given:
+            register_schema()
+            GlobalHydra.instance().clear()
+            with initialize_config_dir(config_dir=given["config-path"], version_base=None):
+                raw = compose(
+                    given.get("config-name", "ppo_trainer"), overrides=normalize_overrides(overrides)
+                )
+            GlobalHydra.instance().clear()
+        else:
+            raw = compose_config(overrides, given.get("config-name", "ppo_trainer"))
+        return build_config(raw)
+    except Exception:  # refused: the run says how
+        GlobalHydra.instance().clear()
+        return None
 
 
-def tiny_args(args: list[str], out: str, reward_model_dir: str) -> list[str]:
-    kept = []
-    for arg in args:
-        prefix, _, rest = arg.partition("=") if "=" in arg else (arg, "", None)
-        key = prefix.lstrip("+~")
-        new = swap(key, rest, reward_model_dir) if rest is not None else None
-        if new == "":
-            continue
-        kept.append(arg if new is None else f"{prefix}={new}")
-    return [
-        *kept,
-        "trainer.total_training_steps=1",
-        f"trainer.default_local_dir={out}",
-        f"hydra.run.dir={out}",
-    ]
+@dataclass
+class Meaning:
+    """What the config means in verl, read from verl_lite's composed config."""
+
+    critic: bool
+    kl_loss: bool
+    kl_reward: bool
+    lora: bool
+
+    @classmethod
+    def of(cls, cfg) -> Meaning:
+        from verl_lite.roles import uses_critic
+
+        model = cfg.actor_rollout_ref.model
+        return cls(
+            uses_critic(cfg),
+            bool(cfg.actor_rollout_ref.actor.use_kl_loss),
+            bool(cfg.algorithm.use_kl_in_reward),
+            (model.lora_rank or 0) > 0 or model.lora_adapter_path is not None,
+        )
 
 
-NOT_SUPPORTED = "is not supported by verl_lite"
-UNKNOWN_KEY = "is not a key of verl_lite's config"
-SHOWN = ("actor/pg_loss", "critic/vf_loss", "actor/kl_loss", "actor/reward_kl_penalty")  # what trained
+METRICS = {"critic": "critic/vf_loss", "kl_loss": "actor/kl_loss", "kl_reward": "actor/reward_kl_penalty"}
+RUN_FAILURE = re.compile(r"trainer phase|raised in|worker .* died|timed out|Error\(")
+
+
+def metrics_rows(out: str) -> list[dict]:
+    path = os.path.join(out, "metrics.jsonl")
+    return [json.loads(line) for line in open(path)] if os.path.exists(path) else []
+
+
+def check_meaning(out: str, meaning: Meaning, resumed: bool, before: int = 0) -> tuple[bool, str]:
+    """Whether the run's metrics and files show what the config means; what they show. A resumed run
+    (`before`: the rows its first run left) must find the checkpoint and have no step left to run."""
+    rows = metrics_rows(out)[before:]
+    steps = [r for r in rows if r.get("step", 0) >= 1 and "actor/pg_loss" in r]
+    if resumed:
+        log = os.path.join(out, "main_ppo.log")
+        found = re.findall(
+            r"resumed from (\S+) at step (\d+)", open(log).read() if os.path.exists(log) else ""
+        )
+        if not found or steps:
+            return False, "did not resume" if not found else "trained again after resuming"
+        return (
+            True,
+            f"resumed from {os.path.basename(found[-1][0])} (step {found[-1][1]} of 1): nothing left to train",
+        )
+    if not steps:
+        return False, "no training step in metrics.jsonl"
+    row, shown, ok = (
+        steps[-1],
+        [f"step {steps[-1]['step']}", f"actor/pg_loss {steps[-1]['actor/pg_loss']:.4g}"],
+        True,
+    )
+    for what, metric in METRICS.items():
+        wanted, present = getattr(meaning, what), metric in row
+        ok &= wanted == present
+        if present:
+            shown.append(f"{metric} {row[metric]:.4g}")
+        elif wanted:
+            shown.append(f"NO {metric}")
+    if meaning.lora:
+        adapter = os.path.join(
+            out, f"global_step_{row['step']}", "actor", "lora_adapter", "adapter_model.safetensors"
+        )
+        ok &= os.path.exists(adapter)
+        shown.append(
+            f"LoRA adapter saved ({os.path.getsize(adapter) // 1024} KiB)"
+            if os.path.exists(adapter)
+            else "NO LoRA adapter"
+        )
+    return ok, ", ".join(shown)
 
 
 @dataclass
 class Outcome:
-    script: str
-    outcome: str  # ran | refused | other
+    name: str
+    group: str
+    outcome: str  # ran | refused | failed | skipped | dry
     seconds: float
     detail: str
-    verl: str = ""  # whether verl's own config composes the script's arguments
 
 
-def classify(proc: subprocess.CompletedProcess, seconds: float, script: str) -> Outcome:
-    err = [line for line in proc.stderr.splitlines() if line.strip()]
+def classify(
+    proc: subprocess.CompletedProcess, out: str, meaning: Meaning | None, resumed: bool, before: int = 0
+) -> tuple[str, str]:
+    text = proc.stdout + proc.stderr
+    err = [line.strip() for line in proc.stderr.splitlines() if line.strip()]
+    if "Traceback" in text:
+        tail = [line for line in text.splitlines() if line.strip()][-3:]
+        return "failed", "traceback: " + " | ".join(tail)
     if proc.returncode == 0:
-        steps = re.findall(r"^\s*step (\d+/\d+)", proc.stdout, re.M)
-        shown = [f"step {steps[-1] if steps else '?'}"]
-        for metric in SHOWN:  # the console prints every metric as `name value`
-            found = re.search(rf"{re.escape(metric)} (\S+)", proc.stdout)
-            if found:
-                shown.append(f"{metric} {found.group(1)}")
-        return Outcome(script, "ran", seconds, ", ".join(shown))
-    # one line, or (several refused keys) verl_lite's heading with one line per key
-    problems = err[1:] if len(err) > 1 and err[0].endswith("invalid input:") else err
-    if proc.returncode == 2 and problems and all(NOT_SUPPORTED in line for line in problems):
-        return Outcome(script, "refused", seconds, " / ".join(line.strip(" -") for line in problems))
-    if proc.returncode == 2 and len(err) == 1 and UNKNOWN_KEY in err[0]:  # see the verl column
-        return Outcome(script, "unknown key", seconds, err[0])
-    tail = " | ".join(err[-6:]) or proc.stdout[-600:]
-    return Outcome(script, "other", seconds, f"exit {proc.returncode}: {tail}")
+        if meaning is None:
+            return "failed", "ran, but verl_lite's config refuses these arguments when composed here"
+        ok, shown = check_meaning(out, meaning, resumed, before)
+        return ("ran" if ok else "failed"), shown
+    lines = err[1:] if err and err[0].endswith("invalid input:") else err
+    lines = [re.sub(r"^(verl_lite: )?(invalid input: )?(- )?", "", line) for line in lines]
+    if (
+        proc.returncode == 2
+        and err
+        and err[0].startswith("verl_lite: ")
+        and not any(RUN_FAILURE.search(x) for x in lines)
+    ):
+        return "refused", " / ".join(lines)
+    return "failed", f"exit {proc.returncode}: " + " | ".join(err[-4:])
 
 
-def run_one(
-    verl: str, name: str, reward_model_dir: str, timeout: int, dry: bool = False, drop: tuple = ()
-) -> Outcome:
+def slug(name: str) -> str:
+    """The launch's output folder: CI steps of one workflow share long prefixes, so a hash keeps them apart."""
+    return re.sub(r"[^\w.-]+", "_", name)[:100] + "_" + hashlib.sha1(name.encode()).hexdigest()[:8]
+
+
+def run_one(launch, root: str, out_base: str, reward_model_dir: str, timeout: int, dry: bool) -> Outcome:
+    out = os.path.join(out_base, slug(launch.after or launch.name))
     with tempfile.TemporaryDirectory(prefix="verl_launch_") as workdir:
-        written = [
-            a
-            for a in launch_args(script_text(verl, name), workdir)
-            if a.split("=")[0].lstrip("+~") not in drop
-        ]
-        composes = verl_composes(verl, written, workdir)
-        args = tiny_args(written, f"{workdir}/run", reward_model_dir)
-        cmd = [sys.executable, "-m", "verl_lite.main_ppo", *args]
-        print(f"\n# {name}\n$ {shlex.join(cmd)}", flush=True)
+        if launch.group == "docs-yaml":
+            module, call = "verl.trainer.main_ppo", user_config_call(launch, workdir, reward_model_dir)
+        else:
+            recorded = recorded_call(launch, root, workdir)
+            if recorded is None:  # data preparation, SFT: not a launch of the PPO trainer
+                return Outcome(
+                    launch.name,
+                    launch.group,
+                    "skipped",
+                    0.0,
+                    "starts no PPO trainer (verl.trainer.main_ppo or a recipe's)",
+                )
+            module, call = recorded[0], recorded[1:]
+        flags, args = (
+            entry_config(root, module, call) if launch.group != "docs-yaml" else (call[:2], call[2:])
+        )
+        args = tiny_args(args, out, reward_model_dir)
+        cfg = composed(flags, args)
+        meaning = Meaning.of(cfg) if cfg is not None else None
+        if meaning is not None and meaning.lora and (cfg.trainer.save_freq or 0) <= 0:
+            args.append(
+                "trainer.save_freq=1"
+            )  # to see the adapter: verl saves at the last step when save_freq > 0
+        cmd = [sys.executable, "-m", "verl_lite.main_ppo", *flags, *args]
+        print(f"\n# {launch.name}\n# from {module}\n$ {shlex.join(cmd)}", flush=True)
         if dry:
-            return Outcome(name, "dry", 0.0, "", composes)
+            return Outcome(launch.name, launch.group, "dry", 0.0, "")
+        if not launch.after and os.path.exists(out):
+            subprocess.run(["rm", "-rf", out], check=True)
+        before = len(metrics_rows(out))
         start = time.monotonic()
         try:
-            proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=timeout)
+            proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
-            return Outcome(name, "other", time.monotonic() - start, f"timed out after {timeout} s", composes)
-        outcome = classify(proc, time.monotonic() - start, name)
-        outcome.verl = composes
-        print(f"-> {outcome.outcome} ({outcome.seconds:.1f} s): {outcome.detail}", flush=True)
-        return outcome
+            return Outcome(
+                launch.name, launch.group, "failed", time.monotonic() - start, f"timed out after {timeout} s"
+            )
+        seconds = time.monotonic() - start
+        os.makedirs(out, exist_ok=True)
+        with open(os.path.join(out, "launch_check.log"), "w") as f:
+            f.write(f"$ {shlex.join(cmd)}\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}")
+        outcome, detail = classify(proc, out, meaning, bool(launch.after), before)
+        detail = detail.replace(root, "<verl>").replace(out_base, "<runs>").replace(workdir, "<tmp>")
+        print(f"-> {outcome} ({seconds:.1f} s): {detail}", flush=True)
+        return Outcome(launch.name, launch.group, outcome, seconds, detail)
 
 
 def table(outcomes: list[Outcome]) -> str:
-    rows = ["| script | verl composes it | outcome | time (s) | detail |", "|---|---|---|---|---|"]
+    rows = ["| launch | outcome | time (s) | detail |", "|---|---|---|---|"]
     for o in outcomes:
-        detail = o.detail.replace("|", "/")[:300]
-        rows.append(f"| {o.script} | {o.verl.replace('|', '/')} | {o.outcome} | {o.seconds:.1f} | {detail} |")
-    counts = {k: sum(o.outcome == k for o in outcomes) for k in ("ran", "refused", "unknown key", "other")}
+        rows.append(
+            f"| {o.name.replace('|', '/')} | {o.outcome} | {o.seconds:.1f} | {o.detail.replace('|', '/')[:400]} |"
+        )
+    counts = {k: sum(o.outcome == k for o in outcomes) for k in ("ran", "refused", "failed")}
     rows.append(
-        f"\n{counts['ran']} of {len(outcomes)} ran, {counts['refused']} refused in one line, "
-        f"{counts['unknown key']} unknown key, {counts['other']} other"
+        f"\n{len(outcomes)} launches: {counts['ran']} ran, {counts['refused']} refused by name, {counts['failed']} failed"
     )
     return "\n".join(rows)
 
@@ -274,30 +258,79 @@ def table(outcomes: list[Outcome]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--verl", required=True, help="verl checkout or its git directory")
-    parser.add_argument("--only", nargs="*", help="substrings of script names to run")
-    parser.add_argument("--timeout", type=int, default=600)
-    parser.add_argument("--dry", action="store_true", help="print the command lines only")
+    parser.add_argument("--recipe", help="verl's recipe submodule (checkout or git directory)")
+    parser.add_argument("--only", nargs="*", help="substrings of launch names to run")
+    parser.add_argument("--group", nargs="*", choices=["examples", "ci", "docs", "docs-yaml"])
     parser.add_argument(
-        "--drop",
-        nargs="*",
-        default=[],
-        help="keys whose arguments are left out (e.g. a key verl rejects too)",
+        "--pick", help="positions in the catalogue (--list), e.g. 0-4,7: batches under the CPU lock"
+    )
+    parser.add_argument("--timeout", type=int, default=600)
+    parser.add_argument("--list", action="store_true", help="list the launches and what is skipped")
+    parser.add_argument("--dry", action="store_true", help="print the command lines only")
+    parser.add_argument("--out", help="folder of the runs' outputs (default: a temp folder)")
+    parser.add_argument("--json", help="append each outcome to this JSON-lines file")
+    parser.add_argument(
+        "--table-from", help="print the table of the outcomes in this JSON-lines file (no runs)"
     )
     parser.add_argument(
         "--reward-model-dir", default=os.path.join(tempfile.gettempdir(), "verl_lite_tiny_rm")
     )
     opts = parser.parse_args()
     sys.path.insert(0, ROOT)
+    tmp = tempfile.mkdtemp(prefix="verl_tree_")
+    try:
+        return check(opts, tmp)
+    finally:  # the verl copy goes; the runs' outputs stay where they were written (--out or tmp/runs)
+        kept = not opts.out and os.path.isdir(os.path.join(tmp, "runs"))
+        shutil.rmtree(os.path.join(tmp, "verl") if kept else tmp, ignore_errors=True)
+
+
+def check(opts, tmp: str) -> int:
+    root = build_tree(opts.verl, opts.recipe, tmp)
+    docs, notes = catalogue.docs(root)
+    launches = catalogue.examples() + catalogue.ci(root) + docs
+    if opts.table_from:
+        recorded = {}
+        for line in open(opts.table_from):
+            o = Outcome(**json.loads(line))
+            recorded[o.name] = o  # the latest run of each launch
+        print(table([recorded[x.name] for x in launches if x.name in recorded]))
+        for path, why in catalogue.skipped(root) + notes:
+            print(f"- not run: {path}: {why}")
+        return 0
+    if opts.list:
+        for launch in launches:
+            print(
+                f"{launch.group:10} {launch.name}" + (f"  (resumes {launch.after})" if launch.after else "")
+            )
+        for path, why in catalogue.skipped(root) + notes:
+            print(f"{'skipped':10} {path}: {why}")
+        return 0
+    chosen = [
+        x
+        for x in launches
+        if (not opts.only or any(o in x.name for o in opts.only))
+        and (not opts.group or x.group in opts.group)
+    ]
+    if opts.pick:
+        wanted = set()
+        for part in opts.pick.split(","):
+            first, _, last = part.partition("-")
+            wanted |= set(range(int(first), int(last or first) + 1))
+        chosen = [x for i, x in enumerate(launches) if i in wanted and x in chosen]
     from tests.helpers.models import make_tiny_reward_model_dir
 
     make_tiny_reward_model_dir(opts.reward_model_dir)
-    names = [s for s in SCRIPTS if not opts.only or any(o in s for o in opts.only)]
-    outcomes = [
-        run_one(opts.verl, name, opts.reward_model_dir, opts.timeout, opts.dry, tuple(opts.drop))
-        for name in names
-    ]
+    out_base = opts.out or os.path.join(tmp, "runs")
+    outcomes = []
+    for launch in chosen:
+        outcome = run_one(launch, root, out_base, opts.reward_model_dir, opts.timeout, opts.dry)
+        outcomes.append(outcome)
+        if opts.json and not opts.dry:
+            with open(opts.json, "a") as f:
+                f.write(json.dumps(outcome.__dict__) + "\n")
     print("\n" + table(outcomes))
-    return 0 if all(o.outcome != "other" for o in outcomes) else 1
+    return 0 if all(o.outcome != "failed" for o in outcomes) else 1
 
 
 if __name__ == "__main__":

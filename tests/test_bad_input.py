@@ -135,7 +135,7 @@ CASES = [
     ),
     (
         "actor_kl_coef_inf",
-        [f"{ARR}.actor.kl_loss_coef=inf"],
+        [f"{ARR}.actor.use_kl_loss=True", f"{ARR}.actor.kl_loss_coef=inf"],
         [f"{ARR}.actor.kl_loss_coef=inf must be a finite number >= 0"],
     ),
     (
@@ -190,7 +190,7 @@ CASES = [
     ),
     (
         "ref_micro_zero",
-        [f"{ARR}.ref.log_prob_micro_batch_size_per_gpu=0"],
+        [f"{ARR}.actor.use_kl_loss=True", f"{ARR}.ref.log_prob_micro_batch_size_per_gpu=0"],
         [f"{ARR}.ref.log_prob_micro_batch_size_per_gpu=0 must be"],
     ),
     (
@@ -237,18 +237,18 @@ CASES = [
     (
         "reward_model_without_path",
         ["reward_model.enable=True", "reward_model.model.path=null"],
-        ["reward_model.model.path is not set"],
+        ["reward_model.model.path=null must be a string"],
     ),
     ("algorithm_gamma", ["algorithm.gamma=1.5"], ["algorithm.gamma=1.5 must be a number in [0, 1]"]),
     (
         "algorithm_kl_coef_negative",
-        ["algorithm.kl_ctrl.kl_coef=-0.1"],
+        ["algorithm.use_kl_in_reward=True", "algorithm.kl_ctrl.kl_coef=-0.1"],
         ["algorithm.kl_ctrl.kl_coef=-0.1 must be a finite number >= 0"],
     ),
     (
-        "algorithm_grpo_single_sample",
-        [f"{ARR}.rollout.n=1"],
-        ["algorithm.adv_estimator=grpo needs actor_rollout_ref.rollout.n >= 2"],
+        "algorithm_passk_single_sample",
+        ["algorithm.adv_estimator=grpo_passk", f"{ARR}.rollout.n=1"],
+        ["algorithm.adv_estimator=grpo_passk needs actor_rollout_ref.rollout.n >= 2"],
     ),
     (
         "trainer_workers_beyond_cpus",

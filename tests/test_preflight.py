@@ -88,13 +88,14 @@ def test_value_and_choice_problems_are_collected_together(tmp_path):
     msg = problems(
         load(
             "actor_rollout_ref.rollout.n=1",
-            "actor_rollout_ref.actor.loss_agg_mode=token-sum",
+            "algorithm.adv_estimator=grpo_passk",
+            "actor_rollout_ref.actor.loss_agg_mode=token-avg",
             f"data.train_files={tmp_path}/missing.parquet",
             "actor_rollout_ref.model.path=/nonexistent",
         )
     )
-    assert "algorithm.adv_estimator=grpo needs actor_rollout_ref.rollout.n >= 2" in msg
-    assert "loss_agg_mode='token-sum' is not one of" in msg
+    assert "algorithm.adv_estimator=grpo_passk needs actor_rollout_ref.rollout.n >= 2" in msg
+    assert "loss_agg_mode='token-avg' is not one of" in msg
     assert f"data.train_files: '{tmp_path}/missing.parquet' does not exist" in msg
     assert "actor_rollout_ref.model.path='/nonexistent': no such folder" in msg
 
@@ -123,11 +124,17 @@ def test_clip_bounds_are_verls_whatever_the_loss_mode():
 
 
 def test_dual_clip_cap_and_kl_type_are_checked():
+    kl_type = "actor_rollout_ref.actor.kl_loss_type=k3++"
     msg = problems(
-        load("actor_rollout_ref.actor.clip_ratio_c=1.0", "actor_rollout_ref.actor.kl_loss_type=k3++")
+        load("actor_rollout_ref.actor.clip_ratio_c=1.0", kl_type, "actor_rollout_ref.actor.use_kl_loss=True")
     )
     assert "actor_rollout_ref.actor.clip_ratio_c=1.0 must be > 1" in msg
     assert "actor_rollout_ref.actor.kl_loss_type='k3++'" in msg
+    # read only with the KL loss on, as in verl (its scripts set KL options with USE_KL=False)
+    assert "kl_loss_type" not in problems(load("actor_rollout_ref.actor.clip_ratio_c=1.0", kl_type))
+    assert "kl_penalty" not in problems(
+        load("algorithm.kl_penalty=nope", "actor_rollout_ref.actor.clip_ratio_c=1.0")
+    )
 
 
 def test_rollout_name_auto_is_vllm_where_installed():
@@ -243,19 +250,25 @@ def test_algorithm_keys_are_checked_with_their_names():
     assert "algorithm.kl_ctrl.type='pid' is not one of ['fixed', 'adaptive']" in msg
     assert "algorithm.lam=1.5 must be a number in [0, 1]" in problems(load("algorithm.lam=1.5"))
     assert "algorithm.filter_groups.metric=None is not one of" in msg
-    msg = problems(load("algorithm.kl_ctrl.type=adaptive", "algorithm.kl_ctrl.target_kl=0"))
+    adaptive = ("algorithm.kl_ctrl.type=adaptive", "algorithm.kl_ctrl.target_kl=0")
+    msg = problems(load(*adaptive, "algorithm.use_kl_in_reward=True"))
     assert "algorithm.kl_ctrl.type=adaptive needs algorithm.kl_ctrl.target_kl > 0" in msg
+    assert "kl_ctrl" not in problems(load(*adaptive, "algorithm.lam=1.5"))  # read only with the KL penalty
 
 
 def test_reward_model_needs_a_path_and_the_actors_tokenizer():
     msg = problems(load("reward_model.enable=True", "reward_model.model.path=null"))
-    assert "reward_model.enable=True but reward_model.model.path is not set" in msg
+    assert "reward_model.model.path=null must be a string" in msg  # config/nulls.py
     msg = problems(load("reward_model.enable=True", "reward_model.model.path=/x"))
     assert "reward_model.model.path='/x': no such folder" in msg
     with pytest.raises(
         ConfigError, match="reward_model.model.input_tokenizer=/t is not supported by verl_lite"
     ):
-        load("reward_model.enable=True", "reward_model.model.input_tokenizer=/t")
+        load(
+            "reward_model.enable=True",
+            "reward_model.use_reward_loop=False",
+            "reward_model.model.input_tokenizer=/t",
+        )
 
 
 def test_critic_and_reward_model_must_share_the_actors_vocabulary(tmp_path):
@@ -383,3 +396,44 @@ def test_a_refused_value_is_found_before_the_components_are_imported():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "response_length=-1 must be a positive integer" in out and out.strip().endswith("[]"), out
+
+
+MICRO_4 = "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4"
+GROUP_ESTIMATORS = [
+    "grpo",
+    "grpo_vectorized",
+    "gpg",
+    "rloo",
+    "rloo_vectorized",
+    "opo",
+    "reinforce_plus_plus_baseline",
+]
+
+
+@pytest.mark.parametrize("estimator", GROUP_ESTIMATORS)
+def test_group_estimators_run_with_one_response_per_prompt_as_in_verl(estimator, caplog):
+    """verl's main CI script with ADV_ESTIMATOR=grpo leaves rollout.n at verl's 1 (run_function_reward.sh):
+    a group of one gets mean 0 and std 1 there (tests/algos/test_advantages.py), and the run says so once."""
+    import logging
+
+    with caplog.at_level(logging.WARNING, logger="verl_lite.algos"):
+        cfg = load(f"algorithm.adv_estimator={estimator}", "actor_rollout_ref.rollout.n=1", MICRO_4)
+        assert normalize(cfg) == []
+    (line,) = [r.getMessage() for r in caplog.records if "rollout.n=1" in r.getMessage()]
+    assert f"algorithm.adv_estimator={estimator} with actor_rollout_ref.rollout.n=1" in line
+
+
+def test_verls_loss_agg_token_sum_is_accepted():
+    assert normalize(load("actor_rollout_ref.actor.loss_agg_mode=token-sum")) == []
+
+
+def test_dynamic_sampling_with_one_response_per_prompt_runs_as_in_verl(caplog):
+    """docs/algo/dapo.md's filter_groups YAML block leaves rollout.n at verl's 1: verl's DAPO trainer keeps
+    a group of one (tests/trainer/test_dynamic_sampling.py), so nothing is filtered; the run says so once."""
+    import logging
+
+    dapo = ("algorithm.filter_groups.enable=True", "algorithm.filter_groups.metric=acc")
+    with caplog.at_level(logging.WARNING, logger="verl_lite.algos"):
+        assert normalize(load(*dapo, "actor_rollout_ref.rollout.n=1", MICRO_4)) == []
+    (line,) = [r.getMessage() for r in caplog.records if "filter_groups" in r.getMessage()]
+    assert "rollout.n=1: a group of one response is always kept" in line

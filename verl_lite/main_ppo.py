@@ -36,6 +36,7 @@ from verl_lite.config.domains import linked_keys
 from verl_lite.config.hydra_job import apply_job_output_dir
 from verl_lite.config.overrides import OverrideError, normalize_argv
 from verl_lite.config.schema import PPOTrainerConfig
+from verl_lite.config.user_config import check_user_config, not_verl_lites
 from verl_lite.errors import RunError, one_line
 from verl_lite.utils.paths import output_folder_problem
 
@@ -181,6 +182,9 @@ def run(config: DictConfig) -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     try:
         try:
+            wrong_config = not_verl_lites(config)
+            if wrong_config:
+                raise SetupError(wrong_config)
             links = linked_keys(OmegaConf.to_container(config, resolve=False))
             cfg = build_config(config)
             apply_job_output_dir(cfg)
@@ -253,6 +257,10 @@ if __name__ == "__main__":
         sys.argv[1:] = normalize_argv(sys.argv[1:])
     except OverrideError as e:
         print(f"verl_lite: {e}", file=sys.stderr)
+        sys.exit(2)
+    problem = check_user_config(sys.argv[1:])  # a user's YAML (--config-path): Hydra's refusals in one line
+    if problem:
+        print(f"verl_lite: {problem}", file=sys.stderr)
         sys.exit(2)
     try:
         main()

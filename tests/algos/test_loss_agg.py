@@ -1,4 +1,4 @@
-"""The four loss_agg_modes against hand-computed values, and their exactness under splitting."""
+"""The loss_agg_modes against hand-computed values, and their exactness under splitting."""
 
 import pytest
 import torch
@@ -13,6 +13,7 @@ MASK = torch.tensor([[1, 1, 0], [1, 0, 0]])
     "mode, expected",
     [
         ("token-mean", (1 + 2 + 4) / 3),
+        ("token-sum", 1 + 2 + 4),  # verl's core_algos token-sum: the valid tokens' sum, no denominator
         ("seq-mean-token-sum", ((1 + 2) + 4) / 2),
         ("seq-mean-token-mean", ((1 + 2) / 2 + 4 / 1) / 2),
         ("seq-mean-token-sum-norm", (1 + 2 + 4) / (2 * 3)),

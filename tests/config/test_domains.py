@@ -91,11 +91,7 @@ def test_every_numeric_key_has_a_domain_or_a_reason_not_to():
 
     keys = list(_numeric_keys(PPOTrainerConfig))
     assert "actor_rollout_ref.actor.optim.betas" in keys and "actor_rollout_ref.rollout.max_model_len" in keys
-    unchecked = [
-        k
-        for k in keys
-        if k not in DOMAINS and k not in NO_DOMAIN and (rule_for(k) is None or rule_for(k).when)
-    ]
+    unchecked = [k for k in keys if k not in DOMAINS and k not in NO_DOMAIN and rule_for(k) is None]
     assert unchecked == [], f"numeric keys with no domain: add them to DOMAINS or NO_DOMAIN: {unchecked}"
     assert not set(NO_DOMAIN) & set(DOMAINS)
 
@@ -111,3 +107,77 @@ def test_lora_rank_and_alpha_domains():
         "critic.model.lora_rank=-2 must be 0 (full fine-tuning) or a positive LoRA rank",
         "critic.model.lora_alpha=0 must be a finite number > 0",
     ]
+
+
+# (the feature off, the feature on, a value outside the key's domain): verl reads the key only when its
+# feature is on, and its scripts leave it at "off" values meanwhile (run_function_reward.sh:
+# LORA_ALPHA=${LORA_RANK}, so lora_alpha=0 while lora_rank=0)
+FEATURES = [
+    ([f"{ARR}.model.lora_rank=0"], [f"{ARR}.model.lora_rank=8"], f"{ARR}.model.lora_alpha=0"),
+    (["algorithm.adv_estimator=grpo"], ["algorithm.adv_estimator=gae"], "critic.cliprange_value=-0.5"),
+    (
+        ["algorithm.adv_estimator=gae", "critic.model.lora_rank=0"],
+        ["algorithm.adv_estimator=gae", "critic.model.lora_rank=4"],
+        "critic.model.lora_alpha=0",
+    ),
+    ([f"{ARR}.actor.use_kl_loss=False"], [f"{ARR}.actor.use_kl_loss=True"], f"{ARR}.actor.kl_loss_coef=-1"),
+    (
+        ["algorithm.use_kl_in_reward=False"],
+        ["algorithm.use_kl_in_reward=True"],
+        "algorithm.kl_ctrl.kl_coef=-1",
+    ),
+    (
+        [f"{ARR}.actor.use_kl_loss=False"],
+        [f"{ARR}.actor.use_kl_loss=True"],
+        f"{ARR}.ref.log_prob_micro_batch_size_per_gpu=0",
+    ),
+    (
+        [f"{ARR}.actor.use_dynamic_bsz=False"],
+        [f"{ARR}.actor.use_dynamic_bsz=True"],
+        f"{ARR}.actor.ppo_max_token_len_per_gpu=0",
+    ),
+    (
+        [f"{ARR}.actor.use_dynamic_bsz=True"],
+        [f"{ARR}.actor.use_dynamic_bsz=False"],
+        f"{ARR}.actor.ppo_micro_batch_size_per_gpu=0",
+    ),
+    (
+        [f"{ARR}.rollout.log_prob_use_dynamic_bsz=False"],
+        [f"{ARR}.rollout.log_prob_use_dynamic_bsz=True"],
+        f"{ARR}.rollout.log_prob_max_token_len_per_gpu=0",
+    ),
+    (["reward_model.enable=False"], ["reward_model.enable=True"], "reward_model.micro_batch_size_per_gpu=0"),
+    (
+        [f"{ARR}.actor.optim.lr_scheduler_type=constant"],
+        [f"{ARR}.actor.optim.lr_scheduler_type=cosine"],
+        f"{ARR}.actor.optim.num_cycles=0",
+    ),
+]
+
+
+def _values_problems(overrides: list[str]) -> list[str]:
+    import dataclasses
+
+    from omegaconf import OmegaConf
+
+    from verl_lite.config.compose import build_config, compose_config
+    from verl_lite.config.domains import check_values, linked_keys
+    from verl_lite.roles import run_of
+
+    raw = compose_config(overrides, "demo")
+    cfg = build_config(raw)
+    links = linked_keys(OmegaConf.to_container(raw, resolve=False))
+    return check_values(cfg, dataclasses.replace(run_of(cfg, 0), links=links))
+
+
+@pytest.mark.parametrize("off, on, bad", FEATURES, ids=[bad.split("=")[0] for _, _, bad in FEATURES])
+def test_a_domain_applies_only_while_its_feature_is_on(off, on, bad):
+    key = bad.split("=")[0]
+    assert _values_problems([*off, bad]) == []
+    (problem,) = _values_problems([*on, bad])
+    assert problem.startswith(f"{key}=") and " must be " in problem, problem
+
+
+def test_verls_main_ci_script_with_lora_off_passes_its_values():
+    """run_function_reward.sh in its default mode: LORA_RANK=0, LORA_ALPHA=${LORA_RANK}."""
+    assert _values_problems([f"{ARR}.model.lora_rank=0", f"{ARR}.model.lora_alpha=0"]) == []

@@ -52,10 +52,32 @@ def test_sequence_parallel_size_must_divide_the_workers_and_needs_packing():
 def test_the_reference_follows_the_actors_groups():
     (line,) = problems(
         *PACKED,
+        f"{ARR}.actor.use_kl_loss=True",
         f"{ARR}.actor.ulysses_sequence_parallel_size=2",
         f"{ARR}.ref.ulysses_sequence_parallel_size=1",
     )
     assert "the reference runs in the actor's workers" in line
+
+
+def test_a_roles_levers_are_read_only_with_the_role():
+    """verl builds no reference without a KL term, no critic without gae, no reward model unless
+    enabled: their sizes mean nothing then (4 workers here, so that 3 divides nothing)."""
+    unused = [
+        f"{ARR}.ref.fsdp_config.fsdp_size=3",
+        "critic.ulysses_sequence_parallel_size=3",
+        "critic.model.fsdp_config.fsdp_size=3",
+        "reward_model.model.fsdp_config.fsdp_size=3",
+        f"{ARR}.ref.ulysses_sequence_parallel_size=2",
+    ]
+
+    def levers(*overrides):
+        four = ("trainer.n_gpus_per_node=4", "ray_kwargs.ray_init.num_cpus=4")
+        return [p.split("=")[0] for p in problems_of(load_config([*PACKED, *four, *overrides], "demo"))]
+
+    assert levers(*unused) == []
+    assert sorted(levers("algorithm.adv_estimator=gae", f"{ARR}.actor.use_kl_loss=True", *unused)) == sorted(
+        [u.split("=")[0] for u in unused if not u.startswith("reward_model")]
+    )
 
 
 def test_fsdp_size_must_divide_the_workers():
@@ -70,6 +92,7 @@ def test_fsdp_size_must_divide_the_workers():
         [
             "trainer.n_gpus_per_node=4",
             "ray_kwargs.ray_init.num_cpus=4",
+            "algorithm.adv_estimator=gae",
             "critic.model.fsdp_config.fsdp_size=3",
         ],
         "demo",

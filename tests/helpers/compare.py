@@ -52,4 +52,5 @@ def assert_same_run(
     assert_same_history(a[0], b[0], label, metrics, tol, steps)
     worst = max_abs_diff(a[1], b[1])
     limit = tol if tensor_tol is None else tensor_tol
-    assert worst < limit, f"{label}: {tensors} differ by {worst}"
+    where = max(a[1], key=lambda n: (a[1][n] - b[1][n]).abs().max().item())
+    assert worst < limit, f"{label}: {tensors} differ by {worst} (most in {where})"

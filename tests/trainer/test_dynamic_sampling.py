@@ -25,6 +25,14 @@ def test_all_equal_groups_are_dropped_in_order():
     assert (rows, kept, total) == ([2, 3], 1, 3)
 
 
+def test_a_group_of_one_is_kept_as_in_verl():
+    """verl's DAPO trainer keeps a prompt whose group has one response (rollout.n=1: docs/algo/dapo.md's
+    YAML block with verl's default n); it was dropped here, and the run refused."""
+    uids = np.array(["a", "b", "c", "c"], dtype=object)
+    rows, kept, total = kept_group_rows(uids, np.array([1.0, 0.0, 1.0, 1.0]))
+    assert (rows, kept, total) == ([0, 1], 2, 3)
+
+
 def test_metrics_come_from_scores_rewards_or_extra_info():
     batch = scored([[1.0, 0.0]], "a")
     assert sequence_metric(batch, {}, "seq_reward").tolist() == [1.0, 0.0]

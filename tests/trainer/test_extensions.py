@@ -170,8 +170,9 @@ def test_refused_and_unknown_names_stop_start_up_with_one_line(tmp_path):
 
 def test_spec_rules_are_checked_before_ray(tmp_path):
     cases = {
-        ("algorithm.adv_estimator=opo", f"{ARR}.rollout.n=1"): "algorithm.adv_estimator=opo needs "
-        f"{ARR}.rollout.n >= 2 (its baseline is computed from the other responses to the same prompt), got 1",
+        ("algorithm.adv_estimator=grpo_passk", f"{ARR}.rollout.n=1"): "algorithm.adv_estimator=grpo_passk "
+        f"needs {ARR}.rollout.n >= 2 (it compares a group's best response with its second best; verl refuses "
+        "fewer too), got 1",
         (
             f"{ARR}.actor.policy_loss.loss_mode=kl_cov",
             f"{ARR}.actor.policy_loss.kl_cov_ratio=0",

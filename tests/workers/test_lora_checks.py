@@ -73,6 +73,12 @@ def test_bad_lora_values_are_one_line_each(overrides, message):
     assert message in check(*overrides)
 
 
+def test_the_critics_lora_keys_are_read_only_with_a_critic():
+    bad = ("critic.model.lora_rank=8", "critic.model.target_modules=[1,2]")
+    assert check(*bad) == ""  # GRPO: no critic
+    assert "critic.model.target_modules=[1, 2]: give all-linear" in check(*bad, "algorithm.adv_estimator=gae")
+
+
 def test_the_hf_rollout_takes_any_rank():
     assert check(f"{ARR}.model.lora_rank=1024", f"{ARR}.rollout.name=hf") == ""
 

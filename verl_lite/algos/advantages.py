@@ -20,11 +20,15 @@ from verl_lite.algos.groups import GroupStats
 from verl_lite.algos.masked import masked_whiten
 from verl_lite.algos.registry import ADV_ESTIMATORS
 
-GROUP = dict(
-    inputs=("index",),
-    min_group_size=2,
-    why_group="its baseline is computed from the other responses to the same prompt",
-)
+# verl runs these with rollout.n=1 (its CI does: run_function_reward.sh with ADV_ESTIMATOR=grpo): a
+# group of one has no other response to compare with, and each estimator's docstring says what it gets
+GROUP = dict(inputs=("index",))
+
+
+def _group_of_one(what: str) -> dict:
+    return dict(GROUP, group_of_one=what)
+
+
 NORM_BY_STD = ("algorithm.norm_adv_by_std_in_grpo",)
 
 
@@ -33,7 +37,9 @@ def _per_token(per_response: torch.Tensor, response_mask: torch.Tensor) -> tuple
     return advantages, advantages
 
 
-@ADV_ESTIMATORS.register("grpo", config_keys=NORM_BY_STD, **GROUP)
+@ADV_ESTIMATORS.register(
+    "grpo", config_keys=NORM_BY_STD, **_group_of_one("mean 0 and std 1: its advantage is its own score")
+)
 @torch.no_grad()
 def compute_grpo_outcome_advantage(
     token_level_rewards: torch.Tensor,  # (bs, T)
@@ -55,7 +61,11 @@ def compute_grpo_outcome_advantage(
     return _per_token(centred, response_mask)
 
 
-@ADV_ESTIMATORS.register("grpo_vectorized", config_keys=NORM_BY_STD, **GROUP)
+@ADV_ESTIMATORS.register(
+    "grpo_vectorized",
+    config_keys=NORM_BY_STD,
+    **_group_of_one("mean 0 and std 1: its advantage is its own score"),
+)
 @torch.no_grad()
 def compute_grpo_vectorized_outcome_advantage(
     token_level_rewards: torch.Tensor,  # (bs, T)
@@ -79,7 +89,13 @@ def compute_grpo_vectorized_outcome_advantage(
     return _per_token(centred, response_mask)
 
 
-@ADV_ESTIMATORS.register("grpo_passk", config_keys=NORM_BY_STD, **GROUP)
+@ADV_ESTIMATORS.register(
+    "grpo_passk",
+    config_keys=NORM_BY_STD,
+    **GROUP,
+    min_group_size=2,
+    why_group="it compares a group's best response with its second best; verl refuses fewer too",
+)
 @torch.no_grad()
 def compute_grpo_passk_outcome_advantage(
     token_level_rewards: torch.Tensor,  # (bs, T)
@@ -108,7 +124,7 @@ def compute_grpo_passk_outcome_advantage(
     return _per_token(per_response, response_mask)
 
 
-@ADV_ESTIMATORS.register("gpg", **GROUP)
+@ADV_ESTIMATORS.register("gpg", **_group_of_one("mean 0: its advantage is alpha times its own score"))
 @torch.no_grad()
 def compute_gpg_outcome_advantage(
     token_level_rewards: torch.Tensor,  # (bs, T)
@@ -129,7 +145,7 @@ def compute_gpg_outcome_advantage(
     return _per_token(alpha * (scores - mean) / f_norm, response_mask)
 
 
-@ADV_ESTIMATORS.register("rloo", **GROUP)
+@ADV_ESTIMATORS.register("rloo", **_group_of_one("no baseline: its advantage is its own score"))
 @torch.no_grad()
 def compute_rloo_outcome_advantage(
     token_level_rewards: torch.Tensor,  # (bs, T)
@@ -147,7 +163,9 @@ def compute_rloo_outcome_advantage(
     return _per_token(loo, response_mask)
 
 
-@ADV_ESTIMATORS.register("rloo_vectorized", **GROUP)
+@ADV_ESTIMATORS.register(
+    "rloo_vectorized", **_group_of_one("advantage 0 (verl's vectorised rule): nothing trains")
+)
 @torch.no_grad()
 def compute_rloo_vectorized_outcome_advantage(
     token_level_rewards: torch.Tensor,  # (bs, T)
@@ -161,7 +179,7 @@ def compute_rloo_vectorized_outcome_advantage(
     return _per_token(loo, response_mask)
 
 
-@ADV_ESTIMATORS.register("opo", **GROUP)
+@ADV_ESTIMATORS.register("opo", **_group_of_one("baseline 0: its advantage is its own score"))
 @torch.no_grad()
 def compute_opo_outcome_advantage(
     token_level_rewards: torch.Tensor,  # (bs, T)
@@ -180,7 +198,10 @@ def compute_opo_outcome_advantage(
     return _per_token(scores - torch.where(g.single, 0.0, baseline), response_mask)
 
 
-@ADV_ESTIMATORS.register("reinforce_plus_plus_baseline", inputs=("index",))
+@ADV_ESTIMATORS.register(
+    "reinforce_plus_plus_baseline",
+    **_group_of_one("baseline 0: whitened scores over the batch (plain REINFORCE++)"),
+)
 @torch.no_grad()
 def compute_reinforce_plus_plus_baseline_outcome_advantage(
     token_level_rewards: torch.Tensor,  # (bs, T)

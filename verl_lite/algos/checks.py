@@ -33,6 +33,16 @@ def _estimator(cfg: PPOTrainerConfig) -> list[str]:
         problems.append(
             f"algorithm.adv_estimator={name} needs {ARR}.rollout.n >= {spec.min_group_size} ({spec.why_group}), got {n}"
         )
+    elif (
+        n == 1 and spec.group_of_one
+    ):  # verl runs it; its CI does (run_function_reward.sh, ADV_ESTIMATOR=grpo)
+        log.warning(
+            "algorithm.adv_estimator=%s with %s.rollout.n=1: each prompt's group has one response, so it gets "
+            "%s (verl's rule); a group baseline needs rollout.n >= 2",
+            name,
+            ARR,
+            spec.group_of_one,
+        )
     if spec.needs_critic and cfg.critic.enable is False:
         problems.append(
             f"algorithm.adv_estimator={name} needs a critic (its values), but critic.enable=False; "
@@ -80,19 +90,21 @@ def _options(cfg: PPOTrainerConfig, run: Run) -> list[str]:
         for key, value in aggs
         if value not in LOSS_AGG_MODES
     ]
-    if not is_kl_type(a.kl_loss_type):
+    # a KL option is read only with its KL term on (verl's scripts leave the others at any value)
+    if a.use_kl_loss and not is_kl_type(a.kl_loss_type):
         problems.append(
             f"{ARR}.actor.kl_loss_type={a.kl_loss_type!r} is not one of {list(KL_TYPES)} (optionally with '+')"
         )
+    if not alg.use_kl_in_reward:
+        return problems  # gamma and lam in [0, 1]: config/domains.py
     if not is_kl_type(alg.kl_penalty):
         problems.append(f"algorithm.kl_penalty={alg.kl_penalty!r} is not one of {list(KL_TYPES)}")
-    if a.use_kl_loss and alg.use_kl_in_reward:  # verl says so too: both apply, not one instead of the other
+    if a.use_kl_loss:  # verl says so too: both apply, not one instead of the other
         log.info(
             "both KL terms apply, as in verl: algorithm.use_kl_in_reward=True subtracts kl_ctrl.kl_coef x KL "
             "from the rewards and %s.actor.use_kl_loss=True adds kl_loss_coef x KL to the actor's loss",
             ARR,
         )
-    # gamma and lam in [0, 1]: config/domains.py
     return problems + kl_ctrl_problems(alg.kl_ctrl.type, alg.kl_ctrl.target_kl, alg.kl_ctrl.horizon)
 
 
@@ -103,9 +115,11 @@ def _filter_groups(cfg: PPOTrainerConfig) -> list[str]:
             f"algorithm.filter_groups.metric={fg.metric!r} is not one of {list(FILTER_METRICS)} "
             "(needed with algorithm.filter_groups.enable=True)"
         )
-    if fg.enable and n < 2:
-        problems.append(
-            f"algorithm.filter_groups.enable=True needs {ARR}.rollout.n >= 2 (groups to compare), got {n}"
+    if fg.enable and n == 1:  # verl keeps a group of one (its DAPO trainer: std > 0 or len == 1)
+        log.warning(
+            "algorithm.filter_groups.enable=True with %s.rollout.n=1: a group of one response is always "
+            "kept (verl's rule), so nothing is filtered; dynamic sampling needs rollout.n >= 2",
+            ARR,
         )
     return problems
 

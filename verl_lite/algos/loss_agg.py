@@ -8,6 +8,8 @@ sum over micro-batches and ranks is exactly the full-batch loss, and so is the s
 
 Modes (verl's names), for token losses l[i, t] with mask m[i, t] over N sequences:
   token-mean               sum_it l*m / sum_it m
+  token-sum                sum_it l*m: every valid token of the mini-batch (on all ranks) counts once,
+                           unnormalised (verl's core_algos `token-sum`: the global token sum)
   seq-mean-token-sum       (1/N) sum_i sum_t l*m
   seq-mean-token-mean      (1/N) sum_i (sum_t l*m / sum_t m)
   seq-mean-token-sum-norm  (1/N) sum_i sum_t l*m / L   with L the configured response length (Dr.GRPO),
@@ -21,7 +23,13 @@ from dataclasses import dataclass
 
 import torch
 
-LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
+LOSS_AGG_MODES = (
+    "token-mean",
+    "token-sum",
+    "seq-mean-token-sum",
+    "seq-mean-token-mean",
+    "seq-mean-token-sum-norm",
+)
 
 
 @dataclass(frozen=True)
@@ -55,6 +63,8 @@ def agg_loss(
     masked = loss_mat * mask
     if mode == "token-mean":
         return masked.sum() / max(scale.num_tokens, 1.0)
+    if mode == "token-sum":  # no denominator: a micro-batch's share is its own sum
+        return masked.sum()
     if mode == "seq-mean-token-sum":
         return masked.sum() / max(scale.num_seqs, 1.0)
     if mode == "seq-mean-token-mean":

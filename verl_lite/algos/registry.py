@@ -3,7 +3,8 @@
 A spec holds everything the rest of verl_lite needs to know about an extension, so adding one (one of
 verl's or a user's) touches one file and no code elsewhere tests its name:
 
-  estimator   the function; whether it trains a critic; the smallest group (rollout.n) it works with;
+  estimator   the function; whether it trains a critic; the smallest group (rollout.n) it works with
+              (verl runs most group estimators with n=1: `group_of_one` says what such a group gets);
               the extra trainer phases it needs (the trainer's phase names, e.g. ReMax's `gen_max`);
               the batch tensors it reads besides token_level_rewards and response_mask ("index" is
               the group ids); the config keys it reads (from the config root) and the config values
@@ -46,6 +47,7 @@ class EstimatorSpec:
     requires: tuple[tuple[str, object], ...] = ()
     checks: tuple[Check, ...] = ()
     why_group: str = ""  # why min_group_size, for the error message
+    group_of_one: str = ""  # what a prompt with one response gets (rollout.n=1 runs, as in verl): said once
 
 
 @dataclass(frozen=True)

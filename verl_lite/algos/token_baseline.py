@@ -32,8 +32,7 @@ from verl_lite.algos.registry import ADV_ESTIMATORS
 OTB = dict(
     inputs=("index", "old_log_probs", "sum_pi_squared"),
     requires=(("actor_rollout_ref.actor.calculate_sum_pi_squared", True),),
-    min_group_size=2,
-    why_group="its baseline is computed from the other responses to the same prompt",
+    group_of_one="no baseline: its advantage is its return (verl's rule)",
 )
 
 

@@ -9,7 +9,8 @@ ARR = "actor_rollout_ref"
 
 
 def world_size(cfg: PPOTrainerConfig) -> int:
-    return cfg.trainer.nnodes * cfg.trainer.n_gpus_per_node
+    """nnodes x n_gpus_per_node; 0 while either is null (config/domains.py reports it, before any use)."""
+    return (cfg.trainer.nnodes or 0) * (cfg.trainer.n_gpus_per_node or 0)
 
 
 def per_gpu(global_size, per_gpu, world: int, key: str, problems: list[str]):

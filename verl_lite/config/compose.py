@@ -11,9 +11,6 @@ defaults; demo: the embedded tiny run), the same override rules (config/override
 
 from __future__ import annotations
 
-import copy
-from pathlib import Path
-
 from hydra import compose, initialize_config_dir
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
@@ -25,13 +22,17 @@ from verl_lite.config.overrides import normalize_overrides
 from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.config.spellings import apply_spellings
 from verl_lite.config.support import check_support
+from verl_lite.config.user_config import CONF_DIR
+from verl_lite.config.user_config import register as register_conf_dir
 
 SCHEMA_NAME = "ppo_trainer_schema"
-CONF_DIR = str(Path(__file__).resolve().parents[2] / "conf")
 
 
 def register_schema() -> None:
+    """The schema in Hydra's ConfigStore, and verl_lite's conf/ on every search path (user configs:
+    config/user_config.py)."""
     ConfigStore.instance().store(name=SCHEMA_NAME, node=PPOTrainerConfig)
+    register_conf_dir()
 
 
 def compose_config(
@@ -48,9 +49,7 @@ def compose_config(
 
 
 def to_config(cfg: DictConfig) -> PPOTrainerConfig:
-    """Resolve interpolations (of a copy: `cfg` keeps its links), then build the dataclass tree."""
-    cfg = copy.deepcopy(cfg)
-    OmegaConf.resolve(cfg)
+    """The dataclass tree, interpolations resolved as it is built (`cfg` keeps its links)."""
     return OmegaConf.to_object(cfg)
 
 

@@ -8,6 +8,11 @@ taken for "unset") and returns one line per value outside its domain, naming key
 is allowed. Hydra already refuses a value of the wrong type (`lr=fast`), but not `lr=nan` or
 `lr=-1`, and a wrong value here would otherwise train silently wrong or fail late in a worker.
 
+A domain applies only while the run reads its key (config/features.py): `lora_alpha` only with
+LoRA on, the critic's sizes only with a critic, a token budget only with dynamic batching, as in
+verl, whose scripts leave such keys at "off" values (`lora_alpha=0` with `lora_rank=0`). Nulls of the
+keys without a domain are config/nulls.py's.
+
 A key whose value is a link to another key (`critic.ppo_epochs: ${actor_rollout_ref.actor.ppo_epochs}`)
 is not checked when the key it follows is in the table: a bad value is reported once, under the
 key the user set. `linked_keys` finds the links in the composed config before it is resolved.
@@ -27,6 +32,9 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from verl_lite.config.features import reads
+from verl_lite.config.nulls import check_nulls
 
 if TYPE_CHECKING:
     from verl_lite.config.run import Run
@@ -258,13 +266,19 @@ def linked_keys(raw: dict, prefix: str = "") -> dict[str, str]:
 
 
 def check_domains(
-    cfg, domains: dict[str, Domain] = DOMAINS, links: dict[str, str] | None = None
+    cfg, domains: dict[str, Domain] = DOMAINS, links: dict[str, str] | None = None, run: Run | None = None
 ) -> list[str]:
-    """One line per value outside its domain: `<key>=<value> must be <domain>`. A key in `links`
-    that follows a key of the table is left to that key."""
+    """One line per value outside its domain: `<key>=<value> must be <domain>`, for the keys the run
+    reads (config/features.py; `run=None`: every key). A key in `links` that follows a key of the
+    table is left to that key, when that key is read."""
+
+    def read(key: str) -> bool:
+        return run is None or reads(cfg, run, key)
+
     problems = []
     for key, domain in domains.items():
-        if (links or {}).get(key) in domains:
+        target = (links or {}).get(key)
+        if not read(key) or (target in domains and read(target)):
             continue
         value = lookup(cfg, key)
         if not domain.holds(value):
@@ -279,5 +293,6 @@ def _show(value) -> str:
 
 
 def check_values(cfg, run: Run) -> list[str]:
-    """The start-up step (verl_lite/preflight.py VALUES): every domain, a linked key named once."""
-    return check_domains(cfg, links=run.links)
+    """The start-up step (verl_lite/preflight.py VALUES): every domain and every null of the keys the
+    run reads, a linked key named once."""
+    return check_domains(cfg, links=run.links, run=run) + check_nulls(cfg, run)

@@ -37,6 +37,8 @@ def apply_job_output_dir(cfg: PPOTrainerConfig) -> None:
         return
     if not _set_on_command_line(list(hc.overrides.task)):
         cfg.trainer.default_local_dir = hc.runtime.output_dir
+    if cfg.trainer.default_local_dir is None:
+        return  # null: config/nulls.py names it, right after
     path = os.path.abspath(cfg.trainer.default_local_dir)
     if path in _dirs_used_by_earlier_jobs:
         raise ValueError(

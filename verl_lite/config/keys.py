@@ -119,11 +119,22 @@ def link_target(written: Any, key: str) -> str | None:
     return f"{parent}{target}"
 
 
+def at(container: dict, key: str, default: Any = None) -> Any:
+    """The value at dotted `key` of a plain nested dict (`default` when a part is missing)."""
+    node: Any = container
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return default
+        node = node[part]
+    return node
+
+
 def links_in(cfg: DictConfig) -> dict[str, str]:
     """{key: the key it links to} for every leaf of `cfg` whose value is a `${...}` link."""
+    written = OmegaConf.to_container(cfg, resolve=False)
     found = {}
     for key in leaf_keys():
-        target = link_target(written_value(cfg, key), key)
+        target = link_target(at(written, key), key)
         if target is not None:
             found[key] = target
     return found

@@ -112,8 +112,8 @@ class ActorRolloutRefConfig(ConfigNode):
     ref: RefConfig = field(default_factory=RefConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
-    hybrid_engine: bool = True  # actor and rollout share each worker (the only mode)
-    nccl_timeout: int = (
+    hybrid_engine: bool | None = True  # actor and rollout share each worker (the only mode)
+    nccl_timeout: int | None = (
         600  # seconds a collective may wait before the run fails (trainer.dist_timeout_s follows it)
     )
 

@@ -49,9 +49,7 @@ class ActorConfig(ConfigNode):
     freeze_vision_tower: bool = False  # vision-language models: do not train the vision tower
     policy_loss: PolicyLossConfig = field(default_factory=PolicyLossConfig)
     clip_ratio_c: float = 3.0  # dual-clip cap (> 1) on the ratio for negative advantages
-    loss_agg_mode: str = (
-        "token-mean"  # token-mean | seq-mean-token-sum | seq-mean-token-mean | seq-mean-token-sum-norm
-    )
+    loss_agg_mode: str = "token-mean"  # token-mean | token-sum | seq-mean-token-sum | seq-mean-token-mean | seq-mean-token-sum-norm
     loss_scale_factor: int | None = None  # seq-mean-token-sum-norm's divisor; null: the response length
     entropy_coeff: float = 0.0  # entropy bonus weight
     calculate_entropy: bool = False  # compute the entropy even when entropy_coeff is 0 (it always is here)

@@ -118,10 +118,10 @@ class TorchToolConfig(ConfigNode):
 
 @dataclass
 class TorchMemoryToolConfig(ConfigNode):
-    trace_alloc_max_entries: int = (
+    trace_alloc_max_entries: int | None = (
         "${global_profiler.global_tool_config.torch_memory.trace_alloc_max_entries}"  # allocations recorded
     )
-    stack_depth: int = (
+    stack_depth: int | None = (
         "${global_profiler.global_tool_config.torch_memory.stack_depth}"  # frames per allocation
     )
 

@@ -24,9 +24,9 @@ class ModelBase(ConfigNode):
 
     path: str | None = VERL_MODEL  # local HF model folder (config, weights, tokenizer)
     external_lib: str | None = None  # module imported before loading (registers custom models)
-    override_config: dict[str, Any] = field(default_factory=dict)  # HF config fields to override
-    trust_remote_code: bool = False  # passed to the model loader
-    use_shm: bool = False  # copy the model folder to /dev/shm once per node and load it from there
+    override_config: dict[str, Any] | None = field(default_factory=dict)  # HF config fields to override
+    trust_remote_code: bool | None = False  # passed to the model loader
+    use_shm: bool | None = False  # copy the model folder to /dev/shm once per node and load it from there
     enable_gradient_checkpointing: bool = True  # recompute activations in backward
     use_remove_padding: bool = True  # pack sequences without padding into one row for forward passes
 
@@ -87,7 +87,9 @@ class CriticModelConfig(ModelBase):
         "${actor_rollout_ref.model.path}"  # tokenizer folder (must give the actor's ids); null: path
     )
     external_lib: str | None = "${actor_rollout_ref.model.external_lib}"  # module imported before loading
-    trust_remote_code: bool = "${actor_rollout_ref.model.trust_remote_code}"  # passed to the model loader
+    trust_remote_code: bool | None = (
+        "${actor_rollout_ref.model.trust_remote_code}"  # passed to the model loader
+    )
     enable_activation_offload: bool = False  # keep activations on the host between forward and backward
     use_remove_padding: bool = False  # pack sequences without padding into one row for forward passes
     lora_rank: int = 0  # > 0: LoRA of this rank on the frozen backbone (value head trained in full)
@@ -105,7 +107,9 @@ class RewardModelModelConfig(ModelBase):
     )
     path: str | None = VERL_REWARD_MODEL  # reward model folder
     external_lib: str | None = "${actor_rollout_ref.model.external_lib}"  # module imported before loading
-    use_remove_padding: bool = False  # pack sequences without padding into one row for forward passes
-    use_fused_kernels: bool = "${actor_rollout_ref.model.use_fused_kernels}"  # fused kernels for its forward
+    use_remove_padding: bool | None = False  # pack sequences without padding into one row for forward passes
+    use_fused_kernels: bool | None = (
+        "${actor_rollout_ref.model.use_fused_kernels}"  # fused kernels for its forward
+    )
     enable_gradient_checkpointing: bool = False  # forward only: nothing to recompute
     fsdp_config: FSDPConfig = field(default_factory=FSDPConfig)  # FSDP2 and offload modes of the reward model

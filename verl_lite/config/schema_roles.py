@@ -65,8 +65,8 @@ class CriticConfig(ConfigNode):
 @dataclass
 class SandboxFusionConfig(ConfigNode):
     url: str | None = None  # code-execution sandbox the default scorer sends code answers to
-    max_concurrent: int = 64  # requests in flight
-    memory_limit_mb: int = 1024  # memory per sandboxed run
+    max_concurrent: int | None = 64  # requests in flight
+    memory_limit_mb: int | None = 1024  # memory per sandboxed run
 
 
 @dataclass
@@ -98,31 +98,37 @@ class RewardModelRolloutConfig(ConfigNode):
 
 @dataclass
 class RewardModelConfig(ConfigNode):
-    enable: bool = False  # score responses with a reward model (its score replaces the rule reward)
-    enable_resource_pool: bool = False  # run the reward model on its own GPUs
-    n_gpus_per_node: int = 8  # GPUs per node of that pool
-    nnodes: int = 0  # nodes of that pool
-    strategy: str = "fsdp"  # fsdp | fsdp2: both run FSDP2 (fully_shard)
+    enable: bool | None = False  # score responses with a reward model (its score replaces the rule reward)
+    enable_resource_pool: bool | None = False  # run the reward model on its own GPUs
+    n_gpus_per_node: int | None = 8  # GPUs per node of that pool
+    nnodes: int | None = 0  # nodes of that pool
+    strategy: str | None = "fsdp"  # fsdp | fsdp2: both run FSDP2 (fully_shard)
     model: RewardModelModelConfig = field(default_factory=RewardModelModelConfig)
     micro_batch_size: int | None = None  # deprecated global size; use the per-GPU key
     micro_batch_size_per_gpu: int | None = None  # responses per reward-model forward on one worker
     max_length: int | None = None  # longest input the reward model reads; null: no limit
-    use_dynamic_bsz: bool = "${critic.use_dynamic_bsz}"  # token-budgeted reward-model forwards
-    forward_max_token_len_per_gpu: int = (
+    use_dynamic_bsz: bool | None = "${critic.use_dynamic_bsz}"  # token-budgeted reward-model forwards
+    forward_max_token_len_per_gpu: int | None = (
         "${critic.forward_max_token_len_per_gpu}"  # token budget per reward-model forward
     )
-    reward_manager: str = "naive"  # naive (rule scorers by data_source) | dapo (naive + overlong penalty)
-    reward_loop_source: str = "register"  # verl's reward loop: where its manager comes from
+    reward_manager: str | None = (
+        "naive"  # naive (rule scorers by data_source) | dapo (naive + overlong penalty)
+    )
+    reward_loop_source: str | None = "register"  # verl's reward loop: where its manager comes from
     reward_loop_module_path: str | None = None  # file of a custom reward-loop manager
     reward_loop_class_name: str | None = None  # its class
-    launch_reward_fn_async: bool = (
+    launch_reward_fn_async: bool | None = (
         False  # compute rule rewards in the background, overlapping the next phases
     )
     sandbox_fusion: SandboxFusionConfig = field(default_factory=SandboxFusionConfig)
     profiler: LinkedProfilerConfig = field(default_factory=LinkedProfilerConfig)
-    ulysses_sequence_parallel_size: int = 1  # ranks one sequence is split over (Ulysses sequence parallelism)
-    use_reward_loop: bool = True  # verl: rewards in reward-loop workers (with a reward model: see support.py)
-    num_workers: int = 1  # reward-loop workers
+    ulysses_sequence_parallel_size: int | None = (
+        1  # ranks one sequence is split over (Ulysses sequence parallelism)
+    )
+    use_reward_loop: bool | None = (
+        True  # verl: rewards in reward-loop workers (with a reward model: see support.py)
+    )
+    num_workers: int | None = 1  # reward-loop workers
     rollout: RewardModelRolloutConfig = field(default_factory=RewardModelRolloutConfig)
     reward_kwargs: dict[str, Any] = field(
         default_factory=dict  # manager's extra args, added with '+'; dapo: max_resp_len, overlong_buffer_cfg.{enable,len,penalty_factor,log}
@@ -133,19 +139,19 @@ class RewardModelConfig(ConfigNode):
 @dataclass
 class ModuleConfig(ConfigNode):
     path: str | None = None  # file defining a custom reward manager (source=importlib)
-    name: str = "custom_reward_manager"  # its class
+    name: str | None = "custom_reward_manager"  # its class
 
 
 @dataclass
 class RewardManagerConfig(ConfigNode):
     source: str = "register"  # register: a manager registered by name | importlib: a class from module.path
-    name: str = "${reward_model.reward_manager}"  # the reward manager: naive | dapo
+    name: str | None = "${reward_model.reward_manager}"  # the reward manager: naive | dapo
     module: ModuleConfig = field(default_factory=ModuleConfig)
 
 
 @dataclass
 class CustomRewardFunctionConfig(ConfigNode):
     path: str | None = None  # python file defining the scorer; null: built-in scorers
-    name: str = (
+    name: str | None = (
         "compute_score"  # function in that file: (data_source, solution_str, ground_truth, extra_info)
     )

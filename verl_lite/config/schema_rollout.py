@@ -64,7 +64,7 @@ class AgentLoopConfig(ConfigNode):
 
 @dataclass
 class CheckpointEngineConfig(ConfigNode):
-    backend: str = "naive"  # how weights reach the rollout: naive (in-process) | nccl | nixl | hccl
+    backend: str | None = "naive"  # how weights reach the rollout: naive (in-process) | nccl | nixl | hccl
     update_weights_bucket_megabytes: int = (
         2048  # weight sync: full tensors gathered per bucket before vLLM loads them
     )
@@ -88,13 +88,15 @@ class PrometheusConfig(ConfigNode):
 
 @dataclass
 class RolloutConfig(ConfigNode):
-    name: str = "auto"  # rollout backend: vllm | hf (transformers generate, the reference); auto: vllm where it is installed, else hf
+    name: str | None = (
+        "auto"  # rollout backend: vllm | hf (transformers generate, the reference); auto: vllm where it is installed, else hf
+    )
     mode: str = "async"  # async (verl's server mode) | sync: both run the hybrid engine, generation and training taking turns
     temperature: float = 1.0  # sampling temperature of training rollouts
     top_k: int = -1  # -1: no top-k
     top_p: float = 1.0  # nucleus sampling mass (1.0: off)
-    prompt_length: int = "${data.max_prompt_length}"  # prompt tokens the rollout takes (left-padded)
-    response_length: int = "${data.max_response_length}"  # most tokens generated per response
+    prompt_length: int | None = "${data.max_prompt_length}"  # prompt tokens the rollout takes (left-padded)
+    response_length: int | None = "${data.max_response_length}"  # most tokens generated per response
     dtype: str = "bfloat16"  # dtype of the rollout copy of the weights
     gpu_memory_utilization: float = 0.5  # share of the GPU vLLM may use for weights and KV cache
     ignore_eos: bool = False  # keep generating past EOS up to response_length
@@ -114,8 +116,8 @@ class RolloutConfig(ConfigNode):
     max_num_seqs: int = 256  # sequences vLLM runs at once
     enable_chunked_prefill: bool = True  # split long prefills across scheduler steps
     enable_prefix_caching: bool = True  # reuse KV of shared prompt prefixes (reset at every weight sync)
-    logprobs_mode: str = "processed_logprobs"  # the rollout's log-probs: after temperature/top-k/top-p
-    scheduling_policy: str = "fcfs"  # vLLM scheduling: fcfs | priority
+    logprobs_mode: str | None = "processed_logprobs"  # the rollout's log-probs: after temperature/top-k/top-p
+    scheduling_policy: str | None = "fcfs"  # vLLM scheduling: fcfs | priority
     load_format: str = "dummy"  # vLLM's start-up weights: dummy (random; the first sync brings the actor's) | auto | safetensors (read from model.path; with LoRA no base weights are ever synced)
     log_prob_micro_batch_size: int | None = None  # deprecated global size; use the per-GPU key
     log_prob_micro_batch_size_per_gpu: int | None = None  # responses per old-log-prob forward

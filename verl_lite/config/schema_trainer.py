@@ -34,42 +34,44 @@ class DataConfig(ConfigNode):
     tokenizer: str | None = (
         None  # tokenizer folder; null: the actor model's (model.tokenizer_path, else model.path)
     )
-    use_shm: bool = False  # copy the data files to /dev/shm before reading them
+    use_shm: bool | None = False  # copy the data files to /dev/shm before reading them
     train_files: Any = VERL_TRAIN  # parquet file or list of files, verl's RLHF layout
     val_files: Any = VERL_VAL  # parquet file or list of files for validation
-    train_max_samples: int = -1  # use only the first this many training rows; -1: all
-    val_max_samples: int = -1  # use only the first this many validation rows; -1: all
-    prompt_key: str = "prompt"  # column holding the chat messages
-    reward_fn_key: str = "data_source"  # column that picks the reward scorer
-    max_prompt_length: int = 512  # prompt tokens after the chat template (left-padded to this)
-    max_response_length: int = 512  # generated tokens per response
-    train_batch_size: int = 1024  # prompts per training step (global)
+    train_max_samples: int | None = -1  # use only the first this many training rows; -1: all
+    val_max_samples: int | None = -1  # use only the first this many validation rows; -1: all
+    prompt_key: str | None = "prompt"  # column holding the chat messages
+    reward_fn_key: str | None = "data_source"  # column that picks the reward scorer
+    max_prompt_length: int | None = 512  # prompt tokens after the chat template (left-padded to this)
+    max_response_length: int | None = 512  # generated tokens per response
+    train_batch_size: int | None = 1024  # prompts per training step (global)
     val_batch_size: int | None = None  # prompts per validation batch; null: the whole validation set
     tool_config_path: str | None = (
         "${actor_rollout_ref.rollout.multi_turn.tool_config_path}"  # tools put into the chat template
     )
-    return_raw_input_ids: bool = False  # keep the prompt ids before the chat template
-    return_raw_chat: bool = True  # keep the raw messages in the batch
-    return_full_prompt: bool = False  # keep the templated prompt text
-    shuffle: bool = True  # shuffle the training set every epoch
+    return_raw_input_ids: bool | None = False  # keep the prompt ids before the chat template
+    return_raw_chat: bool | None = True  # keep the raw messages in the batch
+    return_full_prompt: bool | None = False  # keep the templated prompt text
+    shuffle: bool | None = True  # shuffle the training set every epoch
     seed: int | None = None  # seed of the shuffling; null: a fixed default seed
-    dataloader_num_workers: int = 8  # data-loader processes (verl_lite reads on the driver)
-    image_patch_size: int = 14  # vision-language data: image patch size
-    validation_shuffle: bool = False  # shuffle the validation set (its metrics are means: no effect)
-    filter_overlong_prompts: bool = False  # drop prompts over max_prompt_length at load (counted, logged)
-    filter_overlong_prompts_workers: int = 1  # processes for that filter
-    truncation: str = "error"  # prompt over max_prompt_length: error | left | right
-    image_key: str = "images"  # column of images (vision-language data)
-    video_key: str = "videos"  # column of videos
-    trust_remote_code: bool = False  # passed to the tokenizer loader
+    dataloader_num_workers: int | None = 8  # data-loader processes (verl_lite reads on the driver)
+    image_patch_size: int | None = 14  # vision-language data: image patch size
+    validation_shuffle: bool | None = False  # shuffle the validation set (its metrics are means: no effect)
+    filter_overlong_prompts: bool | None = (
+        False  # drop prompts over max_prompt_length at load (counted, logged)
+    )
+    filter_overlong_prompts_workers: int | None = 1  # processes for that filter
+    truncation: str | None = "error"  # prompt over max_prompt_length: error | left | right
+    image_key: str | None = "images"  # column of images (vision-language data)
+    video_key: str | None = "videos"  # column of videos
+    trust_remote_code: bool | None = False  # passed to the tokenizer loader
     custom_cls: ClassRefConfig = field(default_factory=ClassRefConfig)  # a custom dataset class
-    return_multi_modal_inputs: bool = True  # keep processed image/video inputs
+    return_multi_modal_inputs: bool | None = True  # keep processed image/video inputs
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
     datagen: ClassRefConfig = field(default_factory=ClassRefConfig)  # a dynamic data generator
-    apply_chat_template_kwargs: dict[str, Any] = field(
+    apply_chat_template_kwargs: dict[str, Any] | None = field(
         default_factory=dict
     )  # extra arguments of apply_chat_template
-    gen_batch_size: int = "${.train_batch_size}"  # DAPO dynamic sampling: prompts per generation batch
+    gen_batch_size: int | None = "${.train_batch_size}"  # DAPO dynamic sampling: prompts per generation batch
 
 
 @dataclass
@@ -90,12 +92,12 @@ class FilterGroupsConfig(ConfigNode):
 @dataclass
 class RolloutCorrectionConfig(ConfigNode):
     rollout_is: str | None = None  # importance weights between rollout and actor: token | sequence
-    rollout_is_threshold: float = 2.0  # truncation of those weights
+    rollout_is_threshold: float | None = 2.0  # truncation of those weights
     rollout_rs: str | None = None  # rejection sampling on them
     rollout_rs_threshold: Any = None  # its threshold
-    bypass_mode: bool = False  # use the rollout's log-probs as the old policy's
-    loss_type: str = "ppo_clip"  # loss of the bypass mode
-    rollout_is_batch_normalize: bool = False  # normalise the weights over the batch
+    bypass_mode: bool | None = False  # use the rollout's log-probs as the old policy's
+    loss_type: str | None = "ppo_clip"  # loss of the bypass mode
+    rollout_is_batch_normalize: bool | None = False  # normalise the weights over the batch
 
 
 @dataclass
@@ -121,39 +123,49 @@ class AlgorithmConfig(ConfigNode):
 
 @dataclass
 class TrainerConfig(ConfigNode):
-    balance_batch: bool = True  # give each worker a balanced share of tokens (mini-batches stay the same)
-    total_epochs: int = 30  # passes over the training set
+    balance_batch: bool | None = (
+        True  # give each worker a balanced share of tokens (mini-batches stay the same)
+    )
+    total_epochs: int | None = 30  # passes over the training set
     total_training_steps: int | None = None  # cap on training steps; null: total_epochs' worth
-    project_name: str = "verl_examples"  # W&B project / output folder name
-    experiment_name: str = "gsm8k"  # W&B run name / output folder name
+    project_name: str | None = "verl_examples"  # W&B project / output folder name
+    experiment_name: str | None = "gsm8k"  # W&B run name / output folder name
     logger: Any = field(
         default_factory=lambda: ["console", "wandb"]
     )  # console, file, wandb, tensorboard: a list, or one name
-    log_val_generations: int = 0  # validation samples (input, output, score) shown per validation
+    log_val_generations: int | None = 0  # validation samples (input, output, score) shown per validation
     rollout_data_dir: str | None = None  # dump each training step's generations to <dir>/<step>.jsonl
     validation_data_dir: str | None = None  # dump each validation's generations to <dir>/<step>.jsonl
-    nnodes: int = 1  # nodes of workers
-    n_gpus_per_node: int = 8  # workers per node (GPUs, or CPU processes without GPUs)
-    save_freq: int = -1  # save a checkpoint every this many steps and at the last step; -1: never
-    esi_redundant_time: int = 0  # elastic-instance expiry margin (seconds) that triggers a save
-    resume_mode: str = (
+    nnodes: int | None = 1  # nodes of workers
+    n_gpus_per_node: int | None = 8  # workers per node (GPUs, or CPU processes without GPUs)
+    save_freq: int | None = -1  # save a checkpoint every this many steps and at the last step; -1: never
+    esi_redundant_time: int | None = 0  # elastic-instance expiry margin (seconds) that triggers a save
+    resume_mode: str | None = (
         "auto"  # auto: from default_local_dir's latest checkpoint if any | disable | resume_path
     )
     resume_from_path: str | None = None  # the global_step_N folder resume_mode=resume_path starts from
-    val_before_train: bool = True  # validate once before the first step
-    val_only: bool = False  # with val_before_train: validate once, then stop
-    test_freq: int = -1  # validate every this many steps (and at the end); -1: never
-    critic_warmup: int = 0  # training steps that update only the critic before the actor starts updating
+    val_before_train: bool | None = True  # validate once before the first step
+    val_only: bool | None = False  # with val_before_train: validate once, then stop
+    test_freq: int | None = -1  # validate every this many steps (and at the end); -1: never
+    critic_warmup: int | None = (
+        0  # training steps that update only the critic before the actor starts updating
+    )
     default_hdfs_dir: str | None = None  # also copy checkpoints to this HDFS folder
-    del_local_ckpt_after_load: bool = False  # delete the checkpoint folder a run resumed from, once loaded
-    default_local_dir: str = "checkpoints/${trainer.project_name}/${trainer.experiment_name}"  # metrics.jsonl, checkpoints, trackers
+    del_local_ckpt_after_load: bool | None = (
+        False  # delete the checkpoint folder a run resumed from, once loaded
+    )
+    default_local_dir: str | None = (
+        "checkpoints/${trainer.project_name}/${trainer.experiment_name}"  # metrics.jsonl, checkpoints, trackers
+    )
     max_actor_ckpt_to_keep: int | None = None  # keep only the newest this many actor checkpoints; null: all
     max_critic_ckpt_to_keep: int | None = None  # keep only the newest this many critic checkpoints; null: all
-    ray_wait_register_center_timeout: int = 300  # seconds verl waits for its workers to register
-    device: str = "auto"  # auto: cuda where a GPU is visible, else cpu | cpu | cuda
-    use_legacy_worker_impl: str = "auto"  # verl's choice of worker implementation: auto | enable | disable
+    ray_wait_register_center_timeout: int | None = 300  # seconds verl waits for its workers to register
+    device: str | None = "auto"  # auto: cuda where a GPU is visible, else cpu | cpu | cuda
+    use_legacy_worker_impl: str | None = (
+        "auto"  # verl's choice of worker implementation: auto | enable | disable
+    )
     # verl_lite's own keys
-    dist_timeout_s: int = (
+    dist_timeout_s: int | None = (
         "${actor_rollout_ref.nccl_timeout}"  # torch.distributed timeout: a hang becomes an error after this
     )
     auto_offload: bool = False  # apply the memory planner's actor offload and micro-batch at start-up
@@ -200,11 +212,11 @@ class NsysGlobalConfig(ConfigNode):
 
 @dataclass
 class TorchMemoryGlobalConfig(ConfigNode):
-    trace_alloc_max_entries: int = 100000  # allocations recorded
-    stack_depth: int = 32  # frames per allocation
-    context: str = "all"  # allocation contexts recorded
-    stacks: str = "all"  # stacks recorded
-    kw_args: dict[str, Any] = field(default_factory=dict)  # extra arguments of the memory recorder
+    trace_alloc_max_entries: int | None = 100000  # allocations recorded
+    stack_depth: int | None = 32  # frames per allocation
+    context: str | None = "all"  # allocation contexts recorded
+    stacks: str | None = "all"  # stacks recorded
+    kw_args: dict[str, Any] | None = field(default_factory=dict)  # extra arguments of the memory recorder
 
 
 @dataclass
@@ -218,10 +230,10 @@ class GlobalProfilerConfig(ConfigNode):
     tool: str | None = None  # profiler for every role: nsys | npu | torch | torch_memory
     steps: list[int] | None = None  # training steps to profile
     profile_continuous_steps: bool = False  # one trace over consecutive profiled steps
-    save_path: str = "outputs/profile"  # where traces go
+    save_path: str | None = "outputs/profile"  # where traces go
     global_tool_config: GlobalToolConfig = field(default_factory=GlobalToolConfig)
 
 
 @dataclass
 class TransferQueueConfig(ConfigNode):
-    enable: bool = False  # verl's experimental transfer-queue data plane
+    enable: bool | None = False  # verl's experimental transfer-queue data plane

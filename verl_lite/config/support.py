@@ -6,13 +6,17 @@ classes:
   - accepted at the values that change nothing here (a profiler setting, torch.compile, an ignored
     multi-turn option, ...): a rule with `note`, said once in the log when set away from its default.
   - refused at any other value: `<key>=<value> is not supported by verl_lite: <instead>`, before Ray.
-A rule covers one key or a whole section; a rule on a key beats its section's. Un-refusing a key
+A rule covers one key or a whole section; a rule on a key beats its section's. A rule with `when`
+applies only while its feature is on, as verl reads the key only then (the reward model's worker
+keys only with reward_model.enable; input_tokenizer only where verl's legacy worker reads it, not
+under its reward loop), so a script that leaves an unused key at any value is not refused for it. Un-refusing a key
 (its feature landed) is deleting its line. A key whose default links another key (`${...}`) and
 was not set is judged through the key it follows, unless nothing governs that one.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 
@@ -34,7 +38,8 @@ class Rule:
     accepted: object = DEFAULT  # DEFAULT | ANY | FOLLOWS | a tuple of values
     instead: str = ""  # refused: what to use instead
     note: str = ""  # accepted at a non-default value: said once in the log
-    when: str = ""  # checked only when this boolean key is true
+    when: tuple[str, ...] = ()  # checked only when each of these boolean keys is true ("!key": false)
+    also: tuple = ()  # FOLLOWS: values accepted besides the linked one (verl's null fallback)
 
 
 ARR = "actor_rollout_ref"
@@ -51,8 +56,12 @@ STRATEGIES = ("fsdp", "fsdp2")
 FSDP1 = "FSDP1 and Megatron are not available; fsdp and fsdp2 both run FSDP2 (fully_shard)"
 
 
+RM = ("reward_model.enable",)  # the reward model's worker keys: read only with a reward model
+
+
 def _fsdp_rules(section: str) -> list[Rule]:
-    return [
+    when = RM if section.startswith("reward_model.") else ()
+    rules = [
         # verl's new-engine spellings; its legacy FSDP workers (verl_lite's model) read the role's keys
         Rule(
             f"{section}.ulysses_sequence_parallel_size",
@@ -77,6 +86,7 @@ def _fsdp_rules(section: str) -> list[Rule]:
         Rule(f"{section}.limit_all_gathers", ANY, note="FSDP2 bounds in-flight all-gathers itself"),
         Rule(f"{section}.strategy", STRATEGIES, instead=FSDP1),
     ]
+    return [dataclasses.replace(r, when=when) for r in rules]
 
 
 def _model_rules(model: str) -> list[Rule]:
@@ -121,6 +131,7 @@ RULES: list[Rule] = [
     Rule(
         "reward_model.ulysses_sequence_parallel_size",
         instead="the reward model runs without sequence parallelism; keep 1",
+        when=RM,
     ),
     *[
         Rule(f"{s}.use_torch_compile", ANY, note="verl_lite does not torch.compile kernels (same math)")
@@ -133,8 +144,9 @@ RULES: list[Rule] = [
     *[Rule(f"{s}.router_replay", ANY) for s in (f"{ARR}.actor", f"{ARR}.ref")],
     *[
         Rule(s, STRATEGIES, instead=FSDP1)
-        for s in (f"{ARR}.actor.strategy", f"{ARR}.ref.strategy", "critic.strategy", "reward_model.strategy")
+        for s in (f"{ARR}.actor.strategy", f"{ARR}.ref.strategy", "critic.strategy")
     ],
+    Rule("reward_model.strategy", STRATEGIES, instead=FSDP1, when=RM),
     # actor
     Rule(f"{ARR}.actor.freeze_vision_tower", instead="vision-language models are not supported"),
     Rule(f"{ARR}.actor.calculate_entropy", ANY, note="verl_lite always computes the entropy (actor/entropy)"),
@@ -197,7 +209,8 @@ RULES: list[Rule] = [
     Rule(f"{ARR}.rollout.prometheus", ANY),
     Rule(f"{ARR}.rollout.quantization", instead="the rollout runs unquantized weights (rollout.dtype)"),
     Rule(f"{ARR}.rollout.quantization_config_file", instead="the rollout runs unquantized weights"),
-    Rule(f"{ARR}.rollout.mtp", FOLLOWS, instead=f"set {ARR}.model.mtp"),
+    # verl: ${oc.select:actor_rollout_ref.model.mtp, null}; null is no MTP
+    Rule(f"{ARR}.rollout.mtp", FOLLOWS, instead=f"set {ARR}.model.mtp", also=(None,)),
     # data
     Rule("data.use_shm", ANY, note="the driver reads the data files once; /dev/shm changes nothing"),
     Rule("data.tool_config_path", instead="tools in the chat template are not supported"),
@@ -220,21 +233,25 @@ RULES: list[Rule] = [
         instead="register a manager in verl_lite/reward/managers.py, or use custom_reward_function",
     ),
     Rule("reward_manager.module", ANY),
-    Rule(
+    Rule(  # verl's reward loop ignores input_tokenizer: refused only where it is read (the legacy worker)
         "reward_model.model.input_tokenizer",
         (None,),
         instead="the reward model reads the actor's token ids as they are (no chat-template switch); use one that shares the actor's tokenizer and set reward_model.model.input_tokenizer=null",
-        when="reward_model.enable",
+        when=(*RM, "!reward_model.use_reward_loop"),
     ),
     Rule(
         "reward_model.model.use_fused_kernels",
         ANY,
         note="the reward model's score head computes no token log-probs: nothing to fuse",
     ),
-    Rule("reward_model.enable_resource_pool", instead="the reward model shares the actor's workers"),
+    Rule("reward_model.enable_resource_pool", instead="the reward model shares the actor's workers", when=RM),
     Rule("reward_model.n_gpus_per_node", ANY),
     Rule("reward_model.nnodes", ANY),
-    Rule("reward_model.max_length", instead="responses are scored whole; shorten data.max_response_length"),
+    Rule(
+        "reward_model.max_length",
+        instead="responses are scored whole; shorten data.max_response_length",
+        when=RM,
+    ),
     Rule("reward_model.reward_loop_source", ("register",), instead="use reward_model.reward_manager"),
     Rule("reward_model.reward_loop_module_path", instead="use reward_model.reward_manager"),
     Rule("reward_model.reward_loop_class_name", instead="use reward_model.reward_manager"),
@@ -250,7 +267,7 @@ RULES: list[Rule] = [
         (False,),
         instead="verl's reward loop re-templates the reward model's input and serves the model with vLLM; "
         "verl_lite runs verl's legacy reward-model worker (FSDP): set reward_model.use_reward_loop=False",
-        when="reward_model.enable",
+        when=RM,
     ),
     Rule("reward_model.num_workers", ANY),
     Rule("reward_model.rollout", ANY),  # read only by verl's reward loop (refused above when it would run)
@@ -299,35 +316,53 @@ def rule_for(key: str) -> Rule | None:
     return None
 
 
-def _accepted(rule: Rule, key: str, value, cfg: DictConfig) -> bool:
+@dataclass(frozen=True)
+class Values:
+    """A composed config read both ways, once: as written (links as `${...}`) and resolved."""
+
+    written: dict
+    resolved: dict
+
+    @classmethod
+    def of(cls, cfg: DictConfig) -> Values:
+        return cls(OmegaConf.to_container(cfg, resolve=False), OmegaConf.to_container(cfg, resolve=True))
+
+
+def _accepted(rule: Rule, key: str, value, values: Values) -> bool:
     if rule.accepted == ANY:
         return True
     if rule.accepted == DEFAULT:
         return value == keys.resolved_default(key)
     if rule.accepted == FOLLOWS:
         target = keys.link_target(keys.written_default(key), key)
-        return value == keys.resolved_value(cfg, target)
+        return value == keys.at(values.resolved, target) or value in rule.also
     return value in rule.accepted
 
 
-def _governed_through_link(cfg: DictConfig, key: str) -> bool:
+def _governed_through_link(values: Values, key: str) -> bool:
     """Not set, and following a key that a rule governs: that key is judged instead."""
-    target = keys.link_target(keys.written_value(cfg, key), key)
+    target = keys.link_target(keys.at(values.written, key), key)
     return target is not None and rule_for(target) is not None
+
+
+def _applies(rule: Rule, values: Values) -> bool:
+    """Whether the features the rule's key belongs to are on (`when`)."""
+    return all(bool(keys.at(values.resolved, w.lstrip("!"))) != w.startswith("!") for w in rule.when)
 
 
 def check_support(cfg: DictConfig) -> list[str]:
     """Problems for refused values (one line each); notes for accepted non-default values, once."""
     problems: list[str] = []
     noted: set[str] = set()
+    values = Values.of(cfg)
     for key in keys.leaf_keys():
         rule = rule_for(key)
-        if rule is None or (rule.when and not OmegaConf.select(cfg, rule.when)):
+        if rule is None or not _applies(rule, values):
             continue
-        if _governed_through_link(cfg, key) and rule.accepted != FOLLOWS:
+        if _governed_through_link(values, key) and rule.accepted != FOLLOWS:
             continue
-        value = keys.resolved_value(cfg, key)
-        if not _accepted(rule, key, value, cfg):
+        value = keys.at(values.resolved, key)
+        if not _accepted(rule, key, value, values):
             problems.append(f"{key}={format_value(value)} is not supported by verl_lite: {rule.instead}")
         elif rule.note and rule.key not in noted and value != keys.resolved_default(key):
             noted.add(rule.key)
@@ -340,7 +375,8 @@ def describe(key: str) -> str:
     rule = rule_for(key)
     if rule is None:
         return ""
-    when = f"with {rule.when}=True, " if rule.when else ""
+    conditions = [f"{w.lstrip('!')}={not w.startswith('!')}" for w in rule.when]
+    when = f"with {' and '.join(conditions)}, " if conditions else ""
     if rule.accepted == ANY:
         return "verl_lite: accepted, no effect" + (f" ({rule.note})" if rule.note else "")
     if rule.accepted == FOLLOWS:

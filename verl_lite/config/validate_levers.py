@@ -12,6 +12,7 @@ means all ranks; a smaller size must divide the world.
 from __future__ import annotations
 
 from verl_lite.config.common import ARR, world_size
+from verl_lite.config.run import Run
 from verl_lite.config.schema import PPOTrainerConfig
 
 
@@ -45,35 +46,41 @@ def _check_sp(key: str, sp: int, remove_padding: bool, world: int, problems: lis
         )
 
 
-def _fsdp_sections(cfg: PPOTrainerConfig):
+def _fsdp_sections(cfg: PPOTrainerConfig, run: Run):
+    """The FSDP sections of the engines the run builds (a role's keys mean nothing without the role)."""
     arr = cfg.actor_rollout_ref
     yield f"{ARR}.actor.fsdp_config", arr.actor.fsdp_config
-    yield f"{ARR}.ref.fsdp_config", arr.ref.fsdp_config
-    yield "critic.model.fsdp_config", cfg.critic.model.fsdp_config
-    yield "reward_model.model.fsdp_config", cfg.reward_model.model.fsdp_config
+    if run.ref:
+        yield f"{ARR}.ref.fsdp_config", arr.ref.fsdp_config
+    if run.critic:
+        yield "critic.model.fsdp_config", cfg.critic.model.fsdp_config
+    if run.reward_model:
+        yield "reward_model.model.fsdp_config", cfg.reward_model.model.fsdp_config
 
 
-def check_levers(cfg: PPOTrainerConfig, problems: list[str]) -> None:
+def check_levers(cfg: PPOTrainerConfig, run: Run, problems: list[str]) -> None:
+    """Sequence parallelism and HSDP sizes of the roles the run has (verl reads no other role's)."""
     arr, world = cfg.actor_rollout_ref, world_size(cfg)
     actor_sp = arr.actor.ulysses_sequence_parallel_size
     _check_sp(
         f"{ARR}.actor.ulysses_sequence_parallel_size", actor_sp, arr.model.use_remove_padding, world, problems
     )
-    if arr.ref.ulysses_sequence_parallel_size != actor_sp:
+    if run.ref and arr.ref.ulysses_sequence_parallel_size != actor_sp:
         problems.append(
             f"{ARR}.ref.ulysses_sequence_parallel_size={arr.ref.ulysses_sequence_parallel_size} differs from "
             f"the actor's {actor_sp}: the reference runs in the actor's workers, on its sequence-parallel "
             f"groups; leave it unset (it follows the actor's)"
         )
     c = cfg.critic
-    _check_sp(
-        "critic.ulysses_sequence_parallel_size",
-        c.ulysses_sequence_parallel_size,
-        c.model.use_remove_padding,
-        world,
-        problems,
-    )
-    for key, fsdp in _fsdp_sections(cfg):
+    if run.critic:
+        _check_sp(
+            "critic.ulysses_sequence_parallel_size",
+            c.ulysses_sequence_parallel_size,
+            c.model.use_remove_padding,
+            world,
+            problems,
+        )
+    for key, fsdp in _fsdp_sections(cfg, run):
         size = fsdp.fsdp_size
         if 0 < size < world and world % size:  # other values: config/domains.py
             problems.append(
@@ -101,8 +108,8 @@ def check_heads(cfg: PPOTrainerConfig, models: list[tuple[str, str, dict]]) -> l
     return problems
 
 
-def check_lever_values(cfg: PPOTrainerConfig, run) -> list[str]:
+def check_lever_values(cfg: PPOTrainerConfig, run: Run) -> list[str]:
     """The start-up step (verl_lite/preflight.py CHECKS): the levers against the number of workers."""
     problems: list[str] = []
-    check_levers(cfg, problems)
+    check_levers(cfg, run, problems)
     return problems

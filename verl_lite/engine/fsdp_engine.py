@@ -422,10 +422,20 @@ class FSDPEngine:
 
     @contextmanager
     def adapters_disabled(self):
-        """The frozen base model: LoRA's reference policy, without a second copy of the weights."""
+        """The frozen base model: LoRA's reference policy, without a second copy of the weights.
+
+        PEFT's disable_adapter also turns the adapters' requires_grad off while it lasts. FSDP2 takes
+        the dtype it casts gradients back to (the trainable params' dtype) at the module's first
+        forward: if that forward is this one (the reference's log-probs first, as with use_kl_loss),
+        it would see no trainable param, and with a bf16 param_dtype the update would then assign bf16
+        gradients to fp32 params. The flags are put back at once: disabled adapters take no part in
+        the forward, so they get no gradient either way."""
         if self.lora_config is None:
             raise RuntimeError(f"{self.role} engine has no LoRA adapters to disable")
+        trainable = [p for p in self.module.parameters() if p.requires_grad]
         with self.module.disable_adapter():
+            for p in trainable:
+                p.requires_grad_(True)
             yield
 
     def iter_full_params(

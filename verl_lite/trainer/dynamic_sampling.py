@@ -41,11 +41,14 @@ def sequence_metric(batch: DataProto, extra: dict[str, list], metric: str) -> np
 
 
 def kept_group_rows(uids: np.ndarray, values: np.ndarray) -> tuple[list[int], int, int]:
-    """(rows of the groups whose values are not all equal, in order; kept groups; total groups)."""
+    """(rows of the groups whose values are not all equal, in order; kept groups; total groups).
+
+    A group of one response is kept, as in verl's DAPO trainer (`std > 0 or len == 1`): with
+    rollout.n=1 the filter keeps every prompt."""
     groups: OrderedDict[object, list[int]] = OrderedDict()
     for i, uid in enumerate(uids):
         groups.setdefault(uid, []).append(i)
-    kept = [rows for rows in groups.values() if len(rows) > 1 and np.std(values[rows]) > 0]
+    kept = [rows for rows in groups.values() if len(rows) == 1 or np.std(values[rows]) > 0]
     return [i for rows in kept for i in rows], len(kept), len(groups)
 
 

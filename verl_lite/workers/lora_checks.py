@@ -113,7 +113,8 @@ def check_lora(cfg: PPOTrainerConfig, run: Run) -> list[str]:
     r = cfg.actor_rollout_ref.rollout
     if r.load_format not in LOAD_FORMATS:
         problems.append(f"{ARR}.rollout.load_format={r.load_format!r} is not one of {list(LOAD_FORMATS)}")
-    _check_model("critic.model", cfg.critic.model, "value", problems)
+    if run.critic:  # verl reads the critic's LoRA keys only when there is a critic
+        _check_model("critic.model", cfg.critic.model, "value", problems)
     model = cfg.actor_rollout_ref.model
     if (
         not _check_model(f"{ARR}.model", model, "causal_lm", problems)

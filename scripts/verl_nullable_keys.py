@@ -1,0 +1,131 @@
+"""Write down which of verl's config keys may hold null, read from verl's own files.
+
+    python scripts/verl_nullable_keys.py --verl /path/to/verl > tests/config/verl_nullable.py
+
+`--verl` is a checkout of verl or its bare git directory (read at `--rev`, default HEAD). A key of
+verl's composed ppo_trainer config (verl/trainer/config/_generated_ppo_trainer.yaml) may hold null
+when its default is null (or a link whose fallback is null), when the dataclass verl builds its
+section into (the section's `_target_`) types it Optional, or when no dataclass types it (verl's
+YAML alone holds it, so null composes). The dataclasses are read with `ast` from their source: verl
+is not imported. tests/config/test_nulls.py holds verl_lite's schema against the output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import subprocess
+import sys
+
+import yaml
+
+GENERATED = "verl/trainer/config/_generated_ppo_trainer.yaml"
+CLASS_FILES = (
+    "verl/workers/config/actor.py",
+    "verl/workers/config/critic.py",
+    "verl/workers/config/engine.py",
+    "verl/workers/config/model.py",
+    "verl/workers/config/optimizer.py",
+    "verl/workers/config/reward_model.py",
+    "verl/workers/config/rollout.py",
+    "verl/trainer/config/algorithm.py",
+    "verl/trainer/config/config.py",
+    "verl/utils/profiler/config.py",
+)
+
+
+def read(verl: str, rev: str, path: str) -> str:
+    if os.path.isfile(os.path.join(verl, path)):
+        with open(os.path.join(verl, path)) as f:
+            return f.read()
+    return subprocess.run(
+        ["git", "-C", verl, "show", f"{rev}:{path}"], capture_output=True, text=True, check=True
+    ).stdout
+
+
+def dataclass_fields(sources: list[str]) -> dict[str, tuple[list[str], dict[str, str]]]:
+    """{class name: ([base class names], {field: annotation})} of every class in the sources."""
+    classes = {}
+    for source in sources:
+        for node in ast.parse(source).body:
+            if isinstance(node, ast.ClassDef):
+                fields = {
+                    s.target.id: ast.unparse(s.annotation)
+                    for s in node.body
+                    if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)
+                }
+                classes[node.name] = ([ast.unparse(b).split(".")[-1] for b in node.bases], fields)
+    return classes
+
+
+def fields_of(classes, name: str) -> dict[str, str]:
+    bases, own = classes.get(name, ([], {}))
+    inherited: dict[str, str] = {}
+    for base in bases:
+        inherited |= fields_of(classes, base)
+    return inherited | own
+
+
+def is_optional(annotation: str) -> bool:
+    return (
+        "Optional[" in annotation
+        or "None" in annotation.split("|")
+        or annotation.replace(" ", "")
+        in (
+            "Any",
+            "typing.Any",
+        )
+    )
+
+
+def nullable(config: dict, classes) -> dict[str, str]:
+    """{key: why it may hold null} over the composed config."""
+    found: dict[str, str] = {}
+
+    def walk(node: dict, prefix: str, fields: dict[str, str] | None, owner: str) -> None:
+        for name, value in node.items():
+            if name == "_target_":
+                continue
+            key = f"{prefix}{name}"
+            annotation = fields.get(name) if fields is not None else None
+            if isinstance(value, dict) and "_target_" in value:
+                cls = value["_target_"].split(".")[-1]
+                walk(value, f"{key}.", fields_of(classes, cls), cls)
+                continue
+            if isinstance(value, dict) and value and (annotation is None or "dict" not in annotation.lower()):
+                walk(value, f"{key}.", None, owner)  # a plain nested mapping: no dataclass types it
+                continue
+            if value is None or (isinstance(value, str) and value.replace(" ", "").endswith(",null}")):
+                found[key] = "default null"
+            elif fields is None:
+                found[key] = "no type: verl's YAML alone holds it"
+            elif annotation is not None and is_optional(annotation):
+                found[key] = f"Optional in {owner}: {annotation}"
+
+    walk(config, "", None, "")
+    return found
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--verl", required=True)
+    parser.add_argument("--rev", default="HEAD")
+    opts = parser.parse_args()
+    config = yaml.safe_load(read(opts.verl, opts.rev, GENERATED))
+    classes = dataclass_fields([read(opts.verl, opts.rev, p) for p in CLASS_FILES])
+    commit = subprocess.run(
+        ["git", "-C", opts.verl, "rev-parse", opts.rev], capture_output=True, text=True
+    ).stdout.strip()
+    rows = "\n".join(f"    {json.dumps(k)}: {json.dumps(v)}," for k, v in nullable(config, classes).items())
+    sys.stdout.write(
+        f'"""verl\'s config keys that may hold null, and why (generated by scripts/verl_nullable_keys.py\n'
+        f"from verl commit {commit or opts.rev}; do not edit by hand).\ntests/config/test_nulls.py walks them.\n"
+        f'"""\n\nVERL_NULLABLE: dict[str, str] = {{\n{rows}\n}}\n'
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,157 @@
+"""A user's YAML that extends ppo_trainer, as verl's recipes write it (`--config-path=<dir>
+--config-name=<file>`, `defaults: [ppo_trainer, _self_]`, often `hydra.searchpath:
+[file://verl/trainer/config]`): verl_lite's ppo_trainer is found from any folder, also from one holding
+a verl checkout; the file's values meet the support table and the domains as command-line values do;
+what Hydra refuses in it is one line naming the file and the key, never a traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from verl_lite.config.compose import build_config, register_schema
+from verl_lite.config.errors import ConfigError
+from verl_lite.config.schema import PPOTrainerConfig
+from verl_lite.config.user_config import check_user_config, not_verl_lites
+
+RECIPE = """\
+hydra:
+  searchpath:
+    - file://verl/trainer/config
+defaults:
+  - ppo_trainer
+  - _self_
+data:
+  train_files: verl_lite://arith/train.parquet
+  val_files: verl_lite://arith/test.parquet
+  max_prompt_length: 16
+  train_batch_size: 8
+actor_rollout_ref:
+  model:
+    path: verl_lite://tiny-qwen2-arith
+    lora_rank: 0
+    lora_alpha: 0
+algorithm:
+  adv_estimator: grpo
+"""
+# a stand-in for verl's own verl/trainer/config/ppo_trainer.yaml: keys verl_lite does not have
+VERLS_OWN = "defaults:\n  - _self_\nactor_rollout_ref:\n  actor:\n    fsdp_config:\n      limit_all_gathers: true\nverl_only: 1\n"
+
+
+def write(folder, name: str, text: str):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.yaml").write_text(textwrap.dedent(text))
+    return folder
+
+
+def composed(folder, name: str, *overrides):
+    register_schema()
+    with initialize_config_dir(config_dir=str(folder), version_base=None):
+        return compose(name, overrides=list(overrides))
+
+
+@pytest.fixture
+def verl_checkout(tmp_path, monkeypatch):
+    """The working directory holds a verl checkout (its verl/trainer/config/ppo_trainer.yaml)."""
+    root = tmp_path / "verl_repo"
+    write(root / "verl" / "trainer" / "config", "ppo_trainer", VERLS_OWN)
+    monkeypatch.chdir(root)
+    return root
+
+
+@pytest.mark.parametrize("where", ["anywhere", "verl_checkout"])
+def test_a_recipe_yaml_extends_verl_lites_ppo_trainer(tmp_path, monkeypatch, where, request):
+    if where == "verl_checkout":
+        request.getfixturevalue("verl_checkout")
+    else:
+        monkeypatch.chdir(tmp_path)
+    folder = write(tmp_path / "recipe", "my_grpo", RECIPE)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # Hydra's warning about verl's folder is not shown either
+        raw = composed(folder, "my_grpo", "actor_rollout_ref.rollout.n=2")
+        assert check_user_config([f"--config-path={folder}", "--config-name=my_grpo"]) is None
+    assert OmegaConf.get_type(raw) is PPOTrainerConfig and not_verl_lites(raw) is None
+    assert "verl_only" not in raw and "limit_all_gathers" in raw.actor_rollout_ref.actor.fsdp_config
+    cfg = build_config(raw)
+    assert (cfg.data.max_prompt_length, cfg.data.train_batch_size, cfg.actor_rollout_ref.rollout.n) == (
+        16,
+        8,
+        2,
+    )
+    assert cfg.data.max_response_length == 512  # verl's default: the rest is ppo_trainer's
+
+
+def test_the_files_values_meet_the_support_table_and_the_domains(tmp_path):
+    from verl_lite.config.domains import check_domains, linked_keys
+
+    folder = write(
+        tmp_path,
+        "mt",
+        "defaults: [ppo_trainer, _self_]\nactor_rollout_ref:\n  rollout:\n    multi_turn:\n      enable: true\n",
+    )
+    with pytest.raises(ConfigError, match=r"multi_turn.enable=True is not supported by verl_lite"):
+        build_config(composed(folder, "mt"))
+    write(folder, "bad", "defaults: [ppo_trainer, _self_]\ndata:\n  max_prompt_length: -1\n")
+    raw = composed(folder, "bad")
+    links = linked_keys(OmegaConf.to_container(raw, resolve=False))
+    assert check_domains(build_config(raw), links=links) == [
+        "data.max_prompt_length=-1 must be a positive integer"
+    ]
+
+
+def lines_for(tmp_path, name: str, text: str | None, *extra) -> str:
+    folder = write(tmp_path, name, text) if text is not None else tmp_path
+    line = check_user_config([f"--config-path={folder}", f"--config-name={name}", *extra])
+    assert line and "\n" not in line, line
+    return line
+
+
+def test_what_hydra_refuses_in_the_file_is_one_line_naming_file_and_key(tmp_path):
+    head = "defaults:\n  - ppo_trainer\n  - _self_\n"
+    line = lines_for(tmp_path, "typo", head + "data:\n  train_batch_szie: 8\n")
+    assert line == (
+        f"{tmp_path}/typo.yaml: data.train_batch_szie is not a key of verl_lite's config (verl's ppo_trainer "
+        "keys); did you mean data.train_batch_size?"
+    )
+    line = lines_for(tmp_path, "typed", head + "data:\n  train_batch_size: many\n")
+    assert line.startswith(f"{tmp_path}/typed.yaml: data.train_batch_size: Value 'many'")
+    line = lines_for(
+        tmp_path, "group", "defaults:\n  - ppo_trainer\n  - actor@actor_rollout_ref.actor: dp_actor\n"
+    )
+    assert line.startswith(f"{tmp_path}/group.yaml: its defaults name 'actor/dp_actor'")
+    assert lines_for(tmp_path, "absent", None).startswith(
+        f"--config-name=absent: no absent.yaml in {tmp_path}"
+    )
+    line = lines_for(tmp_path, "recipe", RECIPE, "trainer.total_epochs=some")
+    assert line == "trainer.total_epochs=some: Value 'some' of type 'str' could not be converted to Integer"
+
+
+def test_verls_own_ppo_trainer_as_the_primary_config_is_refused_in_one_line(verl_checkout):
+    folder = verl_checkout / "verl" / "trainer" / "config"
+    line = check_user_config([f"--config-path={folder}", "--config-name=ppo_trainer"])
+    assert line.startswith(f"{folder}/ppo_trainer.yaml does not extend verl_lite's ppo_trainer")
+
+
+def test_the_cli_from_a_verl_checkout_says_one_line_and_no_traceback(tmp_path, verl_checkout):
+    """The run that ended in `ConfigAttributeError: Key 'limit_all_gathers' is not in struct`."""
+    folder = write(tmp_path / "recipe", "my_grpo", RECIPE)
+    for extra in (["data.max_prompt_length=-1"], []):
+        config = [
+            "--config-path",
+            str(verl_checkout / "verl" / "trainer" / "config"),
+            "--config-name=ppo_trainer",
+        ]
+        args = [f"--config-path={folder}", "--config-name=my_grpo", *extra] if extra else config
+        proc = subprocess.run(
+            [sys.executable, "-m", "verl_lite.main_ppo", *args], capture_output=True, text=True, timeout=120
+        )
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        (line,) = proc.stderr.strip().splitlines()
+        assert line.startswith("verl_lite: "), line
+        assert ("data.max_prompt_length=-1 must be" in line) if extra else ("does not extend" in line), line

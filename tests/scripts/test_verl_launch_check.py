@@ -1,0 +1,87 @@
+"""scripts/verl_launch_check.py's own logic, on verl's text (no verl checkout, no runs): a CI step's
+environment, the docs' command lines, the tiny sizes that keep a script's mini-batches per step, and
+the recorded trainer call of a script run by bash."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+sys.path.insert(0, str(SCRIPTS))
+
+import verl_launch_args as check  # noqa: E402
+import verl_launches as catalogue  # noqa: E402
+
+ARR = "actor_rollout_ref"
+
+
+def test_a_ci_steps_environment_is_the_steps_and_its_exports():
+    run = (
+        "ray stop --force\n"
+        "export TQ_ZERO_COPY_SERIALIZATION=True\n"
+        "TRAIN_FILES=$HOME/data/geo3k/train.parquet \\\n"
+        '  ADV_ESTIMATOR=grpo LORA_EXCLUDE=".*visual.*" \\\n'
+        "  bash tests/special_e2e/ppo_trainer/run_function_reward.sh\n"
+        "# ADV_ESTIMATOR=remax bash tests/special_e2e/ppo_trainer/run_function_reward.sh\n"
+    )
+    assert list(catalogue._commands(run)) == [
+        (
+            {
+                "TQ_ZERO_COPY_SERIALIZATION": "True",
+                "TRAIN_FILES": "$HOME/data/geo3k/train.parquet",
+                "ADV_ESTIMATOR": "grpo",
+                "LORA_EXCLUDE": ".*visual.*",
+            },
+            "tests/special_e2e/ppo_trainer/run_function_reward.sh",
+        )
+    ]
+
+
+def test_the_tiny_sizes_keep_the_mini_batches_per_step_and_divide():
+    # verl's LoRA GRPO script: one mini-batch per step (16 / 16), 5 responses each
+    sizes = check.Sizes.of(
+        ["data.train_batch_size=16", f"{ARR}.actor.ppo_mini_batch_size=16", f"{ARR}.rollout.n=5"]
+    )
+    assert (sizes.mini, sizes.micro) == (8, 2)  # 8 x 5 / 2 workers = 20 per worker
+    sizes = check.Sizes.of(["data.train_batch_size=512", f"{ARR}.actor.ppo_mini_batch_size=128"])
+    assert (sizes.mini, sizes.micro) == (2, 1)  # four per step, one response each: 1 per worker
+    sizes = check.Sizes.of(["data.train_batch_size=1024"])  # verl's mini 256, n 1
+    assert sizes.mini == 2
+    sizes = check.Sizes.of(["data.train_batch_size=1024", f"{ARR}.actor.ppo_mini_batch_size=128"])
+    assert sizes.mini == 2, "8 per step would leave a worker without a response: fewer, larger ones"
+
+
+def test_micro_sizes_per_gpu_and_deprecated_global_ones():
+    sizes = check.Sizes(mini=2, micro=1)
+    assert check.swap(f"{ARR}.actor.ppo_micro_batch_size_per_gpu", "16", sizes, "/rm") == "1"
+    assert check.swap(f"{ARR}.actor.ppo_micro_batch_size", "64", sizes, "/rm") == "2"  # 1 per worker
+    assert check.swap(f"{ARR}.rollout.log_prob_micro_batch_size_per_gpu", "40", sizes, "/rm") == "2"
+    assert check.swap(f"{ARR}.rollout.tensor_model_parallel_size", "4", sizes, "/rm") == "2"
+    assert check.swap(f"{ARR}.actor.fsdp_config.fsdp_size", "-1", sizes, "/rm") == "-1"
+    assert check.swap("trainer.logger", "console", sizes, "/rm") == ""
+    assert check.swap(f"{ARR}.actor.optim.lr", "1e-6", sizes, "/rm") is None
+
+
+def test_a_scripts_trainer_call_is_recorded_through_bash_and_ray(tmp_path):
+    script = tmp_path / "run.sh"
+    script.write_text(
+        "set -eu\nN=${N:-4}\npython3 examples/data_preprocess/gsm8k.py\n"
+        'ray job submit --no-wait -- python3 -m recipe.dapo.main_dapo data.train_batch_size=$((N * 2)) "$@"\n'
+    )
+    launch = catalogue.Launch("x", str(script), "docs", env={"N": "8"}, args=("trainer.nnodes=1",))
+    call = check.recorded_call(launch, str(tmp_path), str(tmp_path))
+    assert call == ["recipe.dapo.main_dapo", "data.train_batch_size=16", "trainer.nnodes=1"]
+
+
+def test_a_docs_command_takes_the_overrides_written_under_it(tmp_path):
+    page = tmp_path / "docs" / "algo" / "ppo.md"
+    page.parent.mkdir(parents=True)
+    (tmp_path / "examples" / "ppo_trainer").mkdir(parents=True)
+    (tmp_path / "examples" / "ppo_trainer" / "run_gemma.sh").write_text("")
+    page.write_text(
+        "```bash\nbash run_gemma.sh\n  trainer.n_gpus_per_node=1 \\\n  trainer.logger=console\n```\n"
+    )
+    (launch,), notes = catalogue.docs(str(tmp_path))
+    assert notes == [] and launch.path == "examples/ppo_trainer/run_gemma.sh"
+    assert launch.args == ("trainer.n_gpus_per_node=1", "trainer.logger=console")

@@ -1,0 +1,166 @@
+"""A user's config file that extends ppo_trainer (verl's recipe layout), found and checked like the command line.
+
+verl's recipes and users keep their settings in a YAML file of their own,
+
+    python -m verl_lite.main_ppo --config-path=<dir> --config-name=<file> key=value ...
+
+whose `defaults: [ppo_trainer, _self_]` pulls in the trainer config (often with
+`hydra.searchpath: [file://verl/trainer/config]`, verl's own config folder relative to where verl is
+started). `--config-path` replaces the folder Hydra looks in, so verl_lite's conf/ joins every search
+path (`VerlLiteConf`, a search-path plugin): after the user's folder, before any hydra.searchpath
+entry. `ppo_trainer` is then verl_lite's from any folder, also from one that holds a verl checkout
+(whose verl/trainer/config comes later); verl's spelling of that folder is expected to be absent
+elsewhere, and Hydra's warning about it is not shown.
+
+The file's values are composed into the same typed config as command-line values, so the support
+table, the value domains and the nulls judge them alike. What Hydra refuses in the file (a key the
+schema lacks, a value of the wrong type, a defaults entry naming a config group of verl's folder, a
+missing file) is one line naming the file and the key, not Hydra's report: `check_user_config`
+composes the config once with Hydra's compose API before the run and words the first problem, and
+`not_verl_lites` refuses a config that is not verl_lite's (verl's own ppo_trainer.yaml as the primary
+config, from a --config-path that holds one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import warnings
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.plugins import Plugins
+from hydra.plugins.search_path_plugin import SearchPathPlugin
+from omegaconf import DictConfig, OmegaConf
+
+from verl_lite.config import keys
+from verl_lite.config.schema import PPOTrainerConfig
+
+CONF_DIR = str(Path(__file__).resolve().parents[2] / "conf")
+MAIN_DIR = str(
+    Path(__file__).resolve().parents[1]
+)  # main_ppo.py's: Hydra's base for a relative --config-path
+VERL_SEARCHPATH = "verl/trainer/config"  # verl's recipes: hydra.searchpath: [file://verl/trainer/config]
+
+
+class VerlLiteConf(SearchPathPlugin):
+    """Puts verl_lite's conf/ on the search path of every composition (once)."""
+
+    def manipulate_search_path(self, search_path) -> None:
+        wanted = os.path.realpath(CONF_DIR)
+        here = [os.path.realpath(p.path.removeprefix("file://")) for p in search_path.get_path()]
+        if wanted not in here:
+            search_path.append("verl_lite", f"file://{CONF_DIR}")
+
+
+def _quiet_about_verls_folder() -> None:
+    warnings.filterwarnings("ignore", message=rf".*path={re.escape(VERL_SEARCHPATH)} is not available")
+
+
+def register() -> None:
+    Plugins.instance().register(VerlLiteConf)
+    _quiet_about_verls_folder()
+
+
+def _args(argv: list[str]) -> argparse.Namespace:
+    """Hydra's flags that choose the config (the rest is left to Hydra)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    for flags in (("--config-path", "-cp"), ("--config-name", "-cn"), ("--config-dir", "-cd")):
+        parser.add_argument(*flags)
+    parser.add_argument("--multirun", "-m", action="store_true")
+    parser.add_argument("--cfg", "-c")
+    parser.add_argument("--package", "-p")
+    parser.add_argument("--info", "-i", nargs="?")
+    parser.add_argument("overrides", nargs="*")
+    return parser.parse_known_args(argv)[0]
+
+
+def config_dir(config_path: str) -> str:
+    """Hydra's rule: an absolute --config-path, or one relative to main_ppo.py's folder."""
+    return (
+        config_path if os.path.isabs(config_path) else os.path.normpath(os.path.join(MAIN_DIR, config_path))
+    )
+
+
+def _file(folder: str, name: str) -> str:
+    return os.path.join(folder, name if name.endswith(".yaml") else f"{name}.yaml")
+
+
+def _line(error: Exception, folder: str, name: str) -> str:
+    """Hydra's composition error as one line naming the file and the key."""
+    text = str(error)
+    if error.__cause__ is not None:  # Hydra keeps OmegaConf's reason as the cause
+        text = f"{text}\n{error.__cause__}"
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if text.startswith("Cannot find primary config"):
+        return (
+            f"--config-name={name}: no {os.path.basename(_file(folder, name))} in {folder} (--config-path is "
+            "absolute or relative to verl_lite/main_ppo.py's folder); verl_lite's own configs are ppo_trainer and demo"
+        )
+    override = re.match(r"Error merging override (\S+)", lines[0])
+    if override:  # a command-line value Hydra refuses (its type)
+        return f"{override.group(1)}: {lines[1] if len(lines) > 1 else 'Hydra could not merge it'}"
+    where = re.match(r"In '([^']+)': (.*)", lines[0])
+    source = _file(folder, where.group(1)) if where else _file(folder, name)
+    first = where.group(2) if where else lines[0]
+    missing = re.match(r"Could not find '([^']+)'", first)
+    if missing:
+        return (
+            f"{source}: its defaults name '{missing.group(1)}', which is not in {folder} or verl_lite's conf/ "
+            "(verl's config groups are in verl_lite's ppo_trainer already): list only ppo_trainer, your own files "
+            "and _self_"
+        )
+    full_key = next((line.removeprefix("full_key: ") for line in lines if line.startswith("full_key: ")), "")
+    if first.startswith("ConfigKeyError") and full_key.endswith("._target_"):
+        return (
+            f"{source}: {full_key} is verl's dataclass for that section, which verl_lite's schema already is; "
+            "remove the line"
+        )
+    if first.startswith("ConfigKeyError") and full_key:
+        near = keys.nearest(full_key)
+        hint = f"; did you mean {near}?" if near else ""
+        return f"{source}: {full_key} is not a key of verl_lite's config (verl's ppo_trainer keys){hint}"
+    detail = lines[1] if first.endswith("raised while composing config:") and len(lines) > 1 else first
+    return f"{source}: {full_key + ': ' if full_key else ''}{detail}"
+
+
+def not_verl_lites(config: DictConfig, source: str = "the primary config") -> str | None:
+    """One line when the composed config is not verl_lite's typed ppo_trainer."""
+    if OmegaConf.get_type(config) is PPOTrainerConfig:
+        return None
+    return (
+        f"{source} does not extend verl_lite's ppo_trainer (its folder holds a ppo_trainer.yaml of its own, "
+        "e.g. verl's verl/trainer/config): keep your YAML in a folder of your own, with "
+        "`defaults: [ppo_trainer, _self_]`"
+    )
+
+
+def _needs_check(args: argparse.Namespace) -> bool:
+    """A config of the user's (--config-path), or a name verl_lite's conf/ does not have."""
+    if args.multirun or args.cfg or args.info is not None or args.config_dir:
+        return False  # sweeps, Hydra's own reports and extra folders: Hydra words those itself
+    if args.config_path:
+        return not args.config_path.startswith("pkg://")
+    return bool(args.config_name) and not os.path.isfile(_file(CONF_DIR, args.config_name))
+
+
+def check_user_config(argv: list[str]) -> str | None:
+    """Compose the config `argv` names, as Hydra will; one line for the first problem, or None."""
+    args = _args(argv)
+    if not _needs_check(args):
+        return None
+    folder = config_dir(args.config_path) if args.config_path else CONF_DIR
+    name = args.config_name or "ppo_trainer"
+    overrides = [o for o in args.overrides if "=" in o or o.startswith("~")]
+    GlobalHydra.instance().clear()
+    try:
+        with warnings.catch_warnings(), initialize_config_dir(config_dir=folder, version_base=None):
+            _quiet_about_verls_folder()
+            config = compose(name, overrides=overrides)
+    except Exception as e:  # Hydra's composition errors, worded for the user
+        return _line(e, folder, name)
+    finally:
+        GlobalHydra.instance().clear()
+    return not_verl_lites(config, _file(folder, name))
