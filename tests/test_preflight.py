@@ -324,7 +324,8 @@ def test_gen_batch_size_may_differ_only_for_dapos_dynamic_sampling():
 
 
 def test_every_registered_step_lives_next_to_its_component():
-    """preflight.py only registers: each check is a function of a component's module, returning lines."""
+    """preflight.py only registers: each step is a function of a component's module, returning lines;
+    the checks live in its checks (or the config's validate / domains) modules."""
     from verl_lite import preflight
 
     for phase in (
@@ -335,11 +336,12 @@ def test_every_registered_step_lives_next_to_its_component():
         preflight.CLUSTER,
     ):
         for step in phase:
-            module = step.function().__module__  # the step's "module:function", imported
-            assert module.startswith("verl_lite.") and module != "verl_lite.preflight", step.name
-            assert module.endswith(("checks", ".validate", ".validate_levers", ".domains")), (
-                f"{step.name}: {module}"
-            )
+            module = step.fn.__module__
+            assert module.startswith("verl_lite.") and not module.startswith("verl_lite.preflight"), step.name
+            assert module.endswith(("checks", ".validate", ".domains")), f"{step.name}: {module}"
+    for phase in preflight.RESOLVE_PHASES:
+        for step in phase:
+            assert not step.fn.__module__.startswith("verl_lite.preflight"), step.name
 
 
 def test_the_reference_sizes_are_needed_only_when_a_kl_term_builds_the_reference():
@@ -361,18 +363,18 @@ def test_a_lower_clip_bound_of_one_or_more_is_verls_no_lower_bound():
 
 
 def test_a_refused_value_is_found_before_the_components_are_imported():
-    """check_early (placeholder paths, value domains) imports no component: main_ppo runs it before
-    torch, transformers and Ray, so a bad value is reported in about a second."""
+    """check_early (placeholder paths, value domains) imports no component: main_ppo imports and runs
+    it before torch, transformers and Ray, so a bad value is reported in about a second."""
     import subprocess
     import sys
 
     code = (
         "import sys\n"
-        "from verl_lite import preflight\n"
+        "from verl_lite import main_ppo, preflight_early\n"
         "from verl_lite.config.compose import load_config\n"
         "cfg = load_config(['actor_rollout_ref.rollout.response_length=-1'], 'demo')\n"
         "try:\n"
-        "    preflight.check_early(cfg)\n"
+        "    preflight_early.check_early(cfg)\n"
         "except ValueError as e:\n"
         "    print(e)\n"
         "print(sorted(m for m in ('torch', 'transformers', 'ray') if m in sys.modules))\n"

@@ -24,9 +24,9 @@ def test_fsdp_mesh_shape_follows_verl():
     assert fsdp_mesh_shape(8, 4, "k") == (2, 4)
     assert fsdp_mesh_shape(8, 1, "k") == (8, 1)
     for bad in (0, 3):
-        with pytest.raises(ValueError, match=rf"fsdp_size={bad} must divide the 8 ranks.*\[1, 2, 4, 8\]"):
+        with pytest.raises(ValueError, match=rf"fsdp_size={bad} must divide the 8 workers.*\[1, 2, 4, 8\]"):
             fsdp_mesh_shape(8, bad, "actor.fsdp_config.fsdp_size")
-    with pytest.raises(ValueError, match="ulysses_sequence_parallel_size=3 must divide the 4 ranks"):
+    with pytest.raises(ValueError, match="ulysses_sequence_parallel_size=3 must divide the 4 workers"):
         check_sp_size(4, 3, "actor.ulysses_sequence_parallel_size")
 
 

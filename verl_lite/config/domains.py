@@ -189,7 +189,7 @@ DOMAINS: dict[str, Domain] = {
     "trainer.max_critic_ckpt_to_keep": POS_INT.or_null("keep all"),
     "trainer.critic_warmup": NON_NEG_INT,
     "ray_kwargs.ray_init.num_cpus": POS_INT.or_null("all of the machine's"),
-    # the memory levers; config/validate_levers.py checks them against the number of workers
+    # the memory levers; engine/checks.py checks them against the number of workers
     **{f"{s}.ulysses_sequence_parallel_size": POS_INT for s in (f"{ARR}.actor", f"{ARR}.ref", "critic")},
     **{
         f"{s}.fsdp_size": SHARDS

@@ -17,13 +17,19 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from verl_lite.data import arith, pinned_build
 
+if TYPE_CHECKING:
+    from verl_lite.config.run import Run
+    from verl_lite.config.schema import PPOTrainerConfig
+
 log = logging.getLogger(__name__)
 
+ARR = "actor_rollout_ref"
 SCHEME = "verl_lite://"
 RECIPE_VERSION = "v4"  # bump when the model, tokenizer, warm start, task or build pin changes
 ASSETS = {"tiny-qwen2-arith": "model", "arith": "data"}
@@ -114,23 +120,21 @@ def _resolved(key: str, path: str | None, problems: list[str]) -> str | None:
         return path
 
 
-def resolve_config_paths(cfg) -> list[str]:
-    """Every path of the config made local, in place: verl_lite:// assets built on first use, ~ expanded."""
+def resolve_paths(cfg: PPOTrainerConfig, run: Run | None) -> list[str]:
+    """The start-up resolve step (verl_lite/preflight.py RESOLVE): every path of the config made
+    local, verl_lite:// assets built on first use, ~ expanded."""
     problems: list[str] = []
-    arr = cfg.actor_rollout_ref
-    arr.model.path = _resolved("actor_rollout_ref.model.path", arr.model.path, problems)
-    arr.model.tokenizer_path = _resolved(
-        "actor_rollout_ref.model.tokenizer_path", arr.model.tokenizer_path, problems
-    )
-    for key in ("train_files", "val_files"):
-        files = getattr(cfg.data, key)
-        if files:
-            setattr(cfg.data, key, [_resolved(f"data.{key}", f, problems) for f in files])
-    cfg.data.tokenizer = _resolved("data.tokenizer", cfg.data.tokenizer, problems)
-    for section, model, keys in (
-        ("critic.model", cfg.critic.model, ("path", "tokenizer_path")),
-        ("reward_model.model", cfg.reward_model.model, ("path", "input_tokenizer")),
-    ):
-        for key in keys:
-            setattr(model, key, _resolved(f"{section}.{key}", getattr(model, key), problems))
+    arr, d = cfg.actor_rollout_ref, cfg.data
+    arr.model.path = _resolved(f"{ARR}.model.path", arr.model.path, problems)
+    arr.model.tokenizer_path = _resolved(f"{ARR}.model.tokenizer_path", arr.model.tokenizer_path, problems)
+    if d.train_files:
+        d.train_files = [_resolved("data.train_files", f, problems) for f in d.train_files]
+    if d.val_files:
+        d.val_files = [_resolved("data.val_files", f, problems) for f in d.val_files]
+    d.tokenizer = _resolved("data.tokenizer", d.tokenizer, problems)
+    critic, rm = cfg.critic.model, cfg.reward_model.model
+    critic.path = _resolved("critic.model.path", critic.path, problems)
+    critic.tokenizer_path = _resolved("critic.model.tokenizer_path", critic.tokenizer_path, problems)
+    rm.path = _resolved("reward_model.model.path", rm.path, problems)
+    rm.input_tokenizer = _resolved("reward_model.model.input_tokenizer", rm.input_tokenizer, problems)
     return problems

@@ -1,13 +1,15 @@
-"""The engine's start-up check (registered in verl_lite/preflight.py): the FSDP2 and optimizer
-settings of every model the run trains or serves (actor, ref, and the critic and reward model
-when the run has them): dtype names, offload combinations (engine/offload.py's rule, the one
-the engine itself applies), LR schedules."""
+"""The engine's start-up steps (registered in verl_lite/preflight.py) for every model the run trains
+or serves (actor, ref, and the critic and reward model when the run has them): `check_levers`,
+sequence parallelism and HSDP against the workers (engine/mesh.py's rules, the ones build_layout
+applies); `check_engines`, the FSDP2 and optimizer settings: dtype names, offload combinations
+(engine/offload.py's rule, the one the engine itself applies), LR schedules."""
 
 from __future__ import annotations
 
 import logging
 from typing import TYPE_CHECKING
 
+from verl_lite.engine.mesh import fsdp_size_problem, sp_size_problem
 from verl_lite.engine.offload import offload_problems
 from verl_lite.engine.optim import WARMUP_STYLES
 from verl_lite.engine.parallelize import DTYPES
@@ -31,6 +33,42 @@ def fsdp_sections(cfg: PPOTrainerConfig, run: Run) -> list[tuple[str, object]]:
     if run.reward_model:
         sections.append(("reward_model.model.fsdp_config", cfg.reward_model.model.fsdp_config))
     return sections
+
+
+def _sequence_parallel(key: str, sp: int, packed: bool, world: int) -> list[str]:
+    problem = sp_size_problem(world, sp, key)
+    if problem is None and sp > 1 and not packed:
+        problem = (
+            f"{key}={sp} needs packed sequences: set the model's use_remove_padding=True "
+            "(sequence parallelism splits packed rows)"
+        )
+    return [problem] if problem else []
+
+
+def check_levers(cfg: PPOTrainerConfig, run: Run) -> list[str]:
+    """Sequence-parallel groups and HSDP shard groups tile the workers; the reference shares the
+    actor's groups (it runs in the actor's workers)."""
+    arr = cfg.actor_rollout_ref
+    sp = arr.actor.ulysses_sequence_parallel_size
+    problems = _sequence_parallel(
+        f"{ARR}.actor.ulysses_sequence_parallel_size", sp, arr.model.use_remove_padding, run.world
+    )
+    if arr.ref.ulysses_sequence_parallel_size != sp:
+        problems.append(
+            f"{ARR}.ref.ulysses_sequence_parallel_size={arr.ref.ulysses_sequence_parallel_size} differs from "
+            f"the actor's {sp}: the reference runs in the actor's workers, on its sequence-parallel "
+            f"groups; leave it unset (it follows the actor's)"
+        )
+    if run.critic:
+        c = cfg.critic
+        key = "critic.ulysses_sequence_parallel_size"
+        problems += _sequence_parallel(
+            key, c.ulysses_sequence_parallel_size, c.model.use_remove_padding, run.world
+        )
+    for key, fsdp in fsdp_sections(cfg, run):
+        problem = fsdp_size_problem(run.world, fsdp.fsdp_size, f"{key}.fsdp_size")
+        problems += [problem] if problem else []
+    return problems
 
 
 def _fsdp_problems(key: str, fsdp) -> list[str]:

@@ -47,25 +47,43 @@ class Layout:
         return cls(mesh, group, None, mesh.size(), mesh.get_local_rank(), 1, 0)
 
 
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def fsdp_size_problem(world: int, fsdp_size: int, key: str) -> str | None:
+    """fsdp_size must tile the world (start-up checks it with this rule, engine/checks.py)."""
+    if fsdp_size < 0 or fsdp_size >= world or (fsdp_size > 0 and world % fsdp_size == 0):
+        return None
+    return (
+        f"{key}={fsdp_size} must divide the {world} workers, or be -1 (shard over all); "
+        f"use one of {_divisors(world)} or -1"
+    )
+
+
+def sp_size_problem(world: int, sp_size: int, key: str) -> str | None:
+    """ulysses_sequence_parallel_size must divide the world into whole groups (start-up: engine/checks.py)."""
+    if sp_size >= 1 and world % sp_size == 0:
+        return None
+    return (
+        f"{key}={sp_size} must divide the {world} workers (trainer.nnodes x trainer.n_gpus_per_node); "
+        f"use one of {_divisors(world)}"
+    )
+
+
 def fsdp_mesh_shape(world: int, fsdp_size: int, key: str) -> tuple[int, ...]:
     """(world,) for full sharding, (world // fsdp_size, fsdp_size) for HSDP; refuses sizes that do not
     tile the world."""
-    if fsdp_size < 0 or fsdp_size >= world:
-        return (world,)
-    if fsdp_size == 0 or world % fsdp_size:
-        raise ValueError(
-            f"{key}={fsdp_size} must divide the {world} ranks of the role (or be -1 for all ranks); "
-            f"use one of {[d for d in range(1, world + 1) if world % d == 0]} or -1"
-        )
-    return (world // fsdp_size, fsdp_size)
+    problem = fsdp_size_problem(world, fsdp_size, key)
+    if problem:
+        raise ValueError(problem)
+    return (world,) if fsdp_size < 0 or fsdp_size >= world else (world // fsdp_size, fsdp_size)
 
 
 def check_sp_size(world: int, sp_size: int, key: str) -> None:
-    if sp_size < 1 or world % sp_size:
-        raise ValueError(
-            f"{key}={sp_size} must divide the {world} ranks of the role; use one of "
-            f"{[d for d in range(1, world + 1) if world % d == 0]}"
-        )
+    problem = sp_size_problem(world, sp_size, key)
+    if problem:
+        raise ValueError(problem)
 
 
 def build_layout(device_type: str, fsdp_size: int = -1, sp_size: int = 1, key: str = "fsdp_config") -> Layout:

@@ -1,10 +1,12 @@
-"""The trainer's start-up checks (registered in verl_lite/preflight.py): the device, the trackers, and checkpointing (resume mode,
-what checkpoints hold, how many are kept). Each rule is the one the trainer itself applies."""
+"""The trainer's start-up steps (registered in verl_lite/preflight.py): the device, the trackers, and
+checkpointing (resume mode, what checkpoints hold, how many are kept), each rule the one the trainer
+itself applies; and, once the data is loaded, the run's training steps (a resolve step)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from verl_lite.data.rlhf_dataset import EpochSampler, RLHFDataset
 from verl_lite.engine.checkpoint import CONTENTS
 from verl_lite.trainer.checkpoint import resume_problems
 from verl_lite.trainer.tracking import logger_problems
@@ -59,3 +61,18 @@ def check_trainer(cfg: PPOTrainerConfig, run: Run) -> list[str]:
     problems += logger_problems(cfg.trainer.logger)
     problems += _generation_batch(cfg, run)
     return problems + _checkpointing(cfg, run)
+
+
+def resolve_training_steps(cfg: PPOTrainerConfig, run: Run, train: RLHFDataset, val) -> list[str]:
+    """The resolve step once the data is loaded (preflight.py RESOLVE_DATA): total_epochs' worth of
+    whole generation batches, capped by trainer.total_training_steps. The trainer's loop runs that
+    many steps and the LR schedules span them (verl fills optim.total_training_steps the same way)."""
+    d, t = cfg.data, cfg.trainer
+    if d.gen_batch_size > len(train):
+        return []  # no whole batch: the DATASETS checks name it
+    steps = len(EpochSampler(len(train), d.gen_batch_size, d.shuffle, d.seed)) * t.total_epochs
+    if t.total_training_steps is not None:
+        steps = min(steps, t.total_training_steps)
+    cfg.actor_rollout_ref.actor.optim.total_training_steps = steps
+    cfg.critic.optim.total_training_steps = steps
+    return []
