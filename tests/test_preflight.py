@@ -381,3 +381,38 @@ def test_a_refused_value_is_found_before_the_components_are_imported():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "response_length=-1 must be a positive integer" in out and out.strip().endswith("[]"), out
+
+
+def test_auto_offload_is_decided_before_the_checks_and_the_freeze(monkeypatch):
+    """preflight.finalize, once the devices are probed: trainer.auto_offload's choice is set (the
+    resolve step), the checks run on it, then the config is frozen; without a change, no second run."""
+    from verl_lite import preflight
+    from verl_lite.config.freeze import is_frozen
+    from verl_lite.engine.memory_model import read_shape
+    from verl_lite.plan import HEADROOM, auto_offload, plan_rows
+    from verl_lite.preflight_early import Step
+
+    seen = []
+
+    def spy(cfg, run):  # a check that records the values it is given
+        seen.append((cfg.actor_rollout_ref.actor.fsdp_config.offload_policy, is_frozen(cfg)))
+        return []
+
+    monkeypatch.setattr(preflight, "CHECKS", [*preflight.CHECKS, Step("spy", spy)])
+    cfg = load("trainer.auto_offload=True", f"{ARR}.rollout.name=hf")  # hf: no vLLM reservation
+    run = prepare(cfg, num_gpus=0)
+    shape = read_shape(cfg.actor_rollout_ref.model.path)
+    rows = plan_rows(cfg, shape, run.world, budget_gb=1.0, accelerator=False)
+    no_policy = min(r.estimate.peak for r in rows if r.mode != "offload_policy")
+    cfg.trainer.device_memory_gb = 0.99 * no_policy / HEADROOM / 1024**3  # only offload_policy fits
+    overrides, _ = auto_offload(cfg, [], accelerator=False)
+    assert overrides["actor.fsdp_config.offload_policy"] is True
+    assert seen == [(False, False)]  # prepare's checks: the configured value
+    preflight.finalize(cfg, run, [])
+    assert seen[1:] == [(True, False)], "the checks run on the planner's choice, before the freeze"
+    assert is_frozen(cfg) and cfg.actor_rollout_ref.actor.fsdp_config.offload_policy is True
+    cfg = load()  # trainer.auto_offload=False: the checks have already seen the final values
+    run = prepare(cfg, num_gpus=0)
+    seen.clear()
+    preflight.finalize(cfg, run, [])
+    assert seen == [] and is_frozen(cfg)
