@@ -34,7 +34,7 @@ ALLOWED: dict[str, set[str]] = {
     "plan_memory": {"config", "engine", "rollout", "roles"},
     "trainer": BELOW_PREFLIGHT - {"trainer"},
     # start-up's first phase, light (no torch): the placeholder paths and the values' domains
-    "preflight_early": {"config", "trainer", "roles", "utils"},
+    "preflight_early": {"config", "roles", "utils"},
     "preflight": BELOW_PREFLIGHT | {"preflight_early"},  # registers every component's start-up step
     "main_ppo": BELOW_PREFLIGHT | {"preflight", "preflight_early"},
     "doctor": {"config", "utils", "rollout", "engine", "data"},

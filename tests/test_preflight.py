@@ -389,7 +389,7 @@ def test_auto_offload_is_decided_before_the_checks_and_the_freeze(monkeypatch):
     from verl_lite import preflight
     from verl_lite.config.freeze import is_frozen
     from verl_lite.engine.memory_model import read_shape
-    from verl_lite.plan import HEADROOM, auto_offload, plan_rows
+    from verl_lite.plan import HEADROOM, plan_rows, recommend
     from verl_lite.preflight_early import Step
 
     seen = []
@@ -405,8 +405,8 @@ def test_auto_offload_is_decided_before_the_checks_and_the_freeze(monkeypatch):
     rows = plan_rows(cfg, shape, run.world, budget_gb=1.0, accelerator=False)
     no_policy = min(r.estimate.peak for r in rows if r.mode != "offload_policy")
     cfg.trainer.device_memory_gb = 0.99 * no_policy / HEADROOM / 1024**3  # only offload_policy fits
-    overrides, _ = auto_offload(cfg, [], accelerator=False)
-    assert overrides["actor.fsdp_config.offload_policy"] is True
+    budget = cfg.trainer.device_memory_gb
+    assert recommend(cfg, shape, run.world, budget, accelerator=False).mode == "offload_policy"
     assert seen == [(False, False)]  # prepare's checks: the configured value
     preflight.finalize(cfg, run, [])
     assert seen[1:] == [(True, False)], "the checks run on the planner's choice, before the freeze"

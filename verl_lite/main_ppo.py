@@ -120,9 +120,10 @@ def build_trainer(cfg: PPOTrainerConfig, links: dict[str, str] | None = None) ->
         tokenizer = load_tokenizer(
             actor_tokenizer_path(cfg), cfg.data.trust_remote_code, model.custom_chat_template
         )
-        preflight.check_tokenizer_fit(cfg, run, tokenizer)
+        preflight.run_phase(preflight.TOKENIZER, cfg, run, tokenizer)
         train, val = build_datasets(cfg, tokenizer)
-        preflight.settle_datasets(cfg, run, train, val)
+        for phase in (preflight.RESOLVE_DATA, preflight.DATASETS):  # the training steps, then checks
+            preflight.run_phase(phase, cfg, run, train, val)
         score = load_custom_scorer(cfg.custom_reward_function.path, cfg.custom_reward_function.name)
         reward_fn, val_reward_fn = build_reward_fns(cfg, tokenizer, score, train, val)
     except (ValueError, FileNotFoundError, AttributeError) as e:
@@ -144,7 +145,7 @@ def start_workers(trainer: RayPPOTrainer, started_ray: bool = False) -> None:
     cfg, run = trainer.config, trainer.run
     try:
         if joins_cluster(cfg) or not started_ray:
-            preflight.check_cluster(cfg, run)
+            preflight.run_phase(preflight.CLUSTER, cfg, run)
         preflight.finalize(cfg, run, trainer.reserve_slots())
     except ValueError as e:
         raise _setup_error(e) from e

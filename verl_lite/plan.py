@@ -272,49 +272,30 @@ def sequence_parallel_hint(
     return ""
 
 
-def auto_offload(
-    cfg: PPOTrainerConfig, reported_gb: list[float], accelerator: bool | None = None
-) -> tuple[dict[str, object], str]:
-    """trainer.auto_offload: the planner's overrides for the smallest device the workers report (or
-    trainer.device_memory_gb when set), and the log line saying what was chosen and why."""
-    world = world_size(cfg)
-    budget = cfg.trainer.device_memory_gb or min(reported_gb)
-    source = (
-        "trainer.device_memory_gb"
-        if cfg.trainer.device_memory_gb
-        else "the smallest device the workers report"
-    )
-    shape = read_shape(cfg.actor_rollout_ref.model.path)
-    try:
-        rec = recommend(cfg, shape, world, budget, accelerator=accelerator)
-    except ValueError as e:
-        raise ValueError(f"trainer.auto_offload=True: {e}") from e
-    fsdp = cfg.actor_rollout_ref.actor.fsdp_config
-    before = (
-        f"offload_policy={fsdp.offload_policy} param_offload={fsdp.param_offload} "
-        f"optimizer_offload={fsdp.optimizer_offload} "
-        f"ppo_micro_batch_size_per_gpu={cfg.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu}"
-    )
-    chosen = " ".join(f"actor_rollout_ref.{k}={v}" for k, v in rec.overrides.items())
-    message = (
-        f"auto_offload: {budget:.2f} GB per device ({source}); chose {chosen} (was {before}) "
-        f"because {rec.reason}"
-    )
-    return rec.overrides, message
-
-
 def resolve_auto_offload(cfg: PPOTrainerConfig, run: Run, device_memory_gb: list[float]) -> list[str]:
     """The resolve step once the workers' devices are probed (preflight.py RESOLVE_DEVICES): with
-    trainer.auto_offload, the planner's choice set as if given on the command line (keys linked to
-    them follow); the checks then run on it, before the freeze."""
-    if not cfg.trainer.auto_offload:
+    trainer.auto_offload, the planner's choice for the smallest device the workers report (or
+    trainer.device_memory_gb when set), set as if given on the command line (keys linked to them
+    follow) and logged with why; the checks then run on it, before the freeze."""
+    t, a = cfg.trainer, cfg.actor_rollout_ref.actor
+    if not t.auto_offload:
         return []
+    budget = t.device_memory_gb or min(device_memory_gb)
+    shape = read_shape(cfg.actor_rollout_ref.model.path)
     try:
-        overrides, message = auto_offload(cfg, device_memory_gb, accelerator=run.use_gpu)
+        rec = recommend(cfg, shape, run.world, budget, accelerator=run.use_gpu)
     except ValueError as e:
-        return [str(e)]
-    log.info(message)
-    apply_to_config(cfg, {f"actor_rollout_ref.{k}": v for k, v in overrides.items()})
+        return [f"trainer.auto_offload=True: {e}"]
+    source = "trainer.device_memory_gb" if t.device_memory_gb else "the smallest device the workers report"
+    before = " ".join(
+        f"{k}={getattr(a.fsdp_config, k)}" for k in ("offload_policy", "param_offload", "optimizer_offload")
+    )
+    chosen = " ".join(f"actor_rollout_ref.{k}={v}" for k, v in rec.overrides.items())
+    log.info(
+        "auto_offload: %.2f GB per device (%s); chose %s (was %s ppo_micro_batch_size_per_gpu=%s) because %s",
+        budget, source, chosen, before, a.ppo_micro_batch_size_per_gpu, rec.reason,
+    )  # fmt: skip
+    apply_to_config(cfg, {f"actor_rollout_ref.{k}": v for k, v in rec.overrides.items()})
     return []
 
 

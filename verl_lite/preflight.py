@@ -10,10 +10,10 @@ it and exits 2, before Ray wherever the problem can be known there.
                                        (before torch, transformers and Ray are imported)
     prepare                            RESOLVE: asset paths, verl's derived values, rollout.name=auto
                                        and max_model_len; then CHECKS on the resolved config
-    (main_ppo loads the tokenizer)     check_tokenizer_fit: TOKENIZER
-    (main_ppo loads the datasets)      settle_datasets: RESOLVE_DATA (the training steps), DATASETS
+    (main_ppo loads the tokenizer)     TOKENIZER
+    (main_ppo loads the datasets)      RESOLVE_DATA (the training steps), then DATASETS
     (RayPPOTrainer vets the checkpoint to resume from; main_ppo starts or joins Ray)
-    check_cluster                      CLUSTER: the nodes of a cluster joined or found running
+    CLUSTER                            the nodes of a cluster joined or found running
     (the trainer reserves the workers' slots and probes their devices)
     finalize                           RESOLVE_DEVICES (trainer.auto_offload's choice), CHECKS again
                                        when it changed a value, then freeze (config/freeze.py)
@@ -102,21 +102,6 @@ def prepare(cfg: PPOTrainerConfig, num_gpus: int | None = None, links: dict[str,
     for phase in (VALUES, RESOLVE, CHECKS):
         run_phase(phase, cfg, run)
     return run
-
-
-def check_tokenizer_fit(cfg: PPOTrainerConfig, run: Run, tokenizer) -> None:
-    run_phase(TOKENIZER, cfg, run, tokenizer)
-
-
-def settle_datasets(cfg: PPOTrainerConfig, run: Run, train, val) -> None:
-    """What the loaded datasets decide (the training steps), then their checks."""
-    for phase in (RESOLVE_DATA, DATASETS):
-        run_phase(phase, cfg, run, train, val)
-
-
-def check_cluster(cfg: PPOTrainerConfig, run: Run) -> None:
-    """Right after joining a Ray cluster (or finding one running), before any slot is reserved."""
-    run_phase(CLUSTER, cfg, run)
 
 
 def finalize(cfg: PPOTrainerConfig, run: Run, device_memory_gb: list[float]) -> None:

@@ -23,9 +23,9 @@ from verl_lite.data.assets import resolve_paths
 from verl_lite.engine.forward import TokenRequest, response_token_outputs
 from verl_lite.main_ppo import SetupError, build_trainer
 from verl_lite.preflight import prepare
+from verl_lite.preflight_early import check_placeholders
 from verl_lite.protocol import DataProto
 from verl_lite.roles import run_of
-from verl_lite.trainer.placeholders import check_placeholders
 from verl_lite.workers.actor import PPOActor
 
 ARR = "actor_rollout_ref"

@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-ARR = "actor_rollout_ref"
 SCHEME = "verl_lite://"
 RECIPE_VERSION = "v4"  # bump when the model, tokenizer, warm start, task or build pin changes
 ASSETS = {"tiny-qwen2-arith": "model", "arith": "data"}
@@ -124,17 +123,16 @@ def resolve_paths(cfg: PPOTrainerConfig, run: Run | None) -> list[str]:
     """The start-up resolve step (verl_lite/preflight.py RESOLVE): every path of the config made
     local, verl_lite:// assets built on first use, ~ expanded."""
     problems: list[str] = []
-    arr, d = cfg.actor_rollout_ref, cfg.data
-    arr.model.path = _resolved(f"{ARR}.model.path", arr.model.path, problems)
-    arr.model.tokenizer_path = _resolved(f"{ARR}.model.tokenizer_path", arr.model.tokenizer_path, problems)
-    if d.train_files:
-        d.train_files = [_resolved("data.train_files", f, problems) for f in d.train_files]
-    if d.val_files:
-        d.val_files = [_resolved("data.val_files", f, problems) for f in d.val_files]
-    d.tokenizer = _resolved("data.tokenizer", d.tokenizer, problems)
-    critic, rm = cfg.critic.model, cfg.reward_model.model
-    critic.path = _resolved("critic.model.path", critic.path, problems)
-    critic.tokenizer_path = _resolved("critic.model.tokenizer_path", critic.tokenizer_path, problems)
-    rm.path = _resolved("reward_model.model.path", rm.path, problems)
-    rm.input_tokenizer = _resolved("reward_model.model.input_tokenizer", rm.input_tokenizer, problems)
+    for prefix, node, keys in (
+        ("actor_rollout_ref.model", cfg.actor_rollout_ref.model, ("path", "tokenizer_path")),
+        ("data", cfg.data, ("train_files", "val_files", "tokenizer")),
+        ("critic.model", cfg.critic.model, ("path", "tokenizer_path")),
+        ("reward_model.model", cfg.reward_model.model, ("path", "input_tokenizer")),
+    ):
+        for key in keys:
+            value = getattr(node, key)
+            if isinstance(value, list):
+                setattr(node, key, [_resolved(f"{prefix}.{key}", v, problems) for v in value])
+            else:
+                setattr(node, key, _resolved(f"{prefix}.{key}", value, problems))
     return problems

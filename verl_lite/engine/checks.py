@@ -35,40 +35,29 @@ def fsdp_sections(cfg: PPOTrainerConfig, run: Run) -> list[tuple[str, object]]:
     return sections
 
 
-def _sequence_parallel(key: str, sp: int, packed: bool, world: int) -> list[str]:
-    problem = sp_size_problem(world, sp, key)
-    if problem is None and sp > 1 and not packed:
-        problem = (
-            f"{key}={sp} needs packed sequences: set the model's use_remove_padding=True "
-            "(sequence parallelism splits packed rows)"
-        )
-    return [problem] if problem else []
-
-
 def check_levers(cfg: PPOTrainerConfig, run: Run) -> list[str]:
-    """Sequence-parallel groups and HSDP shard groups tile the workers; the reference shares the
-    actor's groups (it runs in the actor's workers)."""
-    arr = cfg.actor_rollout_ref
-    sp = arr.actor.ulysses_sequence_parallel_size
-    problems = _sequence_parallel(
-        f"{ARR}.actor.ulysses_sequence_parallel_size", sp, arr.model.use_remove_padding, run.world
-    )
-    if arr.ref.ulysses_sequence_parallel_size != sp:
+    """Sequence-parallel groups (of packed rows) and HSDP shard groups tile the workers; the
+    reference shares the actor's groups (it runs in the actor's workers)."""
+    arr, c = cfg.actor_rollout_ref, cfg.critic
+    roles = [(f"{ARR}.actor", arr.actor, arr.model)] + ([("critic", c, c.model)] if run.critic else [])
+    problems = []
+    for prefix, section, model in roles:
+        key, sp = f"{prefix}.ulysses_sequence_parallel_size", section.ulysses_sequence_parallel_size
+        problem = sp_size_problem(run.world, sp, key)
+        if problem is None and sp > 1 and not model.use_remove_padding:
+            problem = f"{key}={sp} needs packed sequences: set the model's use_remove_padding=True (sequence parallelism splits packed rows)"
+        problems += [problem] if problem else []
+    if arr.ref.ulysses_sequence_parallel_size != arr.actor.ulysses_sequence_parallel_size:
         problems.append(
             f"{ARR}.ref.ulysses_sequence_parallel_size={arr.ref.ulysses_sequence_parallel_size} differs from "
-            f"the actor's {sp}: the reference runs in the actor's workers, on its sequence-parallel "
-            f"groups; leave it unset (it follows the actor's)"
+            f"the actor's {arr.actor.ulysses_sequence_parallel_size}: the reference runs in the actor's "
+            "workers, on its sequence-parallel groups; leave it unset (it follows the actor's)"
         )
-    if run.critic:
-        c = cfg.critic
-        key = "critic.ulysses_sequence_parallel_size"
-        problems += _sequence_parallel(
-            key, c.ulysses_sequence_parallel_size, c.model.use_remove_padding, run.world
-        )
-    for key, fsdp in fsdp_sections(cfg, run):
-        problem = fsdp_size_problem(run.world, fsdp.fsdp_size, f"{key}.fsdp_size")
-        problems += [problem] if problem else []
-    return problems
+    sizes = [
+        fsdp_size_problem(run.world, fsdp.fsdp_size, f"{key}.fsdp_size")
+        for key, fsdp in fsdp_sections(cfg, run)
+    ]
+    return problems + [p for p in sizes if p]
 
 
 def _fsdp_problems(key: str, fsdp) -> list[str]:
