@@ -33,6 +33,8 @@ from verl_lite.config.overrides import apply_to_config
 from verl_lite.config.run import Run
 from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.engine.memory_model import MODES, ModelShape, read_shape
+from verl_lite.engine.mesh import sp_size_problem
+from verl_lite.engine.ulysses import heads_problem
 from verl_lite.errors import one_line
 from verl_lite.plan_memory import (
     HEADROOM,
@@ -259,7 +261,13 @@ def sequence_parallel_hint(
     """What a larger ulysses_sequence_parallel_size would give (the planner does not apply it: it
     changes the data-parallel size and so the batch geometry), or "" when none is possible."""
     current = cfg.actor_rollout_ref.actor.ulysses_sequence_parallel_size
-    sizes = [k for k in (2, 4, 8) if k > current and world % k == 0 and shape.heads % k == 0]
+    sizes = [  # the sizes start-up would accept (engine/mesh.py, engine/ulysses.py: the rules, once)
+        k
+        for k in (2, 4, 8)
+        if k > current
+        and sp_size_problem(world, k, "") is None
+        and heads_problem(shape.heads, k, "", "") is None
+    ]
     for sp in sizes:
         rows = plan_rows(with_sequence_parallel(cfg, sp), shape, world, budget_gb, None, accelerator, levers)
         best = min(rows, key=lambda r: r.estimate.peak)

@@ -8,14 +8,29 @@ split that many ways (verl's rule). That sp and fsdp_size tile the workers is th
 
 from __future__ import annotations
 
+import functools
+
 from verl_lite.config.schema import PPOTrainerConfig
 
 ARR = "actor_rollout_ref"
+# The fsdp_config section of each role's engine, by role (the one list: support table, value domains,
+# the engine's start-up checks).
+FSDP_SECTIONS = {
+    "actor": f"{ARR}.actor.fsdp_config",
+    "ref": f"{ARR}.ref.fsdp_config",
+    "critic": "critic.model.fsdp_config",
+    "reward_model": "reward_model.model.fsdp_config",
+}
 
 
 def world_size(cfg: PPOTrainerConfig) -> int:
     """The workers: trainer.nnodes x trainer.n_gpus_per_node (the one place it is computed)."""
     return cfg.trainer.nnodes * cfg.trainer.n_gpus_per_node
+
+
+def section_at(cfg: PPOTrainerConfig, key: str):
+    """The config's section at a dotted key (`critic.model.fsdp_config`)."""
+    return functools.reduce(getattr, key.split("."), cfg)
 
 
 def sp_size(cfg: PPOTrainerConfig, role: str) -> int:

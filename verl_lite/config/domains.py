@@ -28,6 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from verl_lite.config.common import FSDP_SECTIONS
+
 if TYPE_CHECKING:
     from verl_lite.config.run import Run
 
@@ -99,7 +101,6 @@ def _sampling(prefix: str) -> dict[str, Domain]:
 MICRO = POS_INT.or_null("unset")
 SHARDS = Domain(lambda v: _is_int(v) and (v == -1 or v > 0), "-1 (all ranks) or a positive integer")
 FOLLOWS_ACTOR = POS_INT.or_null("the actor's")
-FSDP_SECTIONS = (f"{ARR}.actor", f"{ARR}.ref", "critic.model", "reward_model.model")
 
 DOMAINS: dict[str, Domain] = {
     # data
@@ -150,7 +151,7 @@ DOMAINS: dict[str, Domain] = {
     f"{ARR}.rollout.seed": NON_NEG_INT,
     f"{ARR}.nccl_timeout": POS_INT,
     f"{ARR}.rollout.cpu_kv_cache_gb": POS,
-    **{f"{s}.fsdp_config.wrap_policy.min_num_params": NON_NEG_INT for s in FSDP_SECTIONS},
+    **{f"{s}.wrap_policy.min_num_params": NON_NEG_INT for s in FSDP_SECTIONS.values()},
     **{f"{m}.lora_rank": LORA_RANK for m in (f"{ARR}.model", "critic.model")},
     **{f"{m}.lora_alpha": POS for m in (f"{ARR}.model", "critic.model")},
     # critic
@@ -191,15 +192,7 @@ DOMAINS: dict[str, Domain] = {
     "ray_kwargs.ray_init.num_cpus": POS_INT.or_null("all of the machine's"),
     # the memory levers; engine/checks.py checks them against the number of workers
     **{f"{s}.ulysses_sequence_parallel_size": POS_INT for s in (f"{ARR}.actor", f"{ARR}.ref", "critic")},
-    **{
-        f"{s}.fsdp_size": SHARDS
-        for s in (
-            f"{ARR}.actor.fsdp_config",
-            f"{ARR}.ref.fsdp_config",
-            "critic.model.fsdp_config",
-            "reward_model.model.fsdp_config",
-        )
-    },
+    **{f"{s}.fsdp_size": SHARDS for s in FSDP_SECTIONS.values()},
 }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from verl_lite.config.common import FSDP_SECTIONS, section_at
 from verl_lite.engine.mesh import fsdp_size_problem, sp_size_problem
 from verl_lite.engine.offload import offload_problems
 from verl_lite.engine.optim import WARMUP_STYLES
@@ -24,15 +25,8 @@ log = logging.getLogger("verl_lite.engine")
 
 def fsdp_sections(cfg: PPOTrainerConfig, run: Run) -> list[tuple[str, object]]:
     """(key, fsdp_config) of every engine the run builds."""
-    arr = cfg.actor_rollout_ref
-    sections = [(f"{ARR}.actor.fsdp_config", arr.actor.fsdp_config)]
-    if run.ref:
-        sections.append((f"{ARR}.ref.fsdp_config", arr.ref.fsdp_config))
-    if run.critic:
-        sections.append(("critic.model.fsdp_config", cfg.critic.model.fsdp_config))
-    if run.reward_model:
-        sections.append(("reward_model.model.fsdp_config", cfg.reward_model.model.fsdp_config))
-    return sections
+    built = {"actor": True, "ref": run.ref, "critic": run.critic, "reward_model": run.reward_model}
+    return [(key, section_at(cfg, key)) for role, key in FSDP_SECTIONS.items() if built[role]]
 
 
 def check_levers(cfg: PPOTrainerConfig, run: Run) -> list[str]:
