@@ -33,8 +33,10 @@ ALLOWED: dict[str, set[str]] = {
     "plan": {"config", "data", "engine", "rollout", "utils", "roles", "plan_memory"},
     "plan_memory": {"config", "engine", "rollout", "roles"},
     "trainer": BELOW_PREFLIGHT - {"trainer"},
-    "preflight": BELOW_PREFLIGHT,  # registers every component's start-up step
-    "main_ppo": BELOW_PREFLIGHT | {"preflight"},
+    # start-up's first phase, light (no torch): the placeholder paths and the values' domains
+    "preflight_early": {"config", "roles", "utils"},
+    "preflight": BELOW_PREFLIGHT | {"preflight_early"},  # registers every component's start-up step
+    "main_ppo": BELOW_PREFLIGHT | {"preflight", "preflight_early"},
     "doctor": {"config", "utils", "rollout", "engine", "data"},
     "model_merger": {"config", "engine", "utils"},
 }

@@ -12,7 +12,6 @@ from verl_lite import roles
 from verl_lite.engine.memory_model import read_shape
 from verl_lite.plan import compose_config
 from verl_lite.plan_memory import GB, HEADROOM, MB, PROCESS_OVERHEAD, plan_device
-from verl_lite.trainer import ppo_trainer
 
 DEVICE = 80 * GB
 
@@ -96,11 +95,12 @@ def test_hf_keeps_a_full_copy_and_grows_a_kv_cache_while_generating(shape):
 
 
 def test_kl_in_the_reward_alone_builds_the_reference_as_the_trainer_does(shape):
-    assert ppo_trainer.uses_reference is roles.uses_reference, "one rule for trainer and planner"
     cfg = config(
         "algorithm.use_kl_in_reward=True", "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4"
     )
-    assert roles.uses_reference(cfg)
+    assert roles.uses_reference(cfg) and roles.run_of(cfg, 0).ref, (
+        "one rule: the planner's, the trainer's Run"
+    )
     plan = plan_device(cfg, shape, 8, "none", 4, DEVICE)
     ref, actor = plan.engines["ref"], plan.engines["actor"]
     assert ref.resident == N // 8 * 4, "the reference's fp32 shard stays unless its fsdp_config offloads it"

@@ -341,7 +341,8 @@ def test_gen_batch_size_may_differ_only_for_dapos_dynamic_sampling():
 
 
 def test_every_registered_step_lives_next_to_its_component():
-    """preflight.py only registers: each check is a function of a component's module, returning lines."""
+    """preflight.py only registers: each step is a function of a component's module, returning lines;
+    the checks live in its checks (or the config's validate / domains) modules."""
     from verl_lite import preflight
 
     for phase in (
@@ -352,11 +353,12 @@ def test_every_registered_step_lives_next_to_its_component():
         preflight.CLUSTER,
     ):
         for step in phase:
-            module = step.function().__module__  # the step's "module:function", imported
-            assert module.startswith("verl_lite.") and module != "verl_lite.preflight", step.name
-            assert module.endswith(("checks", ".validate", ".validate_levers", ".domains")), (
-                f"{step.name}: {module}"
-            )
+            module = step.fn.__module__
+            assert module.startswith("verl_lite.") and not module.startswith("verl_lite.preflight"), step.name
+            assert module.endswith(("checks", ".validate", ".domains")), f"{step.name}: {module}"
+    for phase in preflight.RESOLVE_PHASES:
+        for step in phase:
+            assert not step.fn.__module__.startswith("verl_lite.preflight"), step.name
 
 
 def test_the_reference_sizes_are_needed_only_when_a_kl_term_builds_the_reference():
@@ -378,18 +380,18 @@ def test_a_lower_clip_bound_of_one_or_more_is_verls_no_lower_bound():
 
 
 def test_a_refused_value_is_found_before_the_components_are_imported():
-    """check_early (placeholder paths, value domains) imports no component: main_ppo runs it before
-    torch, transformers and Ray, so a bad value is reported in about a second."""
+    """check_early (placeholder paths, value domains) imports no component: main_ppo imports and runs
+    it before torch, transformers and Ray, so a bad value is reported in about a second."""
     import subprocess
     import sys
 
     code = (
         "import sys\n"
-        "from verl_lite import preflight\n"
+        "from verl_lite import main_ppo, preflight_early\n"
         "from verl_lite.config.compose import load_config\n"
         "cfg = load_config(['actor_rollout_ref.rollout.response_length=-1'], 'demo')\n"
         "try:\n"
-        "    preflight.check_early(cfg)\n"
+        "    preflight_early.check_early(cfg)\n"
         "except ValueError as e:\n"
         "    print(e)\n"
         "print(sorted(m for m in ('torch', 'transformers', 'ray') if m in sys.modules))\n"
@@ -437,3 +439,38 @@ def test_dynamic_sampling_with_one_response_per_prompt_runs_as_in_verl(caplog):
         assert normalize(load(*dapo, "actor_rollout_ref.rollout.n=1", MICRO_4)) == []
     (line,) = [r.getMessage() for r in caplog.records if "filter_groups" in r.getMessage()]
     assert "rollout.n=1: a group of one response is always kept" in line
+
+
+def test_auto_offload_is_decided_before_the_checks_and_the_freeze(monkeypatch):
+    """preflight.finalize, once the devices are probed: trainer.auto_offload's choice is set (the
+    resolve step), the checks run on it, then the config is frozen; without a change, no second run."""
+    from verl_lite import preflight
+    from verl_lite.config.freeze import is_frozen
+    from verl_lite.engine.memory_model import read_shape
+    from verl_lite.plan import HEADROOM, plan_rows, recommend
+    from verl_lite.preflight_early import Step
+
+    seen = []
+
+    def spy(cfg, run):  # a check that records the values it is given
+        seen.append((cfg.actor_rollout_ref.actor.fsdp_config.offload_policy, is_frozen(cfg)))
+        return []
+
+    monkeypatch.setattr(preflight, "CHECKS", [*preflight.CHECKS, Step("spy", spy)])
+    cfg = load("trainer.auto_offload=True", f"{ARR}.rollout.name=hf")  # hf: no vLLM reservation
+    run = prepare(cfg, num_gpus=0)
+    shape = read_shape(cfg.actor_rollout_ref.model.path)
+    rows = plan_rows(cfg, shape, run.world, budget_gb=1.0, accelerator=False)
+    no_policy = min(r.estimate.peak for r in rows if r.mode != "offload_policy")
+    cfg.trainer.device_memory_gb = 0.99 * no_policy / HEADROOM / 1024**3  # only offload_policy fits
+    budget = cfg.trainer.device_memory_gb
+    assert recommend(cfg, shape, run.world, budget, accelerator=False).mode == "offload_policy"
+    assert seen == [(False, False)]  # prepare's checks: the configured value
+    preflight.finalize(cfg, run, [])
+    assert seen[1:] == [(True, False)], "the checks run on the planner's choice, before the freeze"
+    assert is_frozen(cfg) and cfg.actor_rollout_ref.actor.fsdp_config.offload_policy is True
+    cfg = load()  # trainer.auto_offload=False: the checks have already seen the final values
+    run = prepare(cfg, num_gpus=0)
+    seen.clear()
+    preflight.finalize(cfg, run, [])
+    assert seen == [] and is_frozen(cfg)

@@ -2,11 +2,12 @@
 
 Compose the config with Hydra (verl's '+' spellings and unknown keys are handled on argv first,
 config/overrides.py), build it (config/compose.py), resolve and check everything that can be
-known without workers (verl_lite/preflight.py), load the tokenizer, datasets and reward manager
-(each checked there too), then start or join Ray, launch the worker groups (the config is frozen
-before the first one) and train. The driver's and the workers' output is routed before anything
-starts (utils/logs.py): the console shows the run, the run folder's log files keep the rest. Ray
-is shut down afterwards when this process started it, so Hydra multirun jobs each get a fresh one.
+known without workers, load the tokenizer, datasets and reward manager (each checked too), then
+start or join Ray, reserve the workers' slots, settle what the devices decide and freeze the config,
+launch the worker groups and train: verl_lite/preflight.py lists the start-up in order. The
+driver's and the workers' output is routed before anything starts (utils/logs.py): the console
+shows the run, the run folder's log files keep the rest. Ray is shut down afterwards when this
+process started it, so Hydra multirun jobs each get a fresh one.
 
 Bad input found at start-up (ConfigError) and failures while training (RunError: a reward function
 that fails or hangs; WorkerError: a worker that raises or dies) end the run the same way: one line
@@ -30,7 +31,6 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from verl_lite import preflight
 from verl_lite.config.compose import build_config, register_schema
 from verl_lite.config.domains import linked_keys
 from verl_lite.config.hydra_job import apply_job_output_dir
@@ -38,6 +38,7 @@ from verl_lite.config.overrides import OverrideError, normalize_argv
 from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.config.user_config import check_user_config, not_verl_lites
 from verl_lite.errors import RunError, one_line
+from verl_lite.preflight_early import check_early
 from verl_lite.utils.paths import output_folder_problem
 
 if TYPE_CHECKING:
@@ -66,11 +67,6 @@ def build_datasets(cfg: PPOTrainerConfig, tokenizer):
     val_spec = dataclasses.replace(spec, max_samples=d.val_max_samples)
     val = RLHFDataset(d.val_files, tokenizer, val_spec) if d.val_files else None
     return train, val
-
-
-def set_total_training_steps(cfg: PPOTrainerConfig, trainer: RayPPOTrainer) -> None:
-    cfg.actor_rollout_ref.actor.optim.total_training_steps = trainer.total_training_steps
-    cfg.critic.optim.total_training_steps = trainer.total_training_steps
 
 
 def build_reward_fns(cfg: PPOTrainerConfig, tokenizer, score, train=None, val=None):
@@ -115,6 +111,7 @@ def _setup_error(e: Exception) -> SetupError:
 def build_trainer(cfg: PPOTrainerConfig, links: dict[str, str] | None = None) -> RayPPOTrainer:
     """Everything that can fail on bad input, checked before Ray starts (preflight.py lists what).
     `links`: the composed config's `${...}` links, so a bad value is named once, where it was set."""
+    from verl_lite import preflight
     from verl_lite.reward.scorers import load_custom_scorer
     from verl_lite.trainer.ppo_trainer import RayPPOTrainer
     from verl_lite.utils.hf_model import load_tokenizer
@@ -126,19 +123,36 @@ def build_trainer(cfg: PPOTrainerConfig, links: dict[str, str] | None = None) ->
         tokenizer = load_tokenizer(
             actor_tokenizer_path(cfg), cfg.data.trust_remote_code, model.custom_chat_template
         )
-        preflight.check_tokenizer_fit(cfg, run, tokenizer)
+        preflight.run_phase(preflight.TOKENIZER, cfg, run, tokenizer)
         train, val = build_datasets(cfg, tokenizer)
-        preflight.check_datasets(cfg, run, train, val)
+        for phase in (preflight.RESOLVE_DATA, preflight.DATASETS):  # the training steps, then checks
+            preflight.run_phase(phase, cfg, run, train, val)
         score = load_custom_scorer(cfg.custom_reward_function.path, cfg.custom_reward_function.name)
         reward_fn, val_reward_fn = build_reward_fns(cfg, tokenizer, score, train, val)
     except (ValueError, FileNotFoundError, AttributeError) as e:
         raise _setup_error(e) from e
     try:  # also finds and checks the checkpoint to resume from
-        trainer = RayPPOTrainer(cfg, train, val, reward_fn, val_reward_fn, run.use_gpu, tokenizer=tokenizer)
+        trainer = RayPPOTrainer(cfg, run, train, val, reward_fn, val_reward_fn, tokenizer=tokenizer)
     except (ValueError, FileNotFoundError) as e:
         raise _setup_error(e) from e
-    set_total_training_steps(cfg, trainer)
     return trainer
+
+
+def start_workers(trainer: RayPPOTrainer, started_ray: bool = False) -> None:
+    """Once Ray runs: a cluster this process did not start is checked (its nodes are known only now),
+    the workers' slots are reserved and their devices probed, the config is made final and frozen
+    (preflight.finalize: trainer.auto_offload's choice, the checks on it), then the workers are built."""
+    from verl_lite import preflight
+    from verl_lite.single_controller.checks import joins_cluster
+
+    cfg, run = trainer.config, trainer.run
+    try:
+        if joins_cluster(cfg) or not started_ray:
+            preflight.run_phase(preflight.CLUSTER, cfg, run)
+        preflight.finalize(cfg, run, trainer.reserve_slots())
+    except ValueError as e:
+        raise _setup_error(e) from e
+    trainer.init_workers()
 
 
 def start_ray(cfg: PPOTrainerConfig) -> None:
@@ -154,12 +168,7 @@ def run_ppo(cfg: PPOTrainerConfig, links: dict[str, str] | None = None) -> dict[
     started_ray = not ray.is_initialized()
     start_ray(cfg)
     try:
-        if preflight.joins_cluster(cfg) or not started_ray:  # the nodes are known only now
-            try:
-                preflight.check_cluster(cfg)
-            except ValueError as e:
-                raise _setup_error(e) from e
-        trainer.init_workers()
+        start_workers(trainer, started_ray)
         return trainer.fit()
     finally:
         trainer.shutdown()
@@ -188,7 +197,7 @@ def run(config: DictConfig) -> None:
             links = linked_keys(OmegaConf.to_container(config, resolve=False))
             cfg = build_config(config)
             apply_job_output_dir(cfg)
-            preflight.check_early(cfg, links)  # placeholder paths and value domains, before the imports
+            check_early(cfg, links)  # placeholder paths and value domains, before the imports
         except ValueError as e:
             raise _setup_error(e) from e
         import_components()

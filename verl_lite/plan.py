@@ -16,7 +16,8 @@ accounts for them as configured and, when nothing fits, says what sequence paral
 A configuration fits when its peak is at most HEADROOM of the device's memory and its host bytes
 at most HEADROOM of the node's (when known): fragmentation is not modelled. The plan is for GPUs
 (pinned host copies, vLLM's sleep mode) unless trainer.device=cpu. With `trainer.auto_offload=True`
-the trainer calls `recommend` at start-up with the memory the workers report and applies the result.
+start-up's `resolve_auto_offload` sets what `recommend` gives for the memory the workers' devices
+report, before the checks run on it and the config is frozen.
 """
 
 from __future__ import annotations
@@ -27,8 +28,13 @@ import logging
 import sys
 from dataclasses import dataclass
 
+from verl_lite.config.common import world_size
+from verl_lite.config.overrides import apply_to_config
+from verl_lite.config.run import Run
 from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.engine.memory_model import MODES, ModelShape, read_shape
+from verl_lite.engine.mesh import sp_size_problem
+from verl_lite.engine.ulysses import heads_problem
 from verl_lite.errors import one_line
 from verl_lite.plan_memory import (
     HEADROOM,
@@ -255,7 +261,13 @@ def sequence_parallel_hint(
     """What a larger ulysses_sequence_parallel_size would give (the planner does not apply it: it
     changes the data-parallel size and so the batch geometry), or "" when none is possible."""
     current = cfg.actor_rollout_ref.actor.ulysses_sequence_parallel_size
-    sizes = [k for k in (2, 4, 8) if k > current and world % k == 0 and shape.heads % k == 0]
+    sizes = [  # the sizes start-up would accept (engine/mesh.py, engine/ulysses.py: the rules, once)
+        k
+        for k in (2, 4, 8)
+        if k > current
+        and sp_size_problem(world, k, "") is None
+        and heads_problem(shape.heads, k, "", "") is None
+    ]
     for sp in sizes:
         rows = plan_rows(with_sequence_parallel(cfg, sp), shape, world, budget_gb, None, accelerator, levers)
         best = min(rows, key=lambda r: r.estimate.peak)
@@ -268,35 +280,31 @@ def sequence_parallel_hint(
     return ""
 
 
-def auto_offload(
-    cfg: PPOTrainerConfig, reported_gb: list[float], accelerator: bool | None = None
-) -> tuple[dict[str, object], str]:
-    """trainer.auto_offload: the planner's overrides for the smallest device the workers report (or
-    trainer.device_memory_gb when set), and the log line saying what was chosen and why."""
-    world = cfg.trainer.nnodes * cfg.trainer.n_gpus_per_node
-    budget = cfg.trainer.device_memory_gb or min(reported_gb)
-    source = (
-        "trainer.device_memory_gb"
-        if cfg.trainer.device_memory_gb
-        else "the smallest device the workers report"
-    )
+def resolve_auto_offload(cfg: PPOTrainerConfig, run: Run, device_memory_gb: list[float]) -> list[str]:
+    """The resolve step once the workers' devices are probed (preflight.py RESOLVE_DEVICES): with
+    trainer.auto_offload, the planner's choice for the smallest device the workers report (or
+    trainer.device_memory_gb when set), set as if given on the command line (keys linked to them
+    follow) and logged with why; the checks then run on it, before the freeze."""
+    t, a = cfg.trainer, cfg.actor_rollout_ref.actor
+    if not t.auto_offload:
+        return []
+    budget = t.device_memory_gb or min(device_memory_gb)
     shape = read_shape(cfg.actor_rollout_ref.model.path)
     try:
-        rec = recommend(cfg, shape, world, budget, accelerator=accelerator)
+        rec = recommend(cfg, shape, run.world, budget, accelerator=run.use_gpu)
     except ValueError as e:
-        raise ValueError(f"trainer.auto_offload=True: {e}") from e
-    fsdp = cfg.actor_rollout_ref.actor.fsdp_config
-    before = (
-        f"offload_policy={fsdp.offload_policy} param_offload={fsdp.param_offload} "
-        f"optimizer_offload={fsdp.optimizer_offload} "
-        f"ppo_micro_batch_size_per_gpu={cfg.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu}"
+        return [f"trainer.auto_offload=True: {e}"]
+    source = "trainer.device_memory_gb" if t.device_memory_gb else "the smallest device the workers report"
+    before = " ".join(
+        f"{k}={getattr(a.fsdp_config, k)}" for k in ("offload_policy", "param_offload", "optimizer_offload")
     )
     chosen = " ".join(f"actor_rollout_ref.{k}={v}" for k, v in rec.overrides.items())
-    message = (
-        f"auto_offload: {budget:.2f} GB per device ({source}); chose {chosen} (was {before}) "
-        f"because {rec.reason}"
-    )
-    return rec.overrides, message
+    log.info(
+        "auto_offload: %.2f GB per device (%s); chose %s (was %s ppo_micro_batch_size_per_gpu=%s) because %s",
+        budget, source, chosen, before, a.ppo_micro_batch_size_per_gpu, rec.reason,
+    )  # fmt: skip
+    apply_to_config(cfg, {f"actor_rollout_ref.{k}": v for k, v in rec.overrides.items()})
+    return []
 
 
 def idle_on_host(cfg: PPOTrainerConfig, reported_gb: list[float], accelerator: bool) -> tuple[bool, str]:
@@ -307,7 +315,7 @@ def idle_on_host(cfg: PPOTrainerConfig, reported_gb: list[float], accelerator: b
     budget = cfg.trainer.device_memory_gb or min(reported_gb)
     a = cfg.actor_rollout_ref.actor
     micro = 0 if a.use_dynamic_bsz else (a.ppo_micro_batch_size_per_gpu or 1)
-    world = cfg.trainer.nnodes * cfg.trainer.n_gpus_per_node
+    world = world_size(cfg)
     shape = read_shape(cfg.actor_rollout_ref.model.path)
     args = (cfg, shape, world, fsdp_mode(a.fsdp_config), micro, int(budget * GB), accelerator)
     idle = colocated_idle_on_host(*args)
@@ -351,21 +359,20 @@ def format_table(rows: list[Row]) -> str:
 
 
 def compose_config(overrides: list[str], config_name: str = "ppo_trainer") -> PPOTrainerConfig:
-    """The same config main_ppo composes (Hydra compose API), normalised, model path and rollout
-    name resolved (rollout.name=auto as start-up resolves it: the planner counts that backend)."""
+    """The same config main_ppo composes (Hydra compose API), through start-up's RESOLVE steps (the
+    planner counts the rollout backend rollout.name=auto resolves to)."""
     from verl_lite.config.compose import load_config
     from verl_lite.config.errors import ConfigError
-    from verl_lite.config.normalize import normalize
-    from verl_lite.data import assets
-    from verl_lite.rollout import resolve_rollout_name
+    from verl_lite.config.normalize import derive_values
+    from verl_lite.data.assets import resolve_paths
+    from verl_lite.roles import run_of
+    from verl_lite.rollout.checks import resolve_rollout
 
     cfg = load_config(overrides, config_name)
-    problems = normalize(cfg)
+    run = run_of(cfg, num_gpus=0)
+    problems = [p for step in (resolve_paths, derive_values, resolve_rollout) for p in step(cfg, run)]
     if problems:
         raise ConfigError(problems)
-    cfg.actor_rollout_ref.model.path = assets.resolve(cfg.actor_rollout_ref.model.path)
-    rollout = cfg.actor_rollout_ref.rollout
-    rollout.name = resolve_rollout_name(rollout.name)
     return cfg
 
 
@@ -397,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _plan(args, overrides: list[str]) -> int:
     cfg = compose_config(overrides, args.config_name)
-    world = cfg.trainer.nnodes * cfg.trainer.n_gpus_per_node
+    world = world_size(cfg)
     budget, host_budget = args.device_memory_gb, args.host_memory_gb
     if budget is None:
         from verl_lite.utils import device as dev

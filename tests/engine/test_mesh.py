@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 import torch
 import torch.distributed as dist
 from torch.distributed.fsdp import OffloadPolicy
@@ -11,23 +10,25 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 from tests.helpers.dist import run_ranks
 from tests.helpers.models import make_ppo_batch
 from verl_lite.algos.logprob import logprobs_from_logits
-from verl_lite.engine.mesh import build_layout, check_sp_size, fsdp_mesh_shape
+from verl_lite.engine.mesh import build_layout, fsdp_mesh_shape, fsdp_size_problem, sp_size_problem
 from verl_lite.engine.parallelize import apply_fsdp2, build_mp_policy
 
 STEPS, TOL = 3, 1e-5
 
 
 def test_fsdp_mesh_shape_follows_verl():
-    assert fsdp_mesh_shape(8, -1, "k") == (8,)
-    assert fsdp_mesh_shape(8, 8, "k") == (8,)
-    assert fsdp_mesh_shape(8, 16, "k") == (8,)
-    assert fsdp_mesh_shape(8, 4, "k") == (2, 4)
-    assert fsdp_mesh_shape(8, 1, "k") == (8, 1)
+    for size, shape in ((-1, (8,)), (8, (8,)), (16, (8,)), (4, (2, 4)), (1, (8, 1))):
+        assert fsdp_mesh_shape(8, size) == shape and fsdp_size_problem(8, size, "k") is None
     for bad in (0, 3):
-        with pytest.raises(ValueError, match=rf"fsdp_size={bad} must divide the 8 ranks.*\[1, 2, 4, 8\]"):
-            fsdp_mesh_shape(8, bad, "actor.fsdp_config.fsdp_size")
-    with pytest.raises(ValueError, match="ulysses_sequence_parallel_size=3 must divide the 4 ranks"):
-        check_sp_size(4, 3, "actor.ulysses_sequence_parallel_size")
+        problem = fsdp_size_problem(8, bad, "actor.fsdp_config.fsdp_size")
+        assert (
+            problem.startswith(f"actor.fsdp_config.fsdp_size={bad} must divide the 8 workers")
+            and "[1, 2, 4, 8]" in problem
+        )
+    assert sp_size_problem(4, 2, "k") is None
+    assert sp_size_problem(4, 3, "actor.ulysses_sequence_parallel_size").startswith(
+        "actor.ulysses_sequence_parallel_size=3 must divide the 4 workers"
+    )
 
 
 def _model():

@@ -5,11 +5,14 @@ for the tiny model, so the only honest choice is offload_policy; the run must sa
 its metrics must show offload_policy's host<->device traffic.
 """
 
+import logging
+
 import pytest
 
 from tests.test_main_ppo import SMALL, read_metrics, run_cli
 from verl_lite.engine.memory_model import read_shape
-from verl_lite.plan import HEADROOM, auto_offload, compose_config, plan_rows, recommend
+from verl_lite.plan import HEADROOM, compose_config, plan_rows, recommend, resolve_auto_offload
+from verl_lite.roles import run_of
 
 pytestmark = pytest.mark.slow
 GB = 1024**3
@@ -43,11 +46,15 @@ def test_auto_offload_applies_the_planner_choice(tmp_path):
     assert rows[1]["perf/offload/policy_h2d_gb"] > 0, "the engines must really run with offload_policy"
 
 
-def test_auto_offload_uses_the_smallest_reported_device_and_names_the_key_when_nothing_fits():
-    cfg = compose_config(SMALL, "demo")
-    overrides, message = auto_offload(cfg, reported_gb=[8.0, 4.0])
-    assert "4.00 GB per device (the smallest device the workers report)" in message
-    assert overrides["actor.fsdp_config.offload_policy"] is False  # the tiny model fits without offload
+def test_auto_offload_uses_the_smallest_reported_device_and_names_the_key_when_nothing_fits(caplog):
+    cfg = compose_config([*SMALL, "trainer.auto_offload=True"], "demo")
+    run = run_of(cfg, num_gpus=0)
+    with caplog.at_level(logging.INFO, logger="verl_lite.plan"):
+        assert resolve_auto_offload(cfg, run, [8.0, 4.0]) == []
+    assert "4.00 GB per device (the smallest device the workers report)" in caplog.text
+    assert (
+        cfg.actor_rollout_ref.actor.fsdp_config.offload_policy is False
+    )  # the tiny model fits without offload
     cfg.trainer.device_memory_gb = 1e-6
-    with pytest.raises(ValueError, match="trainer.auto_offload=True: no offload mode fits"):
-        auto_offload(cfg, reported_gb=[8.0])
+    (problem,) = resolve_auto_offload(cfg, run, [8.0])
+    assert problem.startswith("trainer.auto_offload=True: no offload mode fits")

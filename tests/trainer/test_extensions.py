@@ -19,13 +19,13 @@ from verl_lite.algos.loss_agg import LossScale
 from verl_lite.config.compose import load_config
 from verl_lite.config.errors import ConfigError
 from verl_lite.config.schema import TINY_MODEL, TINY_TRAIN
-from verl_lite.data.assets import resolve_config_paths
+from verl_lite.data.assets import resolve_paths
 from verl_lite.engine.forward import TokenRequest, response_token_outputs
 from verl_lite.main_ppo import SetupError, build_trainer
 from verl_lite.preflight import prepare
+from verl_lite.preflight_early import check_placeholders
 from verl_lite.protocol import DataProto
 from verl_lite.roles import run_of
-from verl_lite.trainer.placeholders import check_placeholders
 from verl_lite.workers.actor import PPOActor
 
 ARR = "actor_rollout_ref"
@@ -56,7 +56,7 @@ def load(tmp_path, *overrides):
         f"trainer.default_local_dir={tmp_path}",
     ]
     cfg = load_config([*base, *overrides], "demo")
-    resolve_config_paths(cfg)  # the embedded model and data, as start-up does before checking
+    resolve_paths(cfg, None)  # the embedded model and data, as start-up does before checking
     return cfg
 
 

@@ -19,7 +19,7 @@ from transformers import AutoModelForCausalLM
 
 from tests.test_main_ppo import SMALL
 from verl_lite.config.compose import load_config
-from verl_lite.main_ppo import build_trainer
+from verl_lite.main_ppo import build_trainer, start_workers
 from verl_lite.model_merger import merge
 from verl_lite.single_controller import WorkerError
 from verl_lite.trainer import checkpoint as ckpt
@@ -41,7 +41,7 @@ def _trainer(out: str):
     ]
     cfg = load_config(overrides, "demo")
     trainer = build_trainer(cfg)
-    trainer.init_workers()
+    start_workers(trainer)
     return trainer
 
 

@@ -16,7 +16,7 @@ from tests.test_main_ppo import NONDETERMINISTIC
 from tests.trainer.test_extensions import ARR, load
 from verl_lite.config.schema import TINY_VAL
 from verl_lite.data.rlhf_dataset import EpochSampler
-from verl_lite.main_ppo import build_trainer
+from verl_lite.main_ppo import build_trainer, start_workers
 from verl_lite.trainer.rollout_prefetch import peek_next_indices
 
 pytestmark = pytest.mark.slow
@@ -54,7 +54,7 @@ def _train(tmp_path, ray_local, prefetch: bool):
     trainer = build_trainer(cfg)
     trainer.prefetch_rollouts = prefetch
     try:
-        trainer.init_workers()
+        start_workers(trainer)
         trainer.fit()
     finally:
         trainer.shutdown()

@@ -1,16 +1,49 @@
-"""What the config modules share: verl's key prefix, the worker count, verl's rule for deprecated
-global micro-batch sizes, and how a value is written on a command line."""
+"""What the config modules share: verl's key prefix, the worker count and each role's data-parallel
+size, verl's rule for deprecated global micro-batch sizes, and how a value is written on a command line.
+
+Ulysses sequence parallelism (sp) makes groups of sp consecutive ranks share each micro-batch, so a
+role has world / sp data-parallel ranks: mini-batches and the deprecated global micro-batch sizes are
+split that many ways (verl's rule). That sp and fsdp_size tile the workers is the engine's rule
+(engine/mesh.py, checked at start-up by engine/checks.py)."""
 
 from __future__ import annotations
+
+import functools
 
 from verl_lite.config.schema import PPOTrainerConfig
 
 ARR = "actor_rollout_ref"
+# The fsdp_config section of each role's engine, by role (the one list: support table, value domains,
+# the engine's start-up checks).
+FSDP_SECTIONS = {
+    "actor": f"{ARR}.actor.fsdp_config",
+    "ref": f"{ARR}.ref.fsdp_config",
+    "critic": "critic.model.fsdp_config",
+    "reward_model": "reward_model.model.fsdp_config",
+}
 
 
 def world_size(cfg: PPOTrainerConfig) -> int:
     """nnodes x n_gpus_per_node; 0 while either is null (config/domains.py reports it, before any use)."""
     return (cfg.trainer.nnodes or 0) * (cfg.trainer.n_gpus_per_node or 0)
+
+
+def section_at(cfg: PPOTrainerConfig, key: str):
+    """The config's section at a dotted key (`critic.model.fsdp_config`)."""
+    return functools.reduce(getattr, key.split("."), cfg)
+
+
+def sp_size(cfg: PPOTrainerConfig, role: str) -> int:
+    if role == "critic":
+        return cfg.critic.ulysses_sequence_parallel_size
+    return cfg.actor_rollout_ref.actor.ulysses_sequence_parallel_size
+
+
+def dp_size(cfg: PPOTrainerConfig, role: str = "actor") -> int:
+    """Data-parallel ranks of `role` (actor or critic): the world over its sequence-parallel size
+    (the world itself while that size is invalid: engine/checks.check_levers reports it)."""
+    world, sp = world_size(cfg), sp_size(cfg, role)
+    return world // sp if 0 < sp <= world and world % sp == 0 else world
 
 
 def per_gpu(global_size, per_gpu, world: int, key: str, problems: list[str]):

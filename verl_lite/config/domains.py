@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from verl_lite.config.common import FSDP_SECTIONS
 from verl_lite.config.features import reads
 from verl_lite.config.nulls import check_nulls
 
@@ -107,7 +108,6 @@ def _sampling(prefix: str) -> dict[str, Domain]:
 MICRO = POS_INT.or_null("unset")
 SHARDS = Domain(lambda v: _is_int(v) and (v == -1 or v > 0), "-1 (all ranks) or a positive integer")
 FOLLOWS_ACTOR = POS_INT.or_null("the actor's")
-FSDP_SECTIONS = (f"{ARR}.actor", f"{ARR}.ref", "critic.model", "reward_model.model")
 
 DOMAINS: dict[str, Domain] = {
     # data
@@ -158,7 +158,7 @@ DOMAINS: dict[str, Domain] = {
     f"{ARR}.rollout.seed": NON_NEG_INT,
     f"{ARR}.nccl_timeout": POS_INT,
     f"{ARR}.rollout.cpu_kv_cache_gb": POS,
-    **{f"{s}.fsdp_config.wrap_policy.min_num_params": NON_NEG_INT for s in FSDP_SECTIONS},
+    **{f"{s}.wrap_policy.min_num_params": NON_NEG_INT for s in FSDP_SECTIONS.values()},
     **{f"{m}.lora_rank": LORA_RANK for m in (f"{ARR}.model", "critic.model")},
     **{f"{m}.lora_alpha": POS for m in (f"{ARR}.model", "critic.model")},
     # critic
@@ -197,17 +197,9 @@ DOMAINS: dict[str, Domain] = {
     "trainer.max_critic_ckpt_to_keep": POS_INT.or_null("keep all"),
     "trainer.critic_warmup": NON_NEG_INT,
     "ray_kwargs.ray_init.num_cpus": POS_INT.or_null("all of the machine's"),
-    # the memory levers; config/validate_levers.py checks them against the number of workers
+    # the memory levers; engine/checks.py checks them against the number of workers
     **{f"{s}.ulysses_sequence_parallel_size": POS_INT for s in (f"{ARR}.actor", f"{ARR}.ref", "critic")},
-    **{
-        f"{s}.fsdp_size": SHARDS
-        for s in (
-            f"{ARR}.actor.fsdp_config",
-            f"{ARR}.ref.fsdp_config",
-            "critic.model.fsdp_config",
-            "reward_model.model.fsdp_config",
-        )
-    },
+    **{f"{s}.fsdp_size": SHARDS for s in FSDP_SECTIONS.values()},
 }
 
 
@@ -222,8 +214,8 @@ NO_DOMAIN = {
     f"{ARR}.actor.policy_loss.kl_cov_ratio": "checked by the policy loss that reads it (its registered spec, algos/), only when that loss_mode runs",
     "algorithm.kl_ctrl.horizon": "algos/kl_ctrl.kl_ctrl_problems: it matters only for the adaptive controller",
     "algorithm.kl_ctrl.target_kl": "algos/kl_ctrl.kl_ctrl_problems: it matters only for the adaptive controller",
-    f"{ARR}.actor.optim.total_training_steps": "filled in by the trainer from the data (verl does the same)",
-    "critic.optim.total_training_steps": "filled in by the trainer from the data (verl does the same)",
+    f"{ARR}.actor.optim.total_training_steps": "filled in at start-up from the data (trainer/checks.resolve_training_steps; verl does the same)",
+    "critic.optim.total_training_steps": "filled in at start-up from the data (trainer/checks.resolve_training_steps; verl does the same)",
 }
 
 

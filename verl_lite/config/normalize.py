@@ -1,4 +1,5 @@
-"""verl's derived values, filled in at start-up (before the config is frozen).
+"""verl's derived values, filled in at start-up (the resolve step `derive_values`, registered in
+verl_lite/preflight.py RESOLVE, before the checks and the freeze).
 
 Pure config arithmetic, no component knowledge: a deprecated global micro-batch size becomes a
 per-GPU one (verl's rule), null clip bounds become clip_ratio, the deprecated optim.warmup_style
@@ -7,9 +8,9 @@ replaces optim.lr_scheduler_type. Everything else verl derives is a link in the 
 
 from __future__ import annotations
 
-from verl_lite.config.common import ARR, per_gpu, world_size
+from verl_lite.config.common import ARR, dp_size, per_gpu, world_size
+from verl_lite.config.run import Run
 from verl_lite.config.schema import PPOTrainerConfig
-from verl_lite.config.validate_levers import dp_size
 
 
 def _clip_bounds(a) -> tuple[float, float]:
@@ -37,7 +38,7 @@ def _linked_per_gpu(global_size, per_gpu_size, world: int, key: str, problems: l
 
 def _micro_sizes(cfg: PPOTrainerConfig, world: int, problems: list[str]) -> None:
     """verl splits the deprecated global micro sizes over a role's data-parallel ranks (the world over
-    its sequence-parallel size, config/validate_levers.py)."""
+    its sequence-parallel size, config/common.dp_size)."""
     arr, c, rm = cfg.actor_rollout_ref, cfg.critic, cfg.reward_model
     a, dp, critic_dp = arr.actor, dp_size(cfg), dp_size(cfg, "critic")
     key = f"{ARR}.actor.ppo_micro_batch_size"
@@ -69,7 +70,7 @@ def _micro_sizes(cfg: PPOTrainerConfig, world: int, problems: list[str]) -> None
     )
 
 
-def normalize(cfg: PPOTrainerConfig) -> list[str]:
+def derive_values(cfg: PPOTrainerConfig, run: Run | None) -> list[str]:
     """Fill verl's derived values in place; problems for what cannot be derived."""
     problems: list[str] = []
     a = cfg.actor_rollout_ref.actor

@@ -74,7 +74,7 @@ class OptimConfig(ConfigNode):
     optimizer_impl: str = "torch.optim"  # module the optimizer class comes from
     lr: float = 1e-6  # learning rate
     lr_warmup_steps_ratio: float = 0.0  # warm-up as a fraction of all training steps
-    total_training_steps: int = -1  # filled in by the trainer: training steps of the whole run
+    total_training_steps: int = -1  # filled in at start-up from the data: training steps of the whole run
     weight_decay: float = 0.01  # AdamW decoupled weight decay
     lr_warmup_steps: int | None = -1  # warm-up training steps; -1 or null: use lr_warmup_steps_ratio
     betas: list[float] = field(default_factory=lambda: [0.9, 0.999])  # AdamW betas

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from omegaconf import DictConfig, OmegaConf
 
 from verl_lite.config import keys
-from verl_lite.config.common import format_value
+from verl_lite.config.common import FSDP_SECTIONS, format_value
 
 log = logging.getLogger("verl_lite.config")
 
@@ -44,12 +44,6 @@ class Rule:
 
 ARR = "actor_rollout_ref"
 SOON = "not in verl_lite yet (being built)"
-FSDP_SECTIONS = (
-    f"{ARR}.actor.fsdp_config",
-    f"{ARR}.ref.fsdp_config",
-    "critic.model.fsdp_config",
-    "reward_model.model.fsdp_config",
-)
 PROFILERS = (f"{ARR}.actor.profiler", f"{ARR}.ref.profiler", f"{ARR}.rollout.profiler", "critic.profiler")
 NO_PROFILER = "verl_lite has no profiler integration: nothing is recorded"
 STRATEGIES = ("fsdp", "fsdp2")
@@ -97,7 +91,7 @@ def _model_rules(model: str) -> list[Rule]:
 
 
 RULES: list[Rule] = [
-    *[rule for section in FSDP_SECTIONS for rule in _fsdp_rules(section)],
+    *[rule for section in FSDP_SECTIONS.values() for rule in _fsdp_rules(section)],
     *[Rule(p, ANY, note=NO_PROFILER) for p in (*PROFILERS, "reward_model.profiler", "global_profiler")],
     *[
         Rule(f"{s}.optimizer", ("AdamW",), instead="only torch.optim.AdamW")

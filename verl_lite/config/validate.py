@@ -8,10 +8,9 @@ fix; verl_lite/preflight.py runs them (after config/domains.py's one-value rules
 
 from __future__ import annotations
 
-from verl_lite.config.common import ARR
+from verl_lite.config.common import ARR, dp_size
 from verl_lite.config.run import Run
 from verl_lite.config.schema import PPOTrainerConfig
-from verl_lite.config.validate_levers import dp_size
 
 
 def check_relations(cfg: PPOTrainerConfig, run: Run) -> list[str]:

@@ -17,10 +17,15 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from verl_lite.data import arith, pinned_build
+
+if TYPE_CHECKING:
+    from verl_lite.config.run import Run
+    from verl_lite.config.schema import PPOTrainerConfig
 
 log = logging.getLogger(__name__)
 
@@ -138,23 +143,20 @@ def _resolved(key: str, path: str | None, problems: list[str]) -> str | None:
         return path
 
 
-def resolve_config_paths(cfg) -> list[str]:
-    """Every path of the config made local, in place: verl_lite:// assets built on first use, ~ expanded."""
+def resolve_paths(cfg: PPOTrainerConfig, run: Run | None) -> list[str]:
+    """The start-up resolve step (verl_lite/preflight.py RESOLVE): every path of the config made
+    local, verl_lite:// assets built on first use, ~ expanded."""
     problems: list[str] = []
-    arr = cfg.actor_rollout_ref
-    arr.model.path = _resolved("actor_rollout_ref.model.path", arr.model.path, problems)
-    arr.model.tokenizer_path = _resolved(
-        "actor_rollout_ref.model.tokenizer_path", arr.model.tokenizer_path, problems
-    )
-    for key in ("train_files", "val_files"):
-        files = getattr(cfg.data, key)
-        if files:
-            setattr(cfg.data, key, [_resolved(f"data.{key}", f, problems) for f in files])
-    cfg.data.tokenizer = _resolved("data.tokenizer", cfg.data.tokenizer, problems)
-    for section, model, keys in (
+    for prefix, node, keys in (
+        ("actor_rollout_ref.model", cfg.actor_rollout_ref.model, ("path", "tokenizer_path")),
+        ("data", cfg.data, ("train_files", "val_files", "tokenizer")),
         ("critic.model", cfg.critic.model, ("path", "tokenizer_path")),
         ("reward_model.model", cfg.reward_model.model, ("path", "input_tokenizer")),
     ):
         for key in keys:
-            setattr(model, key, _resolved(f"{section}.{key}", getattr(model, key), problems))
+            value = getattr(node, key)
+            if isinstance(value, list):
+                setattr(node, key, [_resolved(f"{prefix}.{key}", v, problems) for v in value])
+            else:
+                setattr(node, key, _resolved(f"{prefix}.{key}", value, problems))
     return problems

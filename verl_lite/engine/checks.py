@@ -1,13 +1,16 @@
-"""The engine's start-up check (registered in verl_lite/preflight.py): the FSDP2 and optimizer
-settings of every model the run trains or serves (actor, ref, and the critic and reward model
-when the run has them): dtype names, offload combinations (engine/offload.py's rule, the one
-the engine itself applies), LR schedules."""
+"""The engine's start-up steps (registered in verl_lite/preflight.py) for every model the run trains
+or serves (actor, ref, and the critic and reward model when the run has them): `check_levers`,
+sequence parallelism and HSDP against the workers (engine/mesh.py's rules, the ones build_layout
+applies); `check_engines`, the FSDP2 and optimizer settings: dtype names, offload combinations
+(engine/offload.py's rule, the one the engine itself applies), LR schedules."""
 
 from __future__ import annotations
 
 import logging
 from typing import TYPE_CHECKING
 
+from verl_lite.config.common import FSDP_SECTIONS, section_at
+from verl_lite.engine.mesh import fsdp_size_problem, sp_size_problem
 from verl_lite.engine.offload import offload_problems
 from verl_lite.engine.optim import WARMUP_STYLES
 from verl_lite.engine.parallelize import DTYPES
@@ -22,15 +25,33 @@ log = logging.getLogger("verl_lite.engine")
 
 def fsdp_sections(cfg: PPOTrainerConfig, run: Run) -> list[tuple[str, object]]:
     """(key, fsdp_config) of every engine the run builds."""
-    arr = cfg.actor_rollout_ref
-    sections = [(f"{ARR}.actor.fsdp_config", arr.actor.fsdp_config)]
-    if run.ref:
-        sections.append((f"{ARR}.ref.fsdp_config", arr.ref.fsdp_config))
-    if run.critic:
-        sections.append(("critic.model.fsdp_config", cfg.critic.model.fsdp_config))
-    if run.reward_model:
-        sections.append(("reward_model.model.fsdp_config", cfg.reward_model.model.fsdp_config))
-    return sections
+    built = {"actor": True, "ref": run.ref, "critic": run.critic, "reward_model": run.reward_model}
+    return [(key, section_at(cfg, key)) for role, key in FSDP_SECTIONS.items() if built[role]]
+
+
+def check_levers(cfg: PPOTrainerConfig, run: Run) -> list[str]:
+    """Sequence-parallel groups (of packed rows) and HSDP shard groups tile the workers; the
+    reference shares the actor's groups (it runs in the actor's workers)."""
+    arr, c = cfg.actor_rollout_ref, cfg.critic
+    roles = [(f"{ARR}.actor", arr.actor, arr.model)] + ([("critic", c, c.model)] if run.critic else [])
+    problems = []
+    for prefix, section, model in roles:
+        key, sp = f"{prefix}.ulysses_sequence_parallel_size", section.ulysses_sequence_parallel_size
+        problem = sp_size_problem(run.world, sp, key)
+        if problem is None and sp > 1 and not model.use_remove_padding:
+            problem = f"{key}={sp} needs packed sequences: set the model's use_remove_padding=True (sequence parallelism splits packed rows)"
+        problems += [problem] if problem else []
+    if run.ref and arr.ref.ulysses_sequence_parallel_size != arr.actor.ulysses_sequence_parallel_size:
+        problems.append(
+            f"{ARR}.ref.ulysses_sequence_parallel_size={arr.ref.ulysses_sequence_parallel_size} differs from "
+            f"the actor's {arr.actor.ulysses_sequence_parallel_size}: the reference runs in the actor's "
+            "workers, on its sequence-parallel groups; leave it unset (it follows the actor's)"
+        )
+    sizes = [
+        fsdp_size_problem(run.world, fsdp.fsdp_size, f"{key}.fsdp_size")
+        for key, fsdp in fsdp_sections(cfg, run)
+    ]
+    return problems + [p for p in sizes if p]
 
 
 def _fsdp_problems(key: str, fsdp) -> list[str]:

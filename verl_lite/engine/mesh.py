@@ -47,34 +47,37 @@ class Layout:
         return cls(mesh, group, None, mesh.size(), mesh.get_local_rank(), 1, 0)
 
 
-def fsdp_mesh_shape(world: int, fsdp_size: int, key: str) -> tuple[int, ...]:
-    """(world,) for full sharding, (world // fsdp_size, fsdp_size) for HSDP; refuses sizes that do not
-    tile the world."""
-    if fsdp_size < 0 or fsdp_size >= world:
-        return (world,)
-    if fsdp_size == 0 or world % fsdp_size:
-        raise ValueError(
-            f"{key}={fsdp_size} must divide the {world} ranks of the role (or be -1 for all ranks); "
-            f"use one of {[d for d in range(1, world + 1) if world % d == 0]} or -1"
-        )
-    return (world // fsdp_size, fsdp_size)
+def fsdp_size_problem(world: int, fsdp_size: int, key: str) -> str | None:
+    """fsdp_size must tile the world (start-up checks it with this rule, engine/checks.py)."""
+    if fsdp_size < 0 or fsdp_size >= world or (fsdp_size > 0 and world % fsdp_size == 0):
+        return None
+    divisors = [d for d in range(1, world + 1) if world % d == 0]
+    return f"{key}={fsdp_size} must divide the {world} workers, or be -1 (shard over all); use one of {divisors} or -1"
 
 
-def check_sp_size(world: int, sp_size: int, key: str) -> None:
-    if sp_size < 1 or world % sp_size:
-        raise ValueError(
-            f"{key}={sp_size} must divide the {world} ranks of the role; use one of "
-            f"{[d for d in range(1, world + 1) if world % d == 0]}"
-        )
+def sp_size_problem(world: int, sp_size: int, key: str) -> str | None:
+    """ulysses_sequence_parallel_size must split the world into whole groups (start-up: engine/checks.py)."""
+    if sp_size >= 1 and world % sp_size == 0:
+        return None
+    divisors = [d for d in range(1, world + 1) if world % d == 0]
+    return f"{key}={sp_size} must divide the {world} workers (trainer.nnodes x trainer.n_gpus_per_node); use one of {divisors}"
+
+
+def fsdp_mesh_shape(world: int, fsdp_size: int) -> tuple[int, ...]:
+    """(world,) for full sharding, (world // fsdp_size, fsdp_size) for HSDP."""
+    return (world,) if fsdp_size < 0 or fsdp_size >= world else (world // fsdp_size, fsdp_size)
 
 
 def build_layout(device_type: str, fsdp_size: int = -1, sp_size: int = 1, key: str = "fsdp_config") -> Layout:
     """This rank's layout; every rank of the default group must call it together (groups are created)."""
     world, rank = dist.get_world_size(), dist.get_rank()
-    shape = fsdp_mesh_shape(world, fsdp_size, f"{key}.fsdp_size")
+    problem = fsdp_size_problem(world, fsdp_size, f"{key}.fsdp_size")
+    problem = problem or sp_size_problem(world, sp_size, f"{key}.ulysses_sequence_parallel_size")
+    if problem:
+        raise ValueError(problem)
+    shape = fsdp_mesh_shape(world, fsdp_size)
     names = ("fsdp",) if len(shape) == 1 else ("ddp", "fsdp")
     mesh = init_device_mesh(device_type, shape, mesh_dim_names=names)
-    check_sp_size(world, sp_size, f"{key}.ulysses_sequence_parallel_size")
     dp_size = world // sp_size
     sp_group = dp_group = None
     # new_group must be called by every rank for every group, in the same order

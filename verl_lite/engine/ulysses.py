@@ -233,18 +233,26 @@ def shard_rows(position_ids: torch.Tensor, group) -> SeqShard:
     return SeqShard(group, width, full, rank * local, (rank + 1) * local)
 
 
+def heads_problem(
+    heads: int | None, sp_size: int, key: str, model: str, limit: int | None = None
+) -> str | None:
+    """Sequence parallelism splits the query heads over its group: sp_size must divide them (start-up
+    checks it with this rule, workers/checks.py). `limit`: the largest size worth proposing."""
+    if sp_size <= 1 or not heads or heads % sp_size == 0:
+        return None
+    sizes = [d for d in range(1, heads + 1) if heads % d == 0 and (limit is None or d <= limit)]
+    return f"{key}={sp_size} must divide the {heads} attention heads of {model}; use one of {sizes}"
+
+
 def apply_ulysses(model: torch.nn.Module, sp_size: int, key: str) -> None:
     """Switch `model` to the sequence-parallel attention (a no-op for sp_size 1); `key` names the
     config key in errors."""
     if sp_size == 1:
         return
     config = model.config
-    heads = config.num_attention_heads
-    if heads % sp_size:
-        raise ValueError(
-            f"{key}={sp_size}: the model has {heads} attention heads, which {sp_size} does not divide; "
-            f"use a sequence parallel size that divides {heads}"
-        )
+    problem = heads_problem(config.num_attention_heads, sp_size, key, "the model")
+    if problem:
+        raise ValueError(problem)
     if "sliding_attention" in (getattr(config, "layer_types", None) or []):
         raise ValueError(f"{key}={sp_size}: sliding-window attention layers are not supported with SP")
     base = config._attn_implementation

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from verl_lite.engine.parallelize import DTYPES
 from verl_lite.rollout import ROLLOUTS, resolve_rollout_name, vllm_available
+from verl_lite.rollout.tp_group import tp_size_problem
 from verl_lite.rollout.vllm_args import check_engine_args
 from verl_lite.utils.model_files import read_config
 
@@ -82,12 +83,8 @@ def _check_vllm(r, world: int) -> list[str]:
         problems.append(
             f"{KEY}.name=vllm but vLLM is not installed; run `make install` (VLLM=cpu or VLLM=cuda) or set {KEY}.name=hf"
         )
-    tp = r.tensor_model_parallel_size
-    if world % tp:
-        problems.append(
-            f"{KEY}.tensor_model_parallel_size={tp} must divide the {world} workers (trainer.nnodes x "
-            f"trainer.n_gpus_per_node): each engine spans {tp} consecutive ranks; use a divisor of {world}"
-        )
+    tp_problem = tp_size_problem(world, r.tensor_model_parallel_size)
+    problems += [tp_problem] if tp_problem else []
     seq_len = r.prompt_length + r.response_length
     if r.max_model_len < seq_len:
         problems.append(

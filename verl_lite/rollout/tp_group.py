@@ -34,17 +34,27 @@ class GroupBatch:
     own_rows: slice  # this rank's rows among them
 
 
+def tp_size_problem(world: int, tp_size: int) -> str | None:
+    """Each engine spans tp_size consecutive ranks, so it must divide the world (start-up checks it
+    with this rule, rollout/checks.py)."""
+    if tp_size >= 1 and world % tp_size == 0:
+        return None
+    return (
+        f"actor_rollout_ref.rollout.tensor_model_parallel_size={tp_size} must divide the {world} workers "
+        f"(trainer.nnodes x trainer.n_gpus_per_node): each engine spans {tp_size} consecutive ranks; use a "
+        f"divisor of {world}"
+    )
+
+
 class TPGroup:
     """This rank's TP group; `tp_size=1` (or a world of one) needs no communication."""
 
     def __init__(self, tp_size: int):
         world = dist.get_world_size() if dist.is_initialized() else 1
         self.rank = dist.get_rank() if dist.is_initialized() else 0
-        if tp_size < 1 or world % tp_size:
-            raise ValueError(
-                f"actor_rollout_ref.rollout.tensor_model_parallel_size={tp_size} must divide the "
-                f"{world} workers (trainer.nnodes x trainer.n_gpus_per_node)"
-            )
+        problem = tp_size_problem(world, tp_size)
+        if problem:
+            raise ValueError(problem)
         self.size = tp_size
         self.first = self.rank - self.rank % tp_size
         self.group = None

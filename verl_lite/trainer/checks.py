@@ -1,11 +1,13 @@
-"""The trainer's start-up checks (registered in verl_lite/preflight.py): the device, the trackers, checkpointing (resume mode,
-what checkpoints hold, how many are kept) and the folders the run writes into (writable, no linked
-checkpoint folders to rotate through). Each rule is the one the trainer itself applies."""
+"""The trainer's start-up steps (registered in verl_lite/preflight.py): the device, the trackers,
+checkpointing (resume mode, what checkpoints hold, how many are kept) and the folders the run writes
+into (writable, no linked checkpoint folders to rotate through), each rule the one the trainer itself
+applies; and, once the data is loaded, the run's training steps (a resolve step)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from verl_lite.data.rlhf_dataset import EpochSampler, RLHFDataset
 from verl_lite.engine.checkpoint import CONTENTS
 from verl_lite.trainer.checkpoint import linked_step_folders, resume_problems
 from verl_lite.trainer.trackers import wandb_problem
@@ -88,3 +90,18 @@ def check_trainer(cfg: PPOTrainerConfig, run: Run) -> list[str]:
         problems += [p for p in [wandb_problem()] if p]
     problems += _generation_batch(cfg, run)
     return problems + _checkpointing(cfg, run) + _run_folders(cfg, run)
+
+
+def resolve_training_steps(cfg: PPOTrainerConfig, run: Run, train: RLHFDataset, val) -> list[str]:
+    """The resolve step once the data is loaded (preflight.py RESOLVE_DATA): total_epochs' worth of
+    whole generation batches, capped by trainer.total_training_steps. The trainer's loop runs that
+    many steps and the LR schedules span them (verl fills optim.total_training_steps the same way)."""
+    d, t = cfg.data, cfg.trainer
+    if d.gen_batch_size > len(train):
+        return []  # no whole batch: the DATASETS checks name it
+    steps = len(EpochSampler(len(train), d.gen_batch_size, d.shuffle, d.seed)) * t.total_epochs
+    if t.total_training_steps is not None:
+        steps = min(steps, t.total_training_steps)
+    cfg.actor_rollout_ref.actor.optim.total_training_steps = steps
+    cfg.critic.optim.total_training_steps = steps
+    return []

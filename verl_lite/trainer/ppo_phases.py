@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from verl_lite.algos.kl_ctrl import apply_kl_penalty
-from verl_lite.config.validate_levers import dp_size
+from verl_lite.config.common import dp_size
 from verl_lite.protocol import DataProto
 from verl_lite.trainer.batching import dp_minibatch_order, inverse_order, is_identity, rank_token_loads
 from verl_lite.trainer.dynamic_sampling import collect_kept_groups

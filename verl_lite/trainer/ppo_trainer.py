@@ -36,11 +36,11 @@ from contextlib import contextmanager
 
 from verl_lite.algos import ADV_ESTIMATORS
 from verl_lite.algos.kl_ctrl import build_kl_controller
+from verl_lite.config.run import Run
 from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.data.rlhf_dataset import EpochSampler, RLHFDataset
 from verl_lite.errors import RunError
 from verl_lite.protocol import DataProto
-from verl_lite.roles import uses_critic, uses_reference
 from verl_lite.rollout.base import compute_logprob_diff_metrics
 from verl_lite.single_controller import WorkerError
 from verl_lite.trainer.batching import inverse_order
@@ -78,26 +78,30 @@ class RayPPOTrainer(AlgorithmPhases, WorkerSetup, TrainerCheckpoint):
     def __init__(
         self,
         config: PPOTrainerConfig,
+        run: Run,
         train_dataset: RLHFDataset,
         val_dataset: RLHFDataset | None,
         reward_fn,
         val_reward_fn,
-        use_gpu: bool,
         tokenizer=None,
     ):
-        self.config, self.use_gpu, self.tokenizer = config, use_gpu, tokenizer
+        self.config, self.run, self.tokenizer = config, run, tokenizer
         self.train_dataset, self.val_dataset = train_dataset, val_dataset
         self.reward_fn, self.val_reward_fn = reward_fn, val_reward_fn
         t = config.trainer
-        self.world_size = t.nnodes * t.n_gpus_per_node
+        self.use_gpu, self.world_size, self.use_ref, self.use_critic = (
+            run.use_gpu,
+            run.world,
+            run.ref,
+            run.critic,
+        )
         # prompts per generation batch: data.gen_batch_size (= train_batch_size unless DAPO draws more)
         self.sampler = EpochSampler(
             len(train_dataset), config.data.gen_batch_size, config.data.shuffle, config.data.seed
         )
-        self.total_training_steps = self.sampler_steps()
+        # resolved at start-up from the data (trainer/checks.resolve_training_steps)
+        self.total_training_steps = config.actor_rollout_ref.actor.optim.total_training_steps
         alg = config.algorithm
-        self.use_ref = uses_reference(config)
-        self.use_critic = uses_critic(config)
         self.adv_spec = ADV_ESTIMATORS.spec(alg.adv_estimator)
         self.adv_kwargs = ADV_ESTIMATORS.read_keys(self.adv_spec, config)  # the keys the estimator reads
         self.kl_ctrl = None
@@ -163,11 +167,6 @@ class RayPPOTrainer(AlgorithmPhases, WorkerSetup, TrainerCheckpoint):
             and not a.calculate_sum_pi_squared
             and not {"old_log_probs", "sum_pi_squared"} & set(self.adv_spec.inputs)
         )
-
-    def sampler_steps(self) -> int:
-        t = self.config.trainer
-        steps = len(self.sampler) * t.total_epochs
-        return min(steps, t.total_training_steps) if t.total_training_steps is not None else steps
 
     # --- the loop -----------------------------------------------------------------------------------
     def fit(self) -> dict[str, float]:

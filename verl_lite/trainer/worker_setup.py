@@ -1,9 +1,10 @@
 """Building the trainer's worker groups, as a mixin of RayPPOTrainer.
 
-init_workers reserves each rank's slot (one Ray placement group per node, shared by the colocated
-groups: actor(+reference), critic, reward model), applies trainer.auto_offload's choice to the
-config, freezes the config, then builds the groups; each gets its sections of the one frozen
-config. Whether an idle critic or reward model waits on the host is the planner's decision
+reserve_slots reserves each rank's slot (one Ray placement group per node, shared by the colocated
+groups: actor(+reference), critic, reward model) and measures the slots' devices where something
+plans with their memory; start-up then makes the config final and freezes it (preflight.finalize:
+trainer.auto_offload's choice); init_workers builds the groups, each with its sections of the one
+frozen config. Whether an idle critic or reward model waits on the host is the planner's decision
 (plan.idle_on_host), made once here.
 """
 
@@ -11,9 +12,8 @@ from __future__ import annotations
 
 import logging
 
-from verl_lite.config.freeze import freeze
-from verl_lite.config.overrides import apply_to_config
-from verl_lite.plan import auto_offload, idle_on_host
+from verl_lite.config.freeze import is_frozen
+from verl_lite.plan import idle_on_host
 from verl_lite.single_controller import RayResourcePool, RayWorkerGroup
 from verl_lite.workers.actor_rollout_ref import ActorRolloutRefWorker
 from verl_lite.workers.critic import CriticWorker
@@ -24,18 +24,25 @@ log = logging.getLogger(__name__)
 
 class WorkerSetup:
     # --- set-up -------------------------------------------------------------------------------------
-    def init_workers(self) -> None:
-        """Reserve the resources, apply trainer.auto_offload's choice to the config, freeze it, then
-        build the worker groups (every group gets its sections of the one frozen config)."""
+    def reserve_slots(self) -> list[float]:
+        """Reserve each rank's slot; the memory of each slot's device (GiB), measured before any worker
+        exists, when trainer.auto_offload or roles sharing a GPU plan with it (else [])."""
         t = self.config.trainer
         self.pool = RayResourcePool(
             t.nnodes, t.n_gpus_per_node, self.use_gpu, max_colocate_count=self.num_colocated_groups()
         )
         colocated = self.use_gpu and self.num_colocated_groups() > 1
-        reported = self.pool.device_memory_gb() if t.auto_offload or colocated else []  # before any worker
-        if t.auto_offload:
-            self._plan_offload(reported)
-        freeze(self.config)
+        self.device_memory_gb = self.pool.device_memory_gb() if t.auto_offload or colocated else []
+        return self.device_memory_gb
+
+    def init_workers(self) -> None:
+        """Build the worker groups in the reserved slots from the final, frozen config (every group
+        gets its sections of it)."""
+        if not is_frozen(self.config):
+            raise RuntimeError(
+                "the config must be final and frozen before workers are built (preflight.finalize)"
+            )
+        t = self.config.trainer
         role = "actor_rollout_ref" if self.use_ref else "actor_rollout"
         self.actor_rollout_wg = RayWorkerGroup(
             self.pool,
@@ -59,7 +66,7 @@ class WorkerSetup:
             info[0]["num_trainable_params"],
             info[0]["ref_engines"],
         )
-        idle = self.colocated_idle_on_host(reported)
+        idle = self.colocated_idle_on_host(self.device_memory_gb)
         if self.use_critic:
             rollout = self.config.actor_rollout_ref.rollout
             args = (self.config.critic, rollout.response_length, rollout.n, t.dist_timeout_s)
@@ -93,13 +100,6 @@ class WorkerSetup:
         idle, message = idle_on_host(self.config, reported_gb, accelerator=True)
         log.info(message)
         return idle
-
-    def _plan_offload(self, reported_gb: list[float]) -> None:
-        """trainer.auto_offload: the planner's choice for the memory the workers' devices have,
-        applied to the config as if given on the command line (keys linked to them follow)."""
-        overrides, message = auto_offload(self.config, reported_gb, accelerator=self.use_gpu)
-        log.info(message)
-        apply_to_config(self.config, {f"actor_rollout_ref.{k}": v for k, v in overrides.items()})
 
     def shutdown(self) -> None:
         for group in (self.critic_wg, self.rm_wg, getattr(self, "actor_rollout_wg", None)):

@@ -185,7 +185,12 @@ def load_tokenizer(path: str, trust_remote_code: bool = False, chat_template: st
 
 
 def save_hf_folder(
-    target: str, config, generation_config=None, state_dict=None, tokenizer=None, model_cls=None
+    target: str,
+    config: transformers.PretrainedConfig,
+    generation_config=None,
+    state_dict=None,
+    tokenizer=None,
+    model_cls=None,
 ) -> None:
     """A folder `from_pretrained` loads: config, generation config, tokenizer, and, when `state_dict`
     (full, unsharded tensors) is given, the weights as safetensors.

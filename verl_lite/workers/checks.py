@@ -15,7 +15,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from verl_lite.config.validate_levers import check_heads
+from verl_lite.config.common import sp_size
+from verl_lite.engine.ulysses import heads_problem
 from verl_lite.utils.hf_model import check_model_dir, model_config
 from verl_lite.utils.model_files import (
     max_positions,
@@ -161,11 +162,18 @@ def check_positions(cfg: PPOTrainerConfig, run: Run) -> list[str]:
 
 
 def check_lever_heads(cfg: PPOTrainerConfig, run: Run) -> list[str]:
-    """Sequence parallelism's size against every model's attention heads (config/validate_levers.py)."""
-    models = [
-        (key, path, read_config(path) | dict(over or {})) for key, path, over in model_folders(cfg, run)
-    ]
-    return check_heads(cfg, models)
+    """Sequence parallelism splits the attention heads of the actor's and the critic's models
+    (engine/ulysses.py's rule, the one the engine applies)."""
+    roles = {f"{ARR}.model.path": ("actor", f"{ARR}.actor"), "critic.model.path": ("critic", "critic")}
+    problems = []
+    for model_key, path, override in model_folders(cfg, run):
+        if model_key in roles:
+            role, prefix = roles[model_key]
+            heads = (read_config(path) | dict(override or {})).get("num_attention_heads")
+            key = f"{prefix}.ulysses_sequence_parallel_size"
+            problem = heads_problem(heads, sp_size(cfg, role), key, f"{model_key}={path!r}", run.world)
+            problems += [problem] if problem else []
+    return problems
 
 
 def check_tokenizer(cfg: PPOTrainerConfig, run: Run, tokenizer) -> list[str]:

@@ -1,11 +1,12 @@
-"""Start-up rules of sequence parallelism and HSDP: one line per problem naming key, value and fix,
-and the batch geometry over world / sp data-parallel ranks."""
+"""Start-up rules of sequence parallelism and HSDP (engine/checks.py, with engine/mesh.py's and
+engine/ulysses.py's rules): one line per problem naming key, value and fix, for the engines the run
+builds; and the batch geometry over world / sp data-parallel ranks."""
 
 import pytest
 
+from verl_lite.config.common import dp_size
 from verl_lite.config.compose import load_config
 from verl_lite.config.errors import ConfigError
-from verl_lite.config.validate_levers import dp_size
 from verl_lite.preflight import prepare
 
 ARR = "actor_rollout_ref"
@@ -88,19 +89,16 @@ def test_fsdp_size_must_divide_the_workers():
         line
         == f"{ARR}.actor.fsdp_config.fsdp_size=3 must divide the 4 workers, or be -1 (shard over all); use one of [1, 2, 4] or -1"
     )
-    cfg = load_config(
-        [
-            "trainer.n_gpus_per_node=4",
-            "ray_kwargs.ray_init.num_cpus=4",
-            "algorithm.adv_estimator=gae",
-            "critic.model.fsdp_config.fsdp_size=3",
-        ],
-        "demo",
-    )
-    assert problems_of(cfg) == [
+    four = [
+        "trainer.n_gpus_per_node=4",
+        "ray_kwargs.ray_init.num_cpus=4",
+        "critic.model.fsdp_config.fsdp_size=3",
+    ]
+    assert problems_of(load_config([*four, "algorithm.adv_estimator=gae"], "demo")) == [
         "critic.model.fsdp_config.fsdp_size=3 must divide the 4 workers, or be -1 (shard over all); "
         "use one of [1, 2, 4] or -1"
     ]
+    assert problems_of(load_config(four, "demo")) == []  # GRPO builds no critic: its section is not read
     for ok in (-1, 1, 2, 8):  # at least the world: all ranks, as verl
         assert_valid(load_config([f"{ARR}.actor.fsdp_config.fsdp_size={ok}"], "demo"))
 
@@ -125,18 +123,28 @@ def test_geometry_counts_data_parallel_ranks():
     assert any("1 x 3 = 3 responses cannot be split over 2 data-parallel ranks" in m for m in msgs), msgs
 
 
-def test_sequence_parallel_size_must_divide_the_attention_heads():
-    """Start-up (preflight.check_model_fit) reads each model's config.json: sp splits its query heads."""
-    from verl_lite.config.validate_levers import check_heads
+def test_sequence_parallel_size_must_divide_the_attention_heads(tmp_path):
+    """Start-up reads each trained model's config.json: sp splits its query heads (the rule the
+    engine applies, engine/ulysses.heads_problem)."""
+    import json
 
-    cfg = load_config([*PACKED, f"{ARR}.actor.ulysses_sequence_parallel_size=2"], "demo")
-    models = [
-        (f"{ARR}.model.path", "/m/actor", {"num_attention_heads": 14}),
-        ("critic.model.path", "/m/c", {}),
-    ]
-    assert check_heads(cfg, models) == []
-    models[0][2]["num_attention_heads"] = 7
-    assert check_heads(cfg, models) == [
-        f"{ARR}.actor.ulysses_sequence_parallel_size=2 must divide the 7 attention heads of "
-        f"{ARR}.model.path='/m/actor'; use one of [1]"
-    ]
+    from verl_lite.roles import run_of
+    from verl_lite.workers.checks import check_lever_heads
+
+    folder = tmp_path / "actor"
+    folder.mkdir()
+    cfg = load_config(
+        [*PACKED, f"{ARR}.actor.ulysses_sequence_parallel_size=2", f"{ARR}.model.path={folder}"], "demo"
+    )
+    run = run_of(cfg, num_gpus=0)
+    for heads, expected in (
+        (14, []),
+        (
+            7,
+            [
+                f"{ARR}.actor.ulysses_sequence_parallel_size=2 must divide the 7 attention heads of {ARR}.model.path='{folder}'; use one of [1]"
+            ],
+        ),
+    ):
+        (folder / "config.json").write_text(json.dumps({"num_attention_heads": heads}))
+        assert check_lever_heads(cfg, run) == expected
