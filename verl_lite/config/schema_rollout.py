@@ -46,6 +46,8 @@ class MultiTurnConfig(ConfigNode):
     tokenization_sanity_check_mode: str = "strict"  # disable | strict | ignore_strippable
     format: str = "hermes"  # tool-call format
     num_repeat_rollouts: int | None = None  # rollouts per interaction
+    # verl_lite's own key
+    tool_call_timeout: float = 60.0  # seconds a tool call may run before the model is told it timed out
 
 
 @dataclass
