@@ -32,7 +32,7 @@ ALLOWED: dict[str, set[str]] = {
     "roles": {"config", "algos", "utils"},
     "tools": {"reward", "utils"},  # verl's tool contract; the GSM8K tool scores with reward/
     "interactions": {"reward", "utils"},
-    "agent_loop": {"rollout", "tools", "interactions", "protocol", "utils"},  # multi-turn, token-in/out
+    "agent_loop": {"rollout", "tools", "interactions", "protocol", "utils", "data"},  # multi-turn, token-in/out
     "workers": {
         "config", "algos", "engine", "rollout", "protocol", "single_controller", "utils", "data", "agent_loop",
     },  # fmt: skip

@@ -82,6 +82,7 @@ CHECKS: list[Step] = [
     Step("algorithm", "verl_lite.algos.checks:check_algorithm"),
     Step("reward", "verl_lite.reward.checks:check_reward"),
     Step("data", "verl_lite.data.checks:check_data"),
+    Step("multi-turn rollouts", "verl_lite.agent_loop.checks:check_multi_turn"),
     Step("trainer", "verl_lite.trainer.checks:check_trainer"),
     Step("models", "verl_lite.workers.checks:check_models"),
     # workers the machine cannot host make the geometry moot
@@ -104,6 +105,7 @@ TOKENIZER: list[Step] = [
 DATASETS: list[Step] = [
     Step("a batch fits the data", "verl_lite.data.checks:check_batch"),  # (cfg, run, train, val)
     Step("a scorer for every data_source", "verl_lite.reward.checks:check_scorers"),
+    Step("agent loops of the rows", "verl_lite.agent_loop.checks:check_agent_rows"),
 ]
 
 CLUSTER: list[Step] = [

@@ -142,3 +142,24 @@ def test_the_response_never_exceeds_response_length(tmp_path):
     assert out.batch["response_mask"][0].tolist() == [1] * (cut - 10) + [0] * 10
     assert out.batch["response_mask"][1].tolist() == [1] * cut  # cut at the budget
     assert out.non_tensor_batch["__num_turns__"].tolist() == [2, 2]
+
+
+def test_a_tool_that_raises_or_hangs_is_a_message_and_the_rollout_goes_on(tmp_path):
+    """At run time: the model is told, the failure is counted, the batch comes back."""
+    from tests.helpers.agent import tool_entry, user_tool
+
+    tok = tool_tokenizer()
+    config = {"tools": [tool_entry(user_tool("SleepTool"), "sleep", {"seconds": "s"}), tool_entry(user_tool("RaisingTool"), "fail")]}
+    cfg = rollout_cfg(tmp_path, tool_call_timeout=0.5)
+    cfg.multi_turn.tool_config_path = write_yaml(tmp_path / "bad_tools.yaml", config)
+    hang = '<tool_call>{"name": "sleep", "arguments": {"seconds": "30"}}</tool_call><|im_end|>'
+    fail = '<tool_call>{"name": "fail", "arguments": {}}</tool_call><|im_end|>'
+    engine = ScriptedRollout(tok, [[hang, ANSWER], [fail, ANSWER]])
+    batch = prompt_batch(tok, [QUESTION, QUESTION], P, agent_name=["tool_agent"] * 2)
+    out = AgentLoopRunner(engine, tok, cfg).run(batch, SamplingParams(n=1, response_length=R))
+    told = [tok.decode(list(r.prompt_ids)) for r in sorted(engine.calls[1], key=lambda r: r.key)]
+    assert "Error when executing tool: sleep did not finish within 0.5 s" in told[0]
+    assert "Error when executing tool: RuntimeError: the service is down" in told[1]
+    stats = out.non_tensor_batch["agent_loop_stats"]
+    assert (stats[0]["tool_timeouts"], stats[1]["tool_errors"]) == (1, 1)
+    assert out.non_tensor_batch["__num_turns__"].tolist() == [4, 4]

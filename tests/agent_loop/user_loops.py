@@ -4,22 +4,21 @@ from verl_lite.agent_loop.base import AgentLoopBase, AgentLoopOutput
 
 
 class EchoLoop(AgentLoopBase):
-    """Two generations; between them the text `suffix` (from its YAML entry) is inserted."""
+    """`turns` generations of at most `tokens` tokens, the text `suffix` inserted after each but the
+    last (its YAML entry's keys); reward_score: the response's length."""
 
     async def run(self, sampling_params, **kwargs):
-        prompt = list(kwargs["prompt_ids"])
-        first = await self.server_manager.generate(
-            prompt_ids=prompt, sampling_params={**sampling_params, "max_tokens": 3}
-        )
+        turns, tokens = int(self.loop_kwargs.get("turns", 2)), int(self.loop_kwargs.get("tokens", 3))
         inserted = self.tokenizer(self.loop_kwargs.get("suffix", "!"), add_special_tokens=False)["input_ids"]
-        second = await self.server_manager.generate(
-            prompt_ids=prompt + first.token_ids + inserted,
-            sampling_params={**sampling_params, "max_tokens": 2},
-        )
-        ids = first.token_ids + inserted + second.token_ids
-        mask = [1] * len(first.token_ids) + [0] * len(inserted) + [1] * len(second.token_ids)
-        logps = first.log_probs + [0.0] * len(inserted) + second.log_probs
-        return AgentLoopOutput(prompt, ids, mask, logps, num_turns=4, reward_score=float(len(ids)))
+        prompt, ids, mask, logps = list(kwargs["prompt_ids"]), [], [], []
+        for turn in range(turns):
+            out = await self.server_manager.generate(
+                prompt_ids=prompt + ids, sampling_params={**sampling_params, "max_tokens": tokens}
+            )
+            ids, mask, logps = ids + out.token_ids, mask + [1] * len(out.token_ids), logps + out.log_probs
+            if turn < turns - 1:
+                ids, mask, logps = ids + inserted, mask + [0] * len(inserted), logps + [0.0] * len(inserted)
+        return AgentLoopOutput(prompt, ids, mask, logps, num_turns=2 * turns, reward_score=float(len(ids)))
 
 
 class NotALoop:

@@ -12,7 +12,7 @@ Each generation's budget is what is left of response_length, so the whole respon
 and inserted ones) never exceeds it; tool results that would not fit end the episode without being
 inserted, as in verl, and a user turn is cut at the budget. The model's tokens are appended as
 sampled (and decoded only to find tool calls and to give the interaction the conversation); the
-inserted messages are rendered by the chat template alone (render.py). num_turns counts user and
+inserted messages are rendered by the chat template alone (data/chat_render.py). num_turns counts user and
 assistant turns plus one (the prompt), as verl does.
 """
 

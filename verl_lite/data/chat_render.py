@@ -7,7 +7,8 @@ templates, Qwen's among them, put before any conversation that lacks one) is cut
 verl's agent loop does the same (`remove_system_prompt`). The system prompt is found as verl finds
 it: what a one-message conversation has beyond one message of a two-message conversation.
 
-`full_ids` renders a whole conversation at once, for the tokenization sanity check (sanity.py).
+`ids` renders a whole conversation at once (the tokenization sanity check, agent_loop/sanity.py);
+the agent loop (agent_loop/) and warm starts on tool-call traces (tool_traces.py) use `inserted`.
 """
 
 from __future__ import annotations
