@@ -53,7 +53,9 @@ def multi_turn_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("multi_turn")
     rng = random.Random(0)
     pairs = [(rng.randrange(50), rng.randrange(50)) for _ in range(240)]
-    model = make_tool_model_dir(str(tmp / "model"), [gsm8k_tool_trace(question(a, b), str(a + b)) for a, b in pairs[:200]], steps=300)
+    model = make_tool_model_dir(
+        str(tmp / "model"), [gsm8k_tool_trace(question(a, b), str(a + b)) for a, b in pairs[:200]], steps=300
+    )
     pd.DataFrame(tool_agent_rows(pairs[200:232], "train")).to_parquet(tmp / "train.parquet")
     pd.DataFrame(tool_agent_rows(pairs[232:], "test")).to_parquet(tmp / "test.parquet")
     proc = run_cli(

@@ -43,7 +43,9 @@ SYSTEM = (
 
 def to_rows(frame: pd.DataFrame, split: str) -> list[dict]:
     rows = []
-    for index, (question, answer, path) in enumerate(zip(frame["question"], frame["answer"], frame["__file__"])):
+    for index, (question, answer, path) in enumerate(
+        zip(frame["question"], frame["answer"], frame["__file__"])
+    ):
         truth = gsm8k.ground_truth(answer, f"{path} row {index}")
         full = f"{question} {INSTRUCTION}"
         rows.append(
@@ -69,10 +71,14 @@ def to_rows(frame: pd.DataFrame, split: str) -> list[dict]:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--local_save_dir", default="~/data/gsm8k", help="output folder for train/test.parquet")
+    parser.add_argument(
+        "--local_save_dir", default="~/data/gsm8k", help="output folder for train/test.parquet"
+    )
     parser.add_argument("--local_dir", help="verl's deprecated name of --local_save_dir")
     parser.add_argument("--local_dataset_path", help="a GSM8K folder (hub snapshot or original release)")
-    parser.add_argument("--train_files", nargs="+", help="train jsonl/parquet files (instead of the folder's)")
+    parser.add_argument(
+        "--train_files", nargs="+", help="train jsonl/parquet files (instead of the folder's)"
+    )
     parser.add_argument("--test_files", nargs="+", help="test jsonl/parquet files (instead of the folder's)")
     args = parser.parse_args(argv)
     for split in gsm8k.SPLITS:
@@ -86,7 +92,9 @@ def main(argv: list[str] | None = None) -> None:
     out_dir = os.path.expanduser(args.local_dir or args.local_save_dir)
     os.makedirs(out_dir, exist_ok=True)
     for split in gsm8k.SPLITS:
-        files = getattr(args, f"{split}_files") or gsm8k.find_split(os.path.expanduser(args.local_dataset_path), split)
+        files = getattr(args, f"{split}_files") or gsm8k.find_split(
+            os.path.expanduser(args.local_dataset_path), split
+        )
         rows = to_rows(gsm8k.read_files(files), split)
         out = os.path.join(out_dir, f"{split}.parquet")
         pd.DataFrame(rows).to_parquet(out)

@@ -7,7 +7,13 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from tests.helpers.agent import VERL_GSM8K_INTERACTION_CONFIG, VERL_GSM8K_TOOL_CONFIG, tool_entry, user_tool, write_yaml
+from tests.helpers.agent import (
+    VERL_GSM8K_INTERACTION_CONFIG,
+    VERL_GSM8K_TOOL_CONFIG,
+    tool_entry,
+    user_tool,
+    write_yaml,
+)
 from tests.test_bad_input import BASE, run_in_process
 from verl_lite import main_ppo
 
@@ -61,7 +67,10 @@ def files(tmp_path_factory):
     paths["bad_yaml"] = write_yaml(root / "bad.yaml", "tools: [")
     for name, entry in {
         "not_importable": tool_entry("my_tools.calc.Calculator", "calc"),
-        "bad_schema": {**tool_entry(user_tool("EchoTool"), "echo"), "tool_schema": {"type": "function", "function": {"name": "echo"}}},
+        "bad_schema": {
+            **tool_entry(user_tool("EchoTool"), "echo"),
+            "tool_schema": {"type": "function", "function": {"name": "echo"}},
+        },
         "verl_search": tool_entry("verl.tools.search_tool.SearchTool", "search"),
     }.items():
         paths[name] = write_yaml(root / f"{name}.yaml", {"tools": [entry]})
@@ -79,60 +88,132 @@ def multi_turn(f, data="good", tools="tools"):
 
 
 CASES = [
-    ("tool_config_missing", lambda f: multi_turn(f) + [f"{MT}.tool_config_path=/no/tools.yaml"],
-     f"{MT}.tool_config_path='/no/tools.yaml' does not exist; point it at the YAML file"),
+    (
+        "tool_config_missing",
+        lambda f: multi_turn(f) + [f"{MT}.tool_config_path=/no/tools.yaml"],
+        f"{MT}.tool_config_path='/no/tools.yaml' does not exist; point it at the YAML file",
+    ),
     ("tool_config_invalid_yaml", lambda f: multi_turn(f, tools="bad_yaml"), "is not valid YAML"),
-    ("tool_class_not_importable", lambda f: multi_turn(f, tools="not_importable"),
-     "my_tools.calc.Calculator: module 'my_tools.calc' cannot be imported"),
-    ("tool_schema_invalid", lambda f: multi_turn(f, tools="bad_schema"),
-     "tools[0].tool_schema.function.description must be a string"),
-    ("verl_tool_without_equivalent", lambda f: multi_turn(f, tools="verl_search"),
-     "class_name verl.tools.search_tool.SearchTool is not supported by verl_lite"),
-    ("interaction_config_missing", lambda f: multi_turn(f) + [f"{MT}.interaction_config_path=/no/i.yaml"],
-     f"{MT}.interaction_config_path='/no/i.yaml' does not exist"),
-    ("interaction_invalid_yaml", lambda f: multi_turn(f) + [f"{MT}.interaction_config_path={f['bad_yaml']}"],
-     "is not valid YAML"),
-    ("enable_without_agent_name", lambda f: multi_turn(f, data="no_agent_name"),
-     f"{MT}.enable=True with {MT}.tool_config_path set, but no row of data.train_files names an agent loop and "
-     f"{AGENT}.default_agent_loop=single_turn_agent"),
-    ("agent_name_unknown", lambda f: multi_turn(f, data="unknown_agent"),
-     "row 0 (7 more rows like it): agent_name='react_agent' is not an agent loop"),
-    ("default_agent_loop_unknown", lambda f: multi_turn(f) + [f"{AGENT}.default_agent_loop=react"],
-     f"{AGENT}.default_agent_loop='react' is not an agent loop"),
-    ("agent_loop_config_not_importable", lambda f: multi_turn(f) + [f"{AGENT}.agent_loop_config_path={f['loops']}"],
-     "my_agents.Loop: module 'my_agents' cannot be imported"),
-    ("tools_kwargs_unknown_tool", lambda f: multi_turn(f, data="unknown_tool"),
-     "extra_info.tools_kwargs names tools ['calculator'] that"),
-    ("need_tools_kwargs_but_none", lambda f: multi_turn(f, data="no_tools_kwargs"),
-     "extra_info.need_tools_kwargs is true but extra_info.tools_kwargs is empty"),
-    ("interaction_kwargs_without_name",
-     lambda f: multi_turn(f, data="no_interaction_name") + [f"{MT}.interaction_config_path={f['interaction']}"],
-     "extra_info.interaction_kwargs.name=None names no interaction"),
-    ("data_tools_differ", lambda f: multi_turn(f) + [f"data.tool_config_path={f['bad_yaml']}"],
-     "differs from actor_rollout_ref.rollout.multi_turn.tool_config_path"),
-    ("inference_chat_template", lambda f: multi_turn(f) + [f"{MT}.use_inference_chat_template=True"],
-     f"{MT}.use_inference_chat_template=True is not supported by verl_lite"),
-    ("format_gpt_oss", lambda f: multi_turn(f) + [f"{MT}.format=gpt-oss"],
-     f"{MT}.format=gpt-oss is not supported by verl_lite: tool calls are parsed in hermes format"),
-    ("repeat_rollouts", lambda f: multi_turn(f) + [f"{MT}.num_repeat_rollouts=2"],
-     f"{MT}.num_repeat_rollouts=2 is not supported by verl_lite"),
-    ("custom_async_server", lambda f: multi_turn(f) + [f"{AGENT}.custom_async_server.path=/srv.py"],
-     f"{AGENT}.custom_async_server.path=/srv.py is not supported by verl_lite"),
-    ("truncate_side", lambda f: multi_turn(f) + [f"{MT}.tool_response_truncate_side=top"],
-     f"{MT}.tool_response_truncate_side='top' is not one of ['left', 'middle', 'right']"),
-    ("sanity_mode", lambda f: multi_turn(f) + [f"{MT}.tokenization_sanity_check_mode=loose"],
-     f"{MT}.tokenization_sanity_check_mode='loose' is not one of"),
-    ("tool_timeout_zero", lambda f: multi_turn(f) + [f"{MT}.tool_call_timeout=0"],
-     f"{MT}.tool_call_timeout=0.0 must be a number > 0"),
-    ("max_parallel_calls_zero", lambda f: multi_turn(f) + [f"{MT}.max_parallel_calls=0"],
-     f"{MT}.max_parallel_calls=0 must be a number > 0"),
-    ("max_user_turns_zero", lambda f: multi_turn(f) + [f"{MT}.max_user_turns=0"],
-     f"{MT}.max_user_turns=0 must be a number > 0 or null (no limit)"),
+    (
+        "tool_class_not_importable",
+        lambda f: multi_turn(f, tools="not_importable"),
+        "my_tools.calc.Calculator: module 'my_tools.calc' cannot be imported",
+    ),
+    (
+        "tool_schema_invalid",
+        lambda f: multi_turn(f, tools="bad_schema"),
+        "tools[0].tool_schema.function.description must be a string",
+    ),
+    (
+        "verl_tool_without_equivalent",
+        lambda f: multi_turn(f, tools="verl_search"),
+        "class_name verl.tools.search_tool.SearchTool is not supported by verl_lite",
+    ),
+    (
+        "interaction_config_missing",
+        lambda f: multi_turn(f) + [f"{MT}.interaction_config_path=/no/i.yaml"],
+        f"{MT}.interaction_config_path='/no/i.yaml' does not exist",
+    ),
+    (
+        "interaction_invalid_yaml",
+        lambda f: multi_turn(f) + [f"{MT}.interaction_config_path={f['bad_yaml']}"],
+        "is not valid YAML",
+    ),
+    (
+        "enable_without_agent_name",
+        lambda f: multi_turn(f, data="no_agent_name"),
+        f"{MT}.enable=True with {MT}.tool_config_path set, but no row of data.train_files names an agent loop and "
+        f"{AGENT}.default_agent_loop=single_turn_agent",
+    ),
+    (
+        "agent_name_unknown",
+        lambda f: multi_turn(f, data="unknown_agent"),
+        "row 0 (7 more rows like it): agent_name='react_agent' is not an agent loop",
+    ),
+    (
+        "default_agent_loop_unknown",
+        lambda f: multi_turn(f) + [f"{AGENT}.default_agent_loop=react"],
+        f"{AGENT}.default_agent_loop='react' is not an agent loop",
+    ),
+    (
+        "agent_loop_config_not_importable",
+        lambda f: multi_turn(f) + [f"{AGENT}.agent_loop_config_path={f['loops']}"],
+        "my_agents.Loop: module 'my_agents' cannot be imported",
+    ),
+    (
+        "tools_kwargs_unknown_tool",
+        lambda f: multi_turn(f, data="unknown_tool"),
+        "extra_info.tools_kwargs names tools ['calculator'] that",
+    ),
+    (
+        "need_tools_kwargs_but_none",
+        lambda f: multi_turn(f, data="no_tools_kwargs"),
+        "extra_info.need_tools_kwargs is true but extra_info.tools_kwargs is empty",
+    ),
+    (
+        "interaction_kwargs_without_name",
+        lambda f: (
+            multi_turn(f, data="no_interaction_name") + [f"{MT}.interaction_config_path={f['interaction']}"]
+        ),
+        "extra_info.interaction_kwargs.name=None names no interaction",
+    ),
+    (
+        "data_tools_differ",
+        lambda f: multi_turn(f) + [f"data.tool_config_path={f['bad_yaml']}"],
+        "differs from actor_rollout_ref.rollout.multi_turn.tool_config_path",
+    ),
+    (
+        "inference_chat_template",
+        lambda f: multi_turn(f) + [f"{MT}.use_inference_chat_template=True"],
+        f"{MT}.use_inference_chat_template=True is not supported by verl_lite",
+    ),
+    (
+        "format_gpt_oss",
+        lambda f: multi_turn(f) + [f"{MT}.format=gpt-oss"],
+        f"{MT}.format=gpt-oss is not supported by verl_lite: tool calls are parsed in hermes format",
+    ),
+    (
+        "repeat_rollouts",
+        lambda f: multi_turn(f) + [f"{MT}.num_repeat_rollouts=2"],
+        f"{MT}.num_repeat_rollouts=2 is not supported by verl_lite",
+    ),
+    (
+        "custom_async_server",
+        lambda f: multi_turn(f) + [f"{AGENT}.custom_async_server.path=/srv.py"],
+        f"{AGENT}.custom_async_server.path=/srv.py is not supported by verl_lite",
+    ),
+    (
+        "truncate_side",
+        lambda f: multi_turn(f) + [f"{MT}.tool_response_truncate_side=top"],
+        f"{MT}.tool_response_truncate_side='top' is not one of ['left', 'middle', 'right']",
+    ),
+    (
+        "sanity_mode",
+        lambda f: multi_turn(f) + [f"{MT}.tokenization_sanity_check_mode=loose"],
+        f"{MT}.tokenization_sanity_check_mode='loose' is not one of",
+    ),
+    (
+        "tool_timeout_zero",
+        lambda f: multi_turn(f) + [f"{MT}.tool_call_timeout=0"],
+        f"{MT}.tool_call_timeout=0.0 must be a number > 0",
+    ),
+    (
+        "max_parallel_calls_zero",
+        lambda f: multi_turn(f) + [f"{MT}.max_parallel_calls=0"],
+        f"{MT}.max_parallel_calls=0 must be a number > 0",
+    ),
+    (
+        "max_user_turns_zero",
+        lambda f: multi_turn(f) + [f"{MT}.max_user_turns=0"],
+        f"{MT}.max_user_turns=0 must be a number > 0 or null (no limit)",
+    ),
 ]
 
 
 @pytest.mark.parametrize("case, overrides, fragment", CASES, ids=[c[0] for c in CASES])
-def test_bad_multi_turn_input_fails_before_ray_with_one_line(case, overrides, fragment, files, tmp_path, monkeypatch, capsys):
+def test_bad_multi_turn_input_fails_before_ray_with_one_line(
+    case, overrides, fragment, files, tmp_path, monkeypatch, capsys
+):
     argv = [*BASE, f"trainer.default_local_dir={tmp_path}/run", *overrides(files)]
     code, message, _ = run_in_process(argv, monkeypatch, capsys)
     assert code == 2 and message.startswith("verl_lite: ") and len(message.splitlines()) == 1, message

@@ -39,10 +39,14 @@ AGENTS = ["tool_agent", "echo", "single_turn_agent", None]
 def world(tmp_path_factory):
     """(actor engine, {backend: rollout}, model config) in one process and one gloo group."""
     saved_env = dict(os.environ)
-    os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+    os.environ.update(
+        RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port())
+    )
     dist.init_process_group("gloo", rank=0, world_size=1, timeout=datetime.timedelta(seconds=120))
     model_cfg = tiny_model(assets.resolve(TINY_MODEL))
-    actor = FSDPEngine(model_cfg, fp32_fsdp(), init_device_mesh("cpu", (1,)), role="actor", optim_cfg=OptimConfig(lr=1e-3))
+    actor = FSDPEngine(
+        model_cfg, fp32_fsdp(), init_device_mesh("cpu", (1,)), role="actor", optim_cfg=OptimConfig(lr=1e-3)
+    )
     from verl_lite.rollout.hf_rollout import HFRollout
 
     tok = tool_tokenizer()
@@ -81,12 +85,28 @@ def run_mixed(rollout, config_dir, n=2, temperature=1.0):
     cfg = tiny_rollout(prompt_length=P, response_length=R)
     cfg.multi_turn.interaction_config_path = write_yaml(
         config_dir / "interaction.yaml",
-        {"interaction": [{"name": "user", "class_name": "tests.interactions.user_interactions.CountingInteraction", "config": {"turns": 3}}]},
+        {
+            "interaction": [
+                {
+                    "name": "user",
+                    "class_name": "tests.interactions.user_interactions.CountingInteraction",
+                    "config": {"turns": 3},
+                }
+            ]
+        },
     )
     cfg.agent.default_agent_loop = "tool_agent"
     cfg.agent.agent_loop_config_path = write_yaml(
         config_dir / "loops.yaml",
-        [{"name": "echo", "_target_": "tests.agent_loop.user_loops.EchoLoop", "turns": 3, "tokens": 3, "suffix": " ok"}],
+        [
+            {
+                "name": "echo",
+                "_target_": "tests.agent_loop.user_loops.EchoLoop",
+                "turns": 3,
+                "tokens": 3,
+                "suffix": " ok",
+            }
+        ],
     )
     recorder = Recorder(rollout)
     rollout.generate_requests = recorder
@@ -122,7 +142,9 @@ def check_token_exact(batch, out, calls, n):
             offset = len(request.prompt_ids) - len(prompt)
             assert list(request.prompt_ids) == prompt + response[:offset], f"trajectory {t}: re-encoded input"
             end = offset + len(result.token_ids)
-            assert response[offset:end] == result.token_ids, f"trajectory {t}: trained ids are not the sampled ids"
+            assert response[offset:end] == result.token_ids, (
+                f"trajectory {t}: trained ids are not the sampled ids"
+            )
             assert torch.equal(logp[offset:end], torch.tensor(result.log_probs, dtype=torch.float32))
             sampled[offset:end] = 1
         assert torch.equal(mask, sampled), f"trajectory {t}: mask 1 exactly where the engine's tokens are"
@@ -145,8 +167,12 @@ def test_multi_turn_batch_is_token_exact_and_on_policy(world, backend):
     assert len(calls) == max(len(v) for v in by_trajectory.values()) + 1 and calls[-1] == []
     masked = (out.batch["attention_mask"][:, P:].bool() & ~out.batch["response_mask"].bool()).sum()
     assert masked > 0, "inserted tokens (mask 0) in the batch"
-    actor_logp = compute_log_prob(actor, out.batch, micro_size=8, max_token_len=None, temperature=1.0, phase="lp")
-    diff = compute_logprob_diff_metrics(out.batch["rollout_log_probs"], actor_logp, out.batch["response_mask"])
+    actor_logp = compute_log_prob(
+        actor, out.batch, micro_size=8, max_token_len=None, temperature=1.0, phase="lp"
+    )
+    diff = compute_logprob_diff_metrics(
+        out.batch["rollout_log_probs"], actor_logp, out.batch["response_mask"]
+    )
     assert diff["rollout/actor_logprob_abs_diff_max"] < 1e-4, diff
 
 

@@ -149,7 +149,12 @@ def test_a_tool_that_raises_or_hangs_is_a_message_and_the_rollout_goes_on(tmp_pa
     from tests.helpers.agent import tool_entry, user_tool
 
     tok = tool_tokenizer()
-    config = {"tools": [tool_entry(user_tool("SleepTool"), "sleep", {"seconds": "s"}), tool_entry(user_tool("RaisingTool"), "fail")]}
+    config = {
+        "tools": [
+            tool_entry(user_tool("SleepTool"), "sleep", {"seconds": "s"}),
+            tool_entry(user_tool("RaisingTool"), "fail"),
+        ]
+    }
     cfg = rollout_cfg(tmp_path, tool_call_timeout=0.5)
     cfg.multi_turn.tool_config_path = write_yaml(tmp_path / "bad_tools.yaml", config)
     hang = '<tool_call>{"name": "sleep", "arguments": {"seconds": "30"}}</tool_call><|im_end|>'

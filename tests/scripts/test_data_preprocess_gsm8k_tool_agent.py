@@ -30,12 +30,22 @@ def test_rows_in_verls_tool_agent_layout_and_back_through_the_dataset(tmp_path):
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     train = pd.read_parquet(out / "train.parquet")
-    assert list(train.columns) == ["data_source", "agent_name", "prompt", "ability", "reward_model", "extra_info"]
+    assert list(train.columns) == [
+        "data_source",
+        "agent_name",
+        "prompt",
+        "ability",
+        "reward_model",
+        "extra_info",
+    ]
     row = train.iloc[1]
     assert row["agent_name"] == "tool_agent" and row["data_source"] == "openai/gsm8k"
     system, user = list(row["prompt"])
     assert system["role"] == "system" and "`calc_gsm8k_reward` tool" in system["content"]
-    assert user["content"] == TRAIN[1]["question"] + " Let's think step by step and output the final answer after `####`."
+    assert (
+        user["content"]
+        == TRAIN[1]["question"] + " Let's think step by step and output the final answer after `####`."
+    )
     info = row["extra_info"]
     assert info["need_tools_kwargs"] is True and info["index"] == 1 and info["split"] == "train"
     assert info["tools_kwargs"]["calc_gsm8k_reward"]["create_kwargs"]["ground_truth"] == "-3"
@@ -45,9 +55,14 @@ def test_rows_in_verls_tool_agent_layout_and_back_through_the_dataset(tmp_path):
     tok = build_tokenizer()
     tok.chat_template = TOOL_CHAT_TEMPLATE
     tools = tool_schemas(write_yaml(tmp_path / "tools.yaml", VERL_GSM8K_TOOL_CONFIG))
-    data = RLHFDataset(str(out / "train.parquet"), tok, PromptSpec(max_prompt_length=2048, tools=tuple(tools)))
+    data = RLHFDataset(
+        str(out / "train.parquet"), tok, PromptSpec(max_prompt_length=2048, tools=tuple(tools))
+    )
     prompt = tok.decode(data.prompts[0])
-    assert prompt.startswith("<|im_start|>system\nYou are a math expert.") and '"name": "calc_gsm8k_reward"' in prompt
+    assert (
+        prompt.startswith("<|im_start|>system\nYou are a math expert.")
+        and '"name": "calc_gsm8k_reward"' in prompt
+    )
     batch = data.collate([0, 1]).non_tensor_batch
     assert list(batch["agent_name"]) == ["tool_agent"] * 2
     assert batch["tools_kwargs"][1] == {"calc_gsm8k_reward": {"create_kwargs": {"ground_truth": "-3"}}}
@@ -57,6 +72,13 @@ def test_rows_in_verls_tool_agent_layout_and_back_through_the_dataset(tmp_path):
 def test_a_missing_answer_line_names_the_row(tmp_path):
     (tmp_path / "train.jsonl").write_text(json.dumps({"question": "q", "answer": "no final line"}) + "\n")
     (tmp_path / "test.jsonl").write_text(json.dumps(TEST[0]) + "\n")
-    cmd = [sys.executable, str(SCRIPT), "--local_dataset_path", str(tmp_path), "--local_save_dir", str(tmp_path / "o")]
+    cmd = [
+        sys.executable,
+        str(SCRIPT),
+        "--local_dataset_path",
+        str(tmp_path),
+        "--local_save_dir",
+        str(tmp_path / "o"),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "train.jsonl row 0: the answer has no '#### <number>' line" in proc.stderr

@@ -68,24 +68,43 @@ def multi_turn_batches(garbage_seed: int = 7, unmask: bool = False) -> list[dict
         b["response_mask"] = attn if unmask else mask
         spans = (attn - mask).bool()
         for key, scale in (("advantages", 5.0), ("old_log_probs", -4.0), ("ref_log_prob", -4.0)):
-            value = torch.randn(ROWS, RESP, generator=g) if key == "advantages" else -torch.rand(ROWS, RESP, generator=g)
+            value = (
+                torch.randn(ROWS, RESP, generator=g)
+                if key == "advantages"
+                else -torch.rand(ROWS, RESP, generator=g)
+            )
             noise = torch.rand(ROWS, RESP, generator=junk) * scale
             b[key] = torch.where(spans, noise, value * attn)
-        b["values"] = torch.where(spans, torch.rand(ROWS, RESP, generator=junk) * 9, torch.randn(ROWS, RESP, generator=g) * 0.1 * attn)
-        b["returns"] = torch.where(spans, torch.rand(ROWS, RESP, generator=junk) * 9, torch.randn(ROWS, RESP, generator=g) * attn)
+        b["values"] = torch.where(
+            spans,
+            torch.rand(ROWS, RESP, generator=junk) * 9,
+            torch.randn(ROWS, RESP, generator=g) * 0.1 * attn,
+        )
+        b["returns"] = torch.where(
+            spans, torch.rand(ROWS, RESP, generator=junk) * 9, torch.randn(ROWS, RESP, generator=g) * attn
+        )
         out.append(b)
     return out
 
 
 def _train_actor(model_dir, spec: dict):
-    cfg = tiny_actor(grad_clip=0.5, entropy_coeff=0.01, use_kl_loss=True, kl_loss_coef=0.1, kl_loss_type="low_var_kl", **spec.get("actor", {}))
+    cfg = tiny_actor(
+        grad_clip=0.5,
+        entropy_coeff=0.01,
+        use_kl_loss=True,
+        kl_loss_coef=0.1,
+        kl_loss_type="low_var_kl",
+        **spec.get("actor", {}),
+    )
     cfg.clip_ratio_low = cfg.clip_ratio_high = 0.2
     cfg.optim = OptimConfig(lr=LR, weight_decay=0.01, total_training_steps=STEPS)
     engine, layout = _engine(model_dir, spec, cfg.optim)
     actor = PPOActor(engine, cfg, response_length=RESP, temperature=0.9)
     dp, history = layout.dp_size, []
     for batch in multi_turn_batches(spec.get("garbage_seed", 7), spec.get("unmask", False)):
-        local = {k: v[dp_minibatch_order(ROWS, MINI, dp).view(dp, -1)[layout.dp_rank]] for k, v in batch.items()}
+        local = {
+            k: v[dp_minibatch_order(ROWS, MINI, dp).view(dp, -1)[layout.dp_rank]] for k, v in batch.items()
+        }
         history.append(actor.update(local, mini_size=MINI // dp, micro_size=spec.get("micro", 2)))
     return history, {n: t.clone() for n, t in engine.iter_full_params()}
 
@@ -96,7 +115,15 @@ def _train_critic(rank, world, model_dir, garbage_seed: int):
 
     cfg = clipped_critic(model_dir, LR, STEPS)
     layout = build_layout("cpu", -1, 1)
-    engine = FSDPEngine(cfg.model, fp32_fsdp(), layout, role="critic", optim_cfg=cfg.optim, grad_clip=cfg.grad_clip, model_kind="value")
+    engine = FSDPEngine(
+        cfg.model,
+        fp32_fsdp(),
+        layout,
+        role="critic",
+        optim_cfg=cfg.optim,
+        grad_clip=cfg.grad_clip,
+        model_kind="value",
+    )
     critic, history = PPOCritic(engine, cfg, response_length=RESP), []
     for batch in multi_turn_batches(garbage_seed):
         local = {k: v[dp_minibatch_order(ROWS, MINI, world).view(world, -1)[rank]] for k, v in batch.items()}
@@ -119,13 +146,24 @@ def world2(tiny_model_dir):
 @pytest.mark.parametrize("variant", [v for v in VARIANTS if v not in ("base", "unmasked", "other_garbage")])
 def test_every_lever_gives_the_same_update_on_masked_spans(world2, variant):
     tensor_tol = REORDERED_PARAM_TOL if variant.startswith(("sp2", "padded")) else TOL
-    assert_same_run(world2["base"], world2[variant], f"masked spans, {variant}", TOL, tensor_tol, metrics=METRICS)
+    assert_same_run(
+        world2["base"], world2[variant], f"masked spans, {variant}", TOL, tensor_tol, metrics=METRICS
+    )
 
 
 def test_masked_spans_enter_no_loss_no_denominator_no_kl_no_entropy(world2):
     """Other garbage in the spans: the same update, bit for bit."""
-    assert_same_run(world2["base"], world2["other_garbage"], "other garbage", 0.0 + 1e-12, 1e-12, metrics=METRICS)
-    assert_same_run(world2["critic"], world2["critic_other_garbage"], "critic", 1e-12, 1e-12, metrics=("critic/vf_loss", "critic/grad_norm"))
+    assert_same_run(
+        world2["base"], world2["other_garbage"], "other garbage", 0.0 + 1e-12, 1e-12, metrics=METRICS
+    )
+    assert_same_run(
+        world2["critic"],
+        world2["critic_other_garbage"],
+        "critic",
+        1e-12,
+        1e-12,
+        metrics=("critic/vf_loss", "critic/grad_norm"),
+    )
 
 
 def test_the_comparison_can_fail(world2):

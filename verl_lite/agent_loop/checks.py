@@ -46,9 +46,13 @@ def _positive(value, key: str, allow_none: bool = False) -> list[str]:
 def _values(mt) -> list[str]:
     problems = []
     if mt.tool_response_truncate_side not in TRUNCATE_SIDES:
-        problems.append(f"{MT}.tool_response_truncate_side={mt.tool_response_truncate_side!r} is not one of {list(TRUNCATE_SIDES)}")
+        problems.append(
+            f"{MT}.tool_response_truncate_side={mt.tool_response_truncate_side!r} is not one of {list(TRUNCATE_SIDES)}"
+        )
     if mt.tokenization_sanity_check_mode not in MODES:
-        problems.append(f"{MT}.tokenization_sanity_check_mode={mt.tokenization_sanity_check_mode!r} is not one of {list(MODES)}")
+        problems.append(
+            f"{MT}.tokenization_sanity_check_mode={mt.tokenization_sanity_check_mode!r} is not one of {list(MODES)}"
+        )
     for key in ("max_assistant_turns", "max_user_turns"):
         problems += _positive(getattr(mt, key), f"{MT}.{key}", allow_none=True)
     for key in ("max_parallel_calls", "max_tool_response_length", "tool_call_timeout"):
@@ -66,7 +70,9 @@ def check_multi_turn(cfg: PPOTrainerConfig, run: Run) -> list[str]:
     problems += loop_problems
     if not loop_problems and agent.default_agent_loop not in agent_loops(agent.agent_loop_config_path):
         names = sorted(agent_loops(agent.agent_loop_config_path))
-        problems.append(f"{AGENT}.default_agent_loop={agent.default_agent_loop!r} is not an agent loop; the loops are {names}")
+        problems.append(
+            f"{AGENT}.default_agent_loop={agent.default_agent_loop!r} is not an agent loop; the loops are {names}"
+        )
     if d.tool_config_path and mt.tool_config_path and d.tool_config_path != mt.tool_config_path:
         problems.append(
             f"data.tool_config_path={d.tool_config_path!r} differs from {MT}.tool_config_path="
@@ -84,7 +90,9 @@ def _first(rows, bad) -> tuple[int, object] | None:
     return (len(found), found[0]) if found else None
 
 
-def _row_problems(dataset, files_key: str, cfg, loops: dict, tools: set, interactions: set | None) -> list[str]:
+def _row_problems(
+    dataset, files_key: str, cfg, loops: dict, tools: set, interactions: set | None
+) -> list[str]:
     from verl_lite.data.rlhf_dataset import agent_field
 
     default = cfg.actor_rollout_ref.rollout.agent.default_agent_loop
@@ -105,30 +113,49 @@ def _row_problems(dataset, files_key: str, cfg, loops: dict, tools: set, interac
     )
     report(
         lambda row: name(row) not in loops,
-        lambda row: f"agent_name={name(row)!r} is not an agent loop; the loops are {sorted(loops)} "
-        f"(add yours with {AGENT}.agent_loop_config_path)",
+        lambda row: (
+            f"agent_name={name(row)!r} is not an agent loop; the loops are {sorted(loops)} "
+            f"(add yours with {AGENT}.agent_loop_config_path)"
+        ),
     )
     report(
         lambda row: not isinstance(agent_field(row, "tools_kwargs"), dict),
-        lambda row: f"extra_info.tools_kwargs must map tool names to {{create_kwargs, execute_kwargs, ...}}, "
-        f"got {agent_field(row, 'tools_kwargs')!r}",
+        lambda row: (
+            f"extra_info.tools_kwargs must map tool names to {{create_kwargs, execute_kwargs, ...}}, "
+            f"got {agent_field(row, 'tools_kwargs')!r}"
+        ),
     )
     report(
-        lambda row: isinstance(agent_field(row, "tools_kwargs"), dict) and set(agent_field(row, "tools_kwargs")) - tools,
-        lambda row: f"extra_info.tools_kwargs names tools {sorted(set(agent_field(row, 'tools_kwargs')) - tools)} that "
-        f"{MT}.tool_config_path does not configure (it has {sorted(tools)})",
+        lambda row: (
+            isinstance(agent_field(row, "tools_kwargs"), dict)
+            and set(agent_field(row, "tools_kwargs")) - tools
+        ),
+        lambda row: (
+            f"extra_info.tools_kwargs names tools {sorted(set(agent_field(row, 'tools_kwargs')) - tools)} that "
+            f"{MT}.tool_config_path does not configure (it has {sorted(tools)})"
+        ),
     )
     report(
-        lambda row: (row.get("extra_info") or {}).get("need_tools_kwargs") is True and not agent_field(row, "tools_kwargs"),
-        lambda row: "extra_info.need_tools_kwargs is true but extra_info.tools_kwargs is empty; give each tool's "
-        "create_kwargs (e.g. the ground truth) or set need_tools_kwargs to false",
+        lambda row: (
+            (row.get("extra_info") or {}).get("need_tools_kwargs") is True
+            and not agent_field(row, "tools_kwargs")
+        ),
+        lambda row: (
+            "extra_info.need_tools_kwargs is true but extra_info.tools_kwargs is empty; give each tool's "
+            "create_kwargs (e.g. the ground truth) or set need_tools_kwargs to false"
+        ),
     )
     if interactions is not None:
         report(
-            lambda row: name(row) == "tool_agent" and (agent_field(row, "interaction_kwargs") or {}).get("name") not in interactions,
-            lambda row: f"extra_info.interaction_kwargs.name={(agent_field(row, 'interaction_kwargs') or {}).get('name')!r} "
-            f"names no interaction of {MT}.interaction_config_path (it has {sorted(interactions)}); "
-            "every tool_agent row needs one",
+            lambda row: (
+                name(row) == "tool_agent"
+                and (agent_field(row, "interaction_kwargs") or {}).get("name") not in interactions
+            ),
+            lambda row: (
+                f"extra_info.interaction_kwargs.name={(agent_field(row, 'interaction_kwargs') or {}).get('name')!r} "
+                f"names no interaction of {MT}.interaction_config_path (it has {sorted(interactions)}); "
+                "every tool_agent row needs one"
+            ),
         )
     return problems
 
@@ -138,15 +165,23 @@ def check_agent_rows(cfg: PPOTrainerConfig, run: Run, train, val) -> list[str]:
     mt, agent = r.multi_turn, r.agent
     try:  # check_multi_turn reported these files already: nothing more to say about the rows then
         loops = agent_loops(agent.agent_loop_config_path)
-        tools = {e.schema.name for e in read_tool_config(mt.tool_config_path)} if mt.tool_config_path else set()
-        interactions = set(build_interactions(mt.interaction_config_path)) if mt.interaction_config_path else None
+        tools = (
+            {e.schema.name for e in read_tool_config(mt.tool_config_path)} if mt.tool_config_path else set()
+        )
+        interactions = (
+            set(build_interactions(mt.interaction_config_path)) if mt.interaction_config_path else None
+        )
     except ValueError:
         return []
     problems = []
     datasets = [(k, ds) for k, ds in (("data.train_files", train), ("data.val_files", val)) if ds is not None]
     for files_key, dataset in datasets:
         problems += _row_problems(dataset, files_key, cfg, loops, tools, interactions)
-    if mt.enable and (mt.tool_config_path or mt.interaction_config_path) and agent.default_agent_loop == SINGLE_TURN:
+    if (
+        mt.enable
+        and (mt.tool_config_path or mt.interaction_config_path)
+        and agent.default_agent_loop == SINGLE_TURN
+    ):
         from verl_lite.data.rlhf_dataset import agent_field
 
         if all(agent_field(row, "agent_name") in (None, SINGLE_TURN) for row in train.rows):

@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from verl_lite.data.chat_render import ChatRenderer
 from verl_lite.agent_loop.tool_calls import ToolRunner
 from verl_lite.agent_loop.tool_parser import build_tool_parser
+from verl_lite.data.chat_render import ChatRenderer
 from verl_lite.interactions.registry import build_interactions
 from verl_lite.tools.registry import build_tools
 

@@ -258,7 +258,11 @@ def agent_field(row: dict, key: str):
     if not isinstance(value, dict):
         return value  # not a mapping: data/checks.py names the row
     if key == "tools_kwargs":
-        return {name: {k: v for k, v in (kw or {}).items() if v is not None} for name, kw in value.items() if kw is not None}
+        return {
+            name: {k: v for k, v in (kw or {}).items() if v is not None}
+            for name, kw in value.items()
+            if kw is not None
+        }
     return dict(value)
 
 

@@ -45,7 +45,13 @@ def trace_examples(
 
 
 def supervised_steps(
-    model, examples: list[tuple[list[int], list[int]]], pad_id: int, steps: int, lr: float, batch_size: int, seed: int
+    model,
+    examples: list[tuple[list[int], list[int]]],
+    pad_id: int,
+    steps: int,
+    lr: float,
+    batch_size: int,
+    seed: int,
 ) -> list[float]:
     """AdamW steps on random batches of the examples, loss on the target tokens; the loss curve."""
     optim = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)

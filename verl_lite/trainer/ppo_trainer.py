@@ -235,7 +235,9 @@ class RayPPOTrainer(AlgorithmPhases, WorkerSetup, TrainerCheckpoint):
             return
         indices = peek_next_indices(self.sampler)
         batch = self.train_dataset.collate(indices)
-        call = self.actor_rollout_wg.submit("generate_sequences", self._rollout_inputs(batch, self.train_dataset))
+        call = self.actor_rollout_wg.submit(
+            "generate_sequences", self._rollout_inputs(batch, self.train_dataset)
+        )
         self.queued_rollout = QueuedRollout(indices, batch, call)
         self.num_prefetched_rollouts += 1
 
@@ -382,5 +384,8 @@ class RayPPOTrainer(AlgorithmPhases, WorkerSetup, TrainerCheckpoint):
             record_validation(gens, self.config.trainer, self.tracker, self.global_steps)
         metrics = compute_val_metrics(scores, sources, val_kwargs.n)
         if turns:  # verl's val-aux/num_turns/*
-            metrics |= {f"val-aux/num_turns/{k}": float(f(turns)) for k, f in (("min", min), ("max", max), ("mean", np.mean))}
+            metrics |= {
+                f"val-aux/num_turns/{k}": float(f(turns))
+                for k, f in (("min", min), ("max", max), ("mean", np.mean))
+            }
         return metrics

@@ -15,7 +15,15 @@ from verl_lite.agent_loop.registry import SINGLE_TURN
 from verl_lite.protocol import DataProto
 
 ROLLOUT_INPUTS = ["input_ids", "attention_mask", "position_ids"]
-LOOP_FIELDS = ("agent_name", "tools_kwargs", "interaction_kwargs", "extra_info", "index", "data_source", "reward_model")
+LOOP_FIELDS = (
+    "agent_name",
+    "tools_kwargs",
+    "interaction_kwargs",
+    "extra_info",
+    "index",
+    "data_source",
+    "reward_model",
+)
 
 
 def loop_names(batch: DataProto, default_loop: str) -> list[str]:

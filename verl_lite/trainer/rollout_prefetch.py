@@ -28,7 +28,6 @@ from verl_lite.protocol import DataProto
 from verl_lite.single_controller.ray_group import PendingCall
 
 
-
 def peek_next_indices(sampler: EpochSampler) -> list[int]:
     """The indices the training loop's next batch will have, without moving the sampler (the next
     one of this epoch, else the first of the next)."""

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import torch
 
+from verl_lite.algos.masked import last_policy_token
 from verl_lite.config.schema import RewardModelConfig
 from verl_lite.engine.fsdp_engine import FSDPEngine
 from verl_lite.engine.mesh import build_layout
 from verl_lite.protocol import DataProto
 from verl_lite.single_controller import Dispatch, Worker, register
-from verl_lite.algos.masked import last_policy_token
 from verl_lite.utils import device as dev
 
 RM_INPUTS = ("input_ids", "attention_mask", "position_ids", "response_mask")
