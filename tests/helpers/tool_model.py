@@ -35,6 +35,7 @@ def make_tool_model_dir(
     steps: int = 150,
     hidden: int = 64,
     seed: int = 0,
+    lr: float = 3e-3,
 ) -> str:
     """A tiny Qwen2 with the tool chat template, warm-started on `traces`, saved as a HF folder."""
     if os.path.exists(os.path.join(path, "config.json")):
@@ -47,7 +48,7 @@ def make_tool_model_dir(
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(config)
     with torch.random.fork_rng():
-        supervised_steps(model, examples, tokenizer.pad_token_id, steps, lr=3e-3, batch_size=16, seed=seed)
+        supervised_steps(model, examples, tokenizer.pad_token_id, steps, lr=lr, batch_size=16, seed=seed)
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
