@@ -217,6 +217,20 @@ def _report_failure(e: Exception) -> None:
     sys.exit(2)
 
 
+CONF_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf")
+
+
+def with_trainer_config_dir(argv: list[str]) -> list[str]:
+    """verl's experiment configs (`--config-path DIR --config-name X`, X.yaml starting with `defaults:
+    [ppo_trainer, _self_]`, e.g. examples/sglang_multiturn/config/) find ppo_trainer through their
+    `hydra.searchpath` in verl's source folder; here it is verl_lite's own conf/, added to the search
+    path as Hydra's `--config-dir` (unless the command gives one: Hydra takes a single one)."""
+    flags = {token.split("=", 1)[0] for token in argv if token.startswith("-")}
+    if flags & {"--config-path", "-cp"} and not flags & {"--config-dir", "-cd"}:
+        return [*argv, f"--config-dir={CONF_DIR}"]
+    return argv
+
+
 @hydra.main(config_path="../conf", config_name="ppo_trainer", version_base=None)
 def main(config: DictConfig) -> None:
     run(config)
@@ -224,7 +238,7 @@ def main(config: DictConfig) -> None:
 
 if __name__ == "__main__":
     try:  # verl's `+key` spellings and unknown keys, before Hydra (sweeps included)
-        sys.argv[1:] = normalize_argv(sys.argv[1:])
+        sys.argv[1:] = with_trainer_config_dir(normalize_argv(sys.argv[1:]))
     except OverrideError as e:
         print(f"verl_lite: {e}", file=sys.stderr)
         sys.exit(2)

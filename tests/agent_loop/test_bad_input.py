@@ -53,6 +53,7 @@ def files(tmp_path_factory):
     data = {
         "good": rows(),
         "no_agent_name": [{k: v for k, v in r.items() if k != "agent_name"} for r in rows()],
+        "some_agent_name": rows(5) + [{k: v for k, v in r.items() if k != "agent_name"} for r in rows(3)],
         "unknown_agent": rows(agent_name="react_agent"),
         "unknown_tool": rows(**{"extra_info.tools_kwargs": {"calculator": {"create_kwargs": {"x": "1"}}}}),
         "no_tools_kwargs": rows(**{"extra_info.tools_kwargs": None}),
@@ -78,10 +79,10 @@ def files(tmp_path_factory):
     return paths
 
 
-def multi_turn(f, data="good", tools="tools"):
+def multi_turn(f, data="good", tools="tools", val="good"):
     return [
         f"data.train_files={f[data]}",
-        f"data.val_files={f['good']}",
+        f"data.val_files={f[val]}",
         f"{MT}.enable=True",
         f"{MT}.tool_config_path={f[tools]}",
     ]
@@ -124,6 +125,11 @@ CASES = [
         lambda f: multi_turn(f, data="no_agent_name"),
         f"{MT}.enable=True with {MT}.tool_config_path set, but no row of data.train_files names an agent loop and "
         f"{AGENT}.default_agent_loop=single_turn_agent",
+    ),
+    (
+        "val_without_agent_name",
+        lambda f: multi_turn(f, val="no_agent_name"),
+        "but no row of data.val_files names an agent loop",
     ),
     (
         "agent_name_unknown",
@@ -236,3 +242,22 @@ def test_good_multi_turn_input_passes_every_start_up_check(files, tmp_path, monk
     with pytest.raises(SystemExit) as info:
         main_ppo.run(compose_config(argv, "demo"))
     assert info.value.code == 0 and reached, capsys.readouterr().err
+
+
+def test_rows_without_agent_name_beside_tool_rows_are_logged_with_their_count(
+    files, tmp_path, monkeypatch, capsys, caplog
+):
+    """A mix of tool-agent rows and rows without agent_name is allowed (verl's default loop runs the
+    latter), but not silently: the count and the first such row are logged before Ray."""
+    monkeypatch.setattr(main_ppo, "start_ray", lambda cfg: (_ for _ in ()).throw(SystemExit(0)))
+    argv = [*BASE, f"trainer.default_local_dir={tmp_path}/run", *multi_turn(files, data="some_agent_name")]
+    from verl_lite.config.compose import compose_config
+
+    with caplog.at_level("WARNING", logger="verl_lite"), pytest.raises(SystemExit) as info:
+        main_ppo.run(compose_config(argv, "demo"))
+    assert info.value.code == 0, capsys.readouterr().err
+    said = [r.getMessage() for r in caplog.records if "have no agent_name" in r.getMessage()]
+    assert said == [
+        f"data.train_files: 3 of 8 rows (the first: {files['some_agent_name']} row 5) have no agent_name "
+        f"and run {AGENT}.default_agent_loop=single_turn_agent: no tool calls for them"
+    ], said

@@ -8,12 +8,16 @@ prompts list) is the tool config the loops run.
 `check_agent_rows` (once the datasets are loaded): every row's agent_name names a loop; its
 extra_info.tools_kwargs names configured tools and is present where need_tools_kwargs says so; its
 interaction_kwargs name a configured interaction where an interaction would start; and verl's silent
-footgun: multi_turn.enable=True with tools or interactions while every row runs single_turn_agent
-(no agent_name column, default_agent_loop=single_turn_agent) would train without ever calling a tool.
+footgun: multi_turn.enable=True with tools or interactions while every row of the training or the
+validation files runs single_turn_agent (no agent_name column, default_agent_loop=single_turn_agent)
+would train or validate without ever calling a tool (refused); some such rows are logged with
+their count.
 """
 
 from __future__ import annotations
 
+import logging
+import math
 from typing import TYPE_CHECKING
 
 from verl_lite.agent_loop.registry import SINGLE_TURN, agent_loops, check_agent_loops
@@ -26,6 +30,7 @@ if TYPE_CHECKING:
     from verl_lite.config.run import Run
     from verl_lite.config.schema import PPOTrainerConfig
 
+log = logging.getLogger("verl_lite")
 MT = "actor_rollout_ref.rollout.multi_turn"
 AGENT = "actor_rollout_ref.rollout.agent"
 FIX_FOOTGUN = (
@@ -84,6 +89,11 @@ def check_multi_turn(cfg: PPOTrainerConfig, run: Run) -> list[str]:
     return problems
 
 
+def _absent(value) -> bool:
+    """No agent_name: missing, null, or pandas' NaN where other rows of the file have one."""
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
 def _first(rows, bad) -> tuple[int, object] | None:
     """(count, first offending row) of the rows for which bad(row) is true."""
     found = [row for row in rows if bad(row)]
@@ -108,7 +118,7 @@ def _row_problems(
 
     name = lambda row: agent_field(row, "agent_name") or default  # noqa: E731
     report(
-        lambda row: row.get("agent_name") is not None and not isinstance(row.get("agent_name"), str),
+        lambda row: not _absent(row.get("agent_name")) and not isinstance(row.get("agent_name"), str),
         lambda row: f"agent_name={row['agent_name']!r} must be the name of an agent loop (a string) or null",
     )
     report(
@@ -182,13 +192,37 @@ def check_agent_rows(cfg: PPOTrainerConfig, run: Run, train, val) -> list[str]:
         and (mt.tool_config_path or mt.interaction_config_path)
         and agent.default_agent_loop == SINGLE_TURN
     ):
-        from verl_lite.data.rlhf_dataset import agent_field
-
-        if all(agent_field(row, "agent_name") in (None, SINGLE_TURN) for row in train.rows):
-            what = "tool_config_path" if mt.tool_config_path else "interaction_config_path"
-            problems.append(
-                f"{MT}.enable=True with {MT}.{what} set, but no row of data.train_files names an agent loop and "
-                f"{AGENT}.default_agent_loop=single_turn_agent: every rollout would be single-turn and no "
-                f"tool would ever be called; {FIX_FOOTGUN}"
+        for files_key, dataset in datasets:
+            problems += _single_turn_rows(
+                dataset, files_key, "tool_config_path" if mt.tool_config_path else "interaction_config_path"
             )
     return problems
+
+
+def _single_turn_rows(dataset, files_key: str, what: str) -> list[str]:
+    """verl's silent footgun, per dataset: rows without agent_name run default_agent_loop=single_turn_agent
+    although tools or interactions are configured. None of the rows naming a loop is refused; some is
+    allowed (a mix of tool and plain tasks) but said, with the count, in the log."""
+    from verl_lite.data.rlhf_dataset import agent_field
+
+    plain = [row for row in dataset.rows if agent_field(row, "agent_name") is None]
+    single = [row for row in dataset.rows if agent_field(row, "agent_name") in (None, SINGLE_TURN)]
+    if dataset.rows and len(single) == len(dataset.rows):
+        return [
+            f"{MT}.enable=True with {MT}.{what} set, but no row of {files_key} names an agent loop and "
+            f"{AGENT}.default_agent_loop=single_turn_agent: every rollout would be single-turn and no "
+            f"tool would ever be called; {FIX_FOOTGUN}"
+        ]
+    if plain:
+        row = plain[0]
+        log.warning(
+            "%s: %d of %d rows (the first: %s row %s) have no agent_name and run %s.default_agent_loop="
+            "single_turn_agent: no tool calls for them",
+            files_key,
+            len(plain),
+            len(dataset.rows),
+            row["__file__"],
+            row["__row__"],
+            AGENT,
+        )
+    return []
