@@ -300,9 +300,9 @@ CASES = [
         ["algorithm.use_pf_ppo=True is not supported by verl_lite: policy-filtered PPO is not available"],
     ),
     (
-        "data_unsupported_feature",
+        "data_tool_config_missing",
         ["data.tool_config_path=/tools.yaml"],
-        ["data.tool_config_path=/tools.yaml is not supported by verl_lite"],
+        ["data.tool_config_path='/tools.yaml' does not exist; point it at the YAML file"],
     ),
     ("data_truncation_choice", ["data.truncation=middle"], ["data.truncation='middle' is not one of"]),
     (

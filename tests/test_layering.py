@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[1] / "verl_lite"
 BELOW_PREFLIGHT = {
     "config", "algos", "utils", "protocol", "engine", "rollout", "data", "reward",
     "single_controller", "roles", "workers", "plan", "plan_memory", "trainer", "errors",
+    "tools", "interactions", "agent_loop",
 }  # fmt: skip
 ALLOWED: dict[str, set[str]] = {
     "config": set(),  # the bottom layer: composed, checked and frozen before anything it configures
@@ -29,7 +30,27 @@ ALLOWED: dict[str, set[str]] = {
     "reward": {"config", "algos", "protocol", "utils", "errors"},
     "single_controller": {"protocol", "utils"},
     "roles": {"config", "algos", "utils"},
-    "workers": {"config", "algos", "engine", "rollout", "protocol", "single_controller", "utils", "data"},
+    "tools": {"reward", "utils"},  # verl's tool contract; the GSM8K tool scores with reward/
+    "interactions": {"reward", "utils"},
+    "agent_loop": {
+        "rollout",
+        "tools",
+        "interactions",
+        "protocol",
+        "utils",
+        "data",
+    },  # multi-turn, token-in/out
+    "workers": {
+        "config",
+        "algos",
+        "engine",
+        "rollout",
+        "protocol",
+        "single_controller",
+        "utils",
+        "data",
+        "agent_loop",
+    },  # fmt: skip
     "plan": {"config", "data", "engine", "rollout", "utils", "roles", "plan_memory"},
     "plan_memory": {"config", "engine", "rollout", "roles"},
     "trainer": BELOW_PREFLIGHT - {"trainer"},

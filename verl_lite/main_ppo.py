@@ -50,8 +50,10 @@ register_schema()
 
 def build_datasets(cfg: PPOTrainerConfig, tokenizer):
     from verl_lite.data.rlhf_dataset import PromptSpec, RLHFDataset
+    from verl_lite.tools.registry import tool_schemas
 
     d = cfg.data
+    tools = tool_schemas(d.tool_config_path, "data.tool_config_path")  # verl: tools in the chat template
     spec = PromptSpec(
         d.prompt_key,
         d.reward_fn_key,
@@ -62,6 +64,7 @@ def build_datasets(cfg: PPOTrainerConfig, tokenizer):
         shuffle=d.shuffle,
         seed=d.seed,
         chat_template_kwargs=dict(d.apply_chat_template_kwargs),
+        tools=tuple(tools) if tools else None,
     )
     train = RLHFDataset(d.train_files, tokenizer, dataclasses.replace(spec, max_samples=d.train_max_samples))
     val_spec = dataclasses.replace(spec, max_samples=d.val_max_samples)

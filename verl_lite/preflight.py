@@ -32,6 +32,7 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING
 
+from verl_lite.agent_loop.checks import check_agent_rows, check_multi_turn
 from verl_lite.algos.checks import check_algorithm
 from verl_lite.config.freeze import freeze
 from verl_lite.config.normalize import derive_values
@@ -68,6 +69,7 @@ CHECKS: list[Step] = [
     Step("algorithm", check_algorithm),
     Step("reward", check_reward),
     Step("data", check_data),
+    Step("multi-turn rollouts", check_multi_turn),
     Step("trainer", check_trainer),
     Step("models", check_models),
     Step("machine", check_machine),  # workers the machine cannot host make the geometry moot
@@ -85,6 +87,7 @@ RESOLVE_DATA: list[Step] = [Step("training steps", resolve_training_steps)]  # (
 DATASETS: list[Step] = [
     Step("a batch fits the data", check_batch),  # (cfg, run, train, val)
     Step("a scorer for every data_source", check_scorers),
+    Step("agent loops of the rows", check_agent_rows),
 ]
 
 CLUSTER: list[Step] = [Step("the cluster's nodes", check_nodes)]

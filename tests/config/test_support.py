@@ -125,7 +125,7 @@ REFUSED = [
         "the role's ulysses_sequence_parallel_size",
     ),
     (f"{ARR}.ref.fsdp_config.entropy_checkpointing=True", f"{ARR}.actor.entropy_checkpointing"),
-    (f"{ARR}.rollout.multi_turn.enable=True", "multi-turn"),
+    (f"{ARR}.rollout.multi_turn.use_inference_chat_template=True", "token-in / token-out"),
     (f"{ARR}.actor.strategy=megatron", "FSDP1 and Megatron"),
     ("algorithm.use_pf_ppo=True", "policy-filtered PPO"),
     (f"{ARR}.actor.rollout_n=3", f"{ARR}.rollout.n"),
@@ -152,15 +152,14 @@ def test_values_that_change_nothing_are_accepted_and_said_at_most_once(caplog):
                 "trainer.use_legacy_worker_impl=disable",
                 f"{ARR}.actor.profiler.enable=True",
                 f"{ARR}.actor.profiler.all_ranks=True",
-                f"{ARR}.rollout.multi_turn.enable=False",
-                f"{ARR}.rollout.multi_turn.format=llama3_json",
+                f"{ARR}.rollout.agent.num_workers=4",
             ],
             "demo",
         )
     lines = [r.getMessage() for r in caplog.records]
     assert sum("profiler" in line for line in lines) == 1, lines  # one rule, one line
     assert any("use_torch_compile=False" in line for line in lines)
-    assert not any("multi_turn" in line for line in lines)  # ignored options of a disabled feature: silent
+    assert sum("agent.num_workers=4" in line for line in lines) == 1, lines
 
 
 def test_a_linked_key_is_judged_through_the_key_it_follows():

@@ -45,6 +45,14 @@ class RecordingRollout(Rollout):
         self._run(self.memory.sleep())
         return None, None
 
+    def generate_requests(self, requests, call):  # a multi-turn turn: wake, generate, no sleep
+        self._run(self.memory.before_generate())
+        self.log.append(("generate", None))
+        return [], bool(requests)
+
+    def end_generation(self):  # after a multi-turn rollout's last turn
+        self._run(self.memory.sleep())
+
 
 def run(sleep_enabled: bool, phases: list[str], lora: bool = False) -> tuple[RecordingRollout, int]:
     """The worker's side: sync when Rollout.needs_sync says so, then generate; an update moves the actor.
@@ -133,3 +141,22 @@ def test_with_lora_the_base_goes_over_once_and_survives_every_sleep():
         ("sleep", 1),
     ]
     assert syncs == 3, "the first sync, then one adapter per update; gen_max and validation reuse it"
+
+
+def test_a_multi_turn_rollout_wakes_once_and_sleeps_once_after_its_last_turn():
+    """Each turn generates on the weights the first turn woke; only the end of the rollout sleeps
+    (a sleep between turns would discard the weights mid-rollout)."""
+    rollout = RecordingRollout(sleep_enabled=True)
+    rollout.update_weights([])
+    rollout.log.clear()
+    for _ in range(3):
+        rollout.generate_requests(["a request"], (1,))
+    rollout.end_generation()
+    assert rollout.log == [
+        ("wake_up", ["kv_cache"]),
+        ("generate", None),
+        ("generate", None),
+        ("generate", None),
+        ("sleep", 2),
+    ]
+    assert not rollout.weights_loaded

@@ -197,6 +197,14 @@ DOMAINS: dict[str, Domain] = {
     "trainer.max_critic_ckpt_to_keep": POS_INT.or_null("keep all"),
     "trainer.critic_warmup": NON_NEG_INT,
     "ray_kwargs.ray_init.num_cpus": POS_INT.or_null("all of the machine's"),
+    # multi-turn rollouts (agent_loop/): turn limits, tool calls per turn, a tool's text and time
+    **{
+        f"{ARR}.rollout.multi_turn.{k}": POS_INT.or_null("no limit")
+        for k in ("max_assistant_turns", "max_user_turns")
+    },
+    f"{ARR}.rollout.multi_turn.max_parallel_calls": POS_INT,
+    f"{ARR}.rollout.multi_turn.max_tool_response_length": POS_INT,
+    f"{ARR}.rollout.multi_turn.tool_call_timeout": POS,
     # the memory levers; engine/checks.py checks them against the number of workers
     **{f"{s}.ulysses_sequence_parallel_size": POS_INT for s in (f"{ARR}.actor", f"{ARR}.ref", "critic")},
     **{f"{s}.fsdp_size": SHARDS for s in FSDP_SECTIONS.values()},

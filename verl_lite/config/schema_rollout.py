@@ -34,18 +34,24 @@ class EngineKwargs(ConfigNode):
 
 @dataclass
 class MultiTurnConfig(ConfigNode):
-    enable: bool = False  # multi-turn rollouts with tools or interactions
-    max_assistant_turns: int | None = None  # most assistant turns; null: no limit
-    tool_config_path: str | None = None  # tools' config file
-    max_user_turns: int | None = None  # most user turns; null: no limit
-    max_parallel_calls: int = 1  # tool calls per turn
-    max_tool_response_length: int = 256  # tokens kept of a tool's response
-    tool_response_truncate_side: str = "middle"  # left | middle | right
-    interaction_config_path: str | None = None  # interactions' config file
-    use_inference_chat_template: bool = False  # re-template turns with the model's chat template
-    tokenization_sanity_check_mode: str = "strict"  # disable | strict | ignore_strippable
-    format: str = "hermes"  # tool-call format
-    num_repeat_rollouts: int | None = None  # rollouts per interaction
+    enable: bool = False  # multi-turn rollouts with tools or interactions; rows pick their loop by agent_name (docs/multi_turn.md)
+    max_assistant_turns: int | None = None  # most model turns per trajectory; null: no limit
+    tool_config_path: str | None = (
+        None  # tools' config file, verl's format (tools: class_name, config, tool_schema)
+    )
+    max_user_turns: int | None = None  # most tool or user turns per trajectory; null: no limit
+    max_parallel_calls: int = (
+        1  # tool calls run per turn (concurrently); further calls of the turn are not run, and counted
+    )
+    max_tool_response_length: int = 256  # characters kept of a tool's text (verl's truncation)
+    tool_response_truncate_side: str = "middle"  # left (keep the start) | middle | right (keep the end)
+    interaction_config_path: str | None = None  # interactions' (simulated users') config file, verl's format
+    use_inference_chat_template: bool = False  # False: every turn continues from the sampled token ids
+    tokenization_sanity_check_mode: str = "strict"  # compare each trajectory with its conversation rendered whole: disable | strict | ignore_strippable
+    format: str = "hermes"  # tool-call format: <tool_call>{"name": ..., "arguments": ...}</tool_call>
+    num_repeat_rollouts: int | None = None  # SGLang's repeated rollouts per interaction
+    # verl_lite's own key
+    tool_call_timeout: float = 60.0  # seconds a tool call may run before the model is told it timed out
 
 
 @dataclass
@@ -57,8 +63,10 @@ class CustomAsyncServerConfig(ConfigNode):
 @dataclass
 class AgentLoopConfig(ConfigNode):
     num_workers: int = 8  # agent-loop workers of verl's async server mode
-    default_agent_loop: str = "single_turn_agent"  # agent loop of rows that name none
-    agent_loop_config_path: str | None = None  # custom agent loops' config file
+    default_agent_loop: str = "single_turn_agent"  # agent loop of rows without agent_name: single_turn_agent | tool_agent | a loop of agent_loop_config_path
+    agent_loop_config_path: str | None = (
+        None  # YAML list of your agent loops: {name, _target_: dotted class path, its keyword arguments}
+    )
     custom_async_server: CustomAsyncServerConfig = field(default_factory=CustomAsyncServerConfig)
 
 

@@ -46,7 +46,7 @@ class DataConfig(ConfigNode):
     train_batch_size: int | None = 1024  # prompts per training step (global)
     val_batch_size: int | None = None  # prompts per validation batch; null: the whole validation set
     tool_config_path: str | None = (
-        "${actor_rollout_ref.rollout.multi_turn.tool_config_path}"  # tools put into the chat template
+        "${actor_rollout_ref.rollout.multi_turn.tool_config_path}"  # tools listed in the prompts (the chat template's `tools`)
     )
     return_raw_input_ids: bool | None = False  # keep the prompt ids before the chat template
     return_raw_chat: bool | None = True  # keep the raw messages in the batch

@@ -181,17 +181,28 @@ RULES: list[Rule] = [
     Rule(f"{ARR}.rollout.multi_stage_wake_up", ANY, note="SGLang only in verl; no effect on vLLM"),
     Rule(f"{ARR}.rollout.engine_kwargs.sglang", ANY),
     Rule(f"{ARR}.rollout.engine_kwargs.trtllm", ANY),
-    Rule(f"{ARR}.rollout.multi_turn.enable", instead="multi-turn and tool rollouts are not supported"),
-    Rule(f"{ARR}.rollout.multi_turn", ANY),
+    Rule(
+        f"{ARR}.rollout.multi_turn.use_inference_chat_template",
+        (False,),
+        instead="each turn continues from the sampled token ids (token-in / token-out); re-templating the "
+        "conversation would train other tokens than the policy sampled",
+    ),
+    Rule(
+        f"{ARR}.rollout.multi_turn.num_repeat_rollouts",
+        instead="SGLang's repeated interaction rollouts are not available; use rollout.n",
+    ),
+    Rule(f"{ARR}.rollout.multi_turn.format", ("hermes",), instead="tool calls are parsed in hermes format"),
     Rule(
         f"{ARR}.rollout.calculate_log_probs",
         ANY,
         note="the rollout always returns its log-probs here (rollout/actor_logprob_abs_diff_*)",
     ),
-    Rule(f"{ARR}.rollout.agent.default_agent_loop", instead="single-turn generation only"),
-    Rule(f"{ARR}.rollout.agent.agent_loop_config_path", instead="single-turn generation only"),
+    Rule(
+        f"{ARR}.rollout.agent.num_workers",
+        ANY,
+        note="the agent loops run inside each rollout worker (trainer.n_gpus_per_node of them)",
+    ),
     Rule(f"{ARR}.rollout.agent.custom_async_server", instead="generation runs in the hybrid engine"),
-    Rule(f"{ARR}.rollout.agent", ANY),
     Rule(f"{ARR}.rollout.checkpoint_engine.backend", instead="weights reach the rollout in-process (naive)"),
     Rule(f"{ARR}.rollout.checkpoint_engine.engine_kwargs", ANY),
     Rule(f"{ARR}.rollout.trace", ANY, note="rollout tracing is not available: nothing is traced"),
@@ -207,7 +218,6 @@ RULES: list[Rule] = [
     Rule(f"{ARR}.rollout.mtp", FOLLOWS, instead=f"set {ARR}.model.mtp", also=(None,)),
     # data
     Rule("data.use_shm", ANY, note="the driver reads the data files once; /dev/shm changes nothing"),
-    Rule("data.tool_config_path", instead="tools in the chat template are not supported"),
     Rule("data.return_raw_input_ids", ANY),
     Rule("data.return_full_prompt", ANY),
     Rule("data.dataloader_num_workers", ANY),

@@ -42,6 +42,7 @@ class PromptSpec:
     shuffle: bool = False  # data.shuffle: max_samples picks a random subset (by seed), else the first rows
     seed: int | None = None  # data.seed of that subset; null: a fixed default
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)  # data.apply_chat_template_kwargs
+    tools: tuple[dict, ...] | None = None  # data.tool_config_path's schemas: rendered by the chat template
 
 
 def _subset(frame: pd.DataFrame, spec: PromptSpec) -> pd.DataFrame:
@@ -139,9 +140,10 @@ def _check_representable(tokenizer, text: str, ids: list[int], where: str, key: 
 def _render(tokenizer, messages: list[dict], where: str, spec: PromptSpec) -> str:
     """The prompt text of a row's messages; a template that fails (Jinja's sandbox refusing an
     attribute, an undefined variable, the template's own raise_exception) is named in one line."""
+    tools = {"tools": [dict(t) for t in spec.tools]} if spec.tools else {}
     try:
         return tokenizer.apply_chat_template(
-            messages, add_generation_prompt=True, tokenize=False, **spec.chat_template_kwargs
+            messages, add_generation_prompt=True, tokenize=False, **tools, **spec.chat_template_kwargs
         )
     except jinja2.TemplateError as e:
         source = getattr(tokenizer, "name_or_path", "") or "the tokenizer"
@@ -234,8 +236,49 @@ class RLHFDataset:
         }
         if self.spec.return_raw_chat:
             non_tensors["raw_prompt"] = [r["__messages__"] for r in rows]
+        if self.has_agent_fields:
+            non_tensors.update({k: [agent_field(r, k) for r in rows] for k in AGENT_FIELDS})
         tensors = {"input_ids": input_ids, "attention_mask": attention_mask, "position_ids": position_ids}
         return DataProto.from_dict(tensors, non_tensors)
+
+    @property
+    def has_agent_fields(self) -> bool:
+        """The data names agent loops or carries tool / interaction arguments (agent_field)."""
+        if not hasattr(self, "_has_agent_fields"):
+            self._has_agent_fields = any(
+                agent_field(r, "agent_name") is not None
+                or agent_field(r, "tools_kwargs")
+                or agent_field(r, "interaction_kwargs")
+                for r in self.rows
+            )
+        return self._has_agent_fields
+
+    def messages(self, indices) -> list[list[dict]]:
+        """The chat messages of the rows `indices` (an agent loop's conversation starts with them)."""
+        return [self.rows[int(i)]["__messages__"] for i in indices]
+
+
+AGENT_FIELDS = ("agent_name", "tools_kwargs", "interaction_kwargs")
+
+
+def agent_field(row: dict, key: str):
+    """What verl's dataset hands an agent loop: the row's `agent_name` column (None when absent), and
+    extra_info's `tools_kwargs` and `interaction_kwargs` ({} when absent). Parquet gives a row the
+    union of every row's struct fields, so tools named only in other rows come back as None: those
+    are left out."""
+    if key == "agent_name":
+        value = row.get("agent_name")
+        return value if isinstance(value, str) else None
+    value = (row.get("extra_info") or {}).get(key) or {}
+    if not isinstance(value, dict):
+        return value  # not a mapping: data/checks.py names the row
+    if key == "tools_kwargs":
+        return {
+            name: {k: v for k, v in (kw or {}).items() if v is not None}
+            for name, kw in value.items()
+            if kw is not None
+        }
+    return dict(value)
 
 
 def check_batch_fits(dataset: RLHFDataset, batch_size: int, key: str, files_key: str) -> str | None:

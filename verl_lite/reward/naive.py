@@ -1,9 +1,11 @@
 """The naive reward manager: decode each response, score it by rule, reward its last token.
 
-verl's `naive` manager: the score of a response is placed on its last valid token of a
-(batch, response_len) tensor, which the advantage estimators sum. A scorer that raises, calls sys.exit,
-returns something that is not a finite number (or a number beyond float range), or runs past
-`timeout` seconds for a batch (reward_model.timeout) stops the run with a RewardError naming the function and its file, the
+verl's `naive` manager: the response is decoded up to its length (a multi-turn response with its
+tool and user turns, as verl decodes it) and its score is placed on its last token the policy
+sampled (the last valid token of a single-turn response) of a (batch, response_len) tensor, which
+the advantage estimators sum. A scorer that raises, calls sys.exit, returns something that is not a
+finite number (or a number beyond float range), or runs past `timeout` seconds for a batch
+(reward_model.timeout) stops the run with a RewardError naming the function and its file, the
 sample's parquet file and row (through `locate`, set from the dataset) and its data_source: a
 silently wrong reward would poison training without a trace.
 """
@@ -18,6 +20,7 @@ from collections.abc import Callable
 
 import torch
 
+from verl_lite.algos.masked import last_policy_token, response_lengths
 from verl_lite.errors import RunError
 from verl_lite.protocol import DataProto
 from verl_lite.reward.deadline import DeadlineExceeded, deadline
@@ -71,7 +74,11 @@ class NaiveRewardManager:
     def _score_batch(self, data: DataProto, progress: dict) -> tuple[torch.Tensor, dict[str, list]]:
         responses = data.batch["responses"]  # (bs, T)
         response_mask = data.batch["response_mask"]
-        lengths = response_mask.sum(-1).long()
+        if "attention_mask" in data.batch:  # a multi-turn response: its inserted tokens are read too
+            lengths = response_lengths(data.batch["attention_mask"], responses.shape[1]).long()
+        else:
+            lengths = response_mask.sum(-1).long()
+        last = last_policy_token(response_mask)
         rewards = torch.zeros_like(responses, dtype=torch.float32)
         extra: dict[str, list] = defaultdict(list)
         shown: dict[str, int] = defaultdict(int)
@@ -87,7 +94,7 @@ class NaiveRewardManager:
             for key, value in details.items():
                 extra[key].append(value)
             if n > 0:
-                rewards[i, n - 1] = score
+                rewards[i, last[i]] = score
             if shown[source] < self.num_examine:
                 shown[source] += 1
                 # examples for the run's log file (utils/logs.py); log_val_generations puts samples on the console

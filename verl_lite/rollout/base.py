@@ -7,7 +7,10 @@ rollout/weight_sync.py), `weights_loaded` (False while the backend holds no vali
 weights: before the first sync, or after a sleep that discarded them; the worker syncs then) and
 `generate_tokens(prompt_ids, prompt_mask, params)` returning raw response tokens (prompts * n,
 <= response_length), each prompt's n samples adjacent, with their sampled-token log-probs (same
-shape) or None where the backend has none.
+shape) or None where the backend has none. Multi-turn rollouts (agent_loop/) drive it token-in /
+token-out instead: `generate_requests(requests, call)` generates one turn of many trajectories in
+one engine call, each request its own prompt ids and token budget, and returns the sampled ids and
+their log-probs as lists; `end_generation()` follows a rollout's last turn.
 Its sampling state (`state_dict()` / `load_state_dict()`: the call counters its seeds derive from,
 small ints) goes into every checkpoint, so a resumed run draws the same samples as an uninterrupted
 one; validation (`SamplingParams.validate`) counts its calls apart, so validating does not move
@@ -43,6 +46,23 @@ class SamplingParams:
         return not self.do_sample or self.temperature == 0
 
 
+@dataclass(frozen=True)
+class TokenRequest:
+    """One generation of a multi-turn rollout (n = 1): its prompt ids, at most `max_tokens` new ones."""
+
+    prompt_ids: tuple[int, ...]
+    max_tokens: int
+    params: SamplingParams  # temperature, top-k, top-p, greedy; its n and response_length are not read
+    key: tuple[int, ...]  # (trajectory, request) within the call; its seed derives from it
+
+
+@dataclass
+class TokenResult:
+    token_ids: list[int]  # as sampled, up to and including EOS (unless ignore_eos)
+    log_probs: list[float]  # of each sampled token, under the distribution it was drawn from
+    stop_reason: str  # eos | length
+
+
 class Rollout(ABC):
     """A rollout backend as the worker sees it. Subclasses take (model_cfg, rollout_cfg, tokenizer,
     rank) and call `super().__init__(seed, rank)`."""
@@ -68,6 +88,19 @@ class Rollout(ABC):
         self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, params: SamplingParams
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(responses (B*n, <=R), their sampled-token log-probs or None) for left-padded prompts (B, P)."""
+
+    @abstractmethod
+    def generate_requests(
+        self, requests: list[TokenRequest], call: tuple[int, ...]
+    ) -> tuple[list[TokenResult], bool]:
+        """One turn: every request in one engine call (`call`: the rollout call's key, next_call).
+        Returns the results in request order and whether any rank sharing this rank's engine (its
+        TP group) had a request: those ranks call together, one with none passes [], and a rollout
+        ends when this returns False."""
+
+    def end_generation(self) -> None:
+        """After a multi-turn rollout's last turn (a backend may release memory, as after generate)."""
+        return None
 
     def needs_sync(self, actor_changed: bool) -> bool:
         """Whether the worker must sync weights before the next generate: the actor moved since the

@@ -26,6 +26,7 @@ sync replaces only the adapter (`update_adapter`).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import torch
@@ -41,7 +42,13 @@ from transformers.generation.logits_process import (
 from verl_lite.engine.lora import apply_lora
 from verl_lite.engine.lora_spec import LoraSpec
 from verl_lite.engine.parallelize import parse_dtype
-from verl_lite.rollout.base import Rollout, SamplingParams, response_mask_from_tokens
+from verl_lite.rollout.base import (
+    Rollout,
+    SamplingParams,
+    TokenRequest,
+    TokenResult,
+    response_mask_from_tokens,
+)
 from verl_lite.utils import device as dev
 from verl_lite.utils.hf_model import load_causal_lm
 
@@ -170,3 +177,49 @@ class HFRollout(Rollout):
         if not params.ignore_eos:  # finished rows continue with pad tokens, whose log-probs mean nothing
             log_probs = torch.where(response_mask_from_tokens(tokens, self.eos_id).bool(), log_probs, 0.0)
         return tokens, log_probs
+
+    @torch.no_grad()
+    def generate_requests(
+        self, requests: list[TokenRequest], call: tuple[int, ...]
+    ) -> tuple[list[TokenResult], bool]:
+        """One multi-turn turn (base.Rollout): the requests left-padded into one generate call per
+        sampling setting (one in practice), each cut to its own budget and first EOS."""
+        results: list[TokenResult | None] = [None] * len(requests)
+        groups: dict[SamplingParams, list[int]] = {}
+        for i, r in enumerate(requests):
+            groups.setdefault(dataclasses.replace(r.params, n=1, response_length=1), []).append(i)
+        for params, rows in groups.items():
+            for i, result in zip(rows, self._generate_group([requests[i] for i in rows], params, call)):
+                results[i] = result
+        return results, bool(requests)
+
+    def _generate_group(
+        self, requests: list[TokenRequest], params: SamplingParams, call
+    ) -> list[TokenResult]:
+        width = max(len(r.prompt_ids) for r in requests)
+        ids = torch.full((len(requests), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(requests), width), dtype=torch.long)
+        for row, r in enumerate(requests):
+            ids[row, width - len(r.prompt_ids) :] = torch.tensor(r.prompt_ids)
+            mask[row, width - len(r.prompt_ids) :] = 1
+        params = dataclasses.replace(params, response_length=max(r.max_tokens for r in requests))
+        recorder = SampledTokenLogProbs()
+        processors = build_logits_processors(params)
+        processors.append(recorder)
+        device = dev.local_device()
+        with dev.fork_rng():
+            torch.manual_seed(hash((self.seed, self.rank, *call, *requests[0].key)) % (2**63))
+            out = self.model.generate(
+                input_ids=ids.to(device),
+                attention_mask=mask.to(device),
+                generation_config=build_generation_config(params, self.eos_id, self.pad_id),
+                logits_processor=processors,
+            )
+        tokens, log_probs = out[:, width:].cpu().tolist(), recorder.finish(out[:, -1]).tolist()
+        results = []
+        for r, toks, logps in zip(requests, tokens, log_probs):
+            toks, stop = toks[: r.max_tokens], "length"
+            if not params.ignore_eos and self.eos_id in toks:
+                toks, stop = toks[: toks.index(self.eos_id) + 1], "eos"
+            results.append(TokenResult(toks, logps[: len(toks)], stop))
+        return results

@@ -85,3 +85,12 @@ class TPGroup:
         origins = [(self.first + m, i) for m, n in enumerate(sizes) for i in range(n)]
         start = sum(sizes[: self.rank - self.first])
         return GroupBatch(ids, mask, origins, slice(start, start + rows))
+
+    def gather_objects(self, obj) -> tuple[list, int]:
+        """Every member's `obj` (picklable) in rank order, and this rank's index among them: how the
+        ranks of a group meet for a multi-turn rollout's turn (each has its own list of requests)."""
+        if self.group is None:
+            return [obj], 0
+        found = [None] * self.size
+        dist.all_gather_object(found, obj, group=self.group)
+        return found, self.rank - self.first

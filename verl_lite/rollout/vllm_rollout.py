@@ -45,7 +45,7 @@ import torch
 from verl_lite.engine.lora_spec import LoraSpec
 from verl_lite.engine.parallelize import parse_dtype
 from verl_lite.rollout import VLLM_LORA_RANKS, cpu_shm
-from verl_lite.rollout.base import Rollout, SamplingParams
+from verl_lite.rollout.base import Rollout, SamplingParams, TokenRequest, TokenResult
 from verl_lite.rollout.engine_state import prepare_engine_env, preserved_process_state
 from verl_lite.rollout.tp_group import TPGroup
 from verl_lite.rollout.vllm_reload import record_cpu_gemm_layers, reload_weights
@@ -337,6 +337,43 @@ class VLLMRollout(Rollout):
         logps = [[step[tok].logprob for step, tok in zip(s.logprobs, row)] for s, row in zip(samples, ids)]
         width = max(1, max(map(len, ids), default=0))
         return _padded(ids, width, self.pad_id, torch.long), _padded(logps, width, 0.0, torch.float32)
+
+    @torch.no_grad()
+    def generate_requests(
+        self, requests: list[TokenRequest], call: tuple[int, ...]
+    ) -> tuple[list[TokenResult], bool]:
+        """One multi-turn turn (base.Rollout): the TP group's requests in one generate call, each with
+        its own token budget and a seed from (rollout.seed, owner rank, call, request key)."""
+        from vllm.inputs import TokensPrompt
+
+        members, me = self.tp_group.gather_objects(list(requests))
+        everyone = [(m, r) for m, reqs in enumerate(members) for r in reqs]
+        if not everyone:
+            return [], False
+        self._run(self.memory.before_generate())  # wakes only what sleeps: the first turn's call
+        if self.lora_enabled and self.lora_request is None:
+            raise RuntimeError("vLLM rollout: LoRA is on but no adapter was synced (update_adapter)")
+        prompts = [TokensPrompt(prompt_token_ids=list(r.prompt_ids)) for _, r in everyone]
+        sampling = [
+            self._sampling(
+                dataclasses.replace(r.params, n=1, response_length=r.max_tokens),
+                self.request_seed((*call, *r.key), self.tp_group.first + m, 0),
+            )
+            for m, r in everyone
+        ]
+        with dev.fork_rng():
+            outputs = self.llm.generate(prompts, sampling, use_tqdm=False, lora_request=self.lora_request)
+        start = sum(len(reqs) for reqs in members[:me])
+        results = []
+        for out in outputs[start : start + len(requests)]:
+            sample = out.outputs[0]
+            ids = list(sample.token_ids)
+            logps = [step[tok].logprob for step, tok in zip(sample.logprobs, ids)]
+            results.append(TokenResult(ids, logps, "length" if sample.finish_reason == "length" else "eos"))
+        return results, True
+
+    def end_generation(self) -> None:
+        self._run(self.memory.sleep())
 
 
 def _padded(rows: list[list], width: int, pad, dtype: torch.dtype) -> torch.Tensor:

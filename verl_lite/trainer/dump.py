@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from verl_lite.algos.masked import response_lengths
 from verl_lite.protocol import DataProto
 from verl_lite.trainer.tracking import written
 
@@ -31,9 +32,10 @@ class Generations:
     def decode(
         cls, tokenizer, batch: DataProto, scores: list[float], extra: dict | None = None
     ) -> Generations:
-        """Texts of a batch holding `prompts` (left-padded), `responses` and `response_mask`."""
+        """Texts of a batch holding `prompts` (left-padded), `responses` and `attention_mask` (a
+        multi-turn response with its tool and user turns)."""
         prompts, responses = batch.batch["prompts"], batch.batch["responses"]
-        lengths = batch.batch["response_mask"].sum(-1).tolist()
+        lengths = response_lengths(batch.batch["attention_mask"], responses.shape[1]).tolist()
         inputs = tokenizer.batch_decode(prompts.tolist(), skip_special_tokens=True)
         outputs = [
             tokenizer.decode(r[: int(n)].tolist(), skip_special_tokens=True)

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
-from verl_lite.algos.masked import masked_mean, masked_sum
+from verl_lite.algos.masked import masked_mean, masked_sum, response_lengths
 from verl_lite.algos.value_loss import explained_variance
 from verl_lite.protocol import DataProto
 
@@ -40,7 +40,7 @@ def compute_data_metrics(
     b = batch.batch
     mask = b["response_mask"].bool()
     prompt_len = b["attention_mask"][:, : b["prompts"].shape[1]].sum(-1).float()
-    response_len = mask.sum(-1).float()
+    response_len = response_lengths(b["attention_mask"], mask.shape[1]).float()  # verl's: tool turns too
     metrics = {
         **_stats("critic/score", b["token_level_scores"].sum(-1)),
         **_stats("critic/rewards", b["token_level_rewards"].sum(-1)),

@@ -70,7 +70,10 @@ class AlgorithmPhases:
     # --- scores -------------------------------------------------------------------------------------
     def _compute_scores(self, batch: DataProto, metrics: dict) -> tuple[torch.Tensor, dict]:
         """(bs, R) token-level scores and the reward function's extra info. With a reward model its
-        score is the reward and the rule reward is not computed (verl's semantics)."""
+        score is the reward and the rule reward is not computed (verl's semantics); so are scores an
+        agent loop gave every trajectory (rm_scores)."""
+        if "rm_scores" in batch.batch:
+            return batch.batch["rm_scores"], {}
         if self.rm_wg is None:
             return self.reward_fn(batch)
         inputs = batch.select([*MODEL_INPUTS, "response_mask"], meta_keys=[])
@@ -80,7 +83,9 @@ class AlgorithmPhases:
 
     def _val_scores(self, batch: DataProto) -> tuple[torch.Tensor, dict]:
         """Validation scores and extra info: the reward model's when there is one (as in verl), else
-        the rules'."""
+        the rules'; an agent loop's own scores first."""
+        if "rm_scores" in batch.batch:
+            return batch.batch["rm_scores"], {}
         if self.rm_wg is None:
             return self.val_reward_fn(batch)
         padded, pad = batch.select([*MODEL_INPUTS, "response_mask"], meta_keys=[]).pad_to_divisor(
@@ -142,8 +147,10 @@ class AlgorithmPhases:
                 "attention_mask": rows.batch["attention_mask"][:, :width],
                 "position_ids": rows.batch["position_ids"][:, :width],
             },
-            meta_info={"greedy_baseline": True},
+            dict(rows.non_tensor_batch),
         )
+        prompts = self._rollout_inputs(prompts, self.train_dataset)  # agent loops run the baseline too
+        prompts.meta_info["greedy_baseline"] = True
         gen = self.actor_rollout_wg.generate_sequences(prompts)
         gen.meta_info.pop("metrics", None)
         baseline = DataProto(dict(gen.batch), dict(rows.non_tensor_batch), {})

@@ -34,6 +34,9 @@ from __future__ import annotations
 import logging
 from contextlib import contextmanager
 
+import numpy as np
+
+from verl_lite.agent_loop.metrics import compute_agent_loop_metrics
 from verl_lite.algos import ADV_ESTIMATORS
 from verl_lite.algos.kl_ctrl import build_kl_controller
 from verl_lite.config.run import Run
@@ -54,7 +57,8 @@ from verl_lite.trainer.metrics import (
     timer,
 )
 from verl_lite.trainer.ppo_phases import AlgorithmPhases, in_order
-from verl_lite.trainer.rollout_prefetch import ROLLOUT_INPUTS, QueuedRollout, peek_next_indices
+from verl_lite.trainer.rollout_inputs import rollout_inputs
+from verl_lite.trainer.rollout_prefetch import QueuedRollout, peek_next_indices
 from verl_lite.trainer.tracking import Tracking
 from verl_lite.trainer.trainer_checkpoint import TrainerCheckpoint
 from verl_lite.trainer.worker_setup import WorkerSetup
@@ -236,7 +240,9 @@ class RayPPOTrainer(AlgorithmPhases, WorkerSetup, TrainerCheckpoint):
             return
         indices = peek_next_indices(self.sampler)
         batch = self.train_dataset.collate(indices)
-        call = self.actor_rollout_wg.submit("generate_sequences", batch.select(ROLLOUT_INPUTS))
+        call = self.actor_rollout_wg.submit(
+            "generate_sequences", self._rollout_inputs(batch, self.train_dataset)
+        )
         self.queued_rollout = QueuedRollout(indices, batch, call)
         self.num_prefetched_rollouts += 1
 
@@ -250,12 +256,18 @@ class RayPPOTrainer(AlgorithmPhases, WorkerSetup, TrainerCheckpoint):
                     batch = phase(batch, metrics)
         metrics.update(self._balance_metrics(batch))
         metrics.update(compute_data_metrics(batch, self.config.data.max_prompt_length, self.response_length))
+        metrics.update(compute_agent_loop_metrics(batch))
         metrics.update({f"timing_s/{k}": v for k, v in timings.items()})
         metrics.update(compute_throughput_metrics(batch, timings["step"], self.world_size))
         metrics.update(compute_variance_proxy_metrics(batch, metrics.get("actor/grad_norm")))
         metrics["training/global_step"] = self.global_steps
         metrics["training/epoch"] = self.sampler.epoch
         return metrics
+
+    def _rollout_inputs(self, batch: DataProto, dataset: RLHFDataset, meta_keys=None) -> DataProto:
+        """The prompts for generate_sequences; with agent loops, the rows' fields (rollout_inputs.py)."""
+        default = self.config.actor_rollout_ref.rollout.agent.default_agent_loop
+        return rollout_inputs(batch, dataset, default, meta_keys)
 
     @property
     def response_length(self) -> int:
@@ -267,7 +279,7 @@ class RayPPOTrainer(AlgorithmPhases, WorkerSetup, TrainerCheckpoint):
         if queued is not None:  # queued behind the previous step's update, for this very batch
             gen = queued.result_for(batch)
         else:
-            gen = self.actor_rollout_wg.generate_sequences(batch.select(ROLLOUT_INPUTS))
+            gen = self.actor_rollout_wg.generate_sequences(self._rollout_inputs(batch, self.train_dataset))
         metrics.update(gen.meta_info.pop("metrics", {}))
         n = self.config.actor_rollout_ref.rollout.n
         expanded = batch.repeat(n, interleave=True)
@@ -356,11 +368,11 @@ class RayPPOTrainer(AlgorithmPhases, WorkerSetup, TrainerCheckpoint):
         val_kwargs = self.config.actor_rollout_ref.rollout.val_kwargs
         size = len(self.val_dataset)
         batch_size = self.config.data.val_batch_size or size
-        scores, sources = [], []
+        scores, sources, turns = [], [], []
         gens = Generations()
         for start in range(0, size, batch_size):
             batch = self.val_dataset.collate(list(range(start, min(start + batch_size, size))))
-            prompts = batch.select(["input_ids", "attention_mask", "position_ids"], meta_keys=[])
+            prompts = self._rollout_inputs(batch, self.val_dataset, meta_keys=[])
             prompts.meta_info["validate"] = True
             padded, pad = prompts.pad_to_divisor(self.world_size)
             gen = self.actor_rollout_wg.generate_sequences(padded).unpad(pad * val_kwargs.n)
@@ -369,9 +381,16 @@ class RayPPOTrainer(AlgorithmPhases, WorkerSetup, TrainerCheckpoint):
             expanded.union(gen)
             rewards, extra = self._val_scores(expanded)
             scores += rewards.sum(-1).tolist()
+            turns += list(expanded.non_tensor_batch.get("__num_turns__", []))
             sources += list(expanded.non_tensor_batch[self.config.data.reward_fn_key])
             if self.keep_val_texts:
                 gens.extend(Generations.decode(self.tokenizer, expanded, rewards.sum(-1).tolist(), extra))
         if self.keep_val_texts:
             record_validation(gens, self.config.trainer, self.tracker, self.global_steps)
-        return compute_val_metrics(scores, sources, val_kwargs.n)
+        metrics = compute_val_metrics(scores, sources, val_kwargs.n)
+        if turns:  # verl's val-aux/num_turns/*
+            metrics |= {
+                f"val-aux/num_turns/{k}": float(f(turns))
+                for k, f in (("min", min), ("max", max), ("mean", np.mean))
+            }
+        return metrics

@@ -27,8 +27,6 @@ from verl_lite.data.rlhf_dataset import EpochSampler
 from verl_lite.protocol import DataProto
 from verl_lite.single_controller.ray_group import PendingCall
 
-ROLLOUT_INPUTS = ["input_ids", "attention_mask", "position_ids"]
-
 
 def peek_next_indices(sampler: EpochSampler) -> list[int]:
     """The indices the training loop's next batch will have, without moving the sampler (the next

@@ -50,6 +50,7 @@ class WorkerSetup:
             self.config.actor_rollout_ref,
             role,
             t.dist_timeout_s,
+            dict(self.config.data.apply_chat_template_kwargs),  # agent loops render inserted turns with them
             name="actor_rollout_ref",
         )
         # log-probs and updates go to data-parallel ranks: a sequence-parallel group shares its rows

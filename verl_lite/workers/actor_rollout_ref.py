@@ -55,11 +55,19 @@ GB = 1024**3
 
 
 class ActorRolloutRefWorker(Worker):
-    def __init__(self, config: ActorRolloutRefConfig, role: str, dist_timeout_s: int = 600):
+    def __init__(
+        self,
+        config: ActorRolloutRefConfig,
+        role: str,
+        dist_timeout_s: int = 600,
+        chat_template_kwargs: dict | None = None,
+    ):
         super().__init__()
         if role not in ROLES:
             raise ValueError(f"role {role!r} is not one of {ROLES}")
         self.config, self.role, self.dist_timeout_s = config, role, dist_timeout_s
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})  # data.apply_chat_template_kwargs
+        self.agent_loops = None  # agent_loop.runner.AgentLoopRunner, built at the first multi-turn rollout
         self.has_actor = role.startswith("actor")
         self.has_ref = role.endswith("ref")
         self.engines: dict[str, FSDPEngine] = {}
@@ -168,7 +176,8 @@ class ActorRolloutRefWorker(Worker):
 
     @register(Dispatch.DP_COMPUTE_PROTO)
     def generate_sequences(self, prompts: DataProto) -> DataProto:
-        """meta_info: validate (val_kwargs sampling) or greedy_baseline (ReMax: one greedy response)."""
+        """meta_info: validate (val_kwargs sampling) or greedy_baseline (ReMax: one greedy response);
+        agent_loop: run the rows through their agent loops (multi-turn, agent_loop/runner.py)."""
         validate = prompts.meta_info.get("validate", False)
         baseline = prompts.meta_info.get("greedy_baseline", False)
         if not validate and not baseline:
@@ -178,6 +187,27 @@ class ActorRolloutRefWorker(Worker):
         if baseline:
             params = dataclasses.replace(params, n=1, do_sample=False)
         start = time.perf_counter()
+        if prompts.meta_info.get("agent_loop"):
+            out = self._agent_loop_runner().run(prompts, params)
+            metrics.update(out.meta_info.pop("metrics"))
+        else:
+            out = self._generate_single_turn(prompts, params)
+        seconds = time.perf_counter() - start
+        metrics["timing_s/generate_local"] = seconds
+        metrics["perf/rollout_tokens_per_s"] = float(out.batch["response_mask"].sum()) / max(seconds, 1e-9)
+        out.meta_info["metrics"] = metrics
+        return out
+
+    def _agent_loop_runner(self):
+        if self.agent_loops is None:
+            from verl_lite.agent_loop.runner import AgentLoopRunner
+
+            self.agent_loops = AgentLoopRunner(
+                self.rollout, self.tokenizer, self.config.rollout, self.chat_template_kwargs
+            )
+        return self.agent_loops
+
+    def _generate_single_turn(self, prompts: DataProto, params: SamplingParams) -> DataProto:
         b = prompts.batch
         raw, raw_log_probs = self.rollout.generate_tokens(b["input_ids"], b["attention_mask"], params)
         out = assemble(
@@ -193,10 +223,7 @@ class ActorRolloutRefWorker(Worker):
         )
         if raw_log_probs is not None:
             out["rollout_log_probs"] = place_log_probs(raw_log_probs, out["response_mask"])
-        seconds = time.perf_counter() - start
-        metrics["timing_s/generate_local"] = seconds
-        metrics["perf/rollout_tokens_per_s"] = float(out["response_mask"].sum()) / max(seconds, 1e-9)
-        return DataProto.from_dict(out, meta_info={"metrics": metrics})
+        return DataProto.from_dict(out)
 
     # --- log-probs ----------------------------------------------------------------------------------
     def _log_prob(self, role: str, data: DataProto, source, phase: str, fn=compute_log_prob):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import torch
 
+from verl_lite.algos.masked import last_policy_token
 from verl_lite.config.schema import RewardModelConfig
 from verl_lite.engine.fsdp_engine import FSDPEngine
 from verl_lite.engine.mesh import build_layout
@@ -23,7 +24,7 @@ RM_INPUTS = ("input_ids", "attention_mask", "position_ids", "response_mask")
 
 
 def last_token_scores(output, micro) -> torch.Tensor:
-    """(bs, R'): the score at each sequence's last real token, placed on its last response token."""
+    """(bs, R'): the score at each sequence's last real token, placed on its last sampled token."""
     scores = output.logits[..., 0].float()  # (bs, S')
     mask = micro["attention_mask"]
     positions = torch.arange(mask.shape[1], device=scores.device)
@@ -33,7 +34,7 @@ def last_token_scores(output, micro) -> torch.Tensor:
     lengths = response_mask.sum(-1).long()
     out = torch.zeros(response_mask.shape, dtype=torch.float32, device=scores.device)
     rows = torch.nonzero(lengths > 0).squeeze(1)
-    out[rows, lengths[rows] - 1] = seq_score[rows]
+    out[rows, last_policy_token(response_mask)[rows]] = seq_score[rows]  # the last sampled token
     return out
 
 

@@ -1,0 +1,264 @@
+"""Bad multi-turn input through the real CLI entry (in-process, as tests/test_bad_input.py does it):
+exit 2, one line naming the key, file or row and the fix, before Ray. And the good multi-turn input
+passes every start-up check (so each case fails for its own damage only)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from tests.helpers.agent import (
+    VERL_GSM8K_INTERACTION_CONFIG,
+    VERL_GSM8K_TOOL_CONFIG,
+    tool_entry,
+    user_tool,
+    write_yaml,
+)
+from tests.test_bad_input import BASE, run_in_process
+from verl_lite import main_ppo
+
+MT = "actor_rollout_ref.rollout.multi_turn"
+AGENT = "actor_rollout_ref.rollout.agent"
+
+
+def rows(n=8, **changes) -> list[dict]:
+    """Tool-agent rows (verl's layout) over short arithmetic prompts; `changes` edits every row."""
+    out = []
+    for i in range(n):
+        row = {
+            "data_source": "verl_lite/arith",
+            "agent_name": "tool_agent",
+            "prompt": [{"role": "user", "content": f"{i}+1="}],
+            "ability": "math",
+            "reward_model": {"style": "rule", "ground_truth": str(i + 1)},
+            "extra_info": {
+                "index": i,
+                "need_tools_kwargs": True,
+                "tools_kwargs": {"calc_gsm8k_reward": {"create_kwargs": {"ground_truth": str(i + 1)}}},
+                "interaction_kwargs": {"name": "gsm8k", "ground_truth": str(i + 1)},
+            },
+        }
+        for key, value in changes.items():
+            if key.startswith("extra_info."):
+                row["extra_info"][key.split(".", 1)[1]] = value
+            else:
+                row[key] = value
+        out.append(row)
+    return out
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    root = tmp_path_factory.mktemp("multi_turn_bad")
+    data = {
+        "good": rows(),
+        "no_agent_name": [{k: v for k, v in r.items() if k != "agent_name"} for r in rows()],
+        "some_agent_name": rows(5) + [{k: v for k, v in r.items() if k != "agent_name"} for r in rows(3)],
+        "unknown_agent": rows(agent_name="react_agent"),
+        "unknown_tool": rows(**{"extra_info.tools_kwargs": {"calculator": {"create_kwargs": {"x": "1"}}}}),
+        "no_tools_kwargs": rows(**{"extra_info.tools_kwargs": None}),
+        "no_interaction_name": rows(**{"extra_info.interaction_kwargs": {"ground_truth": "1"}}),
+    }
+    paths = {}
+    for name, content in data.items():
+        paths[name] = str(root / f"{name}.parquet")
+        pd.DataFrame(content).to_parquet(paths[name])
+    paths["tools"] = write_yaml(root / "tools.yaml", VERL_GSM8K_TOOL_CONFIG)
+    paths["interaction"] = write_yaml(root / "interaction.yaml", VERL_GSM8K_INTERACTION_CONFIG)
+    paths["bad_yaml"] = write_yaml(root / "bad.yaml", "tools: [")
+    for name, entry in {
+        "not_importable": tool_entry("my_tools.calc.Calculator", "calc"),
+        "bad_schema": {
+            **tool_entry(user_tool("EchoTool"), "echo"),
+            "tool_schema": {"type": "function", "function": {"name": "echo"}},
+        },
+        "verl_search": tool_entry("verl.tools.search_tool.SearchTool", "search"),
+    }.items():
+        paths[name] = write_yaml(root / f"{name}.yaml", {"tools": [entry]})
+    paths["loops"] = write_yaml(root / "loops.yaml", [{"name": "mine", "_target_": "my_agents.Loop"}])
+    return paths
+
+
+def multi_turn(f, data="good", tools="tools", val="good"):
+    return [
+        f"data.train_files={f[data]}",
+        f"data.val_files={f[val]}",
+        f"{MT}.enable=True",
+        f"{MT}.tool_config_path={f[tools]}",
+    ]
+
+
+CASES = [
+    (
+        "tool_config_missing",
+        lambda f: multi_turn(f) + [f"{MT}.tool_config_path=/no/tools.yaml"],
+        f"{MT}.tool_config_path='/no/tools.yaml' does not exist; point it at the YAML file",
+    ),
+    ("tool_config_invalid_yaml", lambda f: multi_turn(f, tools="bad_yaml"), "is not valid YAML"),
+    (
+        "tool_class_not_importable",
+        lambda f: multi_turn(f, tools="not_importable"),
+        "my_tools.calc.Calculator: module 'my_tools.calc' cannot be imported",
+    ),
+    (
+        "tool_schema_invalid",
+        lambda f: multi_turn(f, tools="bad_schema"),
+        "tools[0].tool_schema.function.description must be a string",
+    ),
+    (
+        "verl_tool_without_equivalent",
+        lambda f: multi_turn(f, tools="verl_search"),
+        "class_name verl.tools.search_tool.SearchTool is not supported by verl_lite",
+    ),
+    (
+        "interaction_config_missing",
+        lambda f: multi_turn(f) + [f"{MT}.interaction_config_path=/no/i.yaml"],
+        f"{MT}.interaction_config_path='/no/i.yaml' does not exist",
+    ),
+    (
+        "interaction_invalid_yaml",
+        lambda f: multi_turn(f) + [f"{MT}.interaction_config_path={f['bad_yaml']}"],
+        "is not valid YAML",
+    ),
+    (
+        "enable_without_agent_name",
+        lambda f: multi_turn(f, data="no_agent_name"),
+        f"{MT}.enable=True with {MT}.tool_config_path set, but no row of data.train_files names an agent loop and "
+        f"{AGENT}.default_agent_loop=single_turn_agent",
+    ),
+    (
+        "val_without_agent_name",
+        lambda f: multi_turn(f, val="no_agent_name"),
+        "but no row of data.val_files names an agent loop",
+    ),
+    (
+        "agent_name_unknown",
+        lambda f: multi_turn(f, data="unknown_agent"),
+        "row 0 (7 more rows like it): agent_name='react_agent' is not an agent loop",
+    ),
+    (
+        "default_agent_loop_unknown",
+        lambda f: multi_turn(f) + [f"{AGENT}.default_agent_loop=react"],
+        f"{AGENT}.default_agent_loop='react' is not an agent loop",
+    ),
+    (
+        "agent_loop_config_not_importable",
+        lambda f: multi_turn(f) + [f"{AGENT}.agent_loop_config_path={f['loops']}"],
+        "my_agents.Loop: module 'my_agents' cannot be imported",
+    ),
+    (
+        "tools_kwargs_unknown_tool",
+        lambda f: multi_turn(f, data="unknown_tool"),
+        "extra_info.tools_kwargs names tools ['calculator'] that",
+    ),
+    (
+        "need_tools_kwargs_but_none",
+        lambda f: multi_turn(f, data="no_tools_kwargs"),
+        "extra_info.need_tools_kwargs is true but extra_info.tools_kwargs is empty",
+    ),
+    (
+        "interaction_kwargs_without_name",
+        lambda f: (
+            multi_turn(f, data="no_interaction_name") + [f"{MT}.interaction_config_path={f['interaction']}"]
+        ),
+        "extra_info.interaction_kwargs.name=None names no interaction",
+    ),
+    (
+        "data_tools_differ",
+        lambda f: multi_turn(f) + [f"data.tool_config_path={f['bad_yaml']}"],
+        "differs from actor_rollout_ref.rollout.multi_turn.tool_config_path",
+    ),
+    (
+        "inference_chat_template",
+        lambda f: multi_turn(f) + [f"{MT}.use_inference_chat_template=True"],
+        f"{MT}.use_inference_chat_template=True is not supported by verl_lite",
+    ),
+    (
+        "format_gpt_oss",
+        lambda f: multi_turn(f) + [f"{MT}.format=gpt-oss"],
+        f"{MT}.format=gpt-oss is not supported by verl_lite: tool calls are parsed in hermes format",
+    ),
+    (
+        "repeat_rollouts",
+        lambda f: multi_turn(f) + [f"{MT}.num_repeat_rollouts=2"],
+        f"{MT}.num_repeat_rollouts=2 is not supported by verl_lite",
+    ),
+    (
+        "custom_async_server",
+        lambda f: multi_turn(f) + [f"{AGENT}.custom_async_server.path=/srv.py"],
+        f"{AGENT}.custom_async_server.path=/srv.py is not supported by verl_lite",
+    ),
+    (
+        "truncate_side",
+        lambda f: multi_turn(f) + [f"{MT}.tool_response_truncate_side=top"],
+        f"{MT}.tool_response_truncate_side='top' is not one of ['left', 'middle', 'right']",
+    ),
+    (
+        "sanity_mode",
+        lambda f: multi_turn(f) + [f"{MT}.tokenization_sanity_check_mode=loose"],
+        f"{MT}.tokenization_sanity_check_mode='loose' is not one of",
+    ),
+    (
+        "tool_timeout_zero",
+        lambda f: multi_turn(f) + [f"{MT}.tool_call_timeout=0"],
+        f"{MT}.tool_call_timeout=0.0 must be a finite number > 0",
+    ),
+    (
+        "max_parallel_calls_zero",
+        lambda f: multi_turn(f) + [f"{MT}.max_parallel_calls=0"],
+        f"{MT}.max_parallel_calls=0 must be a positive integer",
+    ),
+    (
+        "max_user_turns_zero",
+        lambda f: multi_turn(f) + [f"{MT}.max_user_turns=0"],
+        f"{MT}.max_user_turns=0 must be a positive integer or null (no limit)",
+    ),
+]
+
+
+@pytest.mark.parametrize("case, overrides, fragment", CASES, ids=[c[0] for c in CASES])
+def test_bad_multi_turn_input_fails_before_ray_with_one_line(
+    case, overrides, fragment, files, tmp_path, monkeypatch, capsys
+):
+    argv = [*BASE, f"trainer.default_local_dir={tmp_path}/run", *overrides(files)]
+    code, message, _ = run_in_process(argv, monkeypatch, capsys)
+    assert code == 2 and message.startswith("verl_lite: ") and len(message.splitlines()) == 1, message
+    assert fragment in message and "Traceback" not in message, message
+
+
+def test_good_multi_turn_input_passes_every_start_up_check(files, tmp_path, monkeypatch, capsys):
+    """verl's tool and interaction files, tool-agent rows: everything passes and Ray is reached."""
+    reached = []
+
+    def stop(cfg):
+        reached.append(cfg)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(main_ppo, "start_ray", stop)
+    argv = [*BASE, f"trainer.default_local_dir={tmp_path}/run", *multi_turn(files)]
+    argv += [f"{MT}.interaction_config_path={files['interaction']}", f"{AGENT}.num_workers=4"]
+    from verl_lite.config.compose import compose_config
+
+    with pytest.raises(SystemExit) as info:
+        main_ppo.run(compose_config(argv, "demo"))
+    assert info.value.code == 0 and reached, capsys.readouterr().err
+
+
+def test_rows_without_agent_name_beside_tool_rows_are_logged_with_their_count(
+    files, tmp_path, monkeypatch, capsys
+):
+    """A mix of tool-agent rows and rows without agent_name is allowed (verl's default loop runs the
+    latter), but not silently: the count and the first such row are logged before Ray."""
+    monkeypatch.setattr(main_ppo, "start_ray", lambda cfg: (_ for _ in ()).throw(SystemExit(0)))
+    argv = [*BASE, f"trainer.default_local_dir={tmp_path}/run", *multi_turn(files, data="some_agent_name")]
+    from verl_lite.config.compose import compose_config
+
+    with pytest.raises(SystemExit) as info:
+        main_ppo.run(compose_config(argv, "demo"))
+    out, err = capsys.readouterr()
+    assert info.value.code == 0, err
+    said = [line for line in out.splitlines() if "have no agent_name" in line]  # the console's log lines
+    assert len(said) == 1 and said[0].endswith(
+        f"WARNING: data.train_files: 3 of 8 rows (the first: {files['some_agent_name']} row 5) have no "
+        f"agent_name and run {AGENT}.default_agent_loop=single_turn_agent: no tool calls for them"
+    ), said

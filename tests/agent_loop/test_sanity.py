@@ -1,0 +1,39 @@
+"""The tokenization sanity check: a trajectory against its conversation rendered whole."""
+
+from tests.agent_loop.scripted import tool_tokenizer
+from verl_lite.agent_loop.sanity import first_mismatch
+from verl_lite.data.chat_render import ChatRenderer
+
+TOK = tool_tokenizer()
+R = ChatRenderer(TOK)
+PROMPT = [{"role": "user", "content": "3+4="}]
+
+
+def ids(text):
+    return TOK(text, add_special_tokens=False)["input_ids"]
+
+
+def trajectory(model_text_ids):
+    """prompt, a model turn (its ids as sampled, ending in EOS), an inserted user turn, a last model turn."""
+    prompt = R.ids(PROMPT, add_generation_prompt=True)
+    inserted = R.inserted([{"role": "user", "content": "no"}])
+    return prompt + model_text_ids + ids("<|im_end|>") + inserted + ids("8<|im_end|>")
+
+
+MESSAGES = [
+    *PROMPT,
+    {"role": "assistant", "content": "7 user"},
+    {"role": "user", "content": "no"},
+    {"role": "assistant", "content": "8"},
+]
+
+
+def test_modes():
+    as_template = trajectory(ids("7 user"))
+    # the template puts a newline after each end of turn; a turn ends at the sampled EOS: whitespace only
+    assert "'\\n'" in first_mismatch(R, MESSAGES, None, as_template, "strict")
+    assert first_mismatch(R, MESSAGES, None, as_template, "ignore_strippable") is None
+    assert first_mismatch(R, MESSAGES, None, as_template, "disable") is None
+    # the model spelled "user" letter by letter, where the tokenizer has one token: a real difference
+    spelled = trajectory(ids("7 ") + [i for ch in "user" for i in ids(ch)])
+    assert "user" in first_mismatch(R, MESSAGES, None, spelled, "ignore_strippable")

@@ -1,0 +1,100 @@
+"""Tool calls from the agent loop: concurrent, bounded by the timeout, every failure a message."""
+
+import asyncio
+import time
+
+from tests.helpers.agent import tool_entry, user_tool, write_yaml
+from verl_lite.agent_loop.tool_calls import ToolRunner, truncate
+from verl_lite.agent_loop.tool_parser import ToolCall
+from verl_lite.tools.registry import build_tools
+
+
+def runner(tmp_path, timeout_s=1.0, max_len=256, side="middle"):
+    entries = [
+        tool_entry(user_tool("EchoTool"), "echo", {"text": "t"}),
+        tool_entry(user_tool("SleepTool"), "sleep", {"seconds": "s"}),
+        tool_entry(user_tool("AwaitForeverTool"), "wait"),
+        tool_entry(user_tool("RaisingTool"), "fail"),
+        tool_entry(user_tool("ImageTool"), "image"),
+    ]
+    tools = build_tools(write_yaml(tmp_path / "tools.yaml", {"tools": entries}))
+    return ToolRunner(tools, timeout_s=timeout_s, max_response_length=max_len, truncate_side=side)
+
+
+def test_results_errors_and_counts_in_call_order(tmp_path):
+    r = runner(tmp_path)
+    kwargs = {"echo": {"create_kwargs": {"prefix": "> "}, "calc_reward_kwargs": {"scale": 10.0}}}
+    session = r.session(kwargs)
+
+    async def episode():
+        first = await session.run_turn(
+            [
+                ToolCall("echo", {"text": "hi"}),
+                ToolCall("", error="the tool call is not valid JSON (x at char 0)"),
+                ToolCall("nope", {}),
+                ToolCall("fail", {}),
+                ToolCall("image", {}),
+            ],
+            max_parallel=5,
+        )
+        second = await session.run_turn(
+            [ToolCall("echo", {"text": "again"}), ToolCall("echo", {"text": "x"})], 1
+        )
+        return first, second, await session.finish()
+
+    first, second, rewards = asyncio.run(episode())
+    assert first == [
+        "> hi",
+        "Error when executing tool: the tool call is not valid JSON (x at char 0)",
+        "Error when executing tool: unknown tool 'nope'; the tools are ['echo', 'fail', 'image', 'sleep', 'wait']",
+        "Error when executing tool: RuntimeError: the service is down",
+        "Error when executing tool: image returned an image or video; only text results are supported",
+    ]
+    assert second == ["> again"]  # the instance (and its prefix) spans the episode; the 2nd call dropped
+    # calc_reward of every tool used: echo's 2 calls x its calc_reward_kwargs.scale; BaseTool's 0
+    assert rewards == {"echo": 20.0, "fail": 0.0, "image": 0.0}
+    s = session.stats
+    assert (s.calls, s.errors, s.timeouts, s.malformed, s.dropped) == (4, 4, 0, 1, 1)
+    assert len(s.latencies) == 4 and session.step_rewards == [0.5, 0.5]
+    echo = r.tools["echo"]
+    assert len(echo.released) == 1 and echo.state == {}
+
+
+def test_a_hanging_tool_costs_its_timeout_and_no_more(tmp_path):
+    r = runner(tmp_path, timeout_s=0.5)
+    session = r.session({})
+
+    async def turn():
+        start = time.monotonic()
+        texts = await session.run_turn(
+            [ToolCall("sleep", {"seconds": "20"}), ToolCall("wait", {}), ToolCall("echo", {"text": "ok"})], 3
+        )
+        return texts, time.monotonic() - start
+
+    texts, seconds = asyncio.run(turn())
+    assert texts == [
+        "Error when executing tool: sleep did not finish within 0.5 s",
+        "Error when executing tool: wait did not finish within 0.5 s",
+        "ok",
+    ]
+    assert seconds < 10, f"a 20 s tool held the turn {seconds:.1f} s with a 0.5 s timeout"
+    assert (session.stats.timeouts, session.stats.errors, session.stats.calls) == (2, 0, 3)
+
+
+def test_calls_of_a_turn_run_concurrently(tmp_path):
+    r = runner(tmp_path, timeout_s=30)
+
+    async def turn():
+        start = time.monotonic()
+        await r.session({}).run_turn([ToolCall("sleep", {"seconds": "1"})] * 4, 4)
+        return time.monotonic() - start
+
+    assert asyncio.run(turn()) < 3.5  # 4 x 1 s one after another would take 4 s
+
+
+def test_truncation_is_verls():
+    text = "abcdefghij"
+    assert truncate(text, 20, "middle") == text
+    assert truncate(text, 4, "left") == "abcd...(truncated)"
+    assert truncate(text, 4, "right") == "(truncated)...ghij"
+    assert truncate(text, 4, "middle") == "ab...(truncated)...ij"

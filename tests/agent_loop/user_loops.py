@@ -1,0 +1,25 @@
+"""Agent loops a user might write, named by dotted path in agent_loop_config_path."""
+
+from verl_lite.agent_loop.base import AgentLoopBase, AgentLoopOutput
+
+
+class EchoLoop(AgentLoopBase):
+    """`turns` generations of at most `tokens` tokens, the text `suffix` inserted after each but the
+    last (its YAML entry's keys); reward_score: the response's length."""
+
+    async def run(self, sampling_params, **kwargs):
+        turns, tokens = int(self.loop_kwargs.get("turns", 2)), int(self.loop_kwargs.get("tokens", 3))
+        inserted = self.tokenizer(self.loop_kwargs.get("suffix", "!"), add_special_tokens=False)["input_ids"]
+        prompt, ids, mask, logps = list(kwargs["prompt_ids"]), [], [], []
+        for turn in range(turns):
+            out = await self.server_manager.generate(
+                prompt_ids=prompt + ids, sampling_params={**sampling_params, "max_tokens": tokens}
+            )
+            ids, mask, logps = ids + out.token_ids, mask + [1] * len(out.token_ids), logps + out.log_probs
+            if turn < turns - 1:
+                ids, mask, logps = ids + inserted, mask + [0] * len(inserted), logps + [0.0] * len(inserted)
+        return AgentLoopOutput(prompt, ids, mask, logps, num_turns=2 * turns, reward_score=float(len(ids)))
+
+
+class NotALoop:
+    pass

@@ -1,0 +1,34 @@
+"""Interaction classes a user might write, named by dotted path in the tests' YAMLs."""
+
+from verl_lite.interactions.base import BaseInteraction
+
+
+class CountingInteraction(BaseInteraction):
+    """Answers "no" until the model has spoken `turns` times (config), then ends the episode."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.turns = int(config.get("turns", 2))
+        self.seen: dict = {}
+        self.finalized: list = []
+
+    async def start_interaction(self, instance_id=None, **kwargs):
+        instance_id = await super().start_interaction(instance_id)
+        self.seen[instance_id] = 0
+        return instance_id
+
+    async def generate_response(self, instance_id, messages, **kwargs):
+        self.seen[instance_id] += 1
+        done = self.seen[instance_id] >= self.turns
+        return done, "yes" if done else "no", float(done), {}
+
+    async def finalize_interaction(self, instance_id, **kwargs):
+        self.finalized.append(instance_id)
+
+
+class NotAsync:
+    def __init__(self, config):
+        pass
+
+    def start_interaction(self, instance_id=None, **kwargs):
+        return instance_id

@@ -1,0 +1,64 @@
+"""Trajectories into verl's batch layout, as the single-turn rollout lays its batch out:
+
+prompts (bs, P) left-padded | responses (bs, R) right-padded
+input_ids = [prompts | responses]; attention_mask 1 on every real token (inserted ones too);
+position_ids = cumsum(attention_mask) - 1, so positions run on across turns as in generation;
+response_mask (bs, R): 1 on the model's tokens only (0 on inserted tokens and padding);
+rollout_log_probs (bs, R): the engine's log-probs of the model's tokens, 0 elsewhere;
+rm_scores (bs, R): when every trajectory has a reward_score, on its last model token.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from verl_lite.agent_loop.base import AgentLoopOutput
+
+
+def _last_model_token(mask: list[int]) -> int:
+    ones = [i for i, m in enumerate(mask) if m]
+    return ones[-1] if ones else max(len(mask) - 1, 0)
+
+
+def assemble_outputs(
+    outputs: list[AgentLoopOutput], prompt_length: int, response_length: int, pad_id: int
+) -> dict[str, torch.Tensor]:
+    bs, P, R = len(outputs), prompt_length, response_length
+    prompts = torch.full((bs, P), pad_id, dtype=torch.long)
+    prompt_mask = torch.zeros((bs, P), dtype=torch.long)
+    responses = torch.full((bs, R), pad_id, dtype=torch.long)
+    response_attention = torch.zeros((bs, R), dtype=torch.long)
+    response_mask = torch.zeros((bs, R), dtype=torch.long)
+    log_probs = torch.zeros((bs, R), dtype=torch.float32)
+    for i, out in enumerate(outputs):
+        where = f"agent loop output {i}"
+        out.check(where)
+        p, r = len(out.prompt_ids), len(out.response_ids)
+        if p > P or r > R:
+            raise ValueError(
+                f"{where}: {p} prompt and {r} response ids exceed prompt_length={P} / response_length={R}"
+            )
+        prompts[i, P - p :] = torch.tensor(out.prompt_ids, dtype=torch.long)
+        prompt_mask[i, P - p :] = 1
+        responses[i, :r] = torch.tensor(out.response_ids, dtype=torch.long)
+        response_attention[i, :r] = 1
+        response_mask[i, :r] = torch.tensor(out.response_mask, dtype=torch.long)
+        if out.response_logprobs is not None:
+            log_probs[i, :r] = torch.tensor(out.response_logprobs, dtype=torch.float32)
+    attention_mask = torch.cat([prompt_mask, response_attention], dim=-1)
+    batch = {
+        "prompts": prompts,
+        "responses": responses,
+        "response_mask": response_mask,
+        "input_ids": torch.cat([prompts, responses], dim=-1),
+        "attention_mask": attention_mask,
+        "position_ids": (attention_mask.cumsum(-1) - 1).clamp(min=0),
+    }
+    if all(out.response_logprobs is not None for out in outputs):
+        batch["rollout_log_probs"] = log_probs * response_mask
+    if outputs and all(out.reward_score is not None for out in outputs):
+        scores = torch.zeros((bs, R), dtype=torch.float32)
+        for i, out in enumerate(outputs):
+            scores[i, _last_model_token(out.response_mask)] = float(out.reward_score)
+        batch["rm_scores"] = scores
+    return batch

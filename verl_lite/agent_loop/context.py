@@ -1,0 +1,52 @@
+"""What every agent loop of a worker shares, built once per worker from the rollout config: the
+tokenizer and its chat-template renderer, the tool-call parser, the tools (and the runner that calls
+them with a timeout), their schemas, and the interactions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from verl_lite.agent_loop.tool_calls import ToolRunner
+from verl_lite.agent_loop.tool_parser import build_tool_parser
+from verl_lite.data.chat_render import ChatRenderer
+from verl_lite.interactions.registry import build_interactions
+from verl_lite.tools.registry import build_tools
+
+
+@dataclass
+class LoopContext:
+    rollout_cfg: Any  # actor_rollout_ref.rollout (multi_turn, agent, prompt_length, response_length)
+    tokenizer: Any
+    renderer: ChatRenderer
+    parser: Any
+    tools: dict[str, Any] = field(default_factory=dict)
+    tool_schemas: list[dict] | None = None
+    interactions: dict[str, Any] = field(default_factory=dict)
+    tool_runner: ToolRunner | None = None
+
+    @property
+    def multi_turn(self):
+        return self.rollout_cfg.multi_turn
+
+
+def build_loop_context(rollout_cfg, tokenizer, chat_template_kwargs: dict | None = None) -> LoopContext:
+    mt = rollout_cfg.multi_turn
+    tools = build_tools(mt.tool_config_path) if mt.tool_config_path else {}
+    interactions = build_interactions(mt.interaction_config_path) if mt.interaction_config_path else {}
+    runner = ToolRunner(
+        tools,
+        timeout_s=mt.tool_call_timeout,
+        max_response_length=mt.max_tool_response_length,
+        truncate_side=mt.tool_response_truncate_side,
+    )
+    return LoopContext(
+        rollout_cfg=rollout_cfg,
+        tokenizer=tokenizer,
+        renderer=ChatRenderer(tokenizer, chat_template_kwargs),
+        parser=build_tool_parser(mt.format),
+        tools=tools,
+        tool_schemas=[t.tool_schema.as_dict() for t in tools.values()] or None,
+        interactions=interactions,
+        tool_runner=runner,
+    )

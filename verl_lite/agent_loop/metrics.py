@@ -1,0 +1,60 @@
+"""The step's multi-turn metrics, on the driver, from the per-trajectory fields the rollout returned
+(runner.py): every rank's trajectories count, not only the first rank's.
+
+    num_turns/{min,max,mean}                 verl's: user + assistant turns + 1 per trajectory
+    tool_call_counts/{min,max,mean}          verl's: tool calls run per trajectory
+    agent_loop/generate_sequences/{min,max,mean}, agent_loop/tool_calls/{min,max,mean}
+                                             verl's: seconds per trajectory generating / in tool turns
+    agent_loop/num_tool_errors, num_tool_timeouts, num_malformed_tool_calls, num_dropped_tool_calls
+                                             counts over the batch (dropped: beyond max_parallel_calls)
+    agent_loop/tool_latency_s/{mean,max}     per tool call run
+    agent_loop/masked_response_token_ratio   share of response tokens the policy did not sample
+    agent_loop/tokenization_mismatch_ratio   trajectories the sanity check flagged (sanity.py)
+A `prefix` (val-aux/) names a validation batch's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from verl_lite.protocol import DataProto
+
+
+def _stats(name: str, values) -> dict[str, float]:
+    values = np.asarray(values, dtype=np.float64)
+    if values.size == 0:
+        return {}
+    return {
+        f"{name}/min": float(values.min()),
+        f"{name}/max": float(values.max()),
+        f"{name}/mean": float(values.mean()),
+    }
+
+
+def compute_agent_loop_metrics(batch: DataProto, prefix: str = "") -> dict[str, float]:
+    nt = batch.non_tensor_batch
+    if "__num_turns__" not in nt:
+        return {}
+    metrics = _stats(f"{prefix}num_turns", nt["__num_turns__"].astype(np.float64))
+    metrics |= _stats(f"{prefix}tool_call_counts", nt["tool_call_counts"].astype(np.float64))
+    stats = list(nt["agent_loop_stats"])
+    a = f"{prefix}agent_loop"
+    metrics |= _stats(f"{a}/generate_sequences", [s["generate_seconds"] for s in stats])
+    metrics |= _stats(f"{a}/tool_calls", [s.get("tool_seconds", 0.0) for s in stats])
+    for key, name in (
+        ("tool_errors", "num_tool_errors"),
+        ("tool_timeouts", "num_tool_timeouts"),
+        ("tool_malformed", "num_malformed_tool_calls"),
+        ("tool_dropped", "num_dropped_tool_calls"),
+    ):
+        metrics[f"{a}/{name}"] = float(sum(s.get(key, 0) for s in stats))
+    latencies = [x for s in stats for x in s.get("tool_latencies", [])]
+    if latencies:
+        metrics[f"{a}/tool_latency_s/mean"] = float(np.mean(latencies))
+        metrics[f"{a}/tool_latency_s/max"] = float(np.max(latencies))
+    metrics[f"{a}/tokenization_mismatch_ratio"] = float(np.mean([s["tokenization_mismatch"] for s in stats]))
+    b = batch.batch
+    width = b["responses"].shape[1]
+    real = float(b["attention_mask"][:, -width:].sum())
+    metrics[f"{a}/masked_response_token_ratio"] = 1.0 - float(b["response_mask"].sum()) / max(real, 1.0)
+    return metrics

@@ -1,0 +1,133 @@
+"""A worker's multi-turn rollout: its chunk of prompts through their agent loops, one batched engine
+call per turn, into verl's batch layout.
+
+Each prompt row becomes n trajectories (its samples, adjacent), each run by the loop its
+`agent_name` names (rows without one: rollout.agent.default_agent_loop), every loop a task of one
+event loop whose generations the TurnBatcher (scheduler.py) gathers into one engine call per turn.
+Seeds derive from (rollout.seed, rank, the rollout call, trajectory, request), so a config gives the
+same trajectories every run. The batch that comes back (assemble.py) carries, besides the tensors,
+per trajectory: `__num_turns__` and `tool_call_counts` (verl's names), `agent_loop_stats` (tool
+errors, timeouts, malformed and dropped calls, latencies, seconds generating and in tools, whether
+the tokenization sanity check found a difference), `turn_scores` and `tool_rewards`; the driver
+turns them into metrics (metrics.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import numpy as np
+
+from verl_lite.agent_loop.assemble import assemble_outputs
+from verl_lite.agent_loop.base import AgentLoopOutput
+from verl_lite.agent_loop.context import build_loop_context
+from verl_lite.agent_loop.registry import agent_loops
+from verl_lite.agent_loop.sanity import first_mismatch
+from verl_lite.agent_loop.scheduler import TurnBatcher
+from verl_lite.protocol import DataProto
+from verl_lite.rollout.base import Rollout, SamplingParams
+
+log = logging.getLogger(__name__)
+NOT_FOR_LOOPS = ("uid",)  # the driver's bookkeeping, not row data
+
+
+class AgentLoopRunner:
+    def __init__(self, rollout: Rollout, tokenizer, rollout_cfg, chat_template_kwargs: dict | None = None):
+        self.rollout, self.cfg = rollout, rollout_cfg
+        self.context = build_loop_context(rollout_cfg, tokenizer, chat_template_kwargs)
+        self.loops = agent_loops(rollout_cfg.agent.agent_loop_config_path)
+        self.pad_id = tokenizer.pad_token_id
+
+    def run(self, batch: DataProto, params: SamplingParams) -> DataProto:
+        """`batch`: left-padded prompts (input_ids, attention_mask) and the rows' non-tensor fields."""
+        call = self.rollout.next_call(params.validate)
+        rows = self._trajectories(batch, params.n)
+        outputs, batcher = asyncio.run(self._run_all(rows, params, call))
+        stats = self._stats(outputs, batcher)
+        tensors = assemble_outputs(outputs, self.cfg.prompt_length, self.cfg.response_length, self.pad_id)
+        non_tensors = {
+            "__num_turns__": np.array([o.num_turns for o in outputs], dtype=np.int32),
+            "tool_call_counts": np.array([o.metrics.get("tool_calls", 0) for o in outputs], dtype=np.int32),
+            "agent_loop_stats": stats,
+            "turn_scores": [o.extra_fields.get("turn_scores", []) for o in outputs],
+            "tool_rewards": [o.extra_fields.get("tool_rewards", {}) for o in outputs],
+        }
+        meta = {"metrics": {"agent_loop/engine_calls": batcher.num_engine_calls}}
+        return DataProto.from_dict(tensors, non_tensors, meta)
+
+    def _trajectories(self, batch: DataProto, n: int) -> list[dict]:
+        """One dict of loop arguments per trajectory: the row's fields and its unpadded prompt ids."""
+        ids, mask = batch.batch["input_ids"], batch.batch["attention_mask"].bool()
+        default = self.cfg.agent.default_agent_loop
+        rows = []
+        for i in range(len(batch)):
+            fields = {k: v[i] for k, v in batch.non_tensor_batch.items() if k not in NOT_FOR_LOOPS}
+            fields["agent_name"] = fields.get("agent_name") or default
+            fields["prompt_ids"] = ids[i][mask[i]].tolist()
+            rows += [dict(fields) for _ in range(n)]
+        return rows
+
+    async def _run_all(
+        self, rows: list[dict], params: SamplingParams, call
+    ) -> tuple[list[AgentLoopOutput], TurnBatcher]:
+        context_length = self.cfg.prompt_length + self.cfg.response_length
+        batcher = TurnBatcher(lambda reqs: self.rollout.generate_requests(reqs, call), params, context_length)
+        sampling = {
+            "temperature": 0.0 if params.greedy else params.temperature,
+            "top_p": params.top_p,
+            "top_k": params.top_k,
+            "repetition_penalty": 1.0,
+            "logprobs": True,
+        }
+        servers = [batcher.server(t) for t in range(len(rows))]  # all live before the first turn
+        tasks = [
+            asyncio.create_task(self._one(batcher, server, row, sampling))
+            for server, row in zip(servers, rows)
+        ]
+        try:
+            await batcher.drive()
+            return list(await asyncio.gather(*tasks)), batcher
+        finally:
+            for task in tasks:
+                task.cancel()
+            self.rollout.end_generation()
+
+    async def _one(self, batcher: TurnBatcher, server, row: dict, sampling: dict) -> AgentLoopOutput:
+        try:
+            spec = self.loops.get(row["agent_name"])
+            if spec is None:
+                raise ValueError(
+                    f"agent_name={row['agent_name']!r} is not a registered agent loop; known: {sorted(self.loops)}"
+                )
+            loop = spec.load()(self.context, server, **spec.kwargs)
+            return await loop.run(dict(sampling), **row)
+        finally:
+            batcher.finished(server.trajectory)
+
+    def _stats(self, outputs: list[AgentLoopOutput], batcher: TurnBatcher) -> list[dict]:
+        """Per trajectory: the loop's counters, its engine seconds and the sanity check's verdict."""
+        mode, ctx = self.cfg.multi_turn.tokenization_sanity_check_mode, self.context
+        stats, first = [], None
+        for t, out in enumerate(outputs):
+            messages = out.extra_fields.pop("messages", None)  # the conversation, for this check only
+            mismatch = None
+            if messages is not None:
+                ids = out.prompt_ids + out.response_ids
+                mismatch = first_mismatch(ctx.renderer, messages, ctx.tool_schemas, ids, mode)
+            first = first or mismatch
+            stats.append(
+                {
+                    **out.metrics,
+                    "generate_seconds": batcher.generate_seconds[t],
+                    "tokenization_mismatch": bool(mismatch),
+                }
+            )
+        if first is not None:
+            log.warning(
+                "tokenization sanity check (%s): a trajectory's tokens differ from its conversation rendered "
+                "whole, %s (training uses the sampled tokens; see multi_turn.tokenization_sanity_check_mode)",
+                mode,
+                first,
+            )
+        return stats

@@ -1,0 +1,36 @@
+"""`multi_turn.tokenization_sanity_check_mode`: does the trained token sequence equal what the chat
+template gives for the whole conversation at once?
+
+The loop builds a trajectory turn by turn (the model's tokens as sampled, inserted messages rendered
+alone), so the two can differ at turn boundaries (a template's newline after the end-of-turn token
+the model stopped at) or where the model's text would tokenize differently. That never changes
+what is trained (the sampled tokens are), but it shows how far training drifts from what the
+template would produce in deployment. Modes, as verl's: `disable`; `strict` (any difference counts);
+`ignore_strippable` (differences that are only whitespace do not count). Counted per trajectory;
+the first difference of a rollout is logged.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+MODES = ("disable", "strict", "ignore_strippable")
+
+
+def first_mismatch(renderer, messages: list[dict], tools, ids: list[int], mode: str) -> str | None:
+    """A description of the first counted difference between `ids` and the whole conversation
+    rendered at once, or None."""
+    if mode == "disable" or not messages:
+        return None
+    full = renderer.ids(messages, add_generation_prompt=False, tools=tools)
+    if full == ids:
+        return None
+    decode = renderer.tokenizer.decode
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=full, b=ids, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        expected, got = decode(full[i1:i2]), decode(ids[j1:j2])
+        if mode == "ignore_strippable" and not expected.strip() and not got.strip():
+            continue
+        return f"at token {j1}: the whole conversation renders {expected!r}, the trajectory holds {got!r}"
+    return None

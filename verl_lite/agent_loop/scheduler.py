@@ -1,0 +1,123 @@
+"""Batched turns: every trajectory's loop runs as its own asyncio task, and their generations meet in
+one engine call per turn.
+
+A loop's `generate` (through its TrajectoryServer) parks the request and waits. When every live
+trajectory is parked (the others have finished; those running tools are waited for, at most the
+tool timeout), the TurnBatcher hands all parked requests to the engine at once
+(`Rollout.generate_requests`: token ids in, sampled ids and log-probs out), wakes each loop with
+its result, and waits for the next turn. So turn k of every trajectory is one batch, however many
+turns each takes, and no loop's code needs to know about batching. The ranks that share a vLLM
+engine (a TP group) call the engine together each turn, a rank with nothing left passing no
+requests, until none of them has any.
+
+The sampling settings of a request are the call's (training or validation) unless a loop overrides
+temperature, top_k or top_p in its `sampling_params`; `max_tokens` is its token budget (default,
+as verl's server: what is left of prompt_length + response_length after the prompt it sends).
+`logprobs` (verl's calculate_log_probs) is accepted and changes nothing: log-probs always come back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import Callable
+from typing import Any
+
+from verl_lite.agent_loop.base import TokenOutput
+from verl_lite.rollout.base import SamplingParams, TokenRequest, TokenResult
+
+SAMPLING_KEYS = ("temperature", "top_k", "top_p", "max_tokens", "repetition_penalty", "logprobs")
+
+Engine = Callable[[list[TokenRequest]], tuple[list[TokenResult], bool]]
+
+
+def request_params(base: SamplingParams, sampling: dict[str, Any]) -> SamplingParams:
+    """The call's settings with the loop's overrides; an unknown key or a repetition penalty is an error."""
+    unknown = sorted(set(sampling) - set(SAMPLING_KEYS))
+    if unknown:
+        raise ValueError(f"sampling_params {unknown} are not supported; a loop may set {list(SAMPLING_KEYS)}")
+    if sampling.get("repetition_penalty", 1.0) != 1.0:
+        raise ValueError("sampling_params.repetition_penalty must be 1.0 (the rollout samples without one)")
+    changes = {k: sampling[k] for k in ("temperature", "top_k", "top_p") if sampling.get(k) is not None}
+    if changes.get("temperature") == 0:
+        changes["do_sample"] = False
+    return dataclasses.replace(base, **changes)
+
+
+class TurnBatcher:
+    def __init__(self, engine: Engine, params: SamplingParams, context_length: int):
+        self.engine, self.params, self.context_length = engine, params, context_length
+        self.parked: list[tuple[int, TokenRequest, asyncio.Future]] = []
+        self.live: set[int] = set()
+        self.ready = asyncio.Event()
+        self.num_engine_calls = 0
+        self.generate_seconds: dict[int, float] = {}  # per trajectory: engine time of its turns
+        self._requests: dict[int, int] = {}
+
+    def server(self, trajectory: int) -> TrajectoryServer:
+        self.live.add(trajectory)
+        self._requests[trajectory] = 0
+        self.generate_seconds[trajectory] = 0.0
+        return TrajectoryServer(self, trajectory)
+
+    def finished(self, trajectory: int) -> None:
+        self.live.discard(trajectory)
+        self._check()
+
+    def _check(self) -> None:
+        if self.live <= {t for t, _, _ in self.parked}:
+            self.ready.set()
+
+    async def generate(self, trajectory: int, prompt_ids: list[int], sampling: dict[str, Any]) -> TokenOutput:
+        params = request_params(self.params, sampling)
+        budget = sampling.get("max_tokens")
+        budget = self.context_length - len(prompt_ids) if budget is None else int(budget)
+        if budget <= 0:
+            return TokenOutput([], [], "length")
+        count = self._requests[trajectory] = self._requests[trajectory] + 1
+        request = TokenRequest(tuple(prompt_ids), budget, params, (trajectory, count))
+        future = asyncio.get_running_loop().create_future()
+        self.parked.append((trajectory, request, future))
+        self._check()
+        result: TokenResult = await future
+        return TokenOutput(result.token_ids, result.log_probs, result.stop_reason)
+
+    async def drive(self) -> None:
+        """Engine calls, one per turn, until no rank of the engine's group has a request left."""
+        while True:
+            if self.live:
+                await self.ready.wait()
+            self.ready.clear()
+            batch, self.parked = self.parked, []
+            start = time.perf_counter()
+            results, active = self.engine([request for _, request, _ in batch])
+            if not active:
+                return
+            self.num_engine_calls += 1
+            seconds = time.perf_counter() - start
+            for (trajectory, _, future), result in zip(batch, results):
+                self.generate_seconds[trajectory] += seconds
+                future.set_result(result)
+            await asyncio.sleep(0)  # let the woken loops run before checking again
+
+
+class TrajectoryServer:
+    """What a loop sees as its server (verl's AsyncLLMServerManager): generate for one trajectory."""
+
+    def __init__(self, batcher: TurnBatcher, trajectory: int):
+        self.batcher, self.trajectory = batcher, trajectory
+
+    async def generate(
+        self,
+        request_id: str | None = None,
+        *,
+        prompt_ids: list[int],
+        sampling_params: dict | None = None,
+        image_data=None,
+        video_data=None,
+    ) -> TokenOutput:
+        """`request_id` is accepted for verl's signature (one trajectory, one server here)."""
+        if image_data or video_data:
+            raise ValueError("image_data / video_data: verl_lite's rollouts are text only")
+        return await self.batcher.generate(self.trajectory, list(prompt_ids), dict(sampling_params or {}))

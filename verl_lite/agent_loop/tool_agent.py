@@ -1,0 +1,128 @@
+"""`tool_agent`: verl's ToolAgentLoop. The model generates; its tool calls are run and their results
+inserted; with an interaction configured, a turn without tool calls gets the simulated user's
+answer instead; until a limit ends the episode.
+
+    generate (mask 1) --+-- response_length reached, max_assistant_turns or max_user_turns hit: end
+                        +-- tool calls:  run them, insert the results (mask 0), generate again
+                        +-- no call, an interaction: insert the user's answer (mask 0); its
+                        |                "terminate" ends the episode, else generate again
+                        +-- otherwise: end
+
+Each generation's budget is what is left of response_length, so the whole response (model tokens
+and inserted ones) never exceeds it; tool results that would not fit end the episode without being
+inserted, as in verl, and a user turn is cut at the budget. The model's tokens are appended as
+sampled (and decoded only to find tool calls and to give the interaction the conversation); the
+inserted messages are rendered by the chat template alone (data/chat_render.py). num_turns counts user and
+assistant turns plus one (the prompt), as verl does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from verl_lite.agent_loop.base import AgentLoopBase, AgentLoopOutput
+
+
+class Trajectory:
+    """The response being built: ids, mask, rollout log-probs, within a budget."""
+
+    def __init__(self, prompt_ids: list[int], budget: int):
+        self.prompt_ids, self.budget = prompt_ids, budget
+        self.ids: list[int] = []
+        self.mask: list[int] = []
+        self.log_probs: list[float] = []
+
+    @property
+    def left(self) -> int:
+        return self.budget - len(self.ids)
+
+    def add_model(self, ids: list[int], log_probs: list[float]) -> None:
+        self.ids += ids
+        self.mask += [1] * len(ids)
+        self.log_probs += log_probs
+
+    def add_inserted(self, ids: list[int]) -> None:
+        self.ids += ids
+        self.mask += [0] * len(ids)
+        self.log_probs += [0.0] * len(ids)
+
+
+class ToolAgentLoop(AgentLoopBase):
+    async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput:
+        ctx, mt = self.context, self.context.multi_turn
+        traj = Trajectory(list(kwargs["prompt_ids"]), self.config.response_length)
+        messages = [dict(m) for m in (kwargs.get("raw_prompt") or [])]
+        session = ctx.tool_runner.session(kwargs.get("tools_kwargs"))
+        interaction, instance, interaction_kwargs = await self._start_interaction(kwargs)
+        assistant_turns = user_turns = 0
+        turn_scores: list[float] = []
+        try:
+            while True:
+                out = await self.server_manager.generate(
+                    prompt_ids=traj.prompt_ids + traj.ids,
+                    sampling_params={**sampling_params, "max_tokens": traj.left},
+                )
+                assistant_turns += 1
+                traj.add_model(out.token_ids, out.log_probs)
+                text = self.tokenizer.decode(
+                    out.token_ids, skip_special_tokens=True
+                )  # read, never re-encoded
+                messages.append({"role": "assistant", "content": text})
+                if traj.left <= 0 or _reached(mt.max_assistant_turns, assistant_turns):
+                    break
+                if _reached(mt.max_user_turns, user_turns):
+                    break
+                _, calls = ctx.parser.parse(self.tokenizer.decode(out.token_ids))
+                if calls:
+                    texts = await session.run_turn(calls, mt.max_parallel_calls)
+                    tool_messages = [{"role": "tool", "content": t} for t in texts]
+                    ids = ctx.renderer.inserted(tool_messages)
+                    if len(ids) >= traj.left:  # verl: results that do not fit end the episode
+                        break
+                    messages += tool_messages
+                    traj.add_inserted(ids)
+                    user_turns += 1
+                elif interaction is not None:
+                    done, reply, score, _ = await interaction.generate_response(
+                        instance, messages, **interaction_kwargs
+                    )
+                    user_turns += 1
+                    turn_scores.append(score)
+                    messages.append({"role": "user", "content": reply})
+                    traj.add_inserted(ctx.renderer.inserted([messages[-1]])[: traj.left])
+                    if done or traj.left <= 0:
+                        break
+                else:
+                    break
+        finally:
+            tool_rewards = await session.finish()
+            if interaction is not None:
+                await interaction.finalize_interaction(instance)
+        return AgentLoopOutput(
+            prompt_ids=traj.prompt_ids,
+            response_ids=traj.ids,
+            response_mask=traj.mask,
+            response_logprobs=traj.log_probs,
+            num_turns=user_turns + assistant_turns + 1,
+            metrics=session.stats.as_dict(),
+            extra_fields={"turn_scores": turn_scores, "tool_rewards": tool_rewards, "messages": messages},
+        )
+
+    async def _start_interaction(self, kwargs: dict):
+        """The row's interaction (extra_info.interaction_kwargs.name) when an interaction config is set."""
+        if not self.context.interactions:
+            return None, None, {}
+        interaction_kwargs = dict((kwargs.get("extra_info") or {}).get("interaction_kwargs") or {})
+        name = interaction_kwargs.get("name")
+        if name not in self.context.interactions:
+            raise ValueError(
+                f"extra_info.interaction_kwargs.name={name!r} names no interaction of "
+                f"multi_turn.interaction_config_path (it has {sorted(self.context.interactions)})"
+            )
+        interaction = self.context.interactions[name]
+        instance = await interaction.start_interaction(None, **interaction_kwargs)
+        return interaction, instance, interaction_kwargs
+
+
+def _reached(limit: int | None, count: int) -> bool:
+    return bool(limit) and count >= limit

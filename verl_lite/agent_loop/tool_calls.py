@@ -1,0 +1,226 @@
+"""Calling tools for the agent loop: concurrently, each call bounded by a timeout, every failure a
+message to the model.
+
+`ToolRunner` (one per worker) runs every tool method in a thread of its own with its own event loop
+(at most POOL_SIZE at once, over all trajectories), and waits for it at most
+`multi_turn.tool_call_timeout` seconds. So a tool that blocks (sleeps, spins, waits on a dead
+server) costs its trajectory that many seconds and no more: the other trajectories' calls go on,
+and the batch's next turn waits for no call longer than the timeout. A call stuck awaiting is
+cancelled at its timeout; one blocking its thread cannot be stopped from Python and keeps its
+(daemon) thread and slot until it returns.
+
+`ToolSession` (one per trajectory) holds the trajectory's tool instances: a tool's instance is
+created at its first call (with the row's `tools_kwargs.<tool>.create_kwargs`), serves the
+trajectory's later calls (so a tool's state spans the episode, as verl's contract describes it),
+and is scored (`calc_reward`) and released when the trajectory ends. A turn's calls run
+concurrently, at most `max_parallel_calls` of them; the turn's further calls are not run (verl) and
+are counted. What the model is told for a call, as verl words it where verl has a message:
+  - the tool's text, truncated to max_tool_response_length characters on tool_response_truncate_side;
+  - `Error when executing tool: ...` for an unknown tool name, a malformed call (tool_parser.py), a
+    tool that raises, or a result with images or video (text models only);
+  - `Error when executing tool: <name> did not finish within <t> s` for a timeout.
+Every call's outcome is counted (ToolStats) for the step's metrics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from verl_lite.agent_loop.tool_parser import ToolCall
+
+POOL_SIZE = 64  # tool calls running at once per worker, over all its trajectories
+TRUNCATE_SIDES = ("left", "middle", "right")
+
+
+class ToolTimeout(Exception):
+    pass
+
+
+def _as_exception(e: BaseException) -> Exception:
+    """A tool's cancellation or exit is an error of that call, not of the loop awaiting it."""
+    return e if isinstance(e, Exception) else RuntimeError(f"the tool call ended with {type(e).__name__}")
+
+
+@dataclass
+class ToolStats:
+    calls: int = 0  # calls run (well-formed, within max_parallel_calls)
+    errors: int = 0  # calls that failed: unknown tool, raised, malformed, unusable result
+    timeouts: int = 0
+    malformed: int = 0
+    dropped: int = 0  # beyond max_parallel_calls in a turn: not run
+    latencies: list[float] = field(default_factory=list)  # seconds per call run
+    seconds: float = 0.0  # wall time of the trajectory's tool turns (verl's agent_loop/tool_calls)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "tool_calls": self.calls,
+            "tool_errors": self.errors,
+            "tool_timeouts": self.timeouts,
+            "tool_malformed": self.malformed,
+            "tool_dropped": self.dropped,
+            "tool_latencies": list(self.latencies),
+            "tool_seconds": self.seconds,
+        }
+
+
+def truncate(text: str, limit: int, side: str) -> str:
+    """verl's truncation of a tool's text to `limit` characters: `left` keeps the start, `right` the
+    end, `middle` both halves."""
+    if len(text) <= limit:
+        return text
+    if side == "left":
+        return text[:limit] + "...(truncated)"
+    if side == "right":
+        return "(truncated)..." + text[-limit:]
+    half = limit // 2
+    return text[:half] + "...(truncated)..." + text[-half:]
+
+
+class ToolRunner:
+    def __init__(self, tools: dict, timeout_s: float, max_response_length: int, truncate_side: str):
+        self.tools, self.timeout_s = tools, timeout_s
+        self.max_response_length, self.truncate_side = max_response_length, truncate_side
+        self._slots = threading.BoundedSemaphore(POOL_SIZE)
+
+    async def call(self, fn, *args, **kwargs):
+        """`await fn(*args, **kwargs)` in a thread of its own with its own event loop, for at most
+        timeout_s. On a timeout the call's task is cancelled (which frees a call stuck awaiting);
+        a call blocking its thread keeps the thread (a daemon: it never holds the process) until
+        it returns."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future = loop.create_future()
+        started = threading.Event()
+        holder: dict = {}
+
+        def deliver(setter, value):
+            if not done.done():
+                setter(value)
+
+        def send(setter, value):  # the caller may be gone (its timeout passed, its loop closed)
+            try:
+                loop.call_soon_threadsafe(deliver, setter, value)
+            except RuntimeError:
+                pass
+
+        def work():
+            with self._slots:
+                inner = asyncio.new_event_loop()
+                holder["loop"], holder["task"] = inner, inner.create_task(fn(*args, **kwargs))
+                started.set()
+                try:
+                    result = inner.run_until_complete(holder["task"])
+                    send(done.set_result, result)
+                except BaseException as e:  # the tool's error (or its cancellation) goes to the caller
+                    send(done.set_exception, _as_exception(e))
+                finally:
+                    inner.close()
+
+        threading.Thread(target=work, name="verl_lite_tool", daemon=True).start()
+        try:
+            return await asyncio.wait_for(done, self.timeout_s)
+        except asyncio.TimeoutError:
+            if started.is_set():
+                try:
+                    holder["loop"].call_soon_threadsafe(holder["task"].cancel)
+                except RuntimeError:  # it finished meanwhile
+                    pass
+            raise ToolTimeout() from None
+
+    def session(self, tools_kwargs: dict | None) -> ToolSession:
+        return ToolSession(self, tools_kwargs or {})
+
+    def text_of(self, response) -> str:
+        text = response.text or ""
+        return truncate(text, self.max_response_length, self.truncate_side)
+
+
+class ToolSession:
+    def __init__(self, runner: ToolRunner, tools_kwargs: dict):
+        self.runner, self.tools_kwargs = runner, tools_kwargs
+        self.instances: dict[str, str] = {}  # tool name -> instance id
+        self.stats = ToolStats()
+        self.step_rewards: list[float] = []
+
+    def _kwargs(self, name: str, which: str) -> dict:
+        return dict((self.tools_kwargs.get(name) or {}).get(which) or {})
+
+    async def run_turn(self, calls: list[ToolCall], max_parallel: int) -> list[str]:
+        """The texts the model gets for the first `max_parallel` calls, in order."""
+        start = time.perf_counter()
+        taken, self.stats.dropped = (
+            calls[:max_parallel],
+            self.stats.dropped + max(0, len(calls) - max_parallel),
+        )
+        names = {c.name for c in taken if c.error is None and c.name in self.runner.tools}
+        await asyncio.gather(*(self._create(n) for n in sorted(names - set(self.instances))))
+        texts = list(await asyncio.gather(*(self._one(c) for c in taken)))
+        self.stats.seconds += time.perf_counter() - start
+        return texts
+
+    async def _create(self, name: str) -> None:
+        tool = self.runner.tools[name]
+        try:
+            instance_id, _ = await self.runner.call(
+                tool.create, create_kwargs=self._kwargs(name, "create_kwargs")
+            )
+            self.instances[name] = instance_id
+        except Exception:  # ToolTimeout too; the calls of this tool then report it
+            return
+
+    async def _one(self, call: ToolCall) -> str:
+        if call.error is not None:
+            self.stats.malformed += 1
+            self.stats.errors += 1
+            return f"Error when executing tool: {call.error}"
+        if call.name not in self.runner.tools:
+            self.stats.errors += 1
+            return f"Error when executing tool: unknown tool {call.name!r}; the tools are {sorted(self.runner.tools)}"
+        self.stats.calls += 1
+        start = time.perf_counter()
+        try:
+            return self._result(call.name, await self._execute(call))
+        except ToolTimeout:
+            self.stats.timeouts += 1
+            return f"Error when executing tool: {call.name} did not finish within {self.runner.timeout_s:g} s"
+        except Exception as e:
+            self.stats.errors += 1
+            return f"Error when executing tool: {type(e).__name__}: {e}"
+        finally:
+            self.stats.latencies.append(time.perf_counter() - start)
+
+    async def _execute(self, call: ToolCall):
+        if call.name not in self.instances:
+            raise RuntimeError(f"creating the {call.name} tool's instance failed or timed out")
+        tool = self.runner.tools[call.name]
+        kwargs = self._kwargs(call.name, "execute_kwargs")
+        return await self.runner.call(tool.execute, self.instances[call.name], call.arguments, **kwargs)
+
+    def _result(self, name: str, result) -> str:
+        response, reward = (result[0], result[1]) if isinstance(result, tuple) else (result, None)
+        if getattr(response, "image", None) or getattr(response, "video", None):
+            self.stats.errors += 1
+            return f"Error when executing tool: {name} returned an image or video; only text results are supported"
+        if reward is not None:
+            self.step_rewards.append(float(reward))
+        return self.runner.text_of(response)
+
+    async def finish(self) -> dict[str, float]:
+        """calc_reward of each tool used (with calc_reward_kwargs), then release; name -> reward."""
+        rewards: dict[str, float] = {}
+        for name, instance_id in self.instances.items():
+            tool = self.runner.tools[name]
+            try:
+                reward = await self.runner.call(
+                    tool.calc_reward, instance_id, **self._kwargs(name, "calc_reward_kwargs")
+                )
+                if isinstance(reward, (int, float)) and not isinstance(reward, bool):
+                    rewards[name] = float(reward)
+                await self.runner.call(tool.release, instance_id, **self._kwargs(name, "release_kwargs"))
+            except Exception:  # ToolTimeout too
+                self.stats.errors += 1
+        self.instances.clear()
+        return rewards

@@ -1,0 +1,10 @@
+"""Tools a policy calls during a multi-turn rollout, in verl's tool contract and YAML format.
+
+schema.py            verl's OpenAI function schema of a tool, validated field by field
+base.py              the contract: async create / execute / calc_reward / release, ToolResponse
+registry.py          a tool config YAML (`tools: - class_name, config, tool_schema`) -> tools;
+                     verl's shipped class names mapped to verl_lite's equivalents or refused
+gsm8k.py             the GSM8K answer tool (`calc_gsm8k_reward`)
+code_interpreter.py  Python in a separate, limited process: the local stand-in for verl's
+                     SandboxFusionTool (sandbox_child.py is the program that process runs)
+"""

@@ -1,0 +1,66 @@
+"""verl's tool contract: what a tool class provides, and what one call returns.
+
+A tool is built once per worker from its YAML entry, `cls(config: dict, tool_schema: ToolSchema)`,
+and serves every trajectory of that worker. Per trajectory the agent loop calls (all async):
+
+    create(instance_id=None, create_kwargs=...)   -> (instance_id, ToolResponse)   first use in a trajectory
+    execute(instance_id, parameters, **execute_kwargs) -> (ToolResponse, step reward | None, metrics | None)
+    calc_reward(instance_id, **calc_reward_kwargs) -> float                          at the trajectory's end
+    release(instance_id, **release_kwargs)                                          at the trajectory's end
+
+`create_kwargs` (and the others) are the row's `extra_info.tools_kwargs.<tool name>.*` (verl's data
+fields); `create` receives them as one keyword `create_kwargs`, as verl's agent loop passes them.
+`parameters` is the JSON object the model wrote as the call's arguments. A tool keeps its
+per-trajectory state under the instance id (calls of different trajectories run concurrently,
+each in its own thread; a dict keyed by instance id is safe for that).
+
+A user's tool subclasses `BaseTool` (or only provides the same methods) and is named in the YAML by
+its dotted path. Anything a call raises becomes an error message to the model (agent_loop/), never
+an exception in the trainer.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from verl_lite.tools.schema import ToolSchema
+
+TOOL_METHODS = ("create", "execute", "calc_reward", "release")
+
+
+@dataclass
+class ToolResponse:
+    """What a tool hands back to the model. verl_lite trains text models: `image` and `video` are
+    kept for verl's signature and refused by the agent loop when set (an error message to the model)."""
+
+    text: str | None = None
+    image: list[Any] | None = None
+    video: list[Any] | None = None
+
+
+class BaseTool:
+    """A tool that does nothing; subclasses override `execute` (and the others as needed)."""
+
+    def __init__(self, config: dict, tool_schema: ToolSchema):
+        self.config = dict(config)
+        self.tool_schema = tool_schema
+        self.name = tool_schema.name
+
+    def get_openai_tool_schema(self) -> ToolSchema:
+        return self.tool_schema
+
+    async def create(self, instance_id: str | None = None, **kwargs) -> tuple[str, ToolResponse]:
+        return instance_id or str(uuid.uuid4()), ToolResponse()
+
+    async def execute(
+        self, instance_id: str, parameters: dict[str, Any], **kwargs
+    ) -> tuple[ToolResponse, float | None, dict | None]:
+        return ToolResponse(text="Updated the tool state."), 0.0, {}
+
+    async def calc_reward(self, instance_id: str, **kwargs) -> float:
+        return 0.0
+
+    async def release(self, instance_id: str, **kwargs) -> None:
+        return None

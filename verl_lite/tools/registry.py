@@ -1,0 +1,144 @@
+"""Tools from a verl tool config YAML (`multi_turn.tool_config_path`), as verl lays it out:
+
+    tools:
+      - class_name: verl.tools.gsm8k_tool.Gsm8kTool     # dotted path of the tool class
+        config: {type: native, ...}                     # handed to the class; type: native (mcp: refused)
+        tool_schema: {type: function, function: {...}}  # tools/schema.py
+
+A user's class is imported by its dotted path and must follow verl's tool contract (tools/base.py:
+async create, execute, calc_reward, release). verl's own shipped classes are not importable here
+(verl is not installed) and resolve by name: to verl_lite's equivalent where one exists
+(VERL_EQUIVALENTS), else to a one-line refusal naming the class. `read_tool_config` checks the
+whole file (every problem a ValueError naming the file, the entry and the field) and `build_tools`
+makes the tools, one instance per name, shared by every trajectory of a worker.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from dataclasses import dataclass
+
+from verl_lite.tools.base import TOOL_METHODS
+from verl_lite.tools.schema import ToolSchema
+from verl_lite.utils.class_path import import_class, load_yaml
+
+KEY = "actor_rollout_ref.rollout.multi_turn.tool_config_path"
+VERL_EQUIVALENTS = {
+    "verl.tools.gsm8k_tool.Gsm8kTool": "verl_lite.tools.gsm8k:Gsm8kTool",
+    "verl.tools.sandbox_fusion_tools.SandboxFusionTool": "verl_lite.tools.code_interpreter:CodeInterpreterTool",
+}
+VERL_REFUSED = {
+    "verl.tools.search_tool.SearchTool": "it queries a search_r1 retrieval server; write a tool class for your retriever",
+    "verl.tools.mcp_search_tool.MCPSearchTool": "MCP tools are not available",
+    "verl.tools.mcp_base_tool.MCPBaseTool": "MCP tools are not available",
+    "verl.tools.geo3k_tool.Geo3kTool": "vision-language tasks are not supported",
+    "verl.tools.image_zoom_in_tool.ImageZoomInTool": "image tools need a vision-language model, which is not supported",
+}
+ENTRY_KEYS = ("class_name", "config", "tool_schema")
+
+
+@dataclass(frozen=True)
+class ToolEntry:
+    class_name: str  # as written in the file
+    cls: type
+    config: dict
+    schema: ToolSchema
+
+
+def resolve_tool_class(class_name: str) -> type:
+    """The class `class_name` names: verl's shipped ones by name, anything else by import."""
+    if class_name in VERL_EQUIVALENTS:
+        module, _, name = VERL_EQUIVALENTS[class_name].partition(":")
+        return getattr(importlib.import_module(module), name)
+    if class_name in VERL_REFUSED:
+        raise ValueError(f"class_name {class_name} is not supported by verl_lite: {VERL_REFUSED[class_name]}")
+    if class_name.startswith("verl."):
+        raise ValueError(
+            f"class_name {class_name} is not supported by verl_lite: verl's class has no equivalent here "
+            f"(equivalents exist for {sorted(VERL_EQUIVALENTS)}); write a tool class of your own"
+        )
+    cls = import_class(class_name)
+    not_async = [m for m in TOOL_METHODS if not inspect.iscoroutinefunction(getattr(cls, m, None))]
+    if not_async:
+        raise ValueError(
+            f"class_name {class_name}: {not_async} must be async methods (verl's tool contract, "
+            "verl_lite.tools.base.BaseTool); subclass BaseTool"
+        )
+    return cls
+
+
+def _entry(item, where: str) -> ToolEntry:
+    if not isinstance(item, dict):
+        raise ValueError(f"{where} must be a mapping with {list(ENTRY_KEYS)}, got {item!r}")
+    unknown = sorted(set(item) - set(ENTRY_KEYS))
+    if unknown:
+        raise ValueError(f"{where} has unknown keys {unknown}; an entry has {list(ENTRY_KEYS)}")
+    class_name = item.get("class_name")
+    if not isinstance(class_name, str):
+        raise ValueError(f"{where}.class_name must be a dotted class path, got {class_name!r}")
+    config = item.get("config") or {}
+    if not isinstance(config, dict):
+        raise ValueError(f"{where}.config must be a mapping, got {config!r}")
+    kind = config.get("type", "native")
+    if kind == "mcp":
+        raise ValueError(
+            f"{where}.config.type=mcp is not supported by verl_lite: MCP tools are not available"
+        )
+    if kind != "native":
+        raise ValueError(f"{where}.config.type={kind!r} must be native")
+    if item.get("tool_schema") is None:
+        raise ValueError(
+            f"{where} has no tool_schema; give the tool's function schema (name, description, parameters)"
+        )
+    schema = ToolSchema.from_dict(item["tool_schema"], f"{where}.tool_schema")
+    try:
+        cls = resolve_tool_class(class_name)
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}") from None
+    return ToolEntry(class_name, cls, config, schema)
+
+
+def read_tool_config(path: str, key: str = KEY) -> list[ToolEntry]:
+    """Every entry of the file, checked; ValueError on the first problem."""
+    content = load_yaml(path, key)
+    tools = content.get("tools") if isinstance(content, dict) else None
+    if not isinstance(tools, list) or not tools:
+        raise ValueError(f"{key}={path!r} must hold a non-empty list `tools:` (verl's tool config format)")
+    entries = [_entry(item, f"{path}: tools[{i}]") for i, item in enumerate(tools)]
+    names = [e.schema.name for e in entries]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValueError(f"{path}: tool names {twice} appear more than once; each tool needs its own name")
+    return entries
+
+
+def build_tools(path: str, key: str = KEY) -> dict:
+    """name -> tool instance, for every entry of the file."""
+    tools = {}
+    for i, entry in enumerate(read_tool_config(path, key)):
+        try:
+            tools[entry.schema.name] = entry.cls(config=dict(entry.config), tool_schema=entry.schema)
+        except Exception as e:
+            raise ValueError(
+                f"{path}: tools[{i}] ({entry.class_name}): building the tool raised {type(e).__name__}: {e}"
+            ) from e
+    return tools
+
+
+def tool_schemas(path: str | None, key: str = KEY) -> list[dict] | None:
+    """The schemas the chat template renders (`tools=`), or None without a file."""
+    if not path:
+        return None
+    return [entry.schema.as_dict() for entry in read_tool_config(path, key)]
+
+
+def check_tool_config(path: str | None, key: str = KEY) -> list[str]:
+    """Start-up: the file reads, every class resolves and every tool builds; one line per problem."""
+    if not path:
+        return []
+    try:
+        build_tools(path, key)
+    except ValueError as e:
+        return [str(e)]
+    return []
