@@ -20,9 +20,12 @@ torch/python/numpy RNGs, replaces `torch.set_num_threads` by a no-op and edits a
 variables. Sampling never touches the training RNG: every request carries its own seed, derived
 from (rollout.seed, owner rank, call, prompt row), so the same config gives the same tokens.
 
-With `tensor_model_parallel_size` > 1 the ranks of a TP group run one engine together: they gather
-their prompt chunks and generate the whole group's batch identically (tp_group.py). Weight sync is
-unchanged: every rank hands vLLM the full tensors and vLLM's weight loaders keep their TP slice.
+With `tensor_model_parallel_size` > 1 (verl's default is 2) the ranks of a TP group run one engine
+together: they gather their prompt chunks and generate the whole group's batch identically
+(tp_group.py). Weight sync is unchanged: every rank hands vLLM the full tensors and vLLM's weight
+loaders keep their TP slice. vLLM's custom all-reduce is off, as verl has it: it maps the other TP
+ranks' device buffers into each process (CUDA IPC), and a Ray worker sees only its own GPU, so the
+TP group's all-reduces go through NCCL instead.
 On CPU, vLLM's TP shared memory has the same names in every run: a killed run's are removed first
 (cpu_shm.py).
 
@@ -103,6 +106,7 @@ RESERVED_VLLM_ARGS = {
     "load_format": "actor_rollout_ref.rollout.load_format",
     "seed": "actor_rollout_ref.rollout.seed",
     "enable_sleep_mode": "actor_rollout_ref.rollout.free_cache_engine",
+    "disable_custom_all_reduce": "",
     "logprobs_mode": "actor_rollout_ref.rollout.logprobs_mode",
     "enable_lora": "actor_rollout_ref.model.lora_rank",
     "max_loras": "",
@@ -135,6 +139,7 @@ def engine_kwargs(model_cfg, r, enable_sleep_mode: bool) -> dict:
         seed=r.seed,
         distributed_executor_backend="external_launcher",  # join the worker's process group
         tensor_parallel_size=r.tensor_model_parallel_size,
+        disable_custom_all_reduce=True,  # each Ray worker sees one GPU: no cross-process buffers (verl's)
         gpu_memory_utilization=r.gpu_memory_utilization,
         enforce_eager=r.enforce_eager,
         max_model_len=r.max_model_len,
