@@ -65,6 +65,7 @@ from verl_lite.engine.forward import response_width as batch_response_width
 from verl_lite.engine.grad_clip import clip_grad_norm
 from verl_lite.engine.lora import apply_lora
 from verl_lite.engine.lora_spec import LoraSpec
+from verl_lite.engine.memory_setup import storage_dtype
 from verl_lite.engine.mesh import Layout
 from verl_lite.engine.micro_batch import MicroPlan, plan_micro_batches
 from verl_lite.engine.offload import TransferLog, build_offload
@@ -124,7 +125,7 @@ class FSDPEngine:
         token_math = dataclasses.replace(entropy or TokenMath(), fused=fused)
         sp_group = self.layout.sp_group if self.layout.sp_size > 1 else None
         self.run_model = build_model_forward(model_cfg.use_remove_padding, token_math, sp_group)
-        self._build_module(model_cfg, fsdp_cfg, module, model_kind)
+        self._build_module(model_cfg, fsdp_cfg, module, model_kind, trains=optim_cfg is not None)
         self.activations = None  # saved activations to the host in training forwards
         if getattr(model_cfg, "enable_activation_offload", False):
             self.activations = ActivationOffload(self.device, self.transfers)
@@ -138,10 +139,17 @@ class FSDPEngine:
         self.num_skipped_steps = 0
         self._phase: str | None = None
 
-    def _build_module(self, model_cfg, fsdp_cfg, module, model_kind: str) -> None:
-        role = self.role
-        dtype = parse_dtype(fsdp_cfg.model_dtype, f"{role}.fsdp_config.model_dtype")
+    def _build_module(self, model_cfg, fsdp_cfg, module, model_kind: str, trains: bool) -> None:
+        """Load (or take) the model in its storage dtype -- model_dtype, or for a frozen engine its
+        compute dtype (memory_setup.storage_dtype: the same numbers in fewer bytes) -- and shard it."""
+        role, mp = self.role, fsdp_cfg.mixed_precision
+        parse_dtype(fsdp_cfg.model_dtype, f"{role}.fsdp_config.model_dtype")
+        stored = storage_dtype(fsdp_cfg.model_dtype, mp.param_dtype, trains)
+        dtype = parse_dtype(stored, f"{role}.fsdp_config.mixed_precision.param_dtype")
         self.module = module if module is not None else MODEL_LOADERS[model_kind](model_cfg, dtype)
+        if not trains:  # a given module (benchmarks) too; buffers keep theirs (buffer_dtype below)
+            for param in self.module.parameters():
+                param.data = param.data.to(dtype)
         if self.run_model.math.fused:
             apply_token_head(self.module)  # before fully_shard: the head keeps its place in the root unit
         self.layers = decoder_layers(self.module)  # before fully_shard renames their classes
@@ -157,7 +165,6 @@ class FSDPEngine:
         self.frozen_names = frozenset(
             n for n, p in self.module.named_parameters(remove_duplicate=False) if not p.requires_grad
         )
-        mp = fsdp_cfg.mixed_precision
         self.wrapped = apply_fsdp2(
             self.module,
             self.mesh,

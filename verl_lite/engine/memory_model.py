@@ -6,7 +6,8 @@ torch: the planner (plan_memory.py), the trainer's auto-offload and scripts/gpu_
 tests/engine/test_memory_model.py checks every term against a hand calculation. This module holds
 the engine's state and FSDP2 working set and composes the peaks; activations and no-grad forwards
 are memory_activations.py's, host bytes memory_host.py's. N is the parameter count, W the ranks
-sharing the model, p/c/r the bytes of model_dtype / param_dtype / reduce_dtype, a "unit" what one
+sharing the model, p/c/r the bytes of the weights' storage dtype (model_dtype; a frozen engine's is
+its param_dtype: memory_setup.storage_dtype) / param_dtype / reduce_dtype, a "unit" what one
 fully_shard owns (a decoder layer, or the root: embeddings, head, final norm), S(x) a unit's shard
 (dim 0 split W ways, padded). What each term is, read from torch 2.13's FSDP2 and AdamW:
 
@@ -128,7 +129,7 @@ def _units(pt: Parts, world: int) -> dict[str, int]:
 def _state_terms(shape: ModelShape, s: EngineSetup) -> dict[str, int]:
     """params, grads, grad_accum, optimizer, step_temp on the device during the update, and what stays
     between phases (resident)."""
-    p, r = dtype_bytes(s.model_dtype), dtype_bytes(s.reduce_dtype)
+    p, r = dtype_bytes(s.storage_dtype), dtype_bytes(s.reduce_dtype)
     pt = parts(shape, s)
     u, b = _units(pt, s.world), pt.trained_bytes
     frozen = shard_numel(pt.layer_frozen, s.world) * shape.layers + shard_numel(pt.root_frozen, s.world)
@@ -155,7 +156,7 @@ def _state_terms(shape: ModelShape, s: EngineSetup) -> dict[str, int]:
 
 def _transient_terms(shape: ModelShape, s: EngineSetup) -> dict[str, int]:
     """gathered (+ all-gather input), unsharded grads, reduce-scatter buffers: the FSDP2 working set."""
-    p, c, r = dtype_bytes(s.model_dtype), dtype_bytes(s.param_dtype), dtype_bytes(s.reduce_dtype)
+    p, c, r = dtype_bytes(s.storage_dtype), dtype_bytes(s.param_dtype), dtype_bytes(s.reduce_dtype)
     pt = parts(shape, s)
     u = _units(pt, s.world)
     layer, root = pt.full("layer"), pt.full("root")
