@@ -36,6 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from verl_lite.config.schema import PPOTrainerConfig
+from verl_lite.engine.attention import requested_attention, select_attention
 from verl_lite.engine.lora_spec import LoraSpec
 from verl_lite.engine.memory_model import (
     DTYPE_BYTES,
@@ -127,8 +128,17 @@ def shard_world(fsdp, world: int) -> int:
 
 
 def engine_setup(fsdp, world: int, seq_len: int, response_len: int, accelerator: bool, **kw) -> EngineSetup:
+    """`override_config`: the model section's, whose attn_implementation decides whether attention
+    builds an (S, S) mask on this machine (engine/attention.py, the engine's own choice)."""
     mp = fsdp.mixed_precision
+    attention = select_attention(
+        requested_attention(kw.pop("override_config", None)),
+        accelerator=accelerator,
+        sp_size=kw.get("sp_size", 1),
+        trains=kw.get("trains", True),
+    )
     return EngineSetup(
+        dense_mask=attention.dense_mask,
         world=shard_world(fsdp, world),
         mode=kw.pop("mode", None) or fsdp_mode(fsdp),
         seq_len=seq_len,
@@ -206,6 +216,7 @@ def _actor_setup(
         micro=micro,
         grad_checkpointing=arr.model.enable_gradient_checkpointing,
         tokens_per_micro=a.ppo_max_token_len_per_gpu if a.use_dynamic_bsz else None,
+        override_config=arr.model.override_config,
         **actor_levers(cfg, levers),
         **forward,
         **lora_fields(arr.model, "causal_lm"),
@@ -256,6 +267,7 @@ def role_engines(
                 accelerator,
                 micro=0,
                 trains=False,
+                override_config=arr.model.override_config,
                 **_ref_forward(cfg),
                 **ref,
             ),
@@ -277,6 +289,7 @@ def role_engines(
             tokens_per_micro=c.ppo_max_token_len_per_gpu if c.use_dynamic_bsz else None,
             sp_size=c.ulysses_sequence_parallel_size,
             activation_offload=c.model.enable_activation_offload,
+            override_config=c.model.override_config,
             **f,
             **lora_fields(c.model, "value"),
         )
@@ -295,6 +308,7 @@ def role_engines(
                 mode=idle_mode(rm.model.fsdp_config, idle_on_host),
                 micro=0,
                 trains=False,
+                override_config=rm.model.override_config,
                 **f,
             ),
         )

@@ -100,9 +100,11 @@ class ActivationOffload:
             self.active = False
 
     def flush(self) -> None:
-        """Log the device-timed copies (after backward; a no-op on CPU, where copies are timed inline)."""
+        """After backward: hand the device-timed copies to the TransferLog, which reads their seconds
+        when the step's metrics are taken, with one wait for all (none here: the host runs on to the
+        next micro-batch). A no-op on CPU, where copies are timed inline."""
         for to_device, nbytes, start, stop in self.pending_timings:
-            self.log.add(f"{self.phase}/activations", to_device, nbytes, dev.elapsed_s(start, stop))
+            self.log.add_events(f"{self.phase}/activations", to_device, nbytes, start, stop)
         self.pending_timings = []
 
     # --- forward ------------------------------------------------------------------------------------

@@ -1,13 +1,15 @@
 """The engine's start-up check (registered in verl_lite/preflight.py): the FSDP2 and optimizer
 settings of every model the run trains or serves (actor, ref, and the critic and reward model
 when the run has them): dtype names, offload combinations (engine/offload.py's rule, the one
-the engine itself applies), LR schedules."""
+the engine itself applies), LR schedules, and each model's override_config.attn_implementation
+(engine/attention.py)."""
 
 from __future__ import annotations
 
 import logging
 from typing import TYPE_CHECKING
 
+from verl_lite.engine.attention import attention_problem
 from verl_lite.engine.offload import offload_problems
 from verl_lite.engine.optim import WARMUP_STYLES
 from verl_lite.engine.parallelize import DTYPES
@@ -55,8 +57,22 @@ def _fsdp_problems(key: str, fsdp) -> list[str]:
     return problems + offload_problems(fsdp, key)
 
 
+def model_sections(cfg: PPOTrainerConfig, run: Run) -> list[tuple[str, object]]:
+    """(key, model section) of every model the run loads: the actor's (also the ref's and the HF
+    rollout's), the critic's and the reward model's when it has them."""
+    sections = [(f"{ARR}.model", cfg.actor_rollout_ref.model)]
+    if run.critic:
+        sections.append(("critic.model", cfg.critic.model))
+    if run.reward_model:
+        sections.append(("reward_model.model", cfg.reward_model.model))
+    return sections
+
+
 def check_engines(cfg: PPOTrainerConfig, run: Run) -> list[str]:
     problems = [p for key, fsdp in fsdp_sections(cfg, run) for p in _fsdp_problems(key, fsdp)]
+    for key, model in model_sections(cfg, run):
+        problem = attention_problem(model.override_config, key)
+        problems += [problem] if problem else []
     optims = [(f"{ARR}.actor.optim", cfg.actor_rollout_ref.actor.optim)]
     if run.critic:
         optims.append(("critic.optim", cfg.critic.optim))

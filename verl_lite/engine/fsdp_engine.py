@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import math
 import time
 import warnings
@@ -53,6 +54,7 @@ from torch.distributed.fsdp import FSDPModule
 from verl_lite.algos.loss_agg import LossScale
 from verl_lite.config.schema import FSDPConfig, ModelConfig, OptimConfig
 from verl_lite.engine.activation_offload import ActivationOffload
+from verl_lite.engine.attention import KEY, requested_attention, select_attention
 from verl_lite.engine.forward import (
     ForwardOutput,
     MicroBatch,
@@ -84,6 +86,7 @@ warnings.filterwarnings(
     "ignore", message=r"FSDP2-wrapped module .* returned a view tensor", category=UserWarning
 )
 
+log = logging.getLogger(__name__)
 Head = Callable[[ForwardOutput, MicroBatch], torch.Tensor]
 LossFn = Callable[[ForwardOutput, MicroBatch, LossScale], tuple[torch.Tensor, dict[str, torch.Tensor]]]
 
@@ -146,7 +149,22 @@ class FSDPEngine:
         parse_dtype(fsdp_cfg.model_dtype, f"{role}.fsdp_config.model_dtype")
         stored = storage_dtype(fsdp_cfg.model_dtype, mp.param_dtype, trains)
         dtype = parse_dtype(stored, f"{role}.fsdp_config.mixed_precision.param_dtype")
-        self.module = module if module is not None else MODEL_LOADERS[model_kind](model_cfg, dtype)
+        self.attention = select_attention(
+            requested_attention(model_cfg.override_config),
+            accelerator=dev.has_accelerator(),
+            sp_size=self.layout.sp_size,
+            trains=trains,
+        )
+        kernel = self.attention.implementation
+        if module is None:
+            module = MODEL_LOADERS[model_kind](model_cfg, dtype, attn_implementation=kernel)
+        elif module.config._attn_implementation != kernel:  # a given module (benchmarks): the same choice
+            module.set_attn_implementation(kernel)
+        self.module = module
+        if self.attention.why:
+            log.info(
+                "%s: %s=%s runs %s (%s)", role, KEY, self.attention.requested, kernel, self.attention.why
+            )
         if not trains:  # a given module (benchmarks) too; buffers keep theirs (buffer_dtype below)
             for param in self.module.parameters():
                 param.data = param.data.to(dtype)

@@ -58,6 +58,7 @@ class EngineSetup:
     activation_offload: bool = False  # enable_activation_offload (training forwards only)
     lora_rank: int = 0  # > 0: LoRA adapters of this rank train on the frozen model (engine/lora.py)
     lora_targets: tuple[str, ...] = LINEARS  # the adapted linears of each decoder layer
+    dense_mask: bool = True  # the attention kernel takes a (rows, S, S) mask: sdpa, eager (attention.py)
 
     @property
     def storage_dtype(self) -> str:

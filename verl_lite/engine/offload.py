@@ -54,10 +54,13 @@ class Transfer:
 
 
 class TransferLog:
-    """Bytes and seconds moved per phase, since the last `pop`."""
+    """Bytes and seconds moved per phase, since the last `pop`. Copies queued on a side stream are
+    timed by a pair of device events (`add_events`) whose seconds are read at `pop`, all with one
+    wait: the copies themselves never wait for the host."""
 
     def __init__(self):
         self.by_phase: dict[str, Transfer] = defaultdict(Transfer)
+        self.pending: list[tuple[str, bool, int, object, object]] = []
 
     def add(self, phase: str, to_device: bool, nbytes: int, seconds: float = 0.0, timed: bool = True) -> None:
         t = self.by_phase[phase]
@@ -67,7 +70,15 @@ class TransferLog:
         else:
             t.d2h_bytes, t.d2h_s = t.d2h_bytes + nbytes, t.d2h_s + seconds
 
+    def add_events(self, phase: str, to_device: bool, nbytes: int, start, stop) -> None:
+        """A copy timed by device events recorded around it (utils/device.timing_event)."""
+        self.pending.append((phase, to_device, nbytes, start, stop))
+
     def pop(self) -> dict[str, Transfer]:
+        pending, self.pending = self.pending, []
+        seconds = dev.elapsed_many([(start, stop) for *_, start, stop in pending])
+        for (phase, to_device, nbytes, _, _), s in zip(pending, seconds):
+            self.add(phase, to_device, nbytes, s)
         out, self.by_phase = dict(self.by_phase), defaultdict(Transfer)
         return out
 

@@ -5,6 +5,8 @@ rollout/__init__.py): `update_weights(named_tensors)` (the hybrid engine's weigh
 full weights, one tensor at a time), `update_adapter(tensors, config)` (LoRA: the adapter only,
 rollout/weight_sync.py), `weights_loaded` (False while the backend holds no valid
 weights: before the first sync, or after a sleep that discarded them; the worker syncs then) and
+`release()` (give back the device memory held between rollouts; a generate does not do it itself,
+so several generates may share one wake-up) and
 `generate_tokens(prompt_ids, prompt_mask, params)` returning raw response tokens (prompts * n,
 <= response_length), each prompt's n samples adjacent, with their sampled-token log-probs (same
 shape) or None where the backend has none.
@@ -68,6 +70,11 @@ class Rollout(ABC):
         self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, params: SamplingParams
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(responses (B*n, <=R), their sampled-token log-probs or None) for left-padded prompts (B, P)."""
+
+    def release(self) -> None:
+        """Give back the device memory the engine holds between rollouts (vLLM: sleep); nothing for a
+        backend that keeps none. The worker calls it after a rollout and before its other phases."""
+        return None  # the HF rollout keeps its copy of the weights on the device throughout
 
     def needs_sync(self, actor_changed: bool) -> bool:
         """Whether the worker must sync weights before the next generate: the actor moved since the

@@ -29,9 +29,10 @@ TP group's all-reduces go through NCCL instead.
 On CPU, vLLM's TP shared memory has the same names in every run: a killed run's are removed first
 (cpu_shm.py).
 
-On a GPU, `free_cache_engine` puts the engine to sleep after generating (level 2: weights and KV
-cache released, nothing copied to the host) and wakes the weights, syncs them, then wakes the KV
-cache before the next rollout (vllm_sleep.py says why and in which order). With LoRA it sleeps at
+On a GPU, `free_cache_engine` lets the engine sleep between rollouts (level 2: weights and KV cache
+released, nothing copied to the host; `release`, which the worker calls after a rollout unless
+another follows at once, weight_sync.RolloutWeights) and wakes the weights, syncs them if the actor
+moved, then wakes the KV cache before the next rollout (vllm_sleep.py says why and in which order). With LoRA it sleeps at
 level 1 instead: the base weights are parked on the host and stay valid, since a sync then brings
 only the adapter. vLLM has no sleep mode on CPU, where the engine stays awake (documented in
 docs/hybrid_engine.md).
@@ -133,7 +134,11 @@ def engine_kwargs(model_cfg, r, enable_sleep_mode: bool) -> dict:
         model=model_files(model_cfg),  # model.use_shm: its /dev/shm copy
         skip_tokenizer_init=True,  # prompts go in as token ids and come out as ids
         trust_remote_code=model_cfg.trust_remote_code,
-        hf_overrides=dict(model_cfg.override_config or {}) or None,
+        # vLLM picks its own attention backend: attn_implementation is for the FSDP2 models
+        hf_overrides={
+            k: v for k, v in (model_cfg.override_config or {}).items() if k != "attn_implementation"
+        }
+        or None,
         dtype=parse_dtype(r.dtype, "actor_rollout_ref.rollout.dtype"),
         load_format=r.load_format,  # verl's dummy: random weights, nothing read from disk; the first sync brings them
         seed=r.seed,
@@ -238,6 +243,10 @@ class VLLMRollout(Rollout):
         no_adapter = self.lora_enabled and self.lora_request is None
         return super().needs_sync(actor_changed) or no_adapter
 
+    def release(self) -> None:
+        """Sleep (GPU): the KV cache and, at level 2, the weights leave the device (vllm_sleep.py)."""
+        self._run(self.memory.sleep())
+
     def _run(self, calls: list[Call]) -> None:
         """Make the sleep/wake calls EngineMemory decided on."""
         for method, kwargs in calls:
@@ -333,7 +342,6 @@ class VLLMRollout(Rollout):
         # seeded requests draw from their own generators, but the sampler still advances the global RNG
         with dev.fork_rng():
             outputs = self.llm.generate(prompts, sampling, use_tqdm=False, lora_request=self.lora_request)
-        self._run(self.memory.sleep())
         repeat = params.n if params.greedy else 1
         samples = [
             s for out in outputs[batch.own_rows] for s in out.outputs for _ in range(repeat)

@@ -262,13 +262,32 @@ class RayPPOTrainer(AlgorithmPhases, WorkerSetup, TrainerCheckpoint):
         if queued is not None:  # queued behind the previous step's update, for this very batch
             gen = queued.result_for(batch)
         else:
-            gen = self.actor_rollout_wg.generate_sequences(batch.select(ROLLOUT_INPUTS))
+            prompts = batch.select(ROLLOUT_INPUTS)
+            prompts.meta_info["generate_follows"] = self._generate_follows_gen()
+            gen = self.actor_rollout_wg.generate_sequences(prompts)
         metrics.update(gen.meta_info.pop("metrics", {}))
         n = self.config.actor_rollout_ref.rollout.n
         expanded = batch.repeat(n, interleave=True)
         for key in ("input_ids", "attention_mask", "position_ids"):
             expanded.batch.pop(key)
         return expanded.union(gen)
+
+    def _keep_rollout(self, scores_between: bool, surely_generate: bool) -> bool:
+        """Whether a generate's rollout may keep its device memory (and so its weights: no sync for
+        the next generate): the driver's next call to the actor workers is another generate
+        (`surely_generate`; otherwise possibly their own log-prob or update phase, which release it
+        first, or a critic's, which must not find the device held) and no reward model scores on the
+        device in between (`scores_between`)."""
+        if scores_between and self.rm_wg is not None:
+            return False
+        return surely_generate or self.critic_wg is None
+
+    def _generate_follows_gen(self) -> bool:
+        """The gen phase's generate: DAPO may generate further batches after scoring these; ReMax's
+        greedy baseline generates right after, before any scoring."""
+        if self.config.algorithm.filter_groups.enable:
+            return self._keep_rollout(scores_between=True, surely_generate=False)
+        return any(name == "gen_max" for name, _ in self.phases)
 
     def _reward(self, batch: DataProto, metrics: dict) -> DataProto:
         self._score(batch, metrics)
@@ -357,6 +376,9 @@ class RayPPOTrainer(AlgorithmPhases, WorkerSetup, TrainerCheckpoint):
             batch = self.val_dataset.collate(list(range(start, min(start + batch_size, size))))
             prompts = batch.select(["input_ids", "attention_mask", "position_ids"], meta_keys=[])
             prompts.meta_info["validate"] = True
+            # each batch is scored before the next; after the last, the actor workers' next call is the
+            # next step's generate or their checkpoint save (the actor's comes first), or none
+            prompts.meta_info["generate_follows"] = self._keep_rollout(True, surely_generate=True)
             padded, pad = prompts.pad_to_divisor(self.world_size)
             gen = self.actor_rollout_wg.generate_sequences(padded).unpad(pad * val_kwargs.n)
             expanded = batch.repeat(val_kwargs.n, interleave=True)

@@ -448,7 +448,7 @@ def mark_used_on(tensor: torch.Tensor, stream) -> None:
 
 
 def timing_event(stream=None):
-    """A recorded timing event on `stream` (None without CUDA); `elapsed_s(a, b)` after a sync."""
+    """A recorded timing event on `stream` (None without CUDA); `elapsed_many` reads pairs of them."""
     if not is_cuda_available():
         return None
     event = torch.cuda.Event(enable_timing=True)
@@ -456,6 +456,9 @@ def timing_event(stream=None):
     return event
 
 
-def elapsed_s(start, stop) -> float:
-    stop.synchronize()
-    return start.elapsed_time(stop) / 1000.0
+def elapsed_many(pairs: list[tuple[object, object]]) -> list[float]:
+    """Seconds between each (start, stop) pair of recorded events, with one wait for all of them
+    (none when every stop event has completed): never one wait per pair."""
+    if any(not stop.query() for _, stop in pairs):
+        synchronize()
+    return [start.elapsed_time(stop) / 1000.0 for start, stop in pairs]
