@@ -177,11 +177,6 @@ RULES: list[Rule] = [
     Rule(f"{ARR}.rollout.engine_kwargs.trtllm", ANY),
     Rule(f"{ARR}.rollout.multi_turn.enable", instead="multi-turn and tool rollouts are not supported"),
     Rule(f"{ARR}.rollout.multi_turn", ANY),
-    Rule(
-        f"{ARR}.rollout.calculate_log_probs",
-        ANY,
-        note="the rollout always returns its log-probs here (rollout/actor_logprob_abs_diff_*)",
-    ),
     Rule(f"{ARR}.rollout.agent.default_agent_loop", instead="single-turn generation only"),
     Rule(f"{ARR}.rollout.agent.agent_loop_config_path", instead="single-turn generation only"),
     Rule(f"{ARR}.rollout.agent.custom_async_server", instead="generation runs in the hybrid engine"),
@@ -255,12 +250,6 @@ RULES: list[Rule] = [
     Rule("reward_model.num_workers", ANY),
     Rule("reward_model.rollout", ANY),  # read only by verl's reward loop (refused above when it would run)
     # algorithm
-    Rule("algorithm.rollout_correction.rollout_is", instead="rollout importance sampling is not available"),
-    Rule("algorithm.rollout_correction.rollout_rs", instead="rollout rejection sampling is not available"),
-    Rule(
-        "algorithm.rollout_correction.bypass_mode", instead="old log-probs are always recomputed by the actor"
-    ),
-    Rule("algorithm.rollout_correction", ANY),
     Rule("algorithm.use_pf_ppo", instead="policy-filtered PPO is not available"),
     Rule("algorithm.pf_ppo", ANY),
     # trainer, Ray, the rest

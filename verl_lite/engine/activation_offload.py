@@ -31,7 +31,8 @@ from functools import partial
 import torch
 from torch import nn
 
-from verl_lite.engine.offload import HOST, TransferLog
+from verl_lite.engine.offload import HOST
+from verl_lite.engine.transfers import TransferLog
 from verl_lite.utils import device as dev
 
 

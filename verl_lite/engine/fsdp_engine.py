@@ -70,10 +70,11 @@ from verl_lite.engine.lora_spec import LoraSpec
 from verl_lite.engine.memory_setup import storage_dtype
 from verl_lite.engine.mesh import Layout
 from verl_lite.engine.micro_batch import MicroPlan, plan_micro_batches
-from verl_lite.engine.offload import TransferLog, build_offload
+from verl_lite.engine.offload import build_offload
 from verl_lite.engine.optim import build_lr_scheduler, build_optimizer, num_warmup_steps
 from verl_lite.engine.parallelize import apply_fsdp2, build_mp_policy, decoder_layers, parse_dtype
 from verl_lite.engine.token_head import apply_token_head
+from verl_lite.engine.transfers import TransferLog
 from verl_lite.engine.ulysses import apply_ulysses
 from verl_lite.engine.weight_gather import iter_full_params
 from verl_lite.utils import device as dev
@@ -242,9 +243,11 @@ class FSDPEngine:
 
     # --- phases -----------------------------------------------------------------------------------
     @contextmanager
-    def phase(self, name: str):
+    def phase(self, name: str, streamed: bool = False):
         """Run one phase (e.g. 'compute_log_prob', 'update'): the offload mode brings the params in
         and takes them out; seconds land in `timings`. A nested phase joins the outer one.
+        `streamed`: the phase reads the params first in a forward, so manual offload may let each
+        unit's forward wait for its own shard only (the forward and update verbs).
 
         Leaving a phase also reshards every FSDP unit (a forward without backward leaves units
         built with reshard_after_forward=False gathered) and returns cached device blocks: the next
@@ -254,7 +257,7 @@ class FSDPEngine:
             return
         self._phase = name
         start = time.perf_counter()
-        self.offload.enter_phase(name)
+        self.offload.enter_phase(name, streamed)
         try:
             yield
         finally:
@@ -327,7 +330,7 @@ class FSDPEngine:
         per-token results a causal LM's output must carry (forward.py)."""
         host = {k: v.cpu() for k, v in tensors.items()}
         width = batch_response_width(host)
-        with self.phase(phase):
+        with self.phase(phase, streamed=True):
             self.module.eval()
             plans = self.plan(host, micro_size, max_token_len)
             out = None
@@ -373,7 +376,7 @@ class FSDPEngine:
         num_rows = len(host["response_mask"])
         length = response_length or host["response_mask"].shape[1]
         history: dict[str, list[float]] = defaultdict(list)
-        with self.phase("update"):  # one phase: offloaded params come in once for all mini-batches
+        with self.phase("update", streamed=True):  # offloaded params come in once for all mini-batches
             self.module.train()
             on_device = self._to_device(host)
             for epoch in range(epochs):
@@ -384,7 +387,7 @@ class FSDPEngine:
                     plans = self.plan(mini, micro_size, max_token_len)
                     micros = self._micro_batches(mini, {k: v[part] for k, v in on_device.items()}, plans)
                     for micro in micros:  # where it is in the update: a loss may depend on it
-                        micro.epoch, micro.mini_batch = epoch, index
+                        micro.epoch, micro.mini_batch, micro.num_in_mini_batch = epoch, index, len(micros)
                     for k, v in self._train_mini_batch(micros, loss_fn, scale, request).items():
                         history[k].append(v)
         self.end_training_step()

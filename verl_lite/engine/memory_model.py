@@ -17,8 +17,11 @@ fully_shard owns (a decoder layer, or the root: embeddings, head, final norm), S
                 on the host with offload_policy. Plus, when reduce-scatter waits for the last
                 micro-batch, every unsharded grad accumulated in reduce_dtype (FSDP2 upcasts it
                 before accumulating): N * r, on the device in every mode.
-  optimizer     AdamW's exp_avg and exp_avg_sq, 2 * S(N) * p. optimizer_offload streams one unit at
-                a time through the device: 2 * S(largest unit) * p. offload_policy: on the host.
+  optimizer     AdamW's exp_avg and exp_avg_sq, 2 * S(N) * p. optimizer_offload streams them through
+                the device a unit at a time, the next unit's arriving while one steps and the last
+                one's leaving (engine/offload.step_schedule): 2 * p * the largest sum of three
+                consecutive units' shards in step order (the layers, then the root). offload_policy:
+                on the host.
   step_temp     foreach AdamW's sqrt(exp_avg_sq) temporary, one more S(N) * p during the step (the
                 step's peak is params + grads + both moments + this: 5x the shard in fp32);
                 streamed: S(largest unit) * p. offload_policy steps on the host tensor by tensor.
@@ -141,8 +144,10 @@ def _state_terms(shape: ModelShape, s: EngineSetup) -> dict[str, int]:
     params, grads = frozen * p + trained * b, trained * b
     if s.mode == "param_optimizer_offload":
         unit = u["trained_largest"] * b
+        order = [u["trained_layer"]] * shape.layers + [u["trained_root"]]  # offload.step_schedule's
+        in_flight = max(sum(order[i : i + 3]) for i in range(max(1, len(order) - 2))) * b
         return dict(
-            params=params, grads=grads, grad_accum=accum, optimizer=2 * unit, step_temp=unit, resident=0
+            params=params, grads=grads, grad_accum=accum, optimizer=2 * in_flight, step_temp=unit, resident=0
         )
     return dict(
         params=params,

@@ -44,6 +44,7 @@ class WorkerSetup:
             role,
             t.dist_timeout_s,
             name="actor_rollout_ref",
+            rollout_correction=self.config.algorithm.rollout_correction,  # the actor's bypass-mode loss
         )
         # log-probs and updates go to data-parallel ranks: a sequence-parallel group shares its rows
         self.actor_rollout_wg.set_data_layout("actor", self.world_size // self.dp_size("actor"))

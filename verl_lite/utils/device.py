@@ -420,7 +420,7 @@ def set_device_rng_states(states: list[torch.Tensor] | None) -> None:
         torch.cuda.set_rng_state_all(states)
 
 
-# --- side streams and events (activation offload); no-ops without CUDA, where copies are synchronous ---
+# --- side streams and events (activation and manual offload); no-ops without CUDA, where copies are synchronous ---
 def new_stream():
     """A side stream for copies that overlap compute (None without CUDA)."""
     return torch.cuda.Stream() if is_cuda_available() else None
@@ -438,6 +438,13 @@ def stream_wait(waiter, waitee) -> None:
         return
     current = torch.cuda.current_stream()
     (waiter or current).wait_stream(waitee or current)
+
+
+def wait_event(stream, event) -> None:
+    """Work queued on `stream` (None: the current stream) from now on starts after `event` (a no-op
+    for None: no CUDA, or nothing to wait for)."""
+    if event is not None:
+        (stream if stream is not None else torch.cuda.current_stream()).wait_event(event)
 
 
 def mark_used_on(tensor: torch.Tensor, stream) -> None:

@@ -28,8 +28,8 @@ from verl_lite.engine.checkpoint import load_engine, save_engine
 from verl_lite.engine.forward import TokenMath
 from verl_lite.engine.fsdp_engine import FSDPEngine
 from verl_lite.engine.mesh import build_layout
-from verl_lite.engine.offload import offload_metrics
 from verl_lite.engine.parallelize import parse_dtype
+from verl_lite.engine.transfers import offload_metrics
 from verl_lite.protocol import DataProto
 from verl_lite.rollout import build_rollout
 from verl_lite.rollout.base import SamplingParams, assemble, place_log_probs
@@ -55,11 +55,16 @@ GB = 1024**3
 
 
 class ActorRolloutRefWorker(Worker):
-    def __init__(self, config: ActorRolloutRefConfig, role: str, dist_timeout_s: int = 600):
+    def __init__(
+        self, config: ActorRolloutRefConfig, role: str, dist_timeout_s: int = 600, rollout_correction=None
+    ):
+        """`rollout_correction`: algorithm.rollout_correction, which the actor's loss reads in bypass
+        mode (algos/policy_loss_bypass.py)."""
         super().__init__()
         if role not in ROLES:
             raise ValueError(f"role {role!r} is not one of {ROLES}")
         self.config, self.role, self.dist_timeout_s = config, role, dist_timeout_s
+        self.rollout_correction = rollout_correction
         self.has_actor = role.startswith("actor")
         self.has_ref = role.endswith("ref")
         self.engines: dict[str, FSDPEngine] = {}
@@ -93,7 +98,13 @@ class ActorRolloutRefWorker(Worker):
                 entropy=entropy_math(a),
                 sp_key=f"{ARR}.actor.ulysses_sequence_parallel_size",
             )
-            self.actor = PPOActor(self.engines["actor"], a, self.response_length, cfg.rollout.temperature)
+            self.actor = PPOActor(
+                self.engines["actor"],
+                a,
+                self.response_length,
+                cfg.rollout.temperature,
+                rollout_correction=self.rollout_correction,
+            )
             # after the FSDP2 engine, on every rank together: vLLM joins the existing process group
             self.rollout = build_rollout(cfg.rollout.name, cfg.model, cfg.rollout, self.tokenizer, self.rank)
             r = cfg.rollout  # a bucket of shards per collective, in the rollout's dtype (weight_gather.py)
