@@ -4,6 +4,7 @@ estimate, update throughput, host-link use and pinned host bytes, all from one r
     python scripts/gpu_check.py                     # GPU: Qwen2.5 0.5B, 1.5B, 7B shapes x every mode
     python scripts/gpu_check.py --models small      # CPU: a 16M-parameter Qwen2 (throughput, traffic)
     python scripts/gpu_check.py --dry               # tiny shapes, one step: checks the script anywhere
+    python scripts/gpu_check.py --plan              # the rows an H200 would run, planned, nothing run
 
 Needs torch and transformers (and this repository) only: no pytest, Ray, Hydra or vLLM. Models are
 randomly initialised from real config.json files (scripts/model_configs/). Each row runs in a child
@@ -29,7 +30,10 @@ weights on a GPU (fp32 throughout on CPU). Columns:
 
 Rows are the modes of scripts/gpu_check_modes.py; register_mode() there adds one (see Mode): a
 lever to switch on, what the planner should assume for it, which models it applies to, an optional
-device-memory cap and an optional hook on the built module (e.g. applying adapters).
+device-memory cap and an optional hook on the built module (e.g. applying adapters). They run in
+gpu_check_modes.row_order: the largest model's param+optimizer offload and offload_policy rows first,
+each printed as it completes; the whole table (with the ratios to no offload) once more at the end.
+A row whose planned host memory exceeds 85% of what is free is not run unless --ignore-host-gate.
 """
 
 from __future__ import annotations
@@ -47,9 +51,10 @@ sys.path.insert(0, ROOT)  # `python scripts/gpu_check.py` from anywhere: this re
 sys.path.insert(0, os.path.join(ROOT, "scripts"))  # its rows, also when loaded by path (the tests)
 
 import torch  # noqa: E402
-from gpu_check_modes import MODES, Mode, register_mode  # noqa: E402, F401  (register_mode: the row API)
+from gpu_check_modes import MODES, Mode, register_mode, row_order  # noqa: E402, F401  (register_mode: the row API)
 from transformers import AutoConfig, AutoModelForCausalLM, Qwen2Config  # noqa: E402
 
+from verl_lite.engine.attention import select_attention  # noqa: E402
 from verl_lite.engine.memory_model import EngineEstimate, EngineSetup, ModelShape, estimate  # noqa: E402
 from verl_lite.plan_memory import PROCESS_OVERHEAD  # noqa: E402
 from verl_lite.utils import device as dev  # noqa: E402
@@ -113,9 +118,11 @@ def make_batch(rows: int, prompt: int, response: int, vocab: int, seed: int) -> 
 
 
 # --- the planner's view ------------------------------------------------------------------------------
-def plan(shape: ModelShape, mode: Mode, args) -> EngineEstimate:
-    gpu = dev.has_accelerator()
+def plan(shape: ModelShape, mode: Mode, args, gpu: bool | None = None) -> EngineEstimate:
+    """The planner's estimate of a row on this machine (`gpu`: on a GPU machine, whatever this is)."""
+    gpu = dev.has_accelerator() if gpu is None else gpu
     setup = EngineSetup(
+        dense_mask=select_attention(None, accelerator=gpu).dense_mask,  # the engine's kernel there
         world=1,
         mode=mode.plan_mode,
         micro=args.micro_size,
@@ -141,16 +148,26 @@ def host_available_gb() -> float:
         return float("inf")  # unknown: let the row try
 
 
-def does_not_fit(shape: ModelShape, mode: Mode, est: EngineEstimate, device_gb: float, host_gb: float) -> str:
+def does_not_fit(
+    shape: ModelShape,
+    mode: Mode,
+    est: EngineEstimate,
+    device_gb: float,
+    host_gb: float,
+    gpu: bool | None = None,
+    host_gate: bool = True,
+) -> str:
     """Why the planner says this row cannot run here ('' when it can). `device_gb` is inf when there is
-    no device memory to fill (CPU, unless --device-gb says otherwise)."""
+    no device memory to fill (CPU, unless --device-gb says otherwise); `host_gate=False`
+    (--ignore-host-gate) runs a row whatever its planned host memory."""
+    gpu = dev.has_accelerator() if gpu is None else gpu
     if mode.memory_cap_gb:
         device_gb = min(device_gb, mode.memory_cap_gb)
     if est.update / GB > 0.95 * device_gb:
         return f"does not fit (planner: {est.update / GB:.1f} GB > {device_gb:.1f} GB device)"
     # the model is built on the device on a GPU (then sharded); on CPU a full fp32 copy first
-    host = est.host + (0 if dev.has_accelerator() else shape.num_params * 4)
-    if host / GB > 0.85 * host_gb:
+    host = est.host + (0 if gpu else shape.num_params * 4)
+    if host_gate and host / GB > 0.85 * host_gb:
         return f"does not fit (planner: {host / GB:.1f} GB host > 85% of {host_gb:.1f} GB free)"
     return ""
 
@@ -371,32 +388,35 @@ def run_all(args) -> int:
         flush=True,
     )
     print(TABLE.header(), flush=True)
-    lines, failed, runs = [], 0, {}
-    for name in args.models.split(","):
-        cfg = model_config(name.strip())
-        shape, base = shape_of(cfg), None
-        for mode in MODES.values():
-            if mode.models and name not in mode.models:
-                continue
-            est = plan(shape, mode, args)
-            note, result = does_not_fit(shape, mode, est, device_gb, host_gb), None
-            missing = [m for m in mode.requires if importlib.util.find_spec(m) is None]
-            if missing and not note:
-                note = f"not run: needs {', '.join(missing)} (pip install {' '.join(missing)})"
-            left = args.time_budget_s - (time.perf_counter() - started)
-            if not note and left < 10:
-                note = "not run: time budget spent"
-            if not note:
-                result, note = child(args, ["--row", f"{name}:{mode.name}"], min(args.row_timeout_s, left))
-                if result is None:
-                    failed += note != "out of memory"
-                    note = f"{note} (planner: {est.update / GB:.1f} GB)"
-                else:
-                    result["link_gbps"] = link_gbps
-                    base = base or (result if mode.name == "none" else None)
-            runs[name, mode.name] = (est, result)
-            lines.append(row_line(name, shape, mode.name, est, result, note, base))
-            print(lines[-1], flush=True)
+    failed, runs = 0, {}
+    models = [m.strip() for m in args.models.split(",")]
+    shapes = {name: shape_of(model_config(name)) for name in models}
+    for name, mode in row_order(models):
+        shape = shapes[name]
+        est = plan(shape, mode, args)
+        note = does_not_fit(shape, mode, est, device_gb, host_gb, host_gate=not args.ignore_host_gate)
+        result = None
+        missing = [m for m in mode.requires if importlib.util.find_spec(m) is None]
+        if missing and not note:
+            note = f"not run: needs {', '.join(missing)} (pip install {' '.join(missing)})"
+        left = args.time_budget_s - (time.perf_counter() - started)
+        if not note and left < 10:
+            note = "not run: time budget spent"
+        if not note:
+            result, note = child(args, ["--row", f"{name}:{mode.name}"], min(args.row_timeout_s, left))
+            if result is None:
+                failed += note != "out of memory"
+                note = f"{note} (planner: {est.update / GB:.1f} GB)"
+            else:
+                result["link_gbps"] = link_gbps
+        runs[name, mode.name] = (est, result, note)
+        base = (runs.get((name, "none")) or (None, None))[1]  # when no offload has run already
+        print(row_line(name, shape, mode.name, est, result, note, base), flush=True)
+    lines = []  # the whole table again, each row against its model's no-offload row
+    for (name, mode_name), (est, result, note) in runs.items():
+        base = (runs.get((name, "none")) or (None, None))[1]
+        lines.append(row_line(name, shapes[name], mode_name, est, result, note, base))
+    runs = {key: (est, result) for key, (est, result, _) in runs.items()}
     print("\n" + TABLE.header() + "\n" + "\n".join(lines))
     print("\n".join(target_lines(runs)))
     print(f"gpu_check: {len(lines)} rows, {failed} failed, {time.perf_counter() - started:.0f} s")
@@ -420,10 +440,20 @@ def parse_args(argv):
         "--device-gb", type=float, default=None, help="plan for a device of this size (default: this one's)"
     )
     p.add_argument("--row-timeout-s", type=float, default=240.0, help="limit of one row")
+    p.add_argument(
+        "--ignore-host-gate",
+        action="store_true",
+        help="run rows whose planned host memory exceeds 85%% of what is free (the planner may be wrong)",
+    )
+    p.add_argument(
+        "--plan", action="store_true", help="print the rows an H200 would run, planned; run nothing"
+    )
+    p.add_argument("--host-gb", type=float, default=None, help="plan for this much host memory (--plan)")
     p.add_argument("--row", default=None, help=argparse.SUPPRESS)  # child: MODEL:MODE
     p.add_argument("--link", action="store_true", help=argparse.SUPPRESS)  # child: the pinned-copy peak
     args = p.parse_args(argv)
-    default_models = "tiny" if args.dry else ("qwen2.5-0.5b,qwen2.5-1.5b,qwen2.5-7b" if gpu else "small")
+    gpu = gpu or args.plan  # --plan: what a GPU machine would run
+    default_models = "tiny" if args.dry else ("qwen2.5-7b,qwen2.5-1.5b,qwen2.5-0.5b" if gpu else "small")
     args.models = args.models or default_models
     args.prompt = args.prompt or (16 if args.dry else 256 if gpu else 64)
     args.response = args.response or (16 if args.dry else 256 if gpu else 64)
@@ -440,6 +470,10 @@ def parse_args(argv):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.plan:
+        from gpu_check_plan import print_plan
+
+        return print_plan(args)
     if args.row or args.link:
         return child_main(args)
     return run_all(args)

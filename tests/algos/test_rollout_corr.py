@@ -5,7 +5,6 @@ Two responses: row 0 has ratios (3, 0.5, 1), row 1 has (1.5, 1) and one padding 
 """
 
 import math
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -19,6 +18,7 @@ from verl_lite.algos.rollout_corr import (
     weighted_pg_loss,
 )
 from verl_lite.algos.rollout_rs import parse_thresholds, rejection_mask, rs_problems
+from verl_lite.config.schema_trainer import RolloutCorrectionConfig as correction
 
 R = [[3.0, 0.5, 1.0], [1.5, 1.0, 1.0]]
 MASK = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])
@@ -26,19 +26,6 @@ LOG_RATIO = torch.log(torch.tensor(R))
 ROLLOUT = torch.tensor([[-1.0, -2.0, -0.5], [-1.5, -0.25, -9.0]])
 TRAIN = ROLLOUT + LOG_RATIO
 TOKENS = [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1)]
-
-
-def cfg(**kw):
-    base = dict(
-        rollout_is=None,
-        rollout_is_threshold=2.0,
-        rollout_is_batch_normalize=False,
-        rollout_rs=None,
-        rollout_rs_threshold=None,
-        bypass_mode=False,
-        loss_type="ppo_clip",
-    )
-    return SimpleNamespace(**{**base, **kw})
 
 
 def test_token_is_truncates_each_ratio_and_reports_the_untruncated_statistics():
@@ -142,12 +129,12 @@ def test_offpolicy_metrics_are_verls_diagnostics():
 
 
 def test_the_combined_correction_prefixes_every_metric_and_keeps_the_mask_without_rejection():
-    weights, kept, m = compute_rollout_correction(TRAIN, ROLLOUT, MASK, cfg(rollout_is="token"))
+    weights, kept, m = compute_rollout_correction(TRAIN, ROLLOUT, MASK, correction(rollout_is="token"))
     assert torch.equal(kept, MASK) and weights is not None
     assert all(k.startswith("rollout_corr/") for k in m)
     assert {"rollout_corr/rollout_is_mean", "rollout_corr/kl", "rollout_corr/chi2_seq"} <= set(m)
     none, kept, m = compute_rollout_correction(
-        TRAIN, ROLLOUT, MASK, cfg(rollout_rs="token_k1", rollout_rs_threshold=2)
+        TRAIN, ROLLOUT, MASK, correction(rollout_rs="token_k1", rollout_rs_threshold=2)
     )
     assert none is None and "rollout_corr/rollout_rs_masked_fraction" in m and kept[0, 0] == 0
 
@@ -163,14 +150,14 @@ def test_weights_scale_token_losses_and_the_geometric_mean_scales_sequence_losse
 def test_bypass_reinforce_weights_log_pi_and_ppo_clip_uses_the_rollout_as_anchor():
     logp = TRAIN.clone().requires_grad_(True)
     adv = torch.tensor([[1.0, 1.0, 1.0], [-2.0, -2.0, -2.0]])
-    c = cfg(bypass_mode=True, loss_type="reinforce", rollout_is="token")
+    c = correction(bypass_mode=True, loss_type="reinforce", rollout_is="token")
     terms, kept, m = compute_bypass_terms(logp, ROLLOUT, adv, MASK, c, {})
     w = torch.tensor([[2.0, 0.5, 1.0], [1.5, 1.0, 0.0]])
     assert torch.allclose(terms["pg_loss"], -adv * TRAIN * w)
     (terms["pg_loss"] * kept).sum().backward()
     assert torch.allclose(logp.grad, -adv * w * MASK), "the weights carry no gradient"
     assert torch.allclose(terms["approx_kl"], -LOG_RATIO) and "rollout_corr/rollout_is_mean" in m
-    c = cfg(
+    c = correction(
         bypass_mode=True,
         loss_type="ppo_clip",
         rollout_is="token",

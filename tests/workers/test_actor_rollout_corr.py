@@ -12,8 +12,6 @@ against the configured loss rather than against itself.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import torch
 
 from tests.helpers.configs import fp32_fsdp, tiny_actor, tiny_model
@@ -21,24 +19,12 @@ from tests.helpers.dist import run_ranks
 from tests.helpers.models import make_ppo_batch
 from verl_lite.algos.rollout_rs import rejection_mask
 from verl_lite.config.schema import OptimConfig
+from verl_lite.config.schema_trainer import RolloutCorrectionConfig as correction
 from verl_lite.engine.fsdp_engine import FSDPEngine
 from verl_lite.engine.mesh import build_layout
 from verl_lite.workers.actor import PPOActor, compute_log_prob
 
 ROWS, RESP = 8, 5
-
-
-def correction(**kw):
-    base = dict(
-        rollout_is=None,
-        rollout_is_threshold=2.0,
-        rollout_is_batch_normalize=False,
-        rollout_rs=None,
-        rollout_rs_threshold=None,
-        bypass_mode=False,
-        loss_type="ppo_clip",
-    )
-    return SimpleNamespace(**{**base, **kw})
 
 
 def _actor(model_dir, rc=None):

@@ -287,11 +287,12 @@ class ManualOffload(NoOffload):
         if not entries:
             return None
         home = self._home(index, entries)
+        compute = dev.current_stream()  # (inside `move` the copy stream is the current one)
 
         def move():
             for s, k in entries:
                 copy = _local(s[k]).to(self.device, copy=True, non_blocking=True)
-                dev.mark_used_on(copy, None)  # the step reads and writes it on the compute stream
+                dev.mark_used_on(copy, compute)  # the step reads and writes it on the compute stream
                 s[k] = _like(s[k], copy)
 
         return self._copy(phase, True, sum(home.sizes), ("state_in", index), move)

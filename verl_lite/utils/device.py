@@ -426,6 +426,11 @@ def new_stream():
     return torch.cuda.Stream() if is_cuda_available() else None
 
 
+def current_stream():
+    """The stream work is queued on now (None without CUDA)."""
+    return torch.cuda.current_stream() if is_cuda_available() else None
+
+
 def on_stream(stream):
     """Run the enclosed ops on `stream` (the current stream when None)."""
     return torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()
