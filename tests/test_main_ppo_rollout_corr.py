@@ -30,5 +30,7 @@ def test_decoupled_correction_weights_rejects_and_reports(tmp_path):
     rejected = row["rollout_corr/rollout_rs_masked_fraction"]
     assert 0 <= rejected <= 1 and rejected == row["rollout_corr/rollout_rs_token_k2_fraction_high"]
     assert row["rollout_corr/rollout_rs_token_k2_max"] < 1e-8, "noise: (log r)^2 / 2 of ~1e-6 ratios"
-    assert abs(row["rollout_corr/kl"]) < 1e-4, "the actor's per-micro-batch off-policy metric"
+    # the off-policy diagnostics are the update's, as verl's actor reports them: the evolving policy
+    # against the rollout's, averaged over micro-batches; the demo's second mini-batch follows a step
+    assert 0 < abs(row["rollout_corr/kl"]) < 0.1 and row["rollout_corr/chi2_token"] >= 0
     assert all(math.isfinite(v) for k, v in row.items() if k.startswith("rollout_corr/")), row

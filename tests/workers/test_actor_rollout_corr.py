@@ -80,5 +80,5 @@ def test_rollout_correction_updates_equal_the_loss_they_stand_for(tiny_model_dir
         assert "actor/rollout_corr/kl" not in metrics and "rollout_corr/kl" in metrics
         params, plain, metrics = out["decoupled"]
         worst = max((params[n] - plain[n]).abs().max().item() for n in params)
-        assert worst < 1e-6, f"decoupled: params differ by {worst}"
+        assert worst < 1e-5, f"decoupled: params differ by {worst}"  # w (-A r) vs -(A w) r: rounding
         assert metrics["rollout_corr/kl"] != 0, "the actor's off-policy metrics against the rollout"

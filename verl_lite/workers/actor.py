@@ -175,6 +175,8 @@ class PPOActor:
     def _mean_shares(self, metrics: dict[str, float], micro, device) -> dict[str, torch.Tensor]:
         """Per-micro-batch metrics as shares whose sum over a mini-batch's micro-batches and ranks is
         their mean over them (verl averages its micro-batches' values)."""
+        if not metrics:
+            return {}
         parts = micro.num_in_mini_batch * self.engine.dp_size
         return {k: torch.tensor(v / parts, dtype=torch.float64, device=device) for k, v in metrics.items()}
 
