@@ -32,5 +32,5 @@ def test_decoupled_correction_weights_rejects_and_reports(tmp_path):
     assert row["rollout_corr/rollout_rs_token_k2_max"] < 1e-8, "noise: (log r)^2 / 2 of ~1e-6 ratios"
     # the off-policy diagnostics are the update's, as verl's actor reports them: the evolving policy
     # against the rollout's, averaged over micro-batches; the demo's second mini-batch follows a step
-    assert 0 < abs(row["rollout_corr/kl"]) < 0.1 and row["rollout_corr/chi2_token"] >= 0
+    assert 0 < abs(row["rollout_corr/kl"]) < 0.1
     assert all(math.isfinite(v) for k, v in row.items() if k.startswith("rollout_corr/")), row
