@@ -17,15 +17,15 @@ creates the optimizer state), then --steps timed updates of --micro-batches x --
 sequences of --prompt + --response tokens, gradient checkpointing, bf16 compute and fp32 master
 weights on a GPU (fp32 throughout on CPU). Columns:
 
-  peak GB     torch.cuda.max_memory_allocated over the timed updates (no CUDA context)
-  plan GB     the planner's update peak for the same engine (engine/memory_model.py) and its error
+  peak GiB    torch.cuda.max_memory_allocated over the timed updates (no CUDA context)
+  plan GiB    the planner's update peak for the same engine (engine/memory_model.py) and its error
   tok/s       tokens per second of the fastest timed update, and the ratio to no offload
-  h2d GB/s    host-to-device bytes over the seconds they took (manual offload: each copy timed;
+  h2d GiB/s   host-to-device bytes over the seconds they took (manual offload: each copy timed;
               offload_policy: FSDP2's copies are counted, not timed, so bytes over the whole update,
               a lower bound, marked >=), and that as a share of the pinned-copy peak measured first
-  pinned GB   page-locked host bytes: manual offload's HostBuffers plus the caching host allocator's
+  pinned GiB  page-locked host bytes: manual offload's HostBuffers plus the caching host allocator's
               peak (offload_policy's rounded blocks, in use or cached), next to the planner's host bytes
-  ctx GB      device memory in use outside torch's allocator after the row (CUDA context, NCCL
+  ctx GiB     device memory in use outside torch's allocator after the row (CUDA context, NCCL
               and cuBLAS workspaces) next to the planner's per-process assumption (plan_memory.py)
 
 Rows are the modes of scripts/gpu_check_modes.py; register_mode() there adds one (see Mode): a
@@ -52,7 +52,6 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))  # its rows, also when loaded 
 
 import torch  # noqa: E402
 from gpu_check_modes import MODES, Mode, register_mode, row_order  # noqa: E402, F401  (register_mode: the row API)
-from transformers import AutoConfig, AutoModelForCausalLM, Qwen2Config  # noqa: E402
 
 from verl_lite.engine.attention import select_attention  # noqa: E402
 from verl_lite.engine.memory_model import EngineEstimate, EngineSetup, ModelShape, estimate  # noqa: E402
@@ -61,6 +60,7 @@ from verl_lite.utils import device as dev  # noqa: E402
 from verl_lite.utils.table import Column, Table  # noqa: E402
 
 GB = 1024**3
+LINK_TIMEOUT_S = 60.0  # the pinned-copy peak's child: start, CUDA context, 3 x 512 MiB copies
 CONFIGS = os.path.join(ROOT, "scripts", "model_configs")
 BUILTIN = {  # name -> Qwen2 shape (hidden, layers, vocab, intermediate, heads, kv_heads)
     "tiny": (64, 2, 256, 128, 2, 1),
@@ -70,6 +70,8 @@ BUILTIN = {  # name -> Qwen2 shape (hidden, layers, vocab, intermediate, heads, 
 
 # --- shapes and data --------------------------------------------------------------------------------
 def model_config(name: str):
+    from transformers import AutoConfig, Qwen2Config  # here: the parent and --plan build no model
+
     if name in BUILTIN:
         h, layers, vocab, inter, heads, kv = BUILTIN[name]
         return Qwen2Config(
@@ -164,17 +166,18 @@ def does_not_fit(
     if mode.memory_cap_gb:
         device_gb = min(device_gb, mode.memory_cap_gb)
     if est.update / GB > 0.95 * device_gb:
-        return f"does not fit (planner: {est.update / GB:.1f} GB > {device_gb:.1f} GB device)"
+        return f"does not fit (planner: {est.update / GB:.1f} GiB > {device_gb:.1f} GiB device)"
     # the model is built on the device on a GPU (then sharded); on CPU a full fp32 copy first
     host = est.host + (0 if gpu else shape.num_params * 4)
     if host_gate and host / GB > 0.85 * host_gb:
-        return f"does not fit (planner: {host / GB:.1f} GB host > 85% of {host_gb:.1f} GB free)"
+        return f"does not fit (planner: {host / GB:.1f} GiB host > 85% of {host_gb:.1f} GiB free)"
     return ""
 
 
 # --- one row, in a child process ---------------------------------------------------------------------
 def build_actor(args, name: str, cfg, mode: Mode):
     from torch.distributed.device_mesh import init_device_mesh
+    from transformers import AutoModelForCausalLM
 
     from tests.helpers.configs import fp32_fsdp, tiny_actor, tiny_model, tiny_optim
     from verl_lite.config.schema import MixedPrecisionConfig
@@ -202,7 +205,7 @@ def build_actor(args, name: str, cfg, mode: Mode):
 
 
 def link_share(moved: dict, seconds: float) -> tuple[float, bool]:
-    """(h2d GB/s, whether it is a lower bound) of one timed update."""
+    """(h2d GiB/s, whether it is a lower bound) of one timed update."""
     if moved.get("perf/offload/h2d_gb", 0.0) > 0 and moved.get("timing_s/reload", 0.0) > 0:
         return moved["perf/offload/h2d_gb"] / moved["timing_s/reload"], False
     if moved.get("perf/offload/policy_h2d_gb", 0.0) > 0:
@@ -289,16 +292,16 @@ TABLE = Table(
     Column("model", 14, align="<"),
     Column("params", 9),
     Column("mode", 25, align="<", gap=2),
-    Column("peak GB", 9, ".2f"),
-    Column("plan GB", 9, ".2f"),
+    Column("peak GiB", 9, ".2f"),
+    Column("plan GiB", 9, ".2f"),
     Column("err", 7),
     Column("tok/s", 10, ".0f"),
     Column("/none", 7),
-    Column("h2d GB/s", 11),
+    Column("h2d GiB/s", 11),
     Column("/link", 7),
-    Column("pinned GB", 11, ".2f"),
+    Column("pinned GiB", 11, ".2f"),
     Column("plan", 7, ".1f"),
-    Column("ctx GB", 8, ".2f"),
+    Column("ctx GiB", 8, ".2f"),
     Column("plan", 6, ".2f"),
 )
 
@@ -323,7 +326,7 @@ def row_line(
 TARGETS = {  # issue 12's targets: offload_policy's peak, manual offload's speed, the host link's use
     "policy_peak": 0.5,  # offload_policy peak <= 0.5 x no offload's, same micro-batch
     "manual_speed": 0.7,  # param+optimizer offload tokens/s >= 0.7 x no offload's
-    "link_share": 0.7,  # h2d GB/s during manual offload's copies >= 0.7 x the pinned-copy peak
+    "link_share": 0.7,  # h2d GiB/s during manual offload's copies >= 0.7 x the pinned-copy peak
 }
 
 
@@ -375,14 +378,15 @@ def target_lines(runs: dict) -> list[str]:
 
 def run_all(args) -> int:
     started = time.perf_counter()
-    link, why = child(args, ["--link"], 120)
-    link_gbps = (link or {}).get("link_gbps", 0.0)
     gpu = dev.has_accelerator()
+    # the pinned-copy peak, in a child of its own like the rows; without a device there is no link
+    link, why = child(args, ["--link"], LINK_TIMEOUT_S) if gpu else (None, "no device")
+    link_gbps = (link or {}).get("link_gbps", 0.0)
     device_gb = args.device_gb or (dev.device_memory_total_gb() if gpu else float("inf"))
     host_gb = host_available_gb()
-    where = f"{dev.device_name()} ({device_gb:.0f} GB)" if gpu else "cpu (no device memory to measure)"
+    where = f"{dev.device_name()} ({device_gb:.0f} GiB)" if gpu else "cpu (no device memory to measure)"
     print(
-        f"gpu_check on {where}; pinned host->device copy peak {link_gbps:.1f} GB/s{' (' + why + ')' if why else ''}; "
+        f"gpu_check on {where}; pinned host->device copy peak {f'{link_gbps:.1f} GiB/s' if link else 'not measured'}{' (' + why + ')' if why else ''}; "
         f"{args.micro_batches} micro-batches x {args.micro_size} x {args.prompt}+{args.response} tokens, "
         f"best of {args.steps} update(s) per row after a warm-up",
         flush=True,
@@ -406,7 +410,7 @@ def run_all(args) -> int:
             result, note = child(args, ["--row", f"{name}:{mode.name}"], min(args.row_timeout_s, left))
             if result is None:
                 failed += note != "out of memory"
-                note = f"{note} (planner: {est.update / GB:.1f} GB)"
+                note = f"{note} (planner: {est.update / GB:.1f} GiB)"
             else:
                 result["link_gbps"] = link_gbps
         runs[name, mode.name] = (est, result, note)
@@ -437,7 +441,10 @@ def parse_args(argv):
     p.add_argument("--steps", type=int, default=None, help="timed updates per row (after one warm-up)")
     p.add_argument("--time-budget-s", type=float, default=420.0, help="rows not started by then are skipped")
     p.add_argument(
-        "--device-gb", type=float, default=None, help="plan for a device of this size (default: this one's)"
+        "--device-gb",
+        type=float,
+        default=None,
+        help="plan for a device of this many GiB (default: this one's)",
     )
     p.add_argument("--row-timeout-s", type=float, default=240.0, help="limit of one row")
     p.add_argument(
@@ -448,7 +455,9 @@ def parse_args(argv):
     p.add_argument(
         "--plan", action="store_true", help="print the rows an H200 would run, planned; run nothing"
     )
-    p.add_argument("--host-gb", type=float, default=None, help="plan for this much host memory (--plan)")
+    p.add_argument(
+        "--host-gb", type=float, default=None, help="plan for this many GiB of host memory (--plan)"
+    )
     p.add_argument("--row", default=None, help=argparse.SUPPRESS)  # child: MODEL:MODE
     p.add_argument("--link", action="store_true", help=argparse.SUPPRESS)  # child: the pinned-copy peak
     args = p.parse_args(argv)

@@ -12,7 +12,7 @@
 #   2. scripts/gpu_check.py: the table. Qwen2.5 7B, then 1.5B, then 0.5B shapes (random init from
 #      scripts/model_configs), the 7B param+optimizer offload and offload_policy rows first (the seed's
 #      memory table); per row peak device memory against the planner, update tokens/s and its ratio to
-#      no offload, host-link GB/s, pinned and planned host bytes, each printed as it completes. A row
+#      no offload, host-link GiB/s, pinned and planned host bytes, each printed as it completes. A row
 #      the planner says does not fit says so; --ignore-host-gate runs rows its host estimate would stop.
 #   3. where Ray and vLLM are installed too: the end-to-end run, tests/test_main_ppo_gpu.py (300 s).
 # One failing part does not stop the others; the exit status is 1 if any part failed.
@@ -34,14 +34,19 @@ for arg in "$@"; do
 done
 ROWS_BUDGET_S=260  # of the 8 minutes: 30 s caps and plan, 170 s tests, 275 s the table (hard limits)
 
-if ! "$PY" -c "import torch, transformers" 2>/dev/null; then
-  echo "gpu_check.sh: $PY cannot import torch and transformers (set PYTHON=/path/to/python)" >&2
-  exit 2
-fi
-if [[ $DRY == 0 ]] && ! "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
-  echo "gpu_check.sh: no CUDA device visible to $PY; run with --dry to check the script on CPU" >&2
-  exit 2
-fi
+# one interpreter for both questions (each start imports torch): 3 without torch or transformers, 4 without CUDA
+"$PY" -c "
+import sys
+try:
+    import torch, transformers
+except ImportError:
+    sys.exit(3)
+sys.exit(0 if $DRY or torch.cuda.is_available() else 4)" 2>/dev/null
+case $? in
+  0) ;;
+  4) echo "gpu_check.sh: no CUDA device visible to $PY; run with --dry to check the script on CPU" >&2; exit 2 ;;
+  *) echo "gpu_check.sh: $PY cannot import torch and transformers (set PYTHON=/path/to/python)" >&2; exit 2 ;;
+esac
 FAILED=()
 STARTED=$SECONDS
 

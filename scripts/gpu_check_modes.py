@@ -68,7 +68,7 @@ register_mode(
     )
 )
 
-# LoRA (docs/lora.md): rank 8 on every linear of a 7B shape under a 24 GB cap, in each offload mode;
+# LoRA (docs/lora.md): rank 8 on every linear of a 7B shape under a 24 GiB cap, in each offload mode;
 # the planner says which fit (the ones that do not are not run), and the one it picks must complete.
 # On "tiny" (the dry run) the offload_policy row runs too, so the LoRA path through this script is tested.
 LORA_KEYS = {"lora_rank": 8, "lora_alpha": 16, "target_modules": "all-linear"}
@@ -129,7 +129,7 @@ CHECKS = (
     ),
     Check(2, "packed attention without an (S, S) mask", "tests", "test_attention_gpu.py", 0),
     Check(3, "torch >= 2.11: the weight gather's collective", "caps", "weight gather collective line", 10.0),
-    Check(4, "host memory planned and checked", "rows", "each row's planner host GB and the host gate", 0),
+    Check(4, "host memory planned and checked", "rows", "each row's planner host GiB and the host gate", 0),
     Check(
         5,
         "vLLM TP under Ray: custom all-reduce off, TP=2",

@@ -20,6 +20,7 @@ FLOPS = 250e12  # bf16 FLOP/s a training step reaches there (a planning figure; 
 LINK = 20e9  # host<->device bytes/s of the offload copies (a planning figure)
 HOST_ADAM = 10e9  # bytes/s of AdamW traffic on host shards (offload_policy)
 START_S = 8.0  # a row's child process: python, torch, CUDA context
+LINK_S = 10.0  # before the rows, in their budget: the pinned-copy peak's child (gpu_check.run_all)
 
 
 def row_seconds(shape, mode, args) -> float:
@@ -42,7 +43,8 @@ def print_plan(args) -> int:
     host_gb = args.host_gb or HOST_GB
     budget = args.time_budget_s
     print(
-        f"gpu_check plan: one H200 ({device_gb:.0f} GiB), {host_gb:.0f} GiB host, {budget:.0f} s for the rows"
+        f"gpu_check plan: one H200 ({device_gb:.0f} GiB), {host_gb:.0f} GiB host, {budget:.0f} s for the rows "
+        f"(the first {LINK_S:.0f} s: the pinned-copy peak)"
     )
     print(f"{'item':<5} {'check':<58} {'part':<6} where")
     for c in CHECKS:
@@ -50,9 +52,9 @@ def print_plan(args) -> int:
     tests = sum(s for _, s in GPU_TESTS)
     print(f"part tests: {len(GPU_TESTS)} files, {tests:.0f} s planned: {', '.join(f for f, _ in GPU_TESTS)}")
     print(
-        f"{'row':<4} {'model':<14} {'mode':<25} {'plan GB':>8} {'host GB':>8} {'est s':>6} {'total s':>8}  status"
+        f"{'row':<4} {'model':<14} {'mode':<25} {'plan GiB':>8} {'host GiB':>8} {'est s':>6} {'total s':>8}  status"
     )
-    total, planned = 0.0, 0
+    total, planned = LINK_S, 0
     models = [m.strip() for m in args.models.split(",")]
     shapes = {name: shape_of(model_config(name)) for name in models}
     for i, (name, mode) in enumerate(row_order(models), 1):
