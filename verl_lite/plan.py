@@ -216,17 +216,23 @@ def recommend(
             )
         )
         return Recommendation(mode, levers, best.micro, _overrides(mode, levers, best.micro), reason)
-    smallest = min(rows, key=lambda r: r.estimate.peak)
-    host_note = ""
-    if host_budget_gb is not None and smallest.estimate.peak <= HEADROOM * budget_gb * GB:
-        host_note = (
-            f" (its device peak fits, but the host needs {smallest.host_per_node / GB:.1f} GB per node of "
-            f"{host_budget_gb:.1f} GB)"
+    device_fits = [r for r in rows if r.estimate.peak <= HEADROOM * budget_gb * GB]
+    if host_budget_gb is not None and device_fits:  # the host stops them: say what would hold one
+        least = min(device_fits, key=lambda r: (r.host_per_node, r.estimate.peak))
+        need = least.host_per_node / GB
+        raise ValueError(
+            f"no offload mode fits {host_budget_gb:.1f} GB of host memory per node: {len(device_fits)} "
+            f"candidates fit {budget_gb:.2f} GB per device, and the one needing the least host, "
+            f"{_name(least.mode, least.levers)} with micro-batch {least.micro or 'dynamic'}, needs {need:.1f} GB "
+            f"per node ({HEADROOM:.0%} headroom: {HEADROOM * host_budget_gb:.1f} GB); a node with "
+            f"{need / HEADROOM:.1f} GB of host memory would hold it, or set trainer.auto_offload=False to try "
+            "anyway"
         )
+    smallest = min(rows, key=lambda r: r.estimate.peak)
     raise ValueError(
         f"no offload mode fits {budget_gb:.2f} GB per device: the smallest estimate is "
         f"{smallest.estimate.peak / GB:.2f} GB ({_name(smallest.mode, smallest.levers)}, micro-batch "
-        f"{smallest.micro or 'dynamic'}, in {smallest.estimate.peak_phase}){host_note}; "
+        f"{smallest.micro or 'dynamic'}, in {smallest.estimate.peak_phase}); "
         f"{sequence_parallel_hint(cfg, shape, world, budget_gb, accelerator, levers)}add devices "
         "(trainer.n_gpus_per_node), shorten "
         "data.max_prompt_length / max_response_length, enable "
