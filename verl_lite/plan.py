@@ -275,10 +275,15 @@ def sequence_parallel_hint(
 
 
 def auto_offload(
-    cfg: PPOTrainerConfig, reported_gb: list[float], accelerator: bool | None = None
+    cfg: PPOTrainerConfig,
+    reported_gb: list[float],
+    accelerator: bool | None = None,
+    host_gb: float | None = None,
 ) -> tuple[dict[str, object], str]:
     """trainer.auto_offload: the planner's overrides for the smallest device the workers report (or
-    trainer.device_memory_gb when set), and the log line saying what was chosen and why."""
+    trainer.device_memory_gb when set) and, on GPUs, `host_gb` of host memory per node (the least
+    available on a node before the workers start; on CPUs the device is the host, planned as such),
+    and the log line saying what was chosen and why."""
     world = cfg.trainer.nnodes * cfg.trainer.n_gpus_per_node
     budget = cfg.trainer.device_memory_gb or min(reported_gb)
     source = (
@@ -286,9 +291,16 @@ def auto_offload(
         if cfg.trainer.device_memory_gb
         else "the smallest device the workers report"
     )
+    gpus = targets_accelerator(cfg) if accelerator is None else accelerator
+    host_budget = host_gb if gpus else None
+    host = (
+        f"{host_budget:.1f} GB of host per node (the least available on a node)"
+        if host_budget is not None
+        else "host unchecked (" + ("not reported)" if gpus else "CPUs: the device is the host)")
+    )
     shape = read_shape(cfg.actor_rollout_ref.model.path)
     try:
-        rec = recommend(cfg, shape, world, budget, accelerator=accelerator)
+        rec = recommend(cfg, shape, world, budget, host_budget, accelerator=accelerator)
     except ValueError as e:
         raise ValueError(f"trainer.auto_offload=True: {e}") from e
     fsdp = cfg.actor_rollout_ref.actor.fsdp_config
@@ -299,7 +311,7 @@ def auto_offload(
     )
     chosen = " ".join(f"actor_rollout_ref.{k}={v}" for k, v in rec.overrides.items())
     message = (
-        f"auto_offload: {budget:.2f} GB per device ({source}); chose {chosen} (was {before}) "
+        f"auto_offload: {budget:.2f} GB per device ({source}), {host}; chose {chosen} (was {before}) "
         f"because {rec.reason}"
     )
     return rec.overrides, message

@@ -32,9 +32,10 @@ class WorkerSetup:
             t.nnodes, t.n_gpus_per_node, self.use_gpu, max_colocate_count=self.num_colocated_groups()
         )
         colocated = self.use_gpu and self.num_colocated_groups() > 1
-        reported = self.pool.device_memory_gb() if t.auto_offload or colocated else []  # before any worker
+        slots = self.pool.memory_gb() if t.auto_offload or colocated else []  # before any worker
+        reported = [device for device, _ in slots]
         if t.auto_offload:
-            self._plan_offload(reported)
+            self._plan_offload(reported, min(host for _, host in slots))
         freeze(self.config)
         role = "actor_rollout_ref" if self.use_ref else "actor_rollout"
         self.actor_rollout_wg = RayWorkerGroup(
@@ -95,10 +96,11 @@ class WorkerSetup:
         log.info(message)
         return idle
 
-    def _plan_offload(self, reported_gb: list[float]) -> None:
-        """trainer.auto_offload: the planner's choice for the memory the workers' devices have,
-        applied to the config as if given on the command line (keys linked to them follow)."""
-        overrides, message = auto_offload(self.config, reported_gb, accelerator=self.use_gpu)
+    def _plan_offload(self, reported_gb: list[float], host_gb: float) -> None:
+        """trainer.auto_offload: the planner's choice for the memory the workers' devices and their
+        nodes' hosts have (`host_gb`: the least available on a node), applied to the config as if
+        given on the command line (keys linked to them follow)."""
+        overrides, message = auto_offload(self.config, reported_gb, accelerator=self.use_gpu, host_gb=host_gb)
         log.info(message)
         apply_to_config(self.config, {f"actor_rollout_ref.{k}": v for k, v in overrides.items()})
 

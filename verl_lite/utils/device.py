@@ -361,6 +361,19 @@ def device_memory_total_gb() -> float:
     return psutil.virtual_memory().available / 1024**3
 
 
+def host_memory_available_gb() -> float:
+    """This node's host memory not in use now (GiB): what offloaded state, pinned copies and model loads
+    can still take."""
+    import psutil
+
+    return psutil.virtual_memory().available / 1024**3
+
+
+def slot_memory_gb() -> tuple[float, float]:
+    """(device_memory_total_gb, host_memory_available_gb) of the process calling it: one probe."""
+    return device_memory_total_gb(), host_memory_available_gb()
+
+
 def memory_outside_torch_gb() -> float | None:
     """Device memory in use that torch's caching allocator does not hold: the CUDA context, NCCL's
     buffers, cuBLAS workspaces (and other processes' memory on a shared device). None on CPU."""
