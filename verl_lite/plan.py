@@ -53,7 +53,7 @@ class Row:
     micro: int
     estimate: DevicePlan
     fits: bool
-    host_per_node: int  # bytes on one node's host at its peak (while an engine loads)
+    host_per_node: int  # bytes on one node's host at its peak (plan_memory.DevicePlan.host_peak_per_rank)
 
 
 @dataclass
@@ -438,7 +438,9 @@ def _plan(args, overrides: list[str]) -> int:
             "only for the adapters; the reference is the actor with its adapters off (no reference engine)"
         )
     print("actor terms at its update; then each phase's device total (every role and the rollout); peak adds")
-    print("each process's CUDA context and NCCL buffers; host/node: offloaded state while a model loads")
+    print(
+        "each process's CUDA context and NCCL buffers; host/node: offloaded state, or a model loading beside it"
+    )
     print(format_table(plan_rows(cfg, shape, world, budget, host_budget)))
     try:
         rec = recommend(cfg, shape, world, budget, host_budget)

@@ -76,7 +76,7 @@ class DevicePlan:
     phases: dict[str, int]  # device bytes per phase, processes' overhead excluded
     overhead: int  # CUDA contexts and NCCL buffers of the processes on the device
     host_per_rank: int  # steady host bytes per rank (offloaded state, pinned rounding included)
-    host_load_per_rank: int  # the extra while an engine loads its model before sharding
+    host_load_per_rank: int  # the largest model an engine loads on the host before sharding
     host_overhead_per_rank: int
     engines: dict[str, EngineEstimate] = field(default_factory=dict)
     idle_on_host: bool = False  # the critic / reward model wait on the host between their phases
@@ -91,7 +91,14 @@ class DevicePlan:
 
     @property
     def host_peak_per_rank(self) -> int:
-        return self.host_per_rank + self.host_load_per_rank + self.host_overhead_per_rank
+        """The most host bytes a rank holds at once: every engine's offloaded state, or, while one
+        engine loads its model before sharding (one at a time: actor, ref, then the critic's and the
+        reward model's workers), that load beside the others' state -- not beside its own, which
+        exists only once the engine is sharded and the loaded copy is gone (its host copies at
+        sharding, its moments at the first step)."""
+        steady = self.host_per_rank
+        loads = [e.host_load + steady - e.host for e in self.engines.values()]
+        return max([steady, *loads]) + self.host_overhead_per_rank
 
 
 def rollout_memory(

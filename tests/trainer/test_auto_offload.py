@@ -54,22 +54,22 @@ def test_auto_offload_uses_the_smallest_reported_device_and_names_the_key_when_n
 
 
 def test_on_gpus_the_nodes_host_memory_is_checked_too():
-    """Qwen2.5-7B GRPO on one 141 GB GPU: a node with 128 GB of host free is refused, naming the host
-    and the node that would hold manual offload's state; a node with 200 GB gets param+optimizer
+    """Qwen2.5-7B GRPO on one 141 GB GPU: a node with 80 GB of host free is refused, naming the host
+    and the node that would hold manual offload's state; a node with 128 GB gets param+optimizer
     offload; on CPUs the device is the host and the host figure is not applied twice."""
     from tests.test_plan import overrides as seven_b
 
     cfg = compose_config(seven_b(1, 16, "vllm"))
-    with pytest.raises(ValueError, match=r"trainer.auto_offload=True: no offload mode fits 128.0 GB of host"):
-        auto_offload(cfg, reported_gb=[141.0], accelerator=True, host_gb=128.0)
-    overrides, message = auto_offload(cfg, reported_gb=[141.0], accelerator=True, host_gb=200.0)
+    with pytest.raises(ValueError, match=r"trainer.auto_offload=True: no offload mode fits 80.0 GB of host"):
+        auto_offload(cfg, reported_gb=[141.0], accelerator=True, host_gb=80.0)
+    overrides, message = auto_offload(cfg, reported_gb=[141.0], accelerator=True, host_gb=128.0)
     assert (
         overrides["actor.fsdp_config.param_offload"]
         is overrides["actor.fsdp_config.optimizer_offload"]
         is True
     )
     assert (
-        "141.00 GB per device (the smallest device the workers report), 200.0 GB of host per node" in message
+        "141.00 GB per device (the smallest device the workers report), 128.0 GB of host per node" in message
     )
     small = compose_config(SMALL, "demo")
     _, message = auto_offload(small, reported_gb=[8.0], accelerator=False, host_gb=1e-6)
