@@ -4,6 +4,7 @@ estimate, update throughput, host-link use and pinned host bytes, all from one r
     python scripts/gpu_check.py                     # GPU: Qwen2.5 0.5B, 1.5B, 7B shapes x every mode
     python scripts/gpu_check.py --models small      # CPU: a 16M-parameter Qwen2 (throughput, traffic)
     python scripts/gpu_check.py --dry               # tiny shapes, one step: checks the script anywhere
+    python scripts/gpu_check.py --plan              # the rows an H200 would run, planned, nothing run
 
 Needs torch and transformers (and this repository) only: no pytest, Ray, Hydra or vLLM. Models are
 randomly initialised from real config.json files (scripts/model_configs/). Each row runs in a child
@@ -16,20 +17,23 @@ creates the optimizer state), then --steps timed updates of --micro-batches x --
 sequences of --prompt + --response tokens, gradient checkpointing, bf16 compute and fp32 master
 weights on a GPU (fp32 throughout on CPU). Columns:
 
-  peak GB     torch.cuda.max_memory_allocated over the timed updates (no CUDA context)
-  plan GB     the planner's update peak for the same engine (engine/memory_model.py) and its error
+  peak GiB    torch.cuda.max_memory_allocated over the timed updates (no CUDA context)
+  plan GiB    the planner's update peak for the same engine (engine/memory_model.py) and its error
   tok/s       tokens per second of the fastest timed update, and the ratio to no offload
-  h2d GB/s    host-to-device bytes over the seconds they took (manual offload: each copy timed;
+  h2d GiB/s   host-to-device bytes over the seconds they took (manual offload: each copy timed;
               offload_policy: FSDP2's copies are counted, not timed, so bytes over the whole update,
               a lower bound, marked >=), and that as a share of the pinned-copy peak measured first
-  pinned GB   page-locked host bytes: manual offload's HostBuffers plus the caching host allocator's
+  pinned GiB  page-locked host bytes: manual offload's HostBuffers plus the caching host allocator's
               peak (offload_policy's rounded blocks, in use or cached), next to the planner's host bytes
-  ctx GB      device memory in use outside torch's allocator after the row (CUDA context, NCCL
+  ctx GiB     device memory in use outside torch's allocator after the row (CUDA context, NCCL
               and cuBLAS workspaces) next to the planner's per-process assumption (plan_memory.py)
 
 Rows are the modes of scripts/gpu_check_modes.py; register_mode() there adds one (see Mode): a
 lever to switch on, what the planner should assume for it, which models it applies to, an optional
-device-memory cap and an optional hook on the built module (e.g. applying adapters).
+device-memory cap and an optional hook on the built module (e.g. applying adapters). They run in
+gpu_check_modes.row_order: the largest model's param+optimizer offload and offload_policy rows first,
+each printed as it completes; the whole table (with the ratios to no offload) once more at the end.
+A row whose planned host memory exceeds 85% of what is free is not run unless --ignore-host-gate.
 """
 
 from __future__ import annotations
@@ -47,15 +51,16 @@ sys.path.insert(0, ROOT)  # `python scripts/gpu_check.py` from anywhere: this re
 sys.path.insert(0, os.path.join(ROOT, "scripts"))  # its rows, also when loaded by path (the tests)
 
 import torch  # noqa: E402
-from gpu_check_modes import MODES, Mode, register_mode  # noqa: E402, F401  (register_mode: the row API)
-from transformers import AutoConfig, AutoModelForCausalLM, Qwen2Config  # noqa: E402
+from gpu_check_modes import MODES, Mode, register_mode, row_order  # noqa: E402, F401  (register_mode: the row API)
 
+from verl_lite.engine.attention import select_attention  # noqa: E402
 from verl_lite.engine.memory_model import EngineEstimate, EngineSetup, ModelShape, estimate  # noqa: E402
 from verl_lite.plan_memory import PROCESS_OVERHEAD  # noqa: E402
 from verl_lite.utils import device as dev  # noqa: E402
 from verl_lite.utils.table import Column, Table  # noqa: E402
 
 GB = 1024**3
+LINK_TIMEOUT_S = 60.0  # the pinned-copy peak's child: start, CUDA context, 3 x 512 MiB copies
 CONFIGS = os.path.join(ROOT, "scripts", "model_configs")
 BUILTIN = {  # name -> Qwen2 shape (hidden, layers, vocab, intermediate, heads, kv_heads)
     "tiny": (64, 2, 256, 128, 2, 1),
@@ -65,6 +70,8 @@ BUILTIN = {  # name -> Qwen2 shape (hidden, layers, vocab, intermediate, heads, 
 
 # --- shapes and data --------------------------------------------------------------------------------
 def model_config(name: str):
+    from transformers import AutoConfig, Qwen2Config  # here: the parent and --plan build no model
+
     if name in BUILTIN:
         h, layers, vocab, inter, heads, kv = BUILTIN[name]
         return Qwen2Config(
@@ -113,9 +120,11 @@ def make_batch(rows: int, prompt: int, response: int, vocab: int, seed: int) -> 
 
 
 # --- the planner's view ------------------------------------------------------------------------------
-def plan(shape: ModelShape, mode: Mode, args) -> EngineEstimate:
-    gpu = dev.has_accelerator()
+def plan(shape: ModelShape, mode: Mode, args, gpu: bool | None = None) -> EngineEstimate:
+    """The planner's estimate of a row on this machine (`gpu`: on a GPU machine, whatever this is)."""
+    gpu = dev.has_accelerator() if gpu is None else gpu
     setup = EngineSetup(
+        dense_mask=select_attention(None, accelerator=gpu).dense_mask,  # the engine's kernel there
         world=1,
         mode=mode.plan_mode,
         micro=args.micro_size,
@@ -141,23 +150,34 @@ def host_available_gb() -> float:
         return float("inf")  # unknown: let the row try
 
 
-def does_not_fit(shape: ModelShape, mode: Mode, est: EngineEstimate, device_gb: float, host_gb: float) -> str:
+def does_not_fit(
+    shape: ModelShape,
+    mode: Mode,
+    est: EngineEstimate,
+    device_gb: float,
+    host_gb: float,
+    gpu: bool | None = None,
+    host_gate: bool = True,
+) -> str:
     """Why the planner says this row cannot run here ('' when it can). `device_gb` is inf when there is
-    no device memory to fill (CPU, unless --device-gb says otherwise)."""
+    no device memory to fill (CPU, unless --device-gb says otherwise); `host_gate=False`
+    (--ignore-host-gate) runs a row whatever its planned host memory."""
+    gpu = dev.has_accelerator() if gpu is None else gpu
     if mode.memory_cap_gb:
         device_gb = min(device_gb, mode.memory_cap_gb)
     if est.update / GB > 0.95 * device_gb:
-        return f"does not fit (planner: {est.update / GB:.1f} GB > {device_gb:.1f} GB device)"
+        return f"does not fit (planner: {est.update / GB:.1f} GiB > {device_gb:.1f} GiB device)"
     # the model is built on the device on a GPU (then sharded); on CPU a full fp32 copy first
-    host = est.host + (0 if dev.has_accelerator() else shape.num_params * 4)
-    if host / GB > 0.85 * host_gb:
-        return f"does not fit (planner: {host / GB:.1f} GB host > 85% of {host_gb:.1f} GB free)"
+    host = est.host + (0 if gpu else shape.num_params * 4)
+    if host_gate and host / GB > 0.85 * host_gb:
+        return f"does not fit (planner: {host / GB:.1f} GiB host > 85% of {host_gb:.1f} GiB free)"
     return ""
 
 
 # --- one row, in a child process ---------------------------------------------------------------------
 def build_actor(args, name: str, cfg, mode: Mode):
     from torch.distributed.device_mesh import init_device_mesh
+    from transformers import AutoModelForCausalLM
 
     from tests.helpers.configs import fp32_fsdp, tiny_actor, tiny_model, tiny_optim
     from verl_lite.config.schema import MixedPrecisionConfig
@@ -185,7 +205,7 @@ def build_actor(args, name: str, cfg, mode: Mode):
 
 
 def link_share(moved: dict, seconds: float) -> tuple[float, bool]:
-    """(h2d GB/s, whether it is a lower bound) of one timed update."""
+    """(h2d GiB/s, whether it is a lower bound) of one timed update."""
     if moved.get("perf/offload/h2d_gb", 0.0) > 0 and moved.get("timing_s/reload", 0.0) > 0:
         return moved["perf/offload/h2d_gb"] / moved["timing_s/reload"], False
     if moved.get("perf/offload/policy_h2d_gb", 0.0) > 0:
@@ -272,16 +292,16 @@ TABLE = Table(
     Column("model", 14, align="<"),
     Column("params", 9),
     Column("mode", 25, align="<", gap=2),
-    Column("peak GB", 9, ".2f"),
-    Column("plan GB", 9, ".2f"),
+    Column("peak GiB", 9, ".2f"),
+    Column("plan GiB", 9, ".2f"),
     Column("err", 7),
     Column("tok/s", 10, ".0f"),
     Column("/none", 7),
-    Column("h2d GB/s", 11),
+    Column("h2d GiB/s", 11),
     Column("/link", 7),
-    Column("pinned GB", 11, ".2f"),
+    Column("pinned GiB", 11, ".2f"),
     Column("plan", 7, ".1f"),
-    Column("ctx GB", 8, ".2f"),
+    Column("ctx GiB", 8, ".2f"),
     Column("plan", 6, ".2f"),
 )
 
@@ -306,7 +326,7 @@ def row_line(
 TARGETS = {  # issue 12's targets: offload_policy's peak, manual offload's speed, the host link's use
     "policy_peak": 0.5,  # offload_policy peak <= 0.5 x no offload's, same micro-batch
     "manual_speed": 0.7,  # param+optimizer offload tokens/s >= 0.7 x no offload's
-    "link_share": 0.7,  # h2d GB/s during manual offload's copies >= 0.7 x the pinned-copy peak
+    "link_share": 0.7,  # h2d GiB/s during manual offload's copies >= 0.7 x the pinned-copy peak
 }
 
 
@@ -358,45 +378,49 @@ def target_lines(runs: dict) -> list[str]:
 
 def run_all(args) -> int:
     started = time.perf_counter()
-    link, why = child(args, ["--link"], 120)
-    link_gbps = (link or {}).get("link_gbps", 0.0)
     gpu = dev.has_accelerator()
+    # the pinned-copy peak, in a child of its own like the rows; without a device there is no link
+    link, why = child(args, ["--link"], LINK_TIMEOUT_S) if gpu else (None, "no device")
+    link_gbps = (link or {}).get("link_gbps", 0.0)
     device_gb = args.device_gb or (dev.device_memory_total_gb() if gpu else float("inf"))
     host_gb = host_available_gb()
-    where = f"{dev.device_name()} ({device_gb:.0f} GB)" if gpu else "cpu (no device memory to measure)"
+    where = f"{dev.device_name()} ({device_gb:.0f} GiB)" if gpu else "cpu (no device memory to measure)"
     print(
-        f"gpu_check on {where}; pinned host->device copy peak {link_gbps:.1f} GB/s{' (' + why + ')' if why else ''}; "
+        f"gpu_check on {where}; pinned host->device copy peak {f'{link_gbps:.1f} GiB/s' if link else 'not measured'}{' (' + why + ')' if why else ''}; "
         f"{args.micro_batches} micro-batches x {args.micro_size} x {args.prompt}+{args.response} tokens, "
         f"best of {args.steps} update(s) per row after a warm-up",
         flush=True,
     )
     print(TABLE.header(), flush=True)
-    lines, failed, runs = [], 0, {}
-    for name in args.models.split(","):
-        cfg = model_config(name.strip())
-        shape, base = shape_of(cfg), None
-        for mode in MODES.values():
-            if mode.models and name not in mode.models:
-                continue
-            est = plan(shape, mode, args)
-            note, result = does_not_fit(shape, mode, est, device_gb, host_gb), None
-            missing = [m for m in mode.requires if importlib.util.find_spec(m) is None]
-            if missing and not note:
-                note = f"not run: needs {', '.join(missing)} (pip install {' '.join(missing)})"
-            left = args.time_budget_s - (time.perf_counter() - started)
-            if not note and left < 10:
-                note = "not run: time budget spent"
-            if not note:
-                result, note = child(args, ["--row", f"{name}:{mode.name}"], min(args.row_timeout_s, left))
-                if result is None:
-                    failed += note != "out of memory"
-                    note = f"{note} (planner: {est.update / GB:.1f} GB)"
-                else:
-                    result["link_gbps"] = link_gbps
-                    base = base or (result if mode.name == "none" else None)
-            runs[name, mode.name] = (est, result)
-            lines.append(row_line(name, shape, mode.name, est, result, note, base))
-            print(lines[-1], flush=True)
+    failed, runs = 0, {}
+    models = [m.strip() for m in args.models.split(",")]
+    shapes = {name: shape_of(model_config(name)) for name in models}
+    for name, mode in row_order(models):
+        shape = shapes[name]
+        est = plan(shape, mode, args)
+        note = does_not_fit(shape, mode, est, device_gb, host_gb, host_gate=not args.ignore_host_gate)
+        result = None
+        missing = [m for m in mode.requires if importlib.util.find_spec(m) is None]
+        if missing and not note:
+            note = f"not run: needs {', '.join(missing)} (pip install {' '.join(missing)})"
+        left = args.time_budget_s - (time.perf_counter() - started)
+        if not note and left < 10:
+            note = "not run: time budget spent"
+        if not note:
+            result, note = child(args, ["--row", f"{name}:{mode.name}"], min(args.row_timeout_s, left))
+            if result is None:
+                failed += note != "out of memory"
+                note = f"{note} (planner: {est.update / GB:.1f} GiB)"
+            else:
+                result["link_gbps"] = link_gbps
+        runs[name, mode.name] = (est, result, note)
+        base = (runs.get((name, "none")) or (None, None))[1]  # when no offload has run already
+        print(row_line(name, shape, mode.name, est, result, note, base), flush=True)
+    lines = []  # the whole table again, each row against its model's no-offload row
+    for (name, mode_name), (est, result, note) in runs.items():
+        base = (runs.get((name, "none")) or (None, None))[1]
+        lines.append(row_line(name, shapes[name], mode_name, est, result, note, base))
+    runs = {key: (est, result) for key, (est, result, _) in runs.items()}
     print("\n" + TABLE.header() + "\n" + "\n".join(lines))
     print("\n".join(target_lines(runs)))
     print(f"gpu_check: {len(lines)} rows, {failed} failed, {time.perf_counter() - started:.0f} s")
@@ -417,13 +441,28 @@ def parse_args(argv):
     p.add_argument("--steps", type=int, default=None, help="timed updates per row (after one warm-up)")
     p.add_argument("--time-budget-s", type=float, default=420.0, help="rows not started by then are skipped")
     p.add_argument(
-        "--device-gb", type=float, default=None, help="plan for a device of this size (default: this one's)"
+        "--device-gb",
+        type=float,
+        default=None,
+        help="plan for a device of this many GiB (default: this one's)",
     )
     p.add_argument("--row-timeout-s", type=float, default=240.0, help="limit of one row")
+    p.add_argument(
+        "--ignore-host-gate",
+        action="store_true",
+        help="run rows whose planned host memory exceeds 85%% of what is free (the planner may be wrong)",
+    )
+    p.add_argument(
+        "--plan", action="store_true", help="print the rows an H200 would run, planned; run nothing"
+    )
+    p.add_argument(
+        "--host-gb", type=float, default=None, help="plan for this many GiB of host memory (--plan)"
+    )
     p.add_argument("--row", default=None, help=argparse.SUPPRESS)  # child: MODEL:MODE
     p.add_argument("--link", action="store_true", help=argparse.SUPPRESS)  # child: the pinned-copy peak
     args = p.parse_args(argv)
-    default_models = "tiny" if args.dry else ("qwen2.5-0.5b,qwen2.5-1.5b,qwen2.5-7b" if gpu else "small")
+    gpu = gpu or args.plan  # --plan: what a GPU machine would run
+    default_models = "tiny" if args.dry else ("qwen2.5-7b,qwen2.5-1.5b,qwen2.5-0.5b" if gpu else "small")
     args.models = args.models or default_models
     args.prompt = args.prompt or (16 if args.dry else 256 if gpu else 64)
     args.response = args.response or (16 if args.dry else 256 if gpu else 64)
@@ -440,6 +479,10 @@ def parse_args(argv):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.plan:
+        from gpu_check_plan import print_plan
+
+        return print_plan(args)
     if args.row or args.link:
         return child_main(args)
     return run_all(args)

@@ -1,55 +1,75 @@
 #!/usr/bin/env bash
-# The device check for a single-GPU machine that has torch and transformers (no Ray, vLLM, Hydra or
-# network needed), in under 8 minutes on one H200 (parts 1 and 2 have hard time limits: 360 s + 100 s):
-#   1. scripts/gpu_check.py: the table. Per Qwen2.5 0.5B / 1.5B / 7B shape (random init from
-#      scripts/model_configs) x mode (no offload, param+optimizer offload, offload_policy, and the
-#      rows other levers register): peak device memory, the planner's estimate and its error, update
-#      tokens/s, host-link GB/s against the measured pinned-copy peak, pinned host bytes. Every row
-#      runs in its own process: a row that fails says why and the others still run; a row the planner
-#      says cannot fit says "does not fit (planner: X GB)".
-#   2. the `gpu`-marked unit tests (offload placement, pinned memory, activation offload on CUDA),
-#      when pytest is installed (it is not needed for part 1).
-#   3. where Ray and vLLM are installed too (`make install`): the end-to-end run, tests/test_main_ppo_gpu.py
-#      (the CLI on 1-2 GPUs, FSDP2 + vLLM with sleep mode, 2 steps, the rollout/actor log-prob diff
-#      bounded), at most 300 s more; on a bare machine it says it was not run.
+# The device check, sized for one lent machine: one H200, torch (2.11 there) + transformers + peft +
+# pytest, no Ray, vLLM, Hydra or network, 128 GiB host memory, about 8 minutes in one call. Parts, in
+# this order, each under a hard time limit (15 + 15 + 170 + 275 s = 475 s; part 3 only with Ray, vLLM):
+#   0. versions and capabilities (scripts/gpu_check_caps.py: torch, transformers, peft, the device, bf16,
+#      pinned memory, the weight gather's collective, the attention kernel, vLLM's TP arguments), then
+#      the plan (gpu_check.py --plan): what each item of issue 21 has in the check, in the issue's
+#      order, and every table row with the planner's device and host estimates and a time estimate
+#      against the rows' budget.
+#   1. the gpu-marked tests (scripts/gpu_check_modes.GPU_TESTS: offload placement and exactness, the
+#      bf16 reference, packed attention, activation offload, a bf16 rollout against the fp32 actor).
+#   2. scripts/gpu_check.py: the table. Qwen2.5 7B, then 1.5B, then 0.5B shapes (random init from
+#      scripts/model_configs), the 7B param+optimizer offload and offload_policy rows first (the seed's
+#      memory table); per row peak device memory against the planner, update tokens/s and its ratio to
+#      no offload, host-link GiB/s, pinned and planned host bytes, each printed as it completes. A row
+#      the planner says does not fit says so; --ignore-host-gate runs rows its host estimate would stop.
+#   3. where Ray and vLLM are installed too: the end-to-end run, tests/test_main_ppo_gpu.py (300 s).
 # One failing part does not stop the others; the exit status is 1 if any part failed.
-# Usage: bash scripts/gpu_check.sh          on the GPU machine
-#        bash scripts/gpu_check.sh --dry    anywhere: tiny shapes on CPU, GPU tests skipped (seconds)
+# Usage: bash scripts/gpu_check.sh [--ignore-host-gate]   on the GPU machine
+#        bash scripts/gpu_check.sh --dry                   anywhere: the plan, then tiny shapes on CPU
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONUNBUFFERED=1
 PY="${PYTHON:-python3}"
 DRY=0
-case "${1:-}" in
-  --dry) DRY=1 ;;
-  "") ;;
-  *) echo "gpu_check.sh: unknown option $1 (use --dry or nothing)" >&2; exit 2 ;;
+TABLE_FLAGS=()
+for arg in "$@"; do
+  case "$arg" in
+    --dry) DRY=1 ;;
+    --ignore-host-gate) TABLE_FLAGS+=(--ignore-host-gate) ;;
+    *) echo "gpu_check.sh: unknown option $arg (use --dry and/or --ignore-host-gate)" >&2; exit 2 ;;
+  esac
+done
+ROWS_BUDGET_S=260  # of the 8 minutes: 30 s caps and plan, 170 s tests, 275 s the table (hard limits)
+
+# one interpreter for both questions (each start imports torch): 3 without torch or transformers, 4 without CUDA
+"$PY" -c "
+import sys
+try:
+    import torch, transformers
+except ImportError:
+    sys.exit(3)
+sys.exit(0 if $DRY or torch.cuda.is_available() else 4)" 2>/dev/null
+case $? in
+  0) ;;
+  4) echo "gpu_check.sh: no CUDA device visible to $PY; run with --dry to check the script on CPU" >&2; exit 2 ;;
+  *) echo "gpu_check.sh: $PY cannot import torch and transformers (set PYTHON=/path/to/python)" >&2; exit 2 ;;
 esac
-
-if ! "$PY" -c "import torch, transformers" 2>/dev/null; then
-  echo "gpu_check.sh: $PY cannot import torch and transformers (set PYTHON=/path/to/python)" >&2
-  exit 2
-fi
-if [[ $DRY == 0 ]] && ! "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
-  echo "gpu_check.sh: no CUDA device visible to $PY; run with --dry to check the script on CPU" >&2
-  exit 2
-fi
-"$PY" -c "import torch, transformers; print(f'gpu_check: torch {torch.__version__}, transformers {transformers.__version__}, cuda {torch.cuda.is_available()}')"
 FAILED=()
+STARTED=$SECONDS
 
-echo "== 1/3 the table (scripts/gpu_check.py)"
-if [[ $DRY == 1 ]]; then
-  BENCH_THREADS=1 timeout 150 "$PY" scripts/gpu_check.py --dry || FAILED+=("table (exit $?)")
-else
-  timeout 360 "$PY" scripts/gpu_check.py --time-budget-s 330 || FAILED+=("table (exit $?)")
-fi
+echo "== 0/3 versions, capabilities and the plan"
+timeout 15 "$PY" scripts/gpu_check_caps.py || FAILED+=("caps (exit $?)")
+timeout 15 "$PY" scripts/gpu_check.py --plan --time-budget-s "$ROWS_BUDGET_S" ${TABLE_FLAGS[@]+"${TABLE_FLAGS[@]}"} \
+  || FAILED+=("plan (exit $?)")
 
-echo "== 2/3 gpu-marked tests"
+echo "== 1/3 gpu-marked tests"
+TESTS=$("$PY" -c "import sys; sys.path.insert(0, 'scripts'); from gpu_check_modes import GPU_TESTS; print(' '.join(f for f, _ in GPU_TESTS))")
 if "$PY" -c "import pytest" 2>/dev/null; then
-  timeout 100 "$PY" -m pytest -q -rs -m gpu -p no:cacheprovider \
-    tests/engine/test_offload_gpu.py tests/engine/test_activation_offload_gpu.py || FAILED+=("tests (exit $?)")
+  # shellcheck disable=SC2086
+  timeout 170 "$PY" -m pytest -q -rs -s -m gpu -p no:cacheprovider $TESTS || FAILED+=("tests (exit $?)")
 else
   echo "pytest is not installed: the gpu-marked tests were not run (pip install pytest to include them)"
+fi
+
+echo "== 2/3 the table (scripts/gpu_check.py), $ROWS_BUDGET_S s for its rows"
+if [[ $DRY == 1 ]]; then
+  BENCH_THREADS=1 timeout 150 "$PY" scripts/gpu_check.py --dry ${TABLE_FLAGS[@]+"${TABLE_FLAGS[@]}"} || FAILED+=("table (exit $?)")
+else
+  timeout $((ROWS_BUDGET_S + 15)) "$PY" scripts/gpu_check.py --time-budget-s "$ROWS_BUDGET_S" ${TABLE_FLAGS[@]+"${TABLE_FLAGS[@]}"} \
+    || FAILED+=("table (exit $?)")
 fi
 
 echo "== 3/3 end to end (Ray + vLLM + FSDP2)"
@@ -61,6 +81,7 @@ else
   echo "pytest, ray or vllm is not installed: the end-to-end run was not run (make install to include it)"
 fi
 
+echo "gpu_check: $((SECONDS - STARTED)) s"
 if (( ${#FAILED[@]} )); then
   echo "gpu_check: FAILED: ${FAILED[*]}"
   exit 1

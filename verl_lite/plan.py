@@ -59,7 +59,7 @@ class Row:
     micro: int
     estimate: DevicePlan
     fits: bool
-    host_per_node: int  # bytes on one node's host at its peak (while an engine loads)
+    host_per_node: int  # bytes on one node's host at its peak (plan_memory.DevicePlan.host_peak_per_rank)
 
 
 @dataclass
@@ -222,17 +222,23 @@ def recommend(
             )
         )
         return Recommendation(mode, levers, best.micro, _overrides(mode, levers, best.micro), reason)
-    smallest = min(rows, key=lambda r: r.estimate.peak)
-    host_note = ""
-    if host_budget_gb is not None and smallest.estimate.peak <= HEADROOM * budget_gb * GB:
-        host_note = (
-            f" (its device peak fits, but the host needs {smallest.host_per_node / GB:.1f} GB per node of "
-            f"{host_budget_gb:.1f} GB)"
+    device_fits = [r for r in rows if r.estimate.peak <= HEADROOM * budget_gb * GB]
+    if host_budget_gb is not None and device_fits:  # the host stops them: say what would hold one
+        least = min(device_fits, key=lambda r: (r.host_per_node, r.estimate.peak))
+        need = least.host_per_node / GB
+        raise ValueError(
+            f"no offload mode fits {host_budget_gb:.1f} GB of host memory per node: {len(device_fits)} "
+            f"candidates fit {budget_gb:.2f} GB per device, and the one needing the least host, "
+            f"{_name(least.mode, least.levers)} with micro-batch {least.micro or 'dynamic'}, needs {need:.1f} GB "
+            f"per node ({HEADROOM:.0%} headroom: {HEADROOM * host_budget_gb:.1f} GB); a node with "
+            f"{need / HEADROOM:.1f} GB of host memory would hold it, or set trainer.auto_offload=False to try "
+            "anyway"
         )
+    smallest = min(rows, key=lambda r: r.estimate.peak)
     raise ValueError(
         f"no offload mode fits {budget_gb:.2f} GB per device: the smallest estimate is "
         f"{smallest.estimate.peak / GB:.2f} GB ({_name(smallest.mode, smallest.levers)}, micro-batch "
-        f"{smallest.micro or 'dynamic'}, in {smallest.estimate.peak_phase}){host_note}; "
+        f"{smallest.micro or 'dynamic'}, in {smallest.estimate.peak_phase}); "
         f"{sequence_parallel_hint(cfg, shape, world, budget_gb, accelerator, levers)}add devices "
         "(trainer.n_gpus_per_node), shorten "
         "data.max_prompt_length / max_response_length, enable "
@@ -280,30 +286,56 @@ def sequence_parallel_hint(
     return ""
 
 
-def resolve_auto_offload(cfg: PPOTrainerConfig, run: Run, device_memory_gb: list[float]) -> list[str]:
-    """The resolve step once the workers' devices are probed (preflight.py RESOLVE_DEVICES): with
-    trainer.auto_offload, the planner's choice for the smallest device the workers report (or
-    trainer.device_memory_gb when set), set as if given on the command line (keys linked to them
-    follow) and logged with why; the checks then run on it, before the freeze."""
+def auto_offload(
+    cfg: PPOTrainerConfig,
+    reported_gb: list[float],
+    accelerator: bool | None = None,
+    host_gb: float | None = None,
+) -> tuple[dict[str, object], str]:
+    """trainer.auto_offload: the planner's overrides for the smallest device the workers report (or
+    trainer.device_memory_gb when set) and, on GPUs, `host_gb` of host memory per node (the least
+    available on a node before the workers start; on CPUs the device is the host, planned as such),
+    and the log line saying what was chosen and why. ValueError naming the key when nothing fits."""
     t, a = cfg.trainer, cfg.actor_rollout_ref.actor
-    if not t.auto_offload:
-        return []
-    budget = t.device_memory_gb or min(device_memory_gb)
+    budget = t.device_memory_gb or min(reported_gb)
+    source = "trainer.device_memory_gb" if t.device_memory_gb else "the smallest device the workers report"
+    gpus = targets_accelerator(cfg) if accelerator is None else accelerator
+    host_budget = host_gb if gpus else None
+    host = (
+        f"{host_budget:.1f} GB of host per node (the least available on a node)"
+        if host_budget is not None
+        else "host unchecked (" + ("not reported)" if gpus else "CPUs: the device is the host)")
+    )
     shape = read_shape(cfg.actor_rollout_ref.model.path)
     try:
-        rec = recommend(cfg, shape, run.world, budget, accelerator=run.use_gpu)
+        rec = recommend(cfg, shape, world_size(cfg), budget, host_budget, accelerator=accelerator)
     except ValueError as e:
-        return [f"trainer.auto_offload=True: {e}"]
-    source = "trainer.device_memory_gb" if t.device_memory_gb else "the smallest device the workers report"
+        raise ValueError(f"trainer.auto_offload=True: {e}") from e
     before = " ".join(
         f"{k}={getattr(a.fsdp_config, k)}" for k in ("offload_policy", "param_offload", "optimizer_offload")
     )
     chosen = " ".join(f"actor_rollout_ref.{k}={v}" for k, v in rec.overrides.items())
-    log.info(
-        "auto_offload: %.2f GB per device (%s); chose %s (was %s ppo_micro_batch_size_per_gpu=%s) because %s",
-        budget, source, chosen, before, a.ppo_micro_batch_size_per_gpu, rec.reason,
-    )  # fmt: skip
-    apply_to_config(cfg, {f"actor_rollout_ref.{k}": v for k, v in rec.overrides.items()})
+    message = (
+        f"auto_offload: {budget:.2f} GB per device ({source}), {host}; chose {chosen} (was {before} "
+        f"ppo_micro_batch_size_per_gpu={a.ppo_micro_batch_size_per_gpu}) because {rec.reason}"
+    )
+    return rec.overrides, message
+
+
+def resolve_auto_offload(cfg: PPOTrainerConfig, run: Run, slots: list[tuple[float, float]]) -> list[str]:
+    """The resolve step once the workers' slots are probed (preflight.py RESOLVE_DEVICES; `slots`:
+    each slot's (device, its node's available host) GiB): with trainer.auto_offload, the planner's
+    choice (auto_offload), set as if given on the command line (keys linked to them follow) and
+    logged with why; the checks then run on it, before the freeze."""
+    if not cfg.trainer.auto_offload:
+        return []
+    host = min((h for _, h in slots), default=None)
+    try:
+        overrides, message = auto_offload(cfg, [d for d, _ in slots], accelerator=run.use_gpu, host_gb=host)
+    except ValueError as e:
+        return [str(e)]
+    log.info(message)
+    apply_to_config(cfg, {f"actor_rollout_ref.{k}": v for k, v in overrides.items()})
     return []
 
 
@@ -427,7 +459,9 @@ def _plan(args, overrides: list[str]) -> int:
             "only for the adapters; the reference is the actor with its adapters off (no reference engine)"
         )
     print("actor terms at its update; then each phase's device total (every role and the rollout); peak adds")
-    print("each process's CUDA context and NCCL buffers; host/node: offloaded state while a model loads")
+    print(
+        "each process's CUDA context and NCCL buffers; host/node: offloaded state, or a model loading beside it"
+    )
     print(format_table(plan_rows(cfg, shape, world, budget, host_budget)))
     try:
         rec = recommend(cfg, shape, world, budget, host_budget)

@@ -36,6 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from verl_lite.config.schema import PPOTrainerConfig
+from verl_lite.engine.attention import requested_attention, select_attention
 from verl_lite.engine.lora_spec import LoraSpec
 from verl_lite.engine.memory_model import (
     DTYPE_BYTES,
@@ -75,7 +76,7 @@ class DevicePlan:
     phases: dict[str, int]  # device bytes per phase, processes' overhead excluded
     overhead: int  # CUDA contexts and NCCL buffers of the processes on the device
     host_per_rank: int  # steady host bytes per rank (offloaded state, pinned rounding included)
-    host_load_per_rank: int  # the extra while an engine loads its model before sharding
+    host_load_per_rank: int  # the largest model an engine loads on the host before sharding
     host_overhead_per_rank: int
     engines: dict[str, EngineEstimate] = field(default_factory=dict)
     idle_on_host: bool = False  # the critic / reward model wait on the host between their phases
@@ -90,7 +91,14 @@ class DevicePlan:
 
     @property
     def host_peak_per_rank(self) -> int:
-        return self.host_per_rank + self.host_load_per_rank + self.host_overhead_per_rank
+        """The most host bytes a rank holds at once: every engine's offloaded state, or, while one
+        engine loads its model before sharding (one at a time: actor, ref, then the critic's and the
+        reward model's workers), that load beside the others' state -- not beside its own, which
+        exists only once the engine is sharded and the loaded copy is gone (its host copies at
+        sharding, its moments at the first step)."""
+        steady = self.host_per_rank
+        loads = [e.host_load + steady - e.host for e in self.engines.values()]
+        return max([steady, *loads]) + self.host_overhead_per_rank
 
 
 def rollout_memory(
@@ -127,8 +135,17 @@ def shard_world(fsdp, world: int) -> int:
 
 
 def engine_setup(fsdp, world: int, seq_len: int, response_len: int, accelerator: bool, **kw) -> EngineSetup:
+    """`override_config`: the model section's, whose attn_implementation decides whether attention
+    builds an (S, S) mask on this machine (engine/attention.py, the engine's own choice)."""
     mp = fsdp.mixed_precision
+    attention = select_attention(
+        requested_attention(kw.pop("override_config", None)),
+        accelerator=accelerator,
+        sp_size=kw.get("sp_size", 1),
+        trains=kw.get("trains", True),
+    )
     return EngineSetup(
+        dense_mask=attention.dense_mask,
         world=shard_world(fsdp, world),
         mode=kw.pop("mode", None) or fsdp_mode(fsdp),
         seq_len=seq_len,
@@ -206,6 +223,7 @@ def _actor_setup(
         micro=micro,
         grad_checkpointing=arr.model.enable_gradient_checkpointing,
         tokens_per_micro=a.ppo_max_token_len_per_gpu if a.use_dynamic_bsz else None,
+        override_config=arr.model.override_config,
         **actor_levers(cfg, levers),
         **forward,
         **lora_fields(arr.model, "causal_lm"),
@@ -256,6 +274,7 @@ def role_engines(
                 accelerator,
                 micro=0,
                 trains=False,
+                override_config=arr.model.override_config,
                 **_ref_forward(cfg),
                 **ref,
             ),
@@ -277,6 +296,7 @@ def role_engines(
             tokens_per_micro=c.ppo_max_token_len_per_gpu if c.use_dynamic_bsz else None,
             sp_size=c.ulysses_sequence_parallel_size,
             activation_offload=c.model.enable_activation_offload,
+            override_config=c.model.override_config,
             **f,
             **lora_fields(c.model, "value"),
         )
@@ -295,6 +315,7 @@ def role_engines(
                 mode=idle_mode(rm.model.fsdp_config, idle_on_host),
                 micro=0,
                 trains=False,
+                override_config=rm.model.override_config,
                 **f,
             ),
         )

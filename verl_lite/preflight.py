@@ -92,7 +92,9 @@ DATASETS: list[Step] = [
 
 CLUSTER: list[Step] = [Step("the cluster's nodes", check_nodes)]
 
-RESOLVE_DEVICES: list[Step] = [Step("trainer.auto_offload", resolve_auto_offload)]  # (cfg, run, device GiB)
+RESOLVE_DEVICES: list[Step] = [
+    Step("trainer.auto_offload", resolve_auto_offload)
+]  # (cfg, run, [(device, host) GiB per slot])
 
 RESOLVE_PHASES = (RESOLVE, RESOLVE_DATA, RESOLVE_DEVICES)  # the config's only writers outside config/
 
@@ -107,12 +109,12 @@ def prepare(cfg: PPOTrainerConfig, num_gpus: int | None = None, links: dict[str,
     return run
 
 
-def finalize(cfg: PPOTrainerConfig, run: Run, device_memory_gb: list[float]) -> None:
-    """Once the workers' slots are reserved and their devices probed (`device_memory_gb`, GiB each;
-    empty when nothing asked for them): what the devices decide, the checks again on any value that
+def finalize(cfg: PPOTrainerConfig, run: Run, slots: list[tuple[float, float]]) -> None:
+    """Once the workers' slots are reserved and probed (`slots`: each one's device and its node's
+    available host memory, GiB; empty when nothing asked for them): what the devices decide, the checks again on any value that
     changed, then the freeze. The workers are built from what this leaves."""
     before = copy.deepcopy(cfg)
-    run_phase(RESOLVE_DEVICES, cfg, run, device_memory_gb)
+    run_phase(RESOLVE_DEVICES, cfg, run, slots)
     if cfg != before:
         run_phase(CHECKS, cfg, run)
     freeze(cfg)

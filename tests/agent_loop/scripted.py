@@ -32,7 +32,6 @@ class ScriptedRollout(Rollout):
         super().__init__(seed=0, rank=0)
         self.tokenizer, self.scripts = tokenizer, scripts
         self.calls: list[list] = []  # the requests of each engine call
-        self.ended = 0
 
     def generate_requests(self, requests, call):
         if not requests:
@@ -46,9 +45,6 @@ class ScriptedRollout(Rollout):
             ids = ids[: r.max_tokens]
             results.append(TokenResult(ids, scripted_log_probs(trajectory, count - 1, len(ids)), stop))
         return results, True
-
-    def end_generation(self):
-        self.ended += 1
 
     def update_weights(self, named_tensors):
         raise AssertionError("a scripted rollout holds no weights")

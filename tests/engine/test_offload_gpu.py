@@ -109,19 +109,66 @@ def test_phase_exit_returns_cached_device_blocks(tiny_model_dir):
     assert torch.cuda.memory_reserved() <= cached - size
 
 
-def test_offload_policy_uses_pinned_memory_and_matches_no_offload(tiny_model_dir):
+def test_offload_modes_use_pinned_memory_and_match_no_offload(tiny_model_dir):
+    """offload_policy, and manual offload with its side-stream copies (params arriving unit by unit,
+    moments streamed around the step: a missing wait would read stale or half-copied shards)."""
     batch = make_ppo_batch(vocab=110, bs=8, seed=3)
     results = {}
-    for name, fsdp in {"none": fp32_fsdp(), "policy": fp32_fsdp(offload_policy=True)}.items():
+    modes = {
+        "none": fp32_fsdp(),
+        "policy": fp32_fsdp(offload_policy=True),
+        "manual": fp32_fsdp(param_offload=True, optimizer_offload=True),
+    }
+    for name, fsdp in modes.items():
         engine, actor = _actor(tiny_model_dir, fsdp)
         if name == "policy":
             assert _local_devices(engine) == {"cpu"}
             assert all(p.to_local().is_pinned() for p in engine.module.parameters())
         history = [actor.update(batch, mini_size=8, micro_size=2)["actor/pg_loss"] for _ in range(3)]
         results[name] = history, {n: t.float().cpu() for n, t in engine.iter_full_params()}
-    (loss_a, params_a), (loss_b, params_b) = results["none"], results["policy"]
-    assert max(abs(a - b) for a, b in zip(loss_a, loss_b)) < 1e-4
-    assert max((params_a[n] - params_b[n]).abs().max().item() for n in params_a) < 1e-4
+    loss_a, params_a = results["none"]
+    for name in ("policy", "manual"):
+        loss_b, params_b = results[name]
+        assert max(abs(a - b) for a, b in zip(loss_a, loss_b)) < 1e-4, name
+        assert max((params_a[n] - params_b[n]).abs().max().item() for n in params_a) < 1e-4, name
+
+
+def test_the_reference_keeps_bf16_weights_on_the_device():
+    """A frozen engine's shards in its bf16 compute dtype (engine/memory_setup.storage_dtype): 2 bytes
+    per parameter on the device, as the planner counts them."""
+    config = AutoConfig.from_pretrained(HALF_B)
+    with torch.device("cuda"):
+        module = AutoModelForCausalLM.from_config(config)
+    bf16 = MixedPrecisionConfig(param_dtype="bf16", reduce_dtype="fp32", buffer_dtype="fp32")
+    torch.cuda.synchronize()
+    ref = FSDPEngine(
+        tiny_model(HALF_B),
+        fp32_fsdp(mixed_precision=bf16),
+        init_device_mesh("cuda", (1,)),
+        role="ref",
+        module=module,
+    )
+    del module
+    torch.cuda.empty_cache()
+    held = sum(p.to_local().numel() * p.to_local().element_size() for p in ref.module.parameters())
+    num_params = sum(p.numel() for p in ref.module.parameters())
+    setup = EngineSetup(
+        world=1,
+        mode="none",
+        micro=0,
+        seq_len=256,
+        response_len=128,
+        trains=False,
+        forward_micro=2,
+        model_dtype="fp32",
+        param_dtype="bf16",
+    )
+    planned = estimate(read_shape(HALF_B), setup).resident
+    print(f"reference: {held / 2**30:.2f} GiB of bf16 shards, planner {planned / 2**30:.2f} GiB")
+    assert {p.to_local().dtype for p in ref.module.parameters()} == {torch.bfloat16}
+    assert held == 2 * num_params and abs(planned - held) <= 0.02 * held
+    del ref
+    torch.cuda.empty_cache()
 
 
 @pytest.mark.parametrize("mode", ["none", "param_optimizer_offload", "offload_policy"])

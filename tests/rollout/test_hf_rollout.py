@@ -14,7 +14,7 @@ from tests.helpers.sampling import (
 )
 from verl_lite.data.tiny_tokenizer import build_tokenizer
 from verl_lite.rollout.base import SamplingParams
-from verl_lite.rollout.hf_rollout import HFRollout
+from verl_lite.rollout.hf_rollout import HFRollout, SampledTokenLogProbs
 
 
 @pytest.fixture()
@@ -186,3 +186,19 @@ def test_log_probs_are_zero_after_eos(rollout):
     mask = response_mask_from_tokens(tokens, build_tokenizer().eos_token_id).bool()
     assert torch.isfinite(log_probs).all()
     assert (log_probs[~mask] == 0).all() and (log_probs[mask] < 0).all()
+
+
+def test_sampled_token_log_probs_stay_on_the_device_until_the_rollout_ends():
+    """Decode steps never copy to the host: on the meta device (which has no data to copy) the
+    recorder takes every step's log-prob; the one copy to the host is the caller's `finish`."""
+    recorder = SampledTokenLogProbs()
+    scores = torch.empty(3, 11, device="meta")
+    for step in range(4):
+        recorder(torch.zeros(3, 5 + step, dtype=torch.long, device="meta"), scores)
+    assert len(recorder.steps) == 3 and all(s.device.type == "meta" for s in recorder.steps)
+    host = SampledTokenLogProbs()
+    logits = torch.randn(2, 11)
+    host(torch.zeros(2, 1, dtype=torch.long), logits)
+    out = host.finish(torch.tensor([4, 7]))
+    expected = torch.log_softmax(logits, -1)[[0, 1], [4, 7]]
+    assert out.shape == (2, 1) and torch.equal(out[:, 0], expected)

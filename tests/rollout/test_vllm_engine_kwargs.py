@@ -23,6 +23,16 @@ def test_load_format_and_engine_kwargs_reach_the_engine():
     assert engine_kwargs(tiny_model("/m"), tiny_rollout(), False)["load_format"] == "dummy"  # verl's default
 
 
+def test_tensor_parallel_runs_without_vllms_custom_all_reduce():
+    """Each Ray worker sees only its own GPU, so the TP ranks cannot map each other's buffers: verl
+    turns vLLM's custom all-reduce off, and so does the hybrid engine, at verl's TP=2 and at 1."""
+    for tp in (2, 1):
+        rollout = tiny_rollout()
+        rollout.tensor_model_parallel_size = tp
+        kwargs = engine_kwargs(tiny_model("/m"), rollout, enable_sleep_mode=True)
+        assert kwargs["disable_custom_all_reduce"] is True and kwargs["tensor_parallel_size"] == tp
+
+
 @pytest.mark.skipif(not vllm_available(), reason="checked only with the vLLM rollout")
 def test_engine_kwargs_the_hybrid_engine_sets_are_refused_with_the_key_to_use():
     cfg = load_config(

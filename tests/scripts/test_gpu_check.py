@@ -7,6 +7,7 @@ so plugin autoloading is off here, as it is in effect on a machine without those
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -33,10 +34,26 @@ def test_dry_run_passes_without_ray_hydra_or_vllm(tmp_path):
     )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
+    caps = [line for line in out.splitlines() if line.startswith("gpu_check: ")]
+    assert caps[0].startswith("gpu_check: versions: torch ") and " peft " in caps[0], "versions first"
+    assert any("weight gather collective: dist.all_gather" in line for line in caps)
+    assert any("disable_custom_all_reduce=True" in line for line in caps)
+    # the plan, before anything runs: issue 21's items in order, then the rows an H200 would run
+    items = [line.split()[0] for line in out.split("item  check", 1)[1].splitlines()[1:10]]
+    assert items == [str(i) for i in range(1, 10)], out[:3000]
+    planned = out[out.index("row  model") :].splitlines()[1:3]
+    assert [line.split()[1:3] for line in planned] == [
+        ["qwen2.5-7b", "param_optimizer_offload"],
+        ["qwen2.5-7b", "offload_policy"],
+    ], "the seed's memory table first"
+    total, budget = (float(x) for x in re.search(r"rows: \d+ of \d+ run, (\d+) s of (\d+) s", out).groups())
+    assert 0 < total <= budget
+    assert out.index("== 0/3") < out.index("== 1/3") < out.index("== 2/3"), "caps, tests, then rows"
     assert "skipped" in out, "the gpu-marked tests are collected (and skip without CUDA)"
+    assert "pinned host->device copy peak not measured (no device)" in out, "no link child without a device"
     table = out[out.rindex("\nmodel ") :]  # rows are printed as they finish, then once more as a table
     rows = [line for line in table.splitlines() if line.startswith("tiny ")]
-    modes = ["none", "param_optimizer_offload", "offload_policy", "lora8_policy_24gb"]
+    modes = ["param_optimizer_offload", "offload_policy", "none", "lora8_policy_24gb"]
     assert [r.split()[2] for r in rows] == modes, out[-3000:]
     for row in rows:  # model params mode peak plan err tok/s /none h2d /link pinned plan
         tokens_per_s, tps_ratio = float(row.split()[6]), float(row.split()[7])
@@ -50,9 +67,9 @@ def test_dry_run_passes_without_ray_hydra_or_vllm(tmp_path):
 
 
 def test_without_a_gpu_the_full_check_refuses_and_says_why():
-    if subprocess.run(
-        [sys.executable, "-c", "import torch; assert not torch.cuda.is_available()"]
-    ).returncode:
+    import torch
+
+    if torch.cuda.is_available():
         pytest.skip("a GPU is present: the full check would run")
     env = dict(os.environ, PYTHON=sys.executable)
     proc = subprocess.run(
@@ -93,8 +110,25 @@ def test_rows_that_cannot_fit_say_so_with_the_planners_number(capsys):
     }
     assert all("does not fit (planner: " in line for line in rows.values()), out
     assert (
-        "> 2.0 GB device" in rows["qwen2.5-7b", "capped"] and "> 4.0 GB device" in rows["qwen2.5-7b", "none"]
+        "> 2.0 GiB device" in rows["qwen2.5-7b", "capped"]
+        and "> 4.0 GiB device" in rows["qwen2.5-7b", "none"]
     )
+
+
+def test_the_host_gate_stops_a_row_unless_overridden(capsys):
+    """--plan on the lent machine's figures: the 7B offload_policy row's pinned shards and grads
+    (rounded up to powers of two) and host moments exceed 85% of 128 GiB; the flag runs it anyway."""
+    gpu_check = _driver()
+
+    def row(out: str) -> str:
+        return next(
+            line for line in out.splitlines() if line.split()[1:3] == ["qwen2.5-7b", "offload_policy"]
+        )
+
+    gpu_check.main(["--plan"])
+    assert "GiB host > 85% of 128.0 GiB free) (--ignore-host-gate runs it)" in row(capsys.readouterr().out)
+    gpu_check.main(["--plan", "--ignore-host-gate"])
+    assert row(capsys.readouterr().out).endswith("runs")
 
 
 def test_targets_are_judged_from_the_rows():

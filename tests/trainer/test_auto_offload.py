@@ -11,7 +11,7 @@ import pytest
 
 from tests.test_main_ppo import SMALL, read_metrics, run_cli
 from verl_lite.engine.memory_model import read_shape
-from verl_lite.plan import HEADROOM, compose_config, plan_rows, recommend, resolve_auto_offload
+from verl_lite.plan import HEADROOM, auto_offload, compose_config, plan_rows, recommend, resolve_auto_offload
 from verl_lite.roles import run_of
 
 pytestmark = pytest.mark.slow
@@ -36,7 +36,7 @@ def test_auto_offload_applies_the_planner_choice(tmp_path):
     assert proc.returncode == 0, proc.stderr[-4000:]
     out = proc.stdout + proc.stderr
     line = next((x for x in out.splitlines() if "auto_offload:" in x), "")
-    assert "(trainer.device_memory_gb)" in line, out[-3000:]
+    assert "(trainer.device_memory_gb), host unchecked (CPUs: the device is the host)" in line, out[-3000:]
     assert "actor_rollout_ref.actor.fsdp_config.offload_policy=True" in line
     assert f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={micro}" in line
     chosen = "+".join((rec.mode, *rec.levers))
@@ -50,11 +50,34 @@ def test_auto_offload_uses_the_smallest_reported_device_and_names_the_key_when_n
     cfg = compose_config([*SMALL, "trainer.auto_offload=True"], "demo")
     run = run_of(cfg, num_gpus=0)
     with caplog.at_level(logging.INFO, logger="verl_lite.plan"):
-        assert resolve_auto_offload(cfg, run, [8.0, 4.0]) == []
+        assert resolve_auto_offload(cfg, run, [(8.0, 64.0), (4.0, 64.0)]) == []
     assert "4.00 GB per device (the smallest device the workers report)" in caplog.text
     assert (
         cfg.actor_rollout_ref.actor.fsdp_config.offload_policy is False
     )  # the tiny model fits without offload
     cfg.trainer.device_memory_gb = 1e-6
-    (problem,) = resolve_auto_offload(cfg, run, [8.0])
+    (problem,) = resolve_auto_offload(cfg, run, [(8.0, 64.0)])
     assert problem.startswith("trainer.auto_offload=True: no offload mode fits")
+
+
+def test_on_gpus_the_nodes_host_memory_is_checked_too():
+    """Qwen2.5-7B GRPO on one 141 GB GPU: a node with 80 GB of host free is refused, naming the host
+    and the node that would hold manual offload's state; a node with 128 GB gets param+optimizer
+    offload; on CPUs the device is the host and the host figure is not applied twice."""
+    from tests.test_plan import overrides as seven_b
+
+    cfg = compose_config(seven_b(1, 16, "vllm"))
+    with pytest.raises(ValueError, match=r"trainer.auto_offload=True: no offload mode fits 80.0 GB of host"):
+        auto_offload(cfg, reported_gb=[141.0], accelerator=True, host_gb=80.0)
+    overrides, message = auto_offload(cfg, reported_gb=[141.0], accelerator=True, host_gb=128.0)
+    assert (
+        overrides["actor.fsdp_config.param_offload"]
+        is overrides["actor.fsdp_config.optimizer_offload"]
+        is True
+    )
+    assert (
+        "141.00 GB per device (the smallest device the workers report), 128.0 GB of host per node" in message
+    )
+    small = compose_config(SMALL, "demo")
+    _, message = auto_offload(small, reported_gb=[8.0], accelerator=False, host_gb=1e-6)
+    assert "host unchecked (CPUs: the device is the host)" in message

@@ -91,7 +91,6 @@ class AgentLoopRunner:
         finally:
             for task in tasks:
                 task.cancel()
-            self.rollout.end_generation()
 
     async def _one(self, batcher: TurnBatcher, server, row: dict, sampling: dict) -> AgentLoopOutput:
         try:

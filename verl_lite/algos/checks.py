@@ -1,7 +1,8 @@
 """The algorithm's start-up check (registered in verl_lite/preflight.py): the advantage estimator and
 the policy loss by their registered specs (algos/registry.py: names, group sizes, required keys,
-value checks), loss aggregation, KL options, discounting, DAPO's group filter. The KL controller's
-rule is kl_ctrl.py's, the one the controller itself applies."""
+value checks), loss aggregation, KL options, discounting, DAPO's group filter, rollout correction's
+options when it is on. The KL controller's rule is kl_ctrl.py's, the rejection options' parser is the
+one rejection itself uses (rollout_rs.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from verl_lite.algos.kl import KL_TYPES, is_kl_type
 from verl_lite.algos.kl_ctrl import kl_ctrl_problems
 from verl_lite.algos.loss_agg import LOSS_AGG_MODES
 from verl_lite.algos.registry import select
+from verl_lite.algos.rollout_corr import LOSS_TYPES, is_problems
+from verl_lite.algos.rollout_rs import rs_problems
 
 if TYPE_CHECKING:
     from verl_lite.config.run import Run
@@ -124,7 +127,30 @@ def _filter_groups(cfg: PPOTrainerConfig) -> list[str]:
     return problems
 
 
+def _rollout_correction(cfg: PPOTrainerConfig) -> list[str]:
+    """algorithm.rollout_correction: each option's values where that option is on."""
+    rc, key = cfg.algorithm.rollout_correction, "algorithm.rollout_correction"
+    problems = is_problems(rc.rollout_is, rc.rollout_is_threshold)
+    problems += rs_problems(rc.rollout_rs, rc.rollout_rs_threshold)
+    if rc.bypass_mode and rc.loss_type not in LOSS_TYPES:
+        problems.append(
+            f"{key}.loss_type={rc.loss_type!r} is not one of {list(LOSS_TYPES)} (bypass mode's loss)"
+        )
+    mode = cfg.actor_rollout_ref.actor.policy_loss.loss_mode
+    if rc.bypass_mode and mode != "vanilla":
+        problems.append(
+            f"{key}.bypass_mode=True replaces {ARR}.actor.policy_loss.loss_mode by its own loss ({key}.loss_type: "
+            f"ppo_clip is vanilla's against the rollout's log-probs), so loss_mode={mode} would not run; "
+            "set loss_mode=vanilla or bypass_mode=False"
+        )
+    return problems
+
+
 def check_algorithm(cfg: PPOTrainerConfig, run: Run) -> list[str]:
     return (
-        _estimator(cfg) + _policy_loss(cfg.actor_rollout_ref.actor) + _options(cfg, run) + _filter_groups(cfg)
+        _estimator(cfg)
+        + _policy_loss(cfg.actor_rollout_ref.actor)
+        + _options(cfg, run)
+        + _filter_groups(cfg)
+        + _rollout_correction(cfg)
     )

@@ -99,7 +99,9 @@ def compute_policy_loss_gspo(
     }
 
 
-@POLICY_LOSSES.register("geo_mean", config_keys=CLIP_BOUNDS, agg_mode="seq-mean-token-mean")
+@POLICY_LOSSES.register(
+    "geo_mean", config_keys=CLIP_BOUNDS, agg_mode="seq-mean-token-mean", is_weights="sequence"
+)
 def compute_policy_loss_geo_mean(
     old_log_prob: torch.Tensor,  # (bs, T)
     log_prob: torch.Tensor,  # (bs, T)
@@ -138,7 +140,7 @@ def compute_policy_loss_geo_mean(
 
 POLICY_LOSSES.refuse(
     "bypass_mode",
-    "it takes old log-probs from the rollout and reweights or rejects tokens by rollout importance "
-    "sampling (algorithm.rollout_correction), which verl_lite does not compute; use "
-    "actor_rollout_ref.actor.policy_loss.loss_mode=vanilla (the actor recomputes old log-probs)",
+    "verl's trainer selects this loss itself in rollout correction's bypass mode; use "
+    "algorithm.rollout_correction.bypass_mode=True (with loss_mode=vanilla) and its loss_type "
+    "(ppo_clip | reinforce) instead",
 )

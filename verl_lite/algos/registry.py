@@ -11,7 +11,8 @@ verl's or a user's) touches one file and no code elsewhere tests its name:
               it requires of other keys.
   policy loss the function; the actor keys it reads (relative to actor_rollout_ref.actor); the
               aggregation it fixes for pg_loss (verl's gspo, sapo, geo_mean ignore loss_agg_mode);
-              whether its per-token losses depend on how a mini-batch is split into micro-batches.
+              whether its per-token losses depend on how a mini-batch is split into micro-batches;
+              how rollout correction's IS weights scale it (per token, or per sequence).
 
 Both kinds may declare value checks on the keys they read: (key, predicate, requirement) triples,
 checked before Ray. A config key is passed to the function as a keyword named after its last part
@@ -58,6 +59,7 @@ class PolicyLossSpec:
     agg_mode: str | None = None
     split_invariant: bool = True
     checks: tuple[Check, ...] = ()
+    is_weights: str = "token"  # how rollout IS weights scale pg_loss: token, or sequence (geometric mean)
 
 
 def select(node, dotted: str):

@@ -220,6 +220,7 @@ NO_DOMAIN = {
     f"{ARR}.actor.tau_neg": "checked by the policy loss that reads it (its registered spec, algos/), only when that loss_mode runs",
     f"{ARR}.actor.policy_loss.clip_cov_ratio": "checked by the policy loss that reads it (its registered spec, algos/), only when that loss_mode runs",
     f"{ARR}.actor.policy_loss.kl_cov_ratio": "checked by the policy loss that reads it (its registered spec, algos/), only when that loss_mode runs",
+    "algorithm.rollout_correction.rollout_is_threshold": "algos/rollout_corr.is_problems: it matters only with rollout_is set",
     "algorithm.kl_ctrl.horizon": "algos/kl_ctrl.kl_ctrl_problems: it matters only for the adaptive controller",
     "algorithm.kl_ctrl.target_kl": "algos/kl_ctrl.kl_ctrl_problems: it matters only for the adaptive controller",
     f"{ARR}.actor.optim.total_training_steps": "filled in at start-up from the data (trainer/checks.resolve_training_steps; verl does the same)",

@@ -43,7 +43,7 @@ class FSDPConfig(ConfigNode):
     forward_prefetch: bool = (
         False  # explicitly prefetch the next layer's all-gather (and the previous in backward)
     )
-    model_dtype: str = "fp32"  # dtype the sharded (master) params are kept in
+    model_dtype: str = "fp32"  # dtype the sharded (master) params are kept in; a frozen engine (ref, reward model) keeps fp32 ones in mixed_precision.param_dtype (same numbers, fewer bytes)
     use_orig_params: bool = False  # FSDP1 key: accepted; FSDP2 always keeps the original parameters
     seed: int = (
         42  # verl's new engine: seed of full_determinism (the legacy worker, verl's default, ignores it)

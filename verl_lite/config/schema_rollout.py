@@ -143,9 +143,7 @@ class RolloutConfig(ConfigNode):
     engine_kwargs: EngineKwargs = field(default_factory=EngineKwargs)
     val_kwargs: SamplingKwargs = field(default_factory=SamplingKwargs)  # sampling of validation generations
     multi_turn: MultiTurnConfig = field(default_factory=MultiTurnConfig)
-    calculate_log_probs: bool = (
-        False  # return the rollout's own log-probs of the sampled tokens (verl_lite always does)
-    )
+    calculate_log_probs: bool = False  # the rollout's log-probs reach the trainer: rollout_corr/* metrics (algos/rollout_corr.py; verl_lite's rollouts always compute them)
     agent: AgentLoopConfig = field(default_factory=AgentLoopConfig)
     checkpoint_engine: CheckpointEngineConfig = field(default_factory=CheckpointEngineConfig)
     trace: TraceConfig = field(default_factory=TraceConfig)

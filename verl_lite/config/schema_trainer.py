@@ -91,13 +91,17 @@ class FilterGroupsConfig(ConfigNode):
 
 @dataclass
 class RolloutCorrectionConfig(ConfigNode):
-    rollout_is: str | None = None  # importance weights between rollout and actor: token | sequence
-    rollout_is_threshold: float | None = 2.0  # truncation of those weights
-    rollout_rs: str | None = None  # rejection sampling on them
-    rollout_rs_threshold: Any = None  # its threshold
-    bypass_mode: bool | None = False  # use the rollout's log-probs as the old policy's
-    loss_type: str | None = "ppo_clip"  # loss of the bypass mode
-    rollout_is_batch_normalize: bool | None = False  # normalise the weights over the batch
+    # truncated importance weights pi_train / pi_rollout: token | sequence (algos/rollout_corr.py)
+    rollout_is: str | None = None
+    rollout_is_threshold: float | None = 2.0  # upper truncation of those weights
+    # rejection: comma-separated token_k1..3, seq_sum_k1..3, seq_mean_k1..3, seq_max_k2..3 (algos/rollout_rs.py)
+    rollout_rs: str | None = None
+    # rejection bounds: one for all options or one per option; k1: "lower_upper" or an upper bound
+    rollout_rs_threshold: Any = None
+    # the rollout's log-probs as the old policy's: no old-log-prob pass (algos/policy_loss_bypass.py)
+    bypass_mode: bool | None = False
+    loss_type: str | None = "ppo_clip"  # bypass mode's loss: ppo_clip | reinforce
+    rollout_is_batch_normalize: bool | None = False  # normalise the weights to mean 1 over the batch
 
 
 @dataclass

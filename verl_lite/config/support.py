@@ -276,12 +276,6 @@ RULES: list[Rule] = [
     Rule("reward_model.num_workers", ANY),
     Rule("reward_model.rollout", ANY),  # read only by verl's reward loop (refused above when it would run)
     # algorithm
-    Rule("algorithm.rollout_correction.rollout_is", instead="rollout importance sampling is not available"),
-    Rule("algorithm.rollout_correction.rollout_rs", instead="rollout rejection sampling is not available"),
-    Rule(
-        "algorithm.rollout_correction.bypass_mode", instead="old log-probs are always recomputed by the actor"
-    ),
-    Rule("algorithm.rollout_correction", ANY),
     Rule("algorithm.use_pf_ppo", instead="policy-filtered PPO is not available"),
     Rule("algorithm.pf_ppo", ANY),
     # trainer, Ray, the rest

@@ -31,7 +31,8 @@ from functools import partial
 import torch
 from torch import nn
 
-from verl_lite.engine.offload import HOST, TransferLog
+from verl_lite.engine.offload import HOST
+from verl_lite.engine.transfers import TransferLog
 from verl_lite.utils import device as dev
 
 
@@ -100,9 +101,11 @@ class ActivationOffload:
             self.active = False
 
     def flush(self) -> None:
-        """Log the device-timed copies (after backward; a no-op on CPU, where copies are timed inline)."""
+        """After backward: hand the device-timed copies to the TransferLog, which reads their seconds
+        when the step's metrics are taken, with one wait for all (none here: the host runs on to the
+        next micro-batch). A no-op on CPU, where copies are timed inline."""
         for to_device, nbytes, start, stop in self.pending_timings:
-            self.log.add(f"{self.phase}/activations", to_device, nbytes, dev.elapsed_s(start, stop))
+            self.log.add_events(f"{self.phase}/activations", to_device, nbytes, start, stop)
         self.pending_timings = []
 
     # --- forward ------------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 or serves (actor, ref, and the critic and reward model when the run has them): `check_levers`,
 sequence parallelism and HSDP against the workers (engine/mesh.py's rules, the ones build_layout
 applies); `check_engines`, the FSDP2 and optimizer settings: dtype names, offload combinations
-(engine/offload.py's rule, the one the engine itself applies), LR schedules."""
+(engine/offload.py's rule, the one the engine itself applies), LR schedules, and each model's
+override_config.attn_implementation (engine/attention.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from verl_lite.config.common import FSDP_SECTIONS, section_at
+from verl_lite.engine.attention import attention_problem
 from verl_lite.engine.mesh import fsdp_size_problem, sp_size_problem
 from verl_lite.engine.offload import offload_problems
 from verl_lite.engine.optim import WARMUP_STYLES
@@ -76,8 +78,22 @@ def _fsdp_problems(key: str, fsdp) -> list[str]:
     return problems + offload_problems(fsdp, key)
 
 
+def model_sections(cfg: PPOTrainerConfig, run: Run) -> list[tuple[str, object]]:
+    """(key, model section) of every model the run loads: the actor's (also the ref's and the HF
+    rollout's), the critic's and the reward model's when it has them."""
+    sections = [(f"{ARR}.model", cfg.actor_rollout_ref.model)]
+    if run.critic:
+        sections.append(("critic.model", cfg.critic.model))
+    if run.reward_model:
+        sections.append(("reward_model.model", cfg.reward_model.model))
+    return sections
+
+
 def check_engines(cfg: PPOTrainerConfig, run: Run) -> list[str]:
     problems = [p for key, fsdp in fsdp_sections(cfg, run) for p in _fsdp_problems(key, fsdp)]
+    for key, model in model_sections(cfg, run):
+        problem = attention_problem(model.override_config, key)
+        problems += [problem] if problem else []
     optims = [(f"{ARR}.actor.optim", cfg.actor_rollout_ref.actor.optim)]
     if run.critic:
         optims.append(("critic.optim", cfg.critic.optim))

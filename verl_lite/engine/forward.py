@@ -139,6 +139,7 @@ class MicroBatch:
         self.tensors, self.plan, self.rows, self.pack = tensors, plan, rows, pack
         self.shard: SeqShard | None = None  # this rank's slice under sequence parallelism
         self.epoch = self.mini_batch = 0  # where an update is (FSDPEngine.update sets them)
+        self.num_in_mini_batch = 1  # this rank's micro-batches in that mini-batch (the same on every rank)
 
     def __getitem__(self, key: str) -> torch.Tensor:
         return self.tensors[key]

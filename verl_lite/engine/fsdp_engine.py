@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import math
 import time
 import warnings
@@ -53,6 +54,7 @@ from torch.distributed.fsdp import FSDPModule
 from verl_lite.algos.loss_agg import LossScale
 from verl_lite.config.schema import FSDPConfig, ModelConfig, OptimConfig
 from verl_lite.engine.activation_offload import ActivationOffload
+from verl_lite.engine.attention import KEY, requested_attention, select_attention
 from verl_lite.engine.forward import (
     ForwardOutput,
     MicroBatch,
@@ -65,12 +67,14 @@ from verl_lite.engine.forward import response_width as batch_response_width
 from verl_lite.engine.grad_clip import clip_grad_norm
 from verl_lite.engine.lora import apply_lora
 from verl_lite.engine.lora_spec import LoraSpec
+from verl_lite.engine.memory_setup import storage_dtype
 from verl_lite.engine.mesh import Layout
 from verl_lite.engine.micro_batch import MicroPlan, plan_micro_batches
-from verl_lite.engine.offload import TransferLog, build_offload
+from verl_lite.engine.offload import build_offload
 from verl_lite.engine.optim import build_lr_scheduler, build_optimizer, num_warmup_steps
 from verl_lite.engine.parallelize import apply_fsdp2, build_mp_policy, decoder_layers, parse_dtype
 from verl_lite.engine.token_head import apply_token_head
+from verl_lite.engine.transfers import TransferLog
 from verl_lite.engine.ulysses import apply_ulysses
 from verl_lite.engine.weight_gather import iter_full_params
 from verl_lite.utils import device as dev
@@ -83,6 +87,7 @@ warnings.filterwarnings(
     "ignore", message=r"FSDP2-wrapped module .* returned a view tensor", category=UserWarning
 )
 
+log = logging.getLogger(__name__)
 Head = Callable[[ForwardOutput, MicroBatch], torch.Tensor]
 LossFn = Callable[[ForwardOutput, MicroBatch, LossScale], tuple[torch.Tensor, dict[str, torch.Tensor]]]
 
@@ -124,7 +129,7 @@ class FSDPEngine:
         token_math = dataclasses.replace(entropy or TokenMath(), fused=fused)
         sp_group = self.layout.sp_group if self.layout.sp_size > 1 else None
         self.run_model = build_model_forward(model_cfg.use_remove_padding, token_math, sp_group)
-        self._build_module(model_cfg, fsdp_cfg, module, model_kind)
+        self._build_module(model_cfg, fsdp_cfg, module, model_kind, trains=optim_cfg is not None)
         self.activations = None  # saved activations to the host in training forwards
         if getattr(model_cfg, "enable_activation_offload", False):
             self.activations = ActivationOffload(self.device, self.transfers)
@@ -138,10 +143,32 @@ class FSDPEngine:
         self.num_skipped_steps = 0
         self._phase: str | None = None
 
-    def _build_module(self, model_cfg, fsdp_cfg, module, model_kind: str) -> None:
-        role = self.role
-        dtype = parse_dtype(fsdp_cfg.model_dtype, f"{role}.fsdp_config.model_dtype")
-        self.module = module if module is not None else MODEL_LOADERS[model_kind](model_cfg, dtype)
+    def _build_module(self, model_cfg, fsdp_cfg, module, model_kind: str, trains: bool) -> None:
+        """Load (or take) the model in its storage dtype -- model_dtype, or for a frozen engine its
+        compute dtype (memory_setup.storage_dtype: the same numbers in fewer bytes) -- and shard it."""
+        role, mp = self.role, fsdp_cfg.mixed_precision
+        parse_dtype(fsdp_cfg.model_dtype, f"{role}.fsdp_config.model_dtype")
+        stored = storage_dtype(fsdp_cfg.model_dtype, mp.param_dtype, trains)
+        dtype = parse_dtype(stored, f"{role}.fsdp_config.mixed_precision.param_dtype")
+        self.attention = select_attention(
+            requested_attention(model_cfg.override_config),
+            accelerator=dev.has_accelerator(),
+            sp_size=self.layout.sp_size,
+            trains=trains,
+        )
+        kernel = self.attention.implementation
+        if module is None:
+            module = MODEL_LOADERS[model_kind](model_cfg, dtype, attn_implementation=kernel)
+        elif module.config._attn_implementation != kernel:  # a given module (benchmarks): the same choice
+            module.set_attn_implementation(kernel)
+        self.module = module
+        if self.attention.why:
+            log.info(
+                "%s: %s=%s runs %s (%s)", role, KEY, self.attention.requested, kernel, self.attention.why
+            )
+        if not trains:  # a given module (benchmarks) too; buffers keep theirs (buffer_dtype below)
+            for param in self.module.parameters():
+                param.data = param.data.to(dtype)
         if self.run_model.math.fused:
             apply_token_head(self.module)  # before fully_shard: the head keeps its place in the root unit
         self.layers = decoder_layers(self.module)  # before fully_shard renames their classes
@@ -157,7 +184,6 @@ class FSDPEngine:
         self.frozen_names = frozenset(
             n for n, p in self.module.named_parameters(remove_duplicate=False) if not p.requires_grad
         )
-        mp = fsdp_cfg.mixed_precision
         self.wrapped = apply_fsdp2(
             self.module,
             self.mesh,
@@ -217,9 +243,11 @@ class FSDPEngine:
 
     # --- phases -----------------------------------------------------------------------------------
     @contextmanager
-    def phase(self, name: str):
+    def phase(self, name: str, streamed: bool = False):
         """Run one phase (e.g. 'compute_log_prob', 'update'): the offload mode brings the params in
         and takes them out; seconds land in `timings`. A nested phase joins the outer one.
+        `streamed`: the phase reads the params first in a forward, so manual offload may let each
+        unit's forward wait for its own shard only (the forward and update verbs).
 
         Leaving a phase also reshards every FSDP unit (a forward without backward leaves units
         built with reshard_after_forward=False gathered) and returns cached device blocks: the next
@@ -229,7 +257,7 @@ class FSDPEngine:
             return
         self._phase = name
         start = time.perf_counter()
-        self.offload.enter_phase(name)
+        self.offload.enter_phase(name, streamed)
         try:
             yield
         finally:
@@ -302,7 +330,7 @@ class FSDPEngine:
         per-token results a causal LM's output must carry (forward.py)."""
         host = {k: v.cpu() for k, v in tensors.items()}
         width = batch_response_width(host)
-        with self.phase(phase):
+        with self.phase(phase, streamed=True):
             self.module.eval()
             plans = self.plan(host, micro_size, max_token_len)
             out = None
@@ -348,7 +376,7 @@ class FSDPEngine:
         num_rows = len(host["response_mask"])
         length = response_length or host["response_mask"].shape[1]
         history: dict[str, list[float]] = defaultdict(list)
-        with self.phase("update"):  # one phase: offloaded params come in once for all mini-batches
+        with self.phase("update", streamed=True):  # offloaded params come in once for all mini-batches
             self.module.train()
             on_device = self._to_device(host)
             for epoch in range(epochs):
@@ -359,7 +387,7 @@ class FSDPEngine:
                     plans = self.plan(mini, micro_size, max_token_len)
                     micros = self._micro_batches(mini, {k: v[part] for k, v in on_device.items()}, plans)
                     for micro in micros:  # where it is in the update: a loss may depend on it
-                        micro.epoch, micro.mini_batch = epoch, index
+                        micro.epoch, micro.mini_batch, micro.num_in_mini_batch = epoch, index, len(micros)
                     for k, v in self._train_mini_batch(micros, loss_fn, scale, request).items():
                         history[k].append(v)
         self.end_training_step()

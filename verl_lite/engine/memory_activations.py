@@ -11,7 +11,9 @@ the transient peak of a no-grad forward (log-probs, values, scores). Part of the
                 fp32 copies of the response logits (lm head only)
   attention_mask  sdpa/eager with a mask (padded rows, or packed rows' block-causal mask): the boolean
                 (rows, S, S) mask, shared by all layers, and the additive copy sdpa makes of it on every
-                layer call and saves for backward (param_dtype; one layer's with checkpointing)
+                layer call and saves for backward (param_dtype; one layer's with checkpointing). None
+                with flash attention (varlen: the boundaries only) or flex attention (a block mask of
+                (rows, S/128, S/128) indices): `dense_mask` False, engine/attention.py's choice
 
 The memory levers (issue 13) change these terms:
   sp_size       Ulysses sequence parallelism: a micro-batch of `micro` responses belongs to a group of
@@ -80,6 +82,8 @@ def mask_terms(shape: ModelShape, s: EngineSetup, rows: int) -> tuple[int, int]:
     """(shared, per layer) bytes of the attention mask of `rows` rows of seq_len: sdpa's additive copy
     per layer, or with sequence parallelism one additive mask shared by all layers."""
     square = rows * s.seq_len * s.seq_len
+    if not s.dense_mask:
+        return 0, 0
     if s.sp_size > 1:
         return square * dtype_bytes(s.param_dtype), 0
     return square, square * dtype_bytes(s.param_dtype)

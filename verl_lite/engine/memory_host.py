@@ -4,7 +4,8 @@ Manual offload (param_optimizer_offload) keeps its state in exactly sized page-l
 (utils/device.HostBuffer: each slot on a 64-byte boundary). offload_policy's shards and grads are
 pinned by FSDP2 through the caching host allocator, which rounds each tensor up to a power of two
 (GPU machines pin; CPU-only machines cannot); its AdamW moments are pageable, plus one step
-temporary. While an engine loads, the whole model sits on the host once, in model_dtype. Offloaded
+temporary. While an engine loads, the whole model sits on the host once, in its storage dtype
+(memory_setup.storage_dtype). Offloaded
 activations (engine/activation_offload.py) are pinned tensor by tensor, with the same rounding
 (memory_activations.py counts them).
 """
@@ -25,7 +26,7 @@ def pow2_ceil(nbytes: int) -> int:
 def host_terms(shape: ModelShape, s: EngineSetup) -> dict[str, int]:
     """Host bytes per rank: offloaded state (offload_policy's pinned tensors rounded up, manual offload's
     HostBuffer slots aligned) and the load before sharding."""
-    p = dtype_bytes(s.model_dtype)
+    p = dtype_bytes(s.storage_dtype)
     pt = parts(shape, s)
 
     def shards(tensors: list[tuple[int, int]], nbytes: int) -> list[int]:

@@ -6,7 +6,8 @@ torch: the planner (plan_memory.py), the trainer's auto-offload and scripts/gpu_
 tests/engine/test_memory_model.py checks every term against a hand calculation. This module holds
 the engine's state and FSDP2 working set and composes the peaks; activations and no-grad forwards
 are memory_activations.py's, host bytes memory_host.py's. N is the parameter count, W the ranks
-sharing the model, p/c/r the bytes of model_dtype / param_dtype / reduce_dtype, a "unit" what one
+sharing the model, p/c/r the bytes of the weights' storage dtype (model_dtype; a frozen engine's is
+its param_dtype: memory_setup.storage_dtype) / param_dtype / reduce_dtype, a "unit" what one
 fully_shard owns (a decoder layer, or the root: embeddings, head, final norm), S(x) a unit's shard
 (dim 0 split W ways, padded). What each term is, read from torch 2.13's FSDP2 and AdamW:
 
@@ -16,8 +17,11 @@ fully_shard owns (a decoder layer, or the root: embeddings, head, final norm), S
                 on the host with offload_policy. Plus, when reduce-scatter waits for the last
                 micro-batch, every unsharded grad accumulated in reduce_dtype (FSDP2 upcasts it
                 before accumulating): N * r, on the device in every mode.
-  optimizer     AdamW's exp_avg and exp_avg_sq, 2 * S(N) * p. optimizer_offload streams one unit at
-                a time through the device: 2 * S(largest unit) * p. offload_policy: on the host.
+  optimizer     AdamW's exp_avg and exp_avg_sq, 2 * S(N) * p. optimizer_offload streams them through
+                the device a unit at a time, the next unit's arriving while one steps and the last
+                one's leaving (engine/offload.step_schedule): 2 * p * the largest sum of three
+                consecutive units' shards in step order (the layers, then the root). offload_policy:
+                on the host.
   step_temp     foreach AdamW's sqrt(exp_avg_sq) temporary, one more S(N) * p during the step (the
                 step's peak is params + grads + both moments + this: 5x the shard in fp32);
                 streamed: S(largest unit) * p. offload_policy steps on the host tensor by tensor.
@@ -128,7 +132,7 @@ def _units(pt: Parts, world: int) -> dict[str, int]:
 def _state_terms(shape: ModelShape, s: EngineSetup) -> dict[str, int]:
     """params, grads, grad_accum, optimizer, step_temp on the device during the update, and what stays
     between phases (resident)."""
-    p, r = dtype_bytes(s.model_dtype), dtype_bytes(s.reduce_dtype)
+    p, r = dtype_bytes(s.storage_dtype), dtype_bytes(s.reduce_dtype)
     pt = parts(shape, s)
     u, b = _units(pt, s.world), pt.trained_bytes
     frozen = shard_numel(pt.layer_frozen, s.world) * shape.layers + shard_numel(pt.root_frozen, s.world)
@@ -140,8 +144,10 @@ def _state_terms(shape: ModelShape, s: EngineSetup) -> dict[str, int]:
     params, grads = frozen * p + trained * b, trained * b
     if s.mode == "param_optimizer_offload":
         unit = u["trained_largest"] * b
+        order = [u["trained_layer"]] * shape.layers + [u["trained_root"]]  # offload.step_schedule's
+        in_flight = max(sum(order[i : i + 3]) for i in range(max(1, len(order) - 2))) * b
         return dict(
-            params=params, grads=grads, grad_accum=accum, optimizer=2 * unit, step_temp=unit, resident=0
+            params=params, grads=grads, grad_accum=accum, optimizer=2 * in_flight, step_temp=unit, resident=0
         )
     return dict(
         params=params,
@@ -155,7 +161,7 @@ def _state_terms(shape: ModelShape, s: EngineSetup) -> dict[str, int]:
 
 def _transient_terms(shape: ModelShape, s: EngineSetup) -> dict[str, int]:
     """gathered (+ all-gather input), unsharded grads, reduce-scatter buffers: the FSDP2 working set."""
-    p, c, r = dtype_bytes(s.model_dtype), dtype_bytes(s.param_dtype), dtype_bytes(s.reduce_dtype)
+    p, c, r = dtype_bytes(s.storage_dtype), dtype_bytes(s.param_dtype), dtype_bytes(s.reduce_dtype)
     pt = parts(shape, s)
     u = _units(pt, s.world)
     layer, root = pt.full("layer"), pt.full("root")

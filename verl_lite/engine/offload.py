@@ -4,8 +4,8 @@
   manual  `param_offload` / `optimizer_offload`: sharded params are copied to host memory when a
           phase ends and back when the next begins. Optimizer state lives on the host and the step
           is streamed: one FSDP unit (a decoder layer, then the root's params) at a time brings its
-          moments to the device, steps, and sends them back, so the device never holds more than
-          one unit's optimizer state. Every copy is timed and its bytes counted, per phase.
+          moments to the device, steps, and sends them back. Every copy is timed and its bytes
+          counted, per phase.
   policy  `offload_policy`: FSDP2's CPUOffloadPolicy. Sharded params, grads and optimizer state live
           on the host; FSDP2 copies a layer's shard to the device for each unshard, copies each
           reduced grad shard back, and the optimizer steps on the host. These copies happen inside
@@ -14,6 +14,19 @@
 
 The mode is chosen once, when the engine is built (`build_offload`); the engine calls the same
 hooks whatever the mode, so no flag is tested anywhere else.
+
+Manual offload overlaps its copies with compute (on a GPU; on CPU copies are synchronous). Copies to
+the device run on one side stream, copies to the host on another, and the compute stream waits on
+device events, never the host on the device:
+  - optimizer step (`step_schedule`): unit i+1's moments are copied in while unit i steps, and unit
+    i's go back out while unit i+1 steps; at most three units' moments are on the device (the one
+    leaving, the one stepping, the one arriving), which the memory model counts.
+  - params, in a phase that starts with a forward (the engine's forward and update verbs): every
+    unit's shard is copied in, in forward order, at the phase's start, and each unit's forward waits
+    only for its own shard and the next one's (FSDP2 may all-gather the next unit early), so layer 0
+    computes while the later layers arrive. Other phases (weight gather, checkpoints) wait for all
+    of them before anything reads a param. Leaving a phase, the copies out wait for the phase's last
+    kernel and the storage is freed once they are done (stream-ordered: `mark_used_on`).
 
 On a CPU-only machine the device *is* the host. Manual moves are then still real copies (params'
 storage freed and re-allocated, optimizer state re-bound to fresh copies), so the path that matters
@@ -28,8 +41,6 @@ that costs; `dev.pinned_host_bytes()` reports it).
 from __future__ import annotations
 
 import time
-from collections import defaultdict
-from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -38,72 +49,11 @@ from torch.distributed.fsdp import OffloadPolicy
 from torch.distributed.tensor import DTensor
 
 from verl_lite.engine.optim import zero_adamw_state
+from verl_lite.engine.transfers import Transfer, TransferLog, offload_metrics
 from verl_lite.utils import device as dev
 
-GB = 1024**3
+__all__ = ["Transfer", "TransferLog", "offload_metrics"]  # the accounting, engine/transfers.py
 HOST = torch.device("cpu")
-
-
-@dataclass
-class Transfer:
-    h2d_bytes: int = 0
-    d2h_bytes: int = 0
-    h2d_s: float = 0.0
-    d2h_s: float = 0.0
-    timed: bool = True  # False: counted from FSDP2's schedule, not measured
-
-
-class TransferLog:
-    """Bytes and seconds moved per phase, since the last `pop`."""
-
-    def __init__(self):
-        self.by_phase: dict[str, Transfer] = defaultdict(Transfer)
-
-    def add(self, phase: str, to_device: bool, nbytes: int, seconds: float = 0.0, timed: bool = True) -> None:
-        t = self.by_phase[phase]
-        t.timed = timed
-        if to_device:
-            t.h2d_bytes, t.h2d_s = t.h2d_bytes + nbytes, t.h2d_s + seconds
-        else:
-            t.d2h_bytes, t.d2h_s = t.d2h_bytes + nbytes, t.d2h_s + seconds
-
-    def pop(self) -> dict[str, Transfer]:
-        out, self.by_phase = dict(self.by_phase), defaultdict(Transfer)
-        return out
-
-
-def offload_metrics(by_role: dict[str, dict[str, Transfer]]) -> dict[str, float]:
-    """Metrics for the moves of several engines (role -> phase -> Transfer).
-
-    Timed (manual) moves: perf/offload/{h2d,d2h}_gb, perf/offload/{h2d,d2h}_gbps, timing_s/reload
-    (host->device seconds), timing_s/offload (device->host seconds), and the same per role and phase
-    under perf/offload/<role>/<phase>/. Counted (offload_policy) copies: perf/offload/policy_{h2d,d2h}_gb.
-    """
-    out: dict[str, float] = {}
-    total = Transfer()
-    policy_h2d = policy_d2h = 0
-    for role, phases in by_role.items():
-        for phase, t in phases.items():
-            if not t.timed:
-                policy_h2d, policy_d2h = policy_h2d + t.h2d_bytes, policy_d2h + t.d2h_bytes
-                continue
-            prefix = f"perf/offload/{role}/{phase}"
-            out[f"{prefix}/h2d_gb"], out[f"{prefix}/d2h_gb"] = t.h2d_bytes / GB, t.d2h_bytes / GB
-            out[f"{prefix}/h2d_s"], out[f"{prefix}/d2h_s"] = t.h2d_s, t.d2h_s
-            total.h2d_bytes, total.d2h_bytes = total.h2d_bytes + t.h2d_bytes, total.d2h_bytes + t.d2h_bytes
-            total.h2d_s, total.d2h_s = total.h2d_s + t.h2d_s, total.d2h_s + t.d2h_s
-    out["perf/offload/h2d_gb"], out["perf/offload/d2h_gb"] = total.h2d_bytes / GB, total.d2h_bytes / GB
-    out["timing_s/reload"], out["timing_s/offload"] = total.h2d_s, total.d2h_s
-    if total.h2d_s > 0:
-        out["perf/offload/h2d_gbps"] = total.h2d_bytes / GB / total.h2d_s
-    if total.d2h_s > 0:
-        out["perf/offload/d2h_gbps"] = total.d2h_bytes / GB / total.d2h_s
-    if policy_h2d or policy_d2h:
-        out["perf/offload/policy_h2d_gb"], out["perf/offload/policy_d2h_gb"] = (
-            policy_h2d / GB,
-            policy_d2h / GB,
-        )
-    return out
 
 
 def _shard_bytes(tensors) -> int:
@@ -151,8 +101,8 @@ class NoOffload:
         """`units`: the submodules with their own fully_shard, in forward order."""
         self.module, self.optimizer = module, optimizer
 
-    def enter_phase(self, phase: str) -> None:
-        pass
+    def enter_phase(self, phase: str, streamed: bool = False) -> None:
+        """`streamed`: the phase's first use of the params is a forward (units may arrive one by one)."""
 
     def exit_phase(self, phase: str) -> None:
         pass
@@ -179,15 +129,30 @@ class NoOffload:
         return 0
 
 
+def step_schedule(num_units: int) -> list[tuple[str, int]]:
+    """The streamed optimizer step's order of operations over `num_units` units: ("in", i) queues
+    unit i's moments to the device, ("step", i) steps it once they are there, ("out", i) queues them
+    back once it has stepped. The next unit's copy in is queued before a unit steps, so copies in,
+    steps and copies out of neighbouring units overlap; at most three units are on the device."""
+    ops = [("in", 0)] if num_units else []
+    for i in range(num_units):
+        if i + 1 < num_units:
+            ops.append(("in", i + 1))
+        ops += [("step", i), ("out", i)]
+    return ops
+
+
 class ManualOffload(NoOffload):
-    """param_offload / optimizer_offload: timed copies at phase boundaries and around the step.
+    """param_offload / optimizer_offload: copies at phase boundaries and around the step, overlapped
+    with compute on side streams (module docstring).
 
     Host copies live in `HostBuffer`s (utils/device.py): exactly their bytes, page-locked once, and
     reused by every move. Params stay the same objects throughout: leaving a phase copies each
     sharded param's storage to its host slot and frees the device storage (resize to 0, as FSDP2
     itself frees unsharded params); entering one re-allocates it and copies back. FSDP2 and the
     optimizer never see a new tensor. Optimizer state tensors are re-bound instead: they live as
-    host tensors (views of their chunk's HostBuffer) and get device copies only around the step.
+    host tensors (views of their unit's HostBuffer) and get device copies only around the step.
+    `trace` (a list, or None) records the copies and steps in the order they are queued.
     """
 
     name = "manual"
@@ -196,53 +161,112 @@ class ManualOffload(NoOffload):
         super().__init__(device, log)
         self.params, self.optim = params, optimizer
         self.optim_homes: dict[int, dev.HostBuffer] = {}
+        self.to_device, self.to_host = dev.new_stream(), dev.new_stream()
+        self.arrivals: dict[int, object] = {}  # unit -> event: its param shard is on the device
+        self.forward_seen = False  # FSDP2's lazy init (first forward) reads every param: wait for all
+        self.trace: list | None = None
 
     def attach(self, module: nn.Module, optimizer, units: list[nn.Module]) -> None:
         super().attach(module, optimizer, units)
         seen: set[int] = set()
-        self.param_chunks = []
+        self.param_chunks, owned = [], []
         for unit in [*units, module]:  # the root last: what no layer claimed
-            chunk = [p for p in unit.parameters() if id(p) not in seen]
-            seen.update(id(p) for p in chunk)
-            chunk = [p for p in chunk if p.requires_grad]  # what the optimizer steps (not LoRA's base)
+            mine = [p for p in unit.parameters() if id(p) not in seen]
+            seen.update(id(p) for p in mine)
+            owned.append(mine)
+            chunk = [p for p in mine if p.requires_grad]  # what the optimizer steps (not LoRA's base)
             if chunk:
                 self.param_chunks.append(chunk)
-        self.storages, ptrs = [], set()
-        for p in module.parameters():
-            storage = _local(p).untyped_storage()
-            if storage.nbytes() and storage.data_ptr() not in ptrs:
-                ptrs.add(storage.data_ptr())
-                self.storages.append(storage)
+        self.storages, index = [], {}
+        self.unit_storages: list[list[int]] = []  # per unit in forward order: the root's first
+        for mine in [owned[-1], *owned[:-1]]:
+            slots = []
+            for p in mine:
+                storage = _local(p).untyped_storage()
+                if storage.nbytes() and storage.data_ptr() not in index:
+                    index[storage.data_ptr()] = len(self.storages)
+                    self.storages.append(storage)
+                    slots.append(index[storage.data_ptr()])
+            self.unit_storages.append(slots)
         if self.params:  # params live on the host between phases, starting now
             self.param_home = dev.HostBuffer([s.nbytes() for s in self.storages])
-            self._move_params(False, "init")
+            self._params_out("init")
+            for i, unit in enumerate([module, *units]):  # before FSDP2's own pre-forward hook
+                unit.register_forward_pre_hook(lambda *_, i=i: self._await_unit(i), prepend=True)
 
     def pinned_bytes(self) -> int:
         homes = [*self.optim_homes.values(), *([self.param_home] if self.params else [])]
         return sum(h.nbytes for h in homes if h.pinned)
 
-    def _timed(self, phase: str, to_device: bool, nbytes: int, fn) -> None:
-        dev.synchronize()
-        start = time.perf_counter()
-        fn()
-        dev.synchronize()
-        self.log.add(phase, to_device, nbytes, time.perf_counter() - start)
+    def _copy(self, phase: str, to_device: bool, nbytes: int, what: tuple, fn) -> object:
+        """Queue `fn`'s copies on the direction's stream, timed; returns the event marking their end
+        (None without CUDA, where the copies are synchronous and timed on the host clock)."""
+        stream = self.to_device if to_device else self.to_host
+        if self.trace is not None:
+            self.trace.append(what)
+        start, clock = dev.timing_event(stream), time.perf_counter()
+        with dev.on_stream(stream):
+            fn()
+        stop = dev.timing_event(stream)
+        if stop is None:
+            self.log.add(phase, to_device, nbytes, time.perf_counter() - clock)
+        else:
+            self.log.add_events(phase, to_device, nbytes, start, stop)
+        return stop
 
+    # --- params: in at a phase's start, out at its end ------------------------------------------------
     # the direction is explicit: on a CPU-only machine device and host are the same torch.device
-    def _move_params(self, to_device: bool, phase: str) -> None:
+    def _params_in(self, phase: str, streamed: bool) -> None:
         home = self.param_home
+        dev.stream_wait(self.to_device, self.to_host)  # the last exit's copies into the homes are done
+        for unit, slots in enumerate(self.unit_storages):
+
+            def move(slots=slots):
+                for i in slots:
+                    self.storages[i].resize_(home.sizes[i])  # allocated on the copy stream ...
+                    _as_bytes(self.storages[i]).copy_(home.slot(i), non_blocking=True)
+
+            nbytes = sum(home.sizes[i] for i in slots)
+            self.arrivals[unit] = self._copy(phase, True, nbytes, ("params_in", unit), move)
+            for i in slots:  # ... and used on the compute stream
+                dev.mark_used_on(_as_bytes(self.storages[i]), None)
+        if not (streamed and self.forward_seen):
+            self._await_all()
+
+    def _await_unit(self, unit: int) -> None:
+        """Before a unit's forward (and FSDP2's all-gather of it): its shard and the next one's are in."""
+        for u in (unit, unit + 1):
+            event = self.arrivals.pop(u, None)
+            if event is not None:
+                dev.wait_event(None, event)
+        self.forward_seen = True
+
+    def _await_all(self) -> None:
+        dev.stream_wait(None, self.to_device)
+        self.arrivals.clear()
+
+    def _params_out(self, phase: str) -> None:
+        home = self.param_home
+        self._await_all()  # a phase that ran no forward has not waited for its params yet
+        dev.stream_wait(self.to_host, None)  # the phase's last writes (the optimizer step) are done
 
         def move():
             for i, storage in enumerate(self.storages):
-                if to_device:
-                    storage.resize_(home.sizes[i])
-                    _as_bytes(storage).copy_(home.slot(i), non_blocking=True)
-                else:
-                    home.slot(i).copy_(_as_bytes(storage), non_blocking=True)
-                    storage.resize_(0)  # stream-ordered free: the copy above runs first
+                home.slot(i).copy_(_as_bytes(storage), non_blocking=True)
+                dev.mark_used_on(_as_bytes(storage), self.to_host)
+                storage.resize_(0)  # stream-ordered free: reused once the copy above is done
 
-        self._timed(phase, to_device, sum(home.sizes), move)
+        self._copy(phase, False, sum(home.sizes), ("params_out",), move)
 
+    def enter_phase(self, phase: str, streamed: bool = False) -> None:
+        if self.params:
+            self._params_in(phase, streamed)
+
+    def exit_phase(self, phase: str) -> None:
+        if self.params:
+            self._params_out(phase)
+
+    # --- optimizer state: streamed through the device around the step --------------------------------
     def _state_entries(self, chunk: list) -> list[tuple[dict, str]]:
         states = [self.optimizer.state[p] for p in chunk if p in self.optimizer.state]
         return [(s, k) for s in states for k, v in s.items() if torch.is_tensor(v) and v.dim() > 0]
@@ -256,28 +280,38 @@ class ManualOffload(NoOffload):
             raise RuntimeError(f"optimizer state of param chunk {index} changed its layout")
         return home
 
-    def _move_optimizer(self, index: int, to_device: bool, phase: str) -> None:
+    def _state_in(self, index: int, phase: str) -> object:
+        """Queue unit `index`'s moments to the device (a copy even where the device is the host: the
+        step writes into it); None when it has none yet (the first step creates them)."""
+        entries = self._state_entries(self.param_chunks[index])
+        if not entries:
+            return None
+        home = self._home(index, entries)
+        compute = dev.current_stream()  # (inside `move` the copy stream is the current one)
+
+        def move():
+            for s, k in entries:
+                copy = _local(s[k]).to(self.device, copy=True, non_blocking=True)
+                dev.mark_used_on(copy, compute)  # the step reads and writes it on the compute stream
+                s[k] = _like(s[k], copy)
+
+        return self._copy(phase, True, sum(home.sizes), ("state_in", index), move)
+
+    def _state_out(self, index: int, phase: str) -> None:
+        """Queue unit `index`'s stepped moments back into its host home."""
         entries = self._state_entries(self.param_chunks[index])
         home = self._home(index, entries)
+        dev.stream_wait(self.to_host, None)  # after the unit's step
 
         def move():
             for j, (s, k) in enumerate(entries):
                 local = _local(s[k])
-                if to_device:  # a copy even where the device is the host: the step writes into it
-                    s[k] = _like(s[k], local.to(self.device, copy=True, non_blocking=True))
-                else:
-                    host = home.view(j, local.shape, local.dtype)
-                    s[k] = _like(s[k], host.copy_(local, non_blocking=True))
+                host = home.view(j, local.shape, local.dtype)
+                host.copy_(local, non_blocking=True)
+                dev.mark_used_on(local, self.to_host)  # freed once the copy is done
+                s[k] = _like(s[k], host)
 
-        self._timed(phase, to_device, sum(home.sizes), move)
-
-    def enter_phase(self, phase: str) -> None:
-        if self.params:
-            self._move_params(True, phase)
-
-    def exit_phase(self, phase: str) -> None:
-        if self.params:
-            self._move_params(False, phase)
+        self._copy(phase, False, sum(home.sizes), ("state_out", index), move)
 
     def init_optimizer_state(self) -> None:
         """Under optimizer_offload, AdamW's zero state is made directly in its host homes (torch's
@@ -307,17 +341,29 @@ class ManualOffload(NoOffload):
         # AdamW skips params without a grad, so hiding the other chunks' grads steps one chunk;
         # each param is stepped exactly once with the same group settings: the same update
         grads = {p: p.grad for chunk in self.param_chunks for p in chunk}
-        for index, chunk in enumerate(self.param_chunks):
-            for p in grads:
-                p.grad = None
-            for p in chunk:
-                p.grad = grads[p]
-            if self._state_entries(chunk):
-                self._move_optimizer(index, True, phase)
-            self.optimizer.step()  # the first step creates the state, on the params' device
-            self._move_optimizer(index, False, phase)
+        dev.stream_wait(self.to_device, self.to_host)  # the last step's copies into the homes are done
+        arrived: dict[int, object] = {}
+        for op, index in step_schedule(len(self.param_chunks)):
+            if op == "in":
+                arrived[index] = self._state_in(index, phase)
+            elif op == "out":
+                self._state_out(index, phase)
+            else:
+                dev.wait_event(None, arrived.pop(index))  # this unit's moments are on the device
+                self._step_chunk(index, grads)
+        # the last copies out overlap what follows; the host reads the homes only after the phase's
+        # end has waited for the device (FSDPEngine.phase)
         for p, g in grads.items():
             p.grad = g
+
+    def _step_chunk(self, index: int, grads: dict) -> None:
+        if self.trace is not None:
+            self.trace.append(("step", index))
+        for p in grads:
+            p.grad = None
+        for p in self.param_chunks[index]:
+            p.grad = grads[p]
+        self.optimizer.step()  # the first step creates the state, on the params' device
 
 
 def load_state_in_place(module: nn.Module, optimizer, state: dict) -> None:
@@ -367,7 +413,7 @@ class PolicyOffload(NoOffload):
         self.grad_shard_bytes = _shard_bytes(p for p in module.parameters() if p.requires_grad)
         self.phase = "init"
 
-    def enter_phase(self, phase: str) -> None:
+    def enter_phase(self, phase: str, streamed: bool = False) -> None:
         self.phase = phase
 
     def on_forward(self, training: bool) -> None:

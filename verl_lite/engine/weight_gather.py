@@ -15,6 +15,10 @@ gather runs over the shard dimension's group only: each replica group already ho
 Parameters sharded any other way (or not at all) are gathered the plain way.
 
 Host-resident shards (offload_policy) are copied into the device buffer as part of the packing.
+
+The one collective is `dist.all_gather_single` where torch has it (2.13 and later) and
+`dist.all_gather_into_tensor` before (the GPU machine's torch 2.11): both lay every rank's flat
+buffer end to end in rank order, so the result is the same (`flat_all_gather`).
 """
 
 from __future__ import annotations
@@ -25,6 +29,15 @@ from collections.abc import Callable, Iterator
 import torch
 import torch.distributed as dist
 from torch.distributed.tensor import DTensor, Replicate, Shard
+
+
+def flat_all_gather(dist_module=dist):
+    """The collective that writes every rank's equal-sized flat buffer, end to end in rank order,
+    into one output buffer: all_gather_single (torch >= 2.13), else all_gather_into_tensor."""
+    return getattr(dist_module, "all_gather_single", None) or dist_module.all_gather_into_tensor
+
+
+ALL_GATHER = flat_all_gather()  # chosen once, for the torch this process runs
 
 
 def _shard_mesh_dim(param) -> int | None:
@@ -104,7 +117,7 @@ def gather_bucket(bucket: list, device: torch.device, dtype, stats: dict) -> lis
         shard = param.to_local().detach().reshape(-1)
         local[offset : offset + shard.numel()].copy_(shard, non_blocking=True)
     gathered = torch.empty(world * total, dtype=out_dtype, device=device)
-    dist.all_gather_single(gathered, local, group=group)  # the ranks' buffers end to end
+    ALL_GATHER(gathered, local, group=group)  # the ranks' buffers end to end
     gathered = gathered.view(world, total)
     stats["collectives"] = stats.get("collectives", 0) + 1
     out = []

@@ -5,12 +5,14 @@ rollout/__init__.py): `update_weights(named_tensors)` (the hybrid engine's weigh
 full weights, one tensor at a time), `update_adapter(tensors, config)` (LoRA: the adapter only,
 rollout/weight_sync.py), `weights_loaded` (False while the backend holds no valid
 weights: before the first sync, or after a sleep that discarded them; the worker syncs then) and
+`release()` (give back the device memory held between rollouts; a generate does not do it itself,
+so several generates may share one wake-up) and
 `generate_tokens(prompt_ids, prompt_mask, params)` returning raw response tokens (prompts * n,
 <= response_length), each prompt's n samples adjacent, with their sampled-token log-probs (same
 shape) or None where the backend has none. Multi-turn rollouts (agent_loop/) drive it token-in /
 token-out instead: `generate_requests(requests, call)` generates one turn of many trajectories in
 one engine call, each request its own prompt ids and token budget, and returns the sampled ids and
-their log-probs as lists; `end_generation()` follows a rollout's last turn.
+their log-probs as lists (the worker releases after the rollout's last turn, as after a generate).
 Its sampling state (`state_dict()` / `load_state_dict()`: the call counters its seeds derive from,
 small ints) goes into every checkpoint, so a resumed run draws the same samples as an uninterrupted
 one; validation (`SamplingParams.validate`) counts its calls apart, so validating does not move
@@ -98,9 +100,10 @@ class Rollout(ABC):
         TP group) had a request: those ranks call together, one with none passes [], and a rollout
         ends when this returns False."""
 
-    def end_generation(self) -> None:
-        """After a multi-turn rollout's last turn (a backend may release memory, as after generate)."""
-        return None
+    def release(self) -> None:
+        """Give back the device memory the engine holds between rollouts (vLLM: sleep); nothing for a
+        backend that keeps none. The worker calls it after a rollout and before its other phases."""
+        return None  # the HF rollout keeps its copy of the weights on the device throughout
 
     def needs_sync(self, actor_changed: bool) -> bool:
         """Whether the worker must sync weights before the next generate: the actor moved since the

@@ -17,7 +17,8 @@ another distribution than the one sampled from. The model's generation config is
 by an empty one, generate's own warpers are switched off with explicit neutral values, and the
 warpers are passed in as processors (`build_logits_processors`). The last processor records the
 log-prob of each sampled token under the distribution it was drawn from (vLLM's
-"processed_logprobs"), keeping one step's (batch, vocab) log-probs at a time, so the
+"processed_logprobs"), keeping one step's (batch, vocab) log-probs at a time and every step's
+(batch, 1) results on the device until the rollout ends (one copy to the host, not one per token), so the
 rollout-vs-actor log-prob metric covers this backend too and any hidden truncation shows.
 
 With LoRA the copy is wrapped by PEFT like the actor: its base comes from model.path once, and each
@@ -39,6 +40,7 @@ from transformers.generation.logits_process import (
     TopPLogitsWarper,
 )
 
+from verl_lite.engine.attention import requested_attention, select_attention
 from verl_lite.engine.lora import apply_lora
 from verl_lite.engine.lora_spec import LoraSpec
 from verl_lite.engine.parallelize import parse_dtype
@@ -61,11 +63,12 @@ class SampledTokenLogProbs(LogitsProcessor):
 
     def __init__(self):
         self.pending: torch.Tensor | None = None  # (batch, vocab) log-probs of the latest step
-        self.steps: list[torch.Tensor] = []  # (batch, 1) per generated token
+        self.steps: list[torch.Tensor] = []  # (batch, 1) per generated token, on the model's device
 
     def _take(self, tokens: torch.Tensor) -> None:
+        # stays on the device: a copy to the host per token would stall every decode step
         if self.pending is not None:
-            self.steps.append(self.pending.gather(-1, tokens.unsqueeze(-1)).cpu())
+            self.steps.append(self.pending.gather(-1, tokens.unsqueeze(-1)))
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         self._take(input_ids[:, -1])
@@ -75,7 +78,9 @@ class SampledTokenLogProbs(LogitsProcessor):
     def finish(self, last_tokens: torch.Tensor) -> torch.Tensor:
         self._take(last_tokens)
         self.pending = None
-        return torch.cat(self.steps, dim=-1) if self.steps else torch.zeros(last_tokens.shape[0], 0)
+        if not self.steps:
+            return torch.zeros(last_tokens.shape[0], 0)
+        return dev.to_host(torch.cat(self.steps, dim=-1))  # one copy for the whole rollout
 
 
 def build_logits_processors(params: SamplingParams) -> LogitsProcessorList:
@@ -109,7 +114,10 @@ class HFRollout(Rollout):
     def __init__(self, model_cfg, rollout_cfg, tokenizer, rank: int):
         super().__init__(rollout_cfg.seed, rank)
         dtype = parse_dtype(rollout_cfg.dtype, "actor_rollout_ref.rollout.dtype")
-        model = load_causal_lm(model_cfg, dtype)
+        attention = select_attention(  # the actor's kernel, or sdpa where generate cannot use it
+            requested_attention(model_cfg.override_config), accelerator=dev.has_accelerator(), generation=True
+        )
+        model = load_causal_lm(model_cfg, dtype, attn_implementation=attention.implementation)
         # generate() fills every field left unset from the model's generation_config.json (sampling
         # defaults, an EOS that would stop ignore_eos runs): an empty one leaves the rollout config in
         # charge; EOS is passed per call. Set on the HF model itself, which PEFT's generate defers to.

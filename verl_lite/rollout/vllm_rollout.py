@@ -20,15 +20,19 @@ torch/python/numpy RNGs, replaces `torch.set_num_threads` by a no-op and edits a
 variables. Sampling never touches the training RNG: every request carries its own seed, derived
 from (rollout.seed, owner rank, call, prompt row), so the same config gives the same tokens.
 
-With `tensor_model_parallel_size` > 1 the ranks of a TP group run one engine together: they gather
-their prompt chunks and generate the whole group's batch identically (tp_group.py). Weight sync is
-unchanged: every rank hands vLLM the full tensors and vLLM's weight loaders keep their TP slice.
+With `tensor_model_parallel_size` > 1 (verl's default is 2) the ranks of a TP group run one engine
+together: they gather their prompt chunks and generate the whole group's batch identically
+(tp_group.py). Weight sync is unchanged: every rank hands vLLM the full tensors and vLLM's weight
+loaders keep their TP slice. vLLM's custom all-reduce is off, as verl has it: it maps the other TP
+ranks' device buffers into each process (CUDA IPC), and a Ray worker sees only its own GPU, so the
+TP group's all-reduces go through NCCL instead.
 On CPU, vLLM's TP shared memory has the same names in every run: a killed run's are removed first
 (cpu_shm.py).
 
-On a GPU, `free_cache_engine` puts the engine to sleep after generating (level 2: weights and KV
-cache released, nothing copied to the host) and wakes the weights, syncs them, then wakes the KV
-cache before the next rollout (vllm_sleep.py says why and in which order). With LoRA it sleeps at
+On a GPU, `free_cache_engine` lets the engine sleep between rollouts (level 2: weights and KV cache
+released, nothing copied to the host; `release`, which the worker calls after a rollout unless
+another follows at once, weight_sync.RolloutWeights) and wakes the weights, syncs them if the actor
+moved, then wakes the KV cache before the next rollout (vllm_sleep.py says why and in which order). With LoRA it sleeps at
 level 1 instead: the base weights are parked on the host and stay valid, since a sync then brings
 only the adapter. vLLM has no sleep mode on CPU, where the engine stays awake (documented in
 docs/hybrid_engine.md).
@@ -103,6 +107,7 @@ RESERVED_VLLM_ARGS = {
     "load_format": "actor_rollout_ref.rollout.load_format",
     "seed": "actor_rollout_ref.rollout.seed",
     "enable_sleep_mode": "actor_rollout_ref.rollout.free_cache_engine",
+    "disable_custom_all_reduce": "",
     "logprobs_mode": "actor_rollout_ref.rollout.logprobs_mode",
     "enable_lora": "actor_rollout_ref.model.lora_rank",
     "max_loras": "",
@@ -129,12 +134,17 @@ def engine_kwargs(model_cfg, r, enable_sleep_mode: bool) -> dict:
         model=model_files(model_cfg),  # model.use_shm: its /dev/shm copy
         skip_tokenizer_init=True,  # prompts go in as token ids and come out as ids
         trust_remote_code=model_cfg.trust_remote_code,
-        hf_overrides=dict(model_cfg.override_config or {}) or None,
+        # vLLM picks its own attention backend: attn_implementation is for the FSDP2 models
+        hf_overrides={
+            k: v for k, v in (model_cfg.override_config or {}).items() if k != "attn_implementation"
+        }
+        or None,
         dtype=parse_dtype(r.dtype, "actor_rollout_ref.rollout.dtype"),
         load_format=r.load_format,  # verl's dummy: random weights, nothing read from disk; the first sync brings them
         seed=r.seed,
         distributed_executor_backend="external_launcher",  # join the worker's process group
         tensor_parallel_size=r.tensor_model_parallel_size,
+        disable_custom_all_reduce=True,  # each Ray worker sees one GPU: no cross-process buffers (verl's)
         gpu_memory_utilization=r.gpu_memory_utilization,
         enforce_eager=r.enforce_eager,
         max_model_len=r.max_model_len,
@@ -233,6 +243,10 @@ class VLLMRollout(Rollout):
         no_adapter = self.lora_enabled and self.lora_request is None
         return super().needs_sync(actor_changed) or no_adapter
 
+    def release(self) -> None:
+        """Sleep (GPU): the KV cache and, at level 2, the weights leave the device (vllm_sleep.py)."""
+        self._run(self.memory.sleep())
+
     def _run(self, calls: list[Call]) -> None:
         """Make the sleep/wake calls EngineMemory decided on."""
         for method, kwargs in calls:
@@ -328,7 +342,6 @@ class VLLMRollout(Rollout):
         # seeded requests draw from their own generators, but the sampler still advances the global RNG
         with dev.fork_rng():
             outputs = self.llm.generate(prompts, sampling, use_tqdm=False, lora_request=self.lora_request)
-        self._run(self.memory.sleep())
         repeat = params.n if params.greedy else 1
         samples = [
             s for out in outputs[batch.own_rows] for s in out.outputs for _ in range(repeat)
@@ -371,9 +384,6 @@ class VLLMRollout(Rollout):
             logps = [step[tok].logprob for step, tok in zip(sample.logprobs, ids)]
             results.append(TokenResult(ids, logps, "length" if sample.finish_reason == "length" else "eos"))
         return results, True
-
-    def end_generation(self) -> None:
-        self._run(self.memory.sleep())
 
 
 def _padded(rows: list[list], width: int, pad, dtype: torch.dtype) -> torch.Tensor:

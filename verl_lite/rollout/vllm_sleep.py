@@ -10,10 +10,14 @@ that is awake only logs a warning, so the bookkeeping here wakes only what sleep
 
 Level 2, always. After an update the next thing is a weight sync that overwrites every weight, so
 level 1's copy to the host and back would move the whole model twice over the host link per rank
-and pin a host copy of it, for nothing. When a rollout comes with no update since the last one
-(ReMax's greedy baseline, validation, dynamic sampling's further batches, critic warm-up steps),
-the weights are marked invalid and the worker syncs them again from the actor, which still holds
-them: a device-side all-gather instead of the host round trip.
+and pin a host copy of it, for nothing. When rollouts follow each other with no update between
+(ReMax's greedy baseline, validation batches and the step after validation, dynamic sampling's
+further batches) the engine does not sleep between them at all (the worker calls `sleep` only when
+the driver says no generate comes next: rollout/weight_sync.RolloutWeights), so the weights stay valid
+and no sync is made. Where something else needs the device between two rollouts (a reward model or
+critic in its own process) the engine sleeps, the weights are marked invalid and the worker syncs
+them again from the actor, which still holds them: a device-side all-gather instead of the host
+round trip.
 
 Order around a rollout: wake the weights, sync into them (the KV cache is still released, so the
 gather has that room), wake the KV cache, generate, sleep.

@@ -10,6 +10,14 @@ Weights are gathered a bucket of shards per collective (rollout.update_weights_b
 the full weights already cast to the rollout's dtype (engine/weight_gather.py); the adapter keeps
 the master dtype.
 
+When a sync is due is `RolloutWeights`' call: the actor's weights carry a version (moved by every
+update and checkpoint load), the rollout remembers the version it was synced to, and the backend says
+whether it still holds them (`Rollout.weights_loaded`: vLLM asleep at level 2 has discarded them).
+A rollout no update preceded (validation at step 0, ReMax's greedy baseline, DAPO's extra batches)
+therefore syncs nothing as long as the backend kept its weights: the worker releases the rollout's
+device memory (`Rollout.release`: vLLM's sleep) after a generate unless the driver says another
+generate on the same workers comes next, and before any other phase of its own.
+
 A sync returns the rollout's stats (update_weights_gb: bytes handed to the rollout in GiB), which
 the worker reports as perf/update_weights_gb: with LoRA it falls from the model's size to the
 adapter's after the first step; update_weights_collectives counts the gathers. Every rank calls a
@@ -58,6 +66,38 @@ class AdapterSync(_Sync):
             "update_weights_gb": base_gb + stats["update_weights_gb"],
             "update_weights_collectives": gathered.get("collectives", 0),
         }
+
+
+class RolloutWeights:
+    """The actor's weights version, the one the rollout was synced to, and the rollout's device memory
+    around them: the worker's whole policy, so it is tested without an engine (tests/rollout)."""
+
+    def __init__(self, rollout):
+        self.rollout = rollout
+        self.actor_version = self.synced_version = 0  # built from the same folder as the actor
+        self.num_syncs = 0
+
+    def actor_moved(self) -> None:
+        """An update (or a checkpoint load) changed the actor's weights."""
+        self.actor_version += 1
+
+    def sync_due(self) -> bool:
+        """The rollout holds another version, or no valid weights (dummy at start, discarded by a sleep)."""
+        return self.rollout.needs_sync(self.synced_version != self.actor_version)
+
+    def synced(self) -> None:
+        self.synced_version, self.num_syncs = self.actor_version, self.num_syncs + 1
+
+    def after_generate(self, another_generate_follows: bool) -> None:
+        """Release the rollout's device memory, unless the driver's next call here is another generate
+        and nothing else uses the device before it: then the weights stay, and that generate needs no
+        sync if the actor did not move."""
+        if not another_generate_follows:
+            self.rollout.release()
+
+    def before_engine_phase(self) -> None:
+        """A phase of the actor or reference needs the device: release what the rollout kept."""
+        self.rollout.release()
 
 
 def build_weight_sync(engine, rollout, bucket_bytes: int | None = None, dtype: torch.dtype | None = None):

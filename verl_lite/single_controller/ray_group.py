@@ -90,10 +90,10 @@ class RayResourcePool:
             for i in range(self.n_workers_per_node):
                 yield pg, i
 
-    def device_memory_gb(self) -> list[float]:
-        """The memory of each slot's device (GiB), measured by a short task in the slot, before any
-        worker exists (trainer.auto_offload plans with it)."""
-        probe = ray.remote(dev.device_memory_total_gb)
+    def memory_gb(self) -> list[tuple[float, float]]:
+        """Each slot's (device memory, its node's available host memory) in GiB, measured by a short
+        task in the slot, before any worker exists (trainer.auto_offload plans with both)."""
+        probe = ray.remote(dev.slot_memory_gb)
         futures = [
             probe.options(
                 num_cpus=self.bundle.get("CPU", 0),

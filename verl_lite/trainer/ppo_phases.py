@@ -5,6 +5,8 @@ RayPPOTrainer (ppo_trainer.py) picks which of these run when it is built, from t
     gen           DAPO dynamic sampling when algorithm.filter_groups.enable: generate and score
                   batches, drop all-equal groups, until train_batch_size prompts are kept
     gen_max       ReMax: a greedy rollout of the same prompts; its score is the baseline
+    rollout_corr  algorithm.rollout_correction: IS weights and rejection against the rollout's log-probs
+                  (decoupled), or the rollout's log-probs as the old ones (bypass mode)
     values        the critic's values of the sampled responses (GAE)
     kl_reward     rewards = scores - beta * KL(old || ref), beta from the KL controller
     update_critic the critic's PPO epochs (every step, also during trainer.critic_warmup)
@@ -20,6 +22,7 @@ import numpy as np
 import torch
 
 from verl_lite.algos.kl_ctrl import apply_kl_penalty
+from verl_lite.algos.rollout_corr import compute_rollout_correction
 from verl_lite.config.common import dp_size
 from verl_lite.protocol import DataProto
 from verl_lite.trainer.batching import dp_minibatch_order, inverse_order, is_identity, rank_token_loads
@@ -157,6 +160,25 @@ class AlgorithmPhases:
         scores, _ = self._compute_scores(baseline, {})
         batch.batch["reward_baselines"] = scores.sum(-1).repeat_interleave(n)  # (bs,)
         metrics["critic/reward_baselines/mean"] = scores.sum(-1).mean().item()
+        return batch
+
+    # --- rollout correction (algos/rollout_corr.py) ----------------------------------------------------
+    def _rollout_corr(self, batch: DataProto, metrics: dict) -> DataProto:
+        """Decoupled mode: IS weights and rejection from the old log-probs against the rollout's, once
+        for the batch, before the advantage (rejected tokens leave the response mask); the weights
+        travel to the update. Bypass mode: the rollout's log-probs become the old ones (the actor
+        computes the correction per micro-batch, from the current policy)."""
+        rc, b = self.config.algorithm.rollout_correction, batch.batch
+        if rc.bypass_mode:
+            b["old_log_probs"] = b["rollout_log_probs"].clone()
+            return batch
+        weights, kept, corr_metrics = compute_rollout_correction(
+            b["old_log_probs"], b["rollout_log_probs"], b["response_mask"], rc
+        )
+        b["response_mask"] = kept
+        if weights is not None:
+            b["rollout_is_weights"] = weights
+        metrics.update(corr_metrics)
         return batch
 
     # --- critic -------------------------------------------------------------------------------------

@@ -39,6 +39,7 @@ import numpy as np
 from verl_lite.agent_loop.metrics import compute_agent_loop_metrics
 from verl_lite.algos import ADV_ESTIMATORS
 from verl_lite.algos.kl_ctrl import build_kl_controller
+from verl_lite.algos.rollout_corr import correction_enabled
 from verl_lite.config.run import Run
 from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.data.rlhf_dataset import EpochSampler, RLHFDataset
@@ -113,6 +114,8 @@ class RayPPOTrainer(AlgorithmPhases, WorkerSetup, TrainerCheckpoint):
             k = alg.kl_ctrl
             self.kl_ctrl = build_kl_controller(k.type, k.kl_coef, k.target_kl, k.horizon)
         self.critic_wg = self.rm_wg = None
+        rollout = config.actor_rollout_ref.rollout
+        self.rollout_correction = correction_enabled(alg.rollout_correction, rollout.calculate_log_probs)
         self.old_log_probs_in_update = self.update_makes_old_log_probs()
         self.phases = self.build_phases()
         # DAPO's next generation depends on this step's kept groups: no early queueing there
@@ -138,6 +141,7 @@ class RayPPOTrainer(AlgorithmPhases, WorkerSetup, TrainerCheckpoint):
             "gen_max": self._remax_baseline,
             "reward": self._reward,
             "old_log_prob": self._old_log_prob,
+            "rollout_corr": self._rollout_corr,
             "values": self._values,
             "kl_reward": self._kl_in_reward,
             "adv": self._advantage,
@@ -146,7 +150,8 @@ class RayPPOTrainer(AlgorithmPhases, WorkerSetup, TrainerCheckpoint):
             "dump_rollout_generations": self._dump_rollout,
         }
         wanted = {"gen", "adv", "update_actor", *self.adv_spec.phases}
-        wanted |= set() if self.old_log_probs_in_update else {"old_log_prob"}  # (with the reference's)
+        wanted |= {"old_log_prob"} if self.old_log_prob_phase() else set()  # (with the reference's)
+        wanted |= {"rollout_corr"} if self.rollout_correction else set()
         wanted |= set() if filtered else {"reward"}  # dynamic sampling scores as it generates
         wanted |= {"values", "update_critic"} if self.use_critic else set()
         wanted |= {"kl_reward"} if alg.use_kl_in_reward else set()
@@ -159,18 +164,30 @@ class RayPPOTrainer(AlgorithmPhases, WorkerSetup, TrainerCheckpoint):
             )
         return [(name, phase) for name, phase in available.items() if name in wanted]
 
-    def update_makes_old_log_probs(self) -> bool:
-        """No phase before the update reads the old log-probs (KL in the reward, an estimator that
-        reads them or sum_pi_squared): update_actor then makes them itself, the first mini-batch's
-        from its own forward (exactly on-policy there: nothing has moved the weights yet) and the
-        other rows' in a pass in the same call. With one mini-batch and one epoch that is all of
-        them (verl's `on_policy`)."""
+    def reads_old_log_probs_before_update(self) -> bool:
+        """KL in the reward, sum_pi_squared, or an estimator reads the old log-probs before the update."""
         a, alg = self.config.actor_rollout_ref.actor, self.config.algorithm
         return (
-            not alg.use_kl_in_reward
-            and not a.calculate_sum_pi_squared
-            and not {"old_log_probs", "sum_pi_squared"} & set(self.adv_spec.inputs)
+            alg.use_kl_in_reward
+            or a.calculate_sum_pi_squared
+            or bool({"old_log_probs", "sum_pi_squared"} & set(self.adv_spec.inputs))
         )
+
+    def update_makes_old_log_probs(self) -> bool:
+        """No phase before the update reads the old log-probs (above, or rollout correction's weights
+        and rejection, or its bypass mode, where they are the rollout's): update_actor then makes
+        them itself, the first mini-batch's from its own forward (exactly on-policy there: nothing
+        has moved the weights yet) and the other rows' in a pass in the same call. With one
+        mini-batch and one epoch that is all of them (verl's `on_policy`)."""
+        return not self.reads_old_log_probs_before_update() and not self.rollout_correction
+
+    def old_log_prob_phase(self) -> bool:
+        """An old-log-prob pass before the update: unless the update makes them, or bypass mode takes
+        the rollout's and nothing else (the reference's KL in the reward) needs the pass."""
+        bypass = self.config.algorithm.rollout_correction.bypass_mode
+        if bypass:
+            return self.reads_old_log_probs_before_update()
+        return not self.old_log_probs_in_update
 
     # --- the loop -----------------------------------------------------------------------------------
     def fit(self) -> dict[str, float]:
@@ -279,13 +296,32 @@ class RayPPOTrainer(AlgorithmPhases, WorkerSetup, TrainerCheckpoint):
         if queued is not None:  # queued behind the previous step's update, for this very batch
             gen = queued.result_for(batch)
         else:
-            gen = self.actor_rollout_wg.generate_sequences(self._rollout_inputs(batch, self.train_dataset))
+            prompts = self._rollout_inputs(batch, self.train_dataset)
+            prompts.meta_info["generate_follows"] = self._generate_follows_gen()
+            gen = self.actor_rollout_wg.generate_sequences(prompts)
         metrics.update(gen.meta_info.pop("metrics", {}))
         n = self.config.actor_rollout_ref.rollout.n
         expanded = batch.repeat(n, interleave=True)
         for key in ("input_ids", "attention_mask", "position_ids"):
             expanded.batch.pop(key)
         return expanded.union(gen)
+
+    def _keep_rollout(self, scores_between: bool, surely_generate: bool) -> bool:
+        """Whether a generate's rollout may keep its device memory (and so its weights: no sync for
+        the next generate): the driver's next call to the actor workers is another generate
+        (`surely_generate`; otherwise possibly their own log-prob or update phase, which release it
+        first, or a critic's, which must not find the device held) and no reward model scores on the
+        device in between (`scores_between`)."""
+        if scores_between and self.rm_wg is not None:
+            return False
+        return surely_generate or self.critic_wg is None
+
+    def _generate_follows_gen(self) -> bool:
+        """The gen phase's generate: DAPO may generate further batches after scoring these; ReMax's
+        greedy baseline generates right after, before any scoring."""
+        if self.config.algorithm.filter_groups.enable:
+            return self._keep_rollout(scores_between=True, surely_generate=False)
+        return any(name == "gen_max" for name, _ in self.phases)
 
     def _reward(self, batch: DataProto, metrics: dict) -> DataProto:
         self._score(batch, metrics)
@@ -326,7 +362,9 @@ class RayPPOTrainer(AlgorithmPhases, WorkerSetup, TrainerCheckpoint):
         cfg = self.config.actor_rollout_ref
         keys = ["input_ids", "attention_mask", "position_ids", "responses", "response_mask", "advantages"]
         # without them the workers make old_log_probs (and ref_log_prob) in this call
-        keys += [k for k in ("old_log_probs", "ref_log_prob") if k in batch.batch]
+        keys += [k for k in ("old_log_probs", "ref_log_prob", "rollout_is_weights") if k in batch.batch]
+        if self.rollout_correction:  # the actor's rollout_corr/ metrics (and bypass mode's correction)
+            keys.append("rollout_log_probs")
         data = batch.select(keys)
         mini_rows = cfg.actor.ppo_mini_batch_size * cfg.rollout.n
         order = self._dp_order(data, mini_rows)
@@ -374,6 +412,9 @@ class RayPPOTrainer(AlgorithmPhases, WorkerSetup, TrainerCheckpoint):
             batch = self.val_dataset.collate(list(range(start, min(start + batch_size, size))))
             prompts = self._rollout_inputs(batch, self.val_dataset, meta_keys=[])
             prompts.meta_info["validate"] = True
+            # each batch is scored before the next; after the last, the actor workers' next call is the
+            # next step's generate or their checkpoint save (the actor's comes first), or none
+            prompts.meta_info["generate_follows"] = self._keep_rollout(True, surely_generate=True)
             padded, pad = prompts.pad_to_divisor(self.world_size)
             gen = self.actor_rollout_wg.generate_sequences(padded).unpad(pad * val_kwargs.n)
             expanded = batch.repeat(val_kwargs.n, interleave=True)

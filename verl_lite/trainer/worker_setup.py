@@ -24,16 +24,17 @@ log = logging.getLogger(__name__)
 
 class WorkerSetup:
     # --- set-up -------------------------------------------------------------------------------------
-    def reserve_slots(self) -> list[float]:
-        """Reserve each rank's slot; the memory of each slot's device (GiB), measured before any worker
-        exists, when trainer.auto_offload or roles sharing a GPU plan with it (else [])."""
+    def reserve_slots(self) -> list[tuple[float, float]]:
+        """Reserve each rank's slot; each slot's (device memory, its node's available host memory) in
+        GiB, measured before any worker exists, when trainer.auto_offload or roles sharing a GPU plan
+        with them (else [])."""
         t = self.config.trainer
         self.pool = RayResourcePool(
             t.nnodes, t.n_gpus_per_node, self.use_gpu, max_colocate_count=self.num_colocated_groups()
         )
         colocated = self.use_gpu and self.num_colocated_groups() > 1
-        self.device_memory_gb = self.pool.device_memory_gb() if t.auto_offload or colocated else []
-        return self.device_memory_gb
+        self.slot_memory_gb = self.pool.memory_gb() if t.auto_offload or colocated else []
+        return self.slot_memory_gb
 
     def init_workers(self) -> None:
         """Build the worker groups in the reserved slots from the final, frozen config (every group
@@ -52,6 +53,7 @@ class WorkerSetup:
             t.dist_timeout_s,
             dict(self.config.data.apply_chat_template_kwargs),  # agent loops render inserted turns with them
             name="actor_rollout_ref",
+            rollout_correction=self.config.algorithm.rollout_correction,  # the actor's bypass-mode loss
         )
         # log-probs and updates go to data-parallel ranks: a sequence-parallel group shares its rows
         self.actor_rollout_wg.set_data_layout("actor", self.world_size // self.dp_size("actor"))
@@ -67,7 +69,7 @@ class WorkerSetup:
             info[0]["num_trainable_params"],
             info[0]["ref_engines"],
         )
-        idle = self.colocated_idle_on_host(self.device_memory_gb)
+        idle = self.colocated_idle_on_host([device for device, _ in self.slot_memory_gb])
         if self.use_critic:
             rollout = self.config.actor_rollout_ref.rollout
             args = (self.config.critic, rollout.response_length, rollout.n, t.dist_timeout_s)

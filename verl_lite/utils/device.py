@@ -361,6 +361,19 @@ def device_memory_total_gb() -> float:
     return psutil.virtual_memory().available / 1024**3
 
 
+def host_memory_available_gb() -> float:
+    """This node's host memory not in use now (GiB): what offloaded state, pinned copies and model loads
+    can still take."""
+    import psutil
+
+    return psutil.virtual_memory().available / 1024**3
+
+
+def slot_memory_gb() -> tuple[float, float]:
+    """(device_memory_total_gb, host_memory_available_gb) of the process calling it: one probe."""
+    return device_memory_total_gb(), host_memory_available_gb()
+
+
 def memory_outside_torch_gb() -> float | None:
     """Device memory in use that torch's caching allocator does not hold: the CUDA context, NCCL's
     buffers, cuBLAS workspaces (and other processes' memory on a shared device). None on CPU."""
@@ -420,10 +433,15 @@ def set_device_rng_states(states: list[torch.Tensor] | None) -> None:
         torch.cuda.set_rng_state_all(states)
 
 
-# --- side streams and events (activation offload); no-ops without CUDA, where copies are synchronous ---
+# --- side streams and events (activation and manual offload); no-ops without CUDA, where copies are synchronous ---
 def new_stream():
     """A side stream for copies that overlap compute (None without CUDA)."""
     return torch.cuda.Stream() if is_cuda_available() else None
+
+
+def current_stream():
+    """The stream work is queued on now (None without CUDA)."""
+    return torch.cuda.current_stream() if is_cuda_available() else None
 
 
 def on_stream(stream):
@@ -440,6 +458,13 @@ def stream_wait(waiter, waitee) -> None:
     (waiter or current).wait_stream(waitee or current)
 
 
+def wait_event(stream, event) -> None:
+    """Work queued on `stream` (None: the current stream) from now on starts after `event` (a no-op
+    for None: no CUDA, or nothing to wait for)."""
+    if event is not None:
+        (stream if stream is not None else torch.cuda.current_stream()).wait_event(event)
+
+
 def mark_used_on(tensor: torch.Tensor, stream) -> None:
     """Tell the caching allocator `tensor` is in use on `stream` (None: the current stream), so its memory
     is not reused before that stream's queued work is done."""
@@ -448,7 +473,7 @@ def mark_used_on(tensor: torch.Tensor, stream) -> None:
 
 
 def timing_event(stream=None):
-    """A recorded timing event on `stream` (None without CUDA); `elapsed_s(a, b)` after a sync."""
+    """A recorded timing event on `stream` (None without CUDA); `elapsed_many` reads pairs of them."""
     if not is_cuda_available():
         return None
     event = torch.cuda.Event(enable_timing=True)
@@ -456,6 +481,9 @@ def timing_event(stream=None):
     return event
 
 
-def elapsed_s(start, stop) -> float:
-    stop.synchronize()
-    return start.elapsed_time(stop) / 1000.0
+def elapsed_many(pairs: list[tuple[object, object]]) -> list[float]:
+    """Seconds between each (start, stop) pair of recorded events, with one wait for all of them
+    (none when every stop event has completed): never one wait per pair."""
+    if any(not stop.query() for _, stop in pairs):
+        synchronize()
+    return [start.elapsed_time(stop) / 1000.0 for start, stop in pairs]

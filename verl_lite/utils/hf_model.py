@@ -60,6 +60,8 @@ def _load_config(model_cfg, key: str, **fields):
         importlib.import_module(model_cfg.external_lib)
     config = AutoConfig.from_pretrained(model_cfg.path, trust_remote_code=model_cfg.trust_remote_code)
     for name, value in (model_cfg.override_config or {}).items():
+        if name == "attn_implementation":  # not a config field: the loaders' argument (engine/attention.py)
+            continue
         if not hasattr(config, name):
             raise ValueError(f"{key}.override_config.{name}: the model config has no such field")
         setattr(config, name, value)
@@ -84,8 +86,11 @@ def _check_loaded(info: dict, model_cfg, key: str, kind: str) -> None:
         raise ValueError(problems[0])
 
 
-def load_causal_lm(model_cfg, dtype: torch.dtype, key: str = "actor_rollout_ref.model") -> torch.nn.Module:
-    """The model of `model_cfg.path` on the host in `dtype`, with the config's overrides applied."""
+def load_causal_lm(
+    model_cfg, dtype: torch.dtype, key: str = "actor_rollout_ref.model", attn_implementation: str = "sdpa"
+) -> torch.nn.Module:
+    """The model of `model_cfg.path` on the host in `dtype`, with the config's overrides applied and
+    the attention kernel the caller chose (engine/attention.py)."""
     config = _load_config(model_cfg, key)
     model, info = AutoModelForCausalLM.from_pretrained(
         model_files(model_cfg),
@@ -93,12 +98,13 @@ def load_causal_lm(model_cfg, dtype: torch.dtype, key: str = "actor_rollout_ref.
         dtype=dtype,
         trust_remote_code=model_cfg.trust_remote_code,
         output_loading_info=True,
+        attn_implementation=attn_implementation,
     )
     _check_loaded(info, model_cfg, key, "causal_lm")
     return model
 
 
-def _load_token_scorer(model_cfg, dtype: torch.dtype, key: str, kind: str):
+def _load_token_scorer(model_cfg, dtype: torch.dtype, key: str, kind: str, attn_implementation: str = "sdpa"):
     """A backbone with a one-output linear head on every position (AutoModelForTokenClassification,
     num_labels=1), plus the checkpoint keys the head did not find. Dropout before the head is set to 0:
     a value or reward must be a deterministic function of the tokens (verl does the same)."""
@@ -112,6 +118,7 @@ def _load_token_scorer(model_cfg, dtype: torch.dtype, key: str, kind: str):
             dtype=dtype,
             trust_remote_code=model_cfg.trust_remote_code,
             output_loading_info=True,
+            attn_implementation=attn_implementation,
         )
     finally:
         hf_logging.set_verbosity(verbosity)
@@ -132,7 +139,9 @@ def init_value_head(head: torch.nn.Linear, std: float, seed: int = 0) -> None:
         head.bias.zero_()
 
 
-def load_value_model(model_cfg, dtype: torch.dtype, key: str = "critic.model") -> torch.nn.Module:
+def load_value_model(
+    model_cfg, dtype: torch.dtype, key: str = "critic.model", attn_implementation: str = "sdpa"
+) -> torch.nn.Module:
     """The critic: the LM backbone of `model_cfg.path` with a scalar value head per token.
 
     From a causal-LM folder the LM head is dropped and the head `score` (Linear(hidden, 1) with bias)
@@ -141,7 +150,7 @@ def load_value_model(model_cfg, dtype: torch.dtype, key: str = "critic.model") -
     but from a fixed seed (init_value_head) so every rank and every run starts from the same head.
     From a folder saved by a critic (or any token-classification model) the head is loaded as is.
     """
-    model, missing = _load_token_scorer(model_cfg, dtype, key, "value")
+    model, missing = _load_token_scorer(model_cfg, dtype, key, "value", attn_implementation)
     if missing:
         std = getattr(model.config, "initializer_range", None) or 0.02
         init_value_head(model.score, std)
@@ -149,12 +158,14 @@ def load_value_model(model_cfg, dtype: torch.dtype, key: str = "critic.model") -
     return model
 
 
-def load_reward_model(model_cfg, dtype: torch.dtype, key: str = "reward_model.model") -> torch.nn.Module:
+def load_reward_model(
+    model_cfg, dtype: torch.dtype, key: str = "reward_model.model", attn_implementation: str = "sdpa"
+) -> torch.nn.Module:
     """A scalar reward model saved as AutoModelForSequenceClassification (num_labels=1), loaded with a
     per-token head so the score of any position can be read (the caller takes the last response
     token). The sequence classifier's head has no bias; the bias of the per-token head is set to 0, so
     the per-token score at the last token equals the sequence classifier's pooled score."""
-    model, missing = _load_token_scorer(model_cfg, dtype, key, "reward")
+    model, missing = _load_token_scorer(model_cfg, dtype, key, "reward", attn_implementation)
     if "score.weight" in missing:
         raise ValueError(
             f"{key}.path={model_cfg.path!r} has no trained score head (score.weight); point it at a "

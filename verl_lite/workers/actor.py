@@ -10,6 +10,14 @@ them; it never sees logits, so fused or sequence-parallel forwards need nothing 
 The update keeps accumulation exact: every micro-batch's loss is its share of the mini-batch loss
 under the mini-batch-wide counts the engine passes in (`scale`, algos/loss_agg.py).
 
+Rollout correction (algorithm.rollout_correction, algos/rollout_corr.py): in decoupled mode the
+trainer's IS weights scale the policy loss's per-token terms (per sequence for geo_mean) and rejected
+tokens arrive masked; in bypass mode the old log-probs are the rollout's and the loss is
+algos/policy_loss_bypass.py's, whose correction is computed per micro-batch from the current policy
+(rollout_is_batch_normalize then averages over the micro-batch on every rank, as verl's, so only that
+option depends on the micro-batch split). rollout_corr/* metrics of the current policy are the mean
+over micro-batches, as verl reports them.
+
 No separate old-log-prob pass is needed for rows nothing has moved the weights for: the first
 mini-batch of the first epoch runs on the rollout's weights, so `update_own_first` takes its old
 log-probs from the update's own forward, detached (the ratio is 1 and its gradient that of log pi),
@@ -25,6 +33,8 @@ import torch
 from verl_lite.algos import POLICY_LOSSES
 from verl_lite.algos.kl import kl_penalty
 from verl_lite.algos.loss_agg import LossScale, agg_loss
+from verl_lite.algos.policy_loss_bypass import compute_bypass_terms
+from verl_lite.algos.rollout_corr import PREFIX, offpolicy_metrics, prefixed, weighted_pg_loss
 from verl_lite.config.schema import ActorConfig
 from verl_lite.engine.forward import TokenRequest
 from verl_lite.engine.fsdp_engine import FSDPEngine
@@ -78,12 +88,24 @@ def norm_length(cfg: ActorConfig, response_length: int) -> int:
 
 
 class PPOActor:
-    def __init__(self, engine: FSDPEngine, cfg: ActorConfig, response_length: int, temperature: float):
+    def __init__(
+        self,
+        engine: FSDPEngine,
+        cfg: ActorConfig,
+        response_length: int,
+        temperature: float,
+        rollout_correction=None,
+    ):
+        """`rollout_correction`: algorithm.rollout_correction; its bypass mode replaces the policy loss
+        (algos/policy_loss_bypass.py). Decoupled mode's weights arrive with the batch."""
         self.engine, self.cfg = engine, cfg
         self.response_length, self.temperature = response_length, temperature
         spec = POLICY_LOSSES.spec(cfg.policy_loss.loss_mode)
         self.policy_loss, self.policy_loss_kwargs = spec.fn, POLICY_LOSSES.read_keys(spec, cfg)
         self.pg_agg_mode = spec.agg_mode or cfg.loss_agg_mode  # gspo, sapo, geo_mean fix theirs (as verl)
+        self.is_weights_per = spec.is_weights
+        self.correction = rollout_correction
+        self.bypass = bool(rollout_correction is not None and rollout_correction.bypass_mode)
         # what the update's forward gives per token: log-probs, and the entropy (actor/entropy), which
         # needs a gradient only when it is part of the loss
         self.request = TokenRequest(
@@ -103,6 +125,31 @@ class PPOActor:
             old = kept[tuple(micro.plan.rows.tolist())] = logp.detach()
         else:
             old = kept[tuple(micro.plan.rows.tolist())]
+        terms, pg_mask, corrections = self._policy_terms(old, logp, micro, mask)
+        pg_loss = agg_loss(terms["pg_loss"], pg_mask, self.pg_agg_mode, scale)
+        entropy = agg_loss(output.tokens["entropy"], mask, cfg.loss_agg_mode, scale)
+        # without a bonus the entropy is only reported: no autograd graph (self.request), no 0 * term
+        loss = pg_loss - cfg.entropy_coeff * entropy if cfg.entropy_coeff else pg_loss
+        shares = {"pg_loss": pg_loss, "entropy": entropy}
+        for term, metric in LOSS_METRICS.items():
+            if term in terms:
+                shares[metric] = agg_loss(terms[term], pg_mask, "token-mean", scale)
+        shares.update(self._mean_shares(corrections, micro, logp.device))
+        if cfg.use_kl_loss:
+            kl = kl_penalty(logp, micro["ref_log_prob"], cfg.kl_loss_type)
+            shares["kl_loss"] = agg_loss(kl, mask, cfg.loss_agg_mode, scale)
+            loss = loss + cfg.kl_loss_coef * shares["kl_loss"]
+        return loss, shares
+
+    def _policy_terms(self, old, logp, micro, mask):
+        """(the policy loss's per-token terms, the mask pg_loss aggregates over, rollout_corr/ metrics
+        of this micro-batch): bypass mode's loss, or the configured one scaled by decoupled mode's IS
+        weights, with the off-policy metrics of the current policy when the rollout's log-probs came."""
+        if self.bypass:
+            clip = {k: getattr(self.cfg, k) for k in ("clip_ratio_low", "clip_ratio_high", "clip_ratio_c")}
+            return compute_bypass_terms(
+                logp, old, micro["advantages"], mask, self.correction, clip, self._dp_mean
+            )
         terms = self.policy_loss(
             old_log_prob=old,
             log_prob=logp,
@@ -110,19 +157,28 @@ class PPOActor:
             response_mask=mask,
             **self.policy_loss_kwargs,
         )
-        pg_loss = agg_loss(terms["pg_loss"], mask, self.pg_agg_mode, scale)
-        entropy = agg_loss(output.tokens["entropy"], mask, cfg.loss_agg_mode, scale)
-        # without a bonus the entropy is only reported: no autograd graph (self.request), no 0 * term
-        loss = pg_loss - cfg.entropy_coeff * entropy if cfg.entropy_coeff else pg_loss
-        shares = {"pg_loss": pg_loss, "entropy": entropy}
-        for term, metric in LOSS_METRICS.items():
-            if term in terms:
-                shares[metric] = agg_loss(terms[term], mask, "token-mean", scale)
-        if cfg.use_kl_loss:
-            kl = kl_penalty(logp, micro["ref_log_prob"], cfg.kl_loss_type)
-            shares["kl_loss"] = agg_loss(kl, mask, cfg.loss_agg_mode, scale)
-            loss = loss + cfg.kl_loss_coef * shares["kl_loss"]
-        return loss, shares
+        if "rollout_is_weights" in micro:
+            terms["pg_loss"] = weighted_pg_loss(
+                terms["pg_loss"], micro["rollout_is_weights"], mask, self.is_weights_per
+            )
+        corrections = {}
+        if "rollout_log_probs" in micro:  # verl's actor: the evolving policy against the rollout's
+            with torch.no_grad():
+                corrections = prefixed(offpolicy_metrics(logp.detach(), micro["rollout_log_probs"], mask))
+        return terms, mask, corrections
+
+    def _dp_mean(self, total: torch.Tensor, count: torch.Tensor) -> float:
+        """A sum and a count over every data-parallel rank's micro-batch (rollout_is_batch_normalize)."""
+        summed = self.engine.dp_all_reduce_sum(torch.stack([total.detach(), count.detach()]))
+        return float(summed[0] / summed[1].clamp(min=1e-8))
+
+    def _mean_shares(self, metrics: dict[str, float], micro, device) -> dict[str, torch.Tensor]:
+        """Per-micro-batch metrics as shares whose sum over a mini-batch's micro-batches and ranks is
+        their mean over them (verl averages its micro-batches' values)."""
+        if not metrics:
+            return {}
+        parts = micro.num_in_mini_batch * self.engine.dp_size
+        return {k: torch.tensor(v / parts, dtype=torch.float64, device=device) for k, v in metrics.items()}
 
     def update(
         self, tensors: dict[str, torch.Tensor], mini_size: int, micro_size: int | None
@@ -162,6 +218,7 @@ class PPOActor:
         keys = [*MODEL_INPUTS, "response_mask", "advantages", "old_log_probs"]
         if cfg.use_kl_loss:
             keys.append("ref_log_prob")
+        keys += [k for k in ("rollout_is_weights", "rollout_log_probs") if k in tensors]
         loss = (
             self.loss
             if kept is None
@@ -177,7 +234,7 @@ class PPOActor:
             response_length=norm_length(cfg, self.response_length),
             request=self.request,
         )
-        out = {f"actor/{k}": v for k, v in metrics.items()}
+        out = {k if k.startswith(PREFIX) else f"actor/{k}": v for k, v in metrics.items()}
         if cfg.use_kl_loss:
             out["actor/kl_coef"] = cfg.kl_loss_coef
         return out

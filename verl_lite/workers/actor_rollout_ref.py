@@ -28,12 +28,12 @@ from verl_lite.engine.checkpoint import load_engine, save_engine
 from verl_lite.engine.forward import TokenMath
 from verl_lite.engine.fsdp_engine import FSDPEngine
 from verl_lite.engine.mesh import build_layout
-from verl_lite.engine.offload import offload_metrics
 from verl_lite.engine.parallelize import parse_dtype
+from verl_lite.engine.transfers import offload_metrics
 from verl_lite.protocol import DataProto
 from verl_lite.rollout import build_rollout
 from verl_lite.rollout.base import SamplingParams, assemble, place_log_probs
-from verl_lite.rollout.weight_sync import build_weight_sync
+from verl_lite.rollout.weight_sync import RolloutWeights, build_weight_sync
 from verl_lite.single_controller import Dispatch, Worker, register
 from verl_lite.utils import device as dev
 from verl_lite.utils.hf_model import load_tokenizer
@@ -61,13 +61,18 @@ class ActorRolloutRefWorker(Worker):
         role: str,
         dist_timeout_s: int = 600,
         chat_template_kwargs: dict | None = None,
+        rollout_correction=None,
     ):
+        """`chat_template_kwargs`: data.apply_chat_template_kwargs (agent loops render inserted turns
+        with them); `rollout_correction`: algorithm.rollout_correction, which the actor's loss reads in
+        bypass mode (algos/policy_loss_bypass.py)."""
         super().__init__()
         if role not in ROLES:
             raise ValueError(f"role {role!r} is not one of {ROLES}")
         self.config, self.role, self.dist_timeout_s = config, role, dist_timeout_s
         self.chat_template_kwargs = dict(chat_template_kwargs or {})  # data.apply_chat_template_kwargs
         self.agent_loops = None  # agent_loop.runner.AgentLoopRunner, built at the first multi-turn rollout
+        self.rollout_correction = rollout_correction
         self.has_actor = role.startswith("actor")
         self.has_ref = role.endswith("ref")
         self.engines: dict[str, FSDPEngine] = {}
@@ -101,7 +106,13 @@ class ActorRolloutRefWorker(Worker):
                 entropy=entropy_math(a),
                 sp_key=f"{ARR}.actor.ulysses_sequence_parallel_size",
             )
-            self.actor = PPOActor(self.engines["actor"], a, self.response_length, cfg.rollout.temperature)
+            self.actor = PPOActor(
+                self.engines["actor"],
+                a,
+                self.response_length,
+                cfg.rollout.temperature,
+                rollout_correction=self.rollout_correction,
+            )
             # after the FSDP2 engine, on every rank together: vLLM joins the existing process group
             self.rollout = build_rollout(cfg.rollout.name, cfg.model, cfg.rollout, self.tokenizer, self.rank)
             r = cfg.rollout  # a bucket of shards per collective, in the rollout's dtype (weight_gather.py)
@@ -111,7 +122,7 @@ class ActorRolloutRefWorker(Worker):
                 bucket_bytes=int(r.update_weights_bucket_megabytes * 1024**2),
                 dtype=parse_dtype(r.dtype, "actor_rollout_ref.rollout.dtype"),
             )
-            self.rollout_is_stale = False  # the actor has not moved; a backend without weights asks to sync
+            self.weights = RolloutWeights(self.rollout)  # versions: sync only after the actor moved
         if self.has_ref:
             self._build_ref(layout)
         dev.reset_peak_memory()
@@ -163,21 +174,28 @@ class ActorRolloutRefWorker(Worker):
         )
 
     def _sync_rollout_weights(self) -> dict[str, float]:
-        if not self.rollout.needs_sync(actor_changed=self.rollout_is_stale):
+        if not self.weights.sync_due():
             return {}
         start = time.perf_counter()
         stats = self.weight_sync()
-        self.rollout_is_stale = False
+        self.weights.synced()
         return {
             "timing_s/update_weights": time.perf_counter() - start,
             "perf/update_weights_gb": stats["update_weights_gb"],
             "perf/update_weights_collectives": stats["update_weights_collectives"],
         }
 
+    def _release_rollout(self) -> None:
+        """Before an engine phase: the rollout's device memory goes (it may have stayed after a generate)."""
+        if self.has_actor:
+            self.weights.before_engine_phase()
+
     @register(Dispatch.DP_COMPUTE_PROTO)
     def generate_sequences(self, prompts: DataProto) -> DataProto:
         """meta_info: validate (val_kwargs sampling) or greedy_baseline (ReMax: one greedy response);
-        agent_loop: run the rows through their agent loops (multi-turn, agent_loop/runner.py)."""
+        agent_loop: run the rows through their agent loops (multi-turn, agent_loop/runner.py);
+        generate_follows: the driver's next call here is another generate and nothing else uses the
+        device before it, so the rollout keeps its memory (and its weights) until then."""
         validate = prompts.meta_info.get("validate", False)
         baseline = prompts.meta_info.get("greedy_baseline", False)
         if not validate and not baseline:
@@ -192,6 +210,7 @@ class ActorRolloutRefWorker(Worker):
             metrics.update(out.meta_info.pop("metrics"))
         else:
             out = self._generate_single_turn(prompts, params)
+        self.weights.after_generate(prompts.meta_info.get("generate_follows", False))
         seconds = time.perf_counter() - start
         metrics["timing_s/generate_local"] = seconds
         metrics["perf/rollout_tokens_per_s"] = float(out.batch["response_mask"].sum()) / max(seconds, 1e-9)
@@ -240,6 +259,7 @@ class ActorRolloutRefWorker(Worker):
     @register(Dispatch.DP_COMPUTE_PROTO, mesh="actor")
     def compute_log_prob(self, data: DataProto) -> DataProto:
         """old_log_probs; with actor.calculate_sum_pi_squared also sum_pi_squared (optimal_token_baseline)."""
+        self._release_rollout()
         if not self.config.actor.calculate_sum_pi_squared:
             return DataProto.from_dict(
                 {"old_log_probs": self._log_prob("actor", data, self.config.rollout, "compute_log_prob")}
@@ -251,6 +271,7 @@ class ActorRolloutRefWorker(Worker):
 
     @register(Dispatch.DP_COMPUTE_PROTO, mesh="actor")
     def compute_ref_log_prob(self, data: DataProto) -> DataProto:
+        self._release_rollout()
         with self.ref_policy():  # the ref engine as it is, or the actor with its adapters off
             logp = self._log_prob(self.ref_role, data, self.config.ref, "compute_ref_log_prob")
         return DataProto.from_dict({"ref_log_prob": logp})
@@ -271,6 +292,7 @@ class ActorRolloutRefWorker(Worker):
         before the update reads them) the first mini-batch's come from the update's own forward and
         the other rows' from a pass here, before any step; all are returned. Without `ref_log_prob`
         under use_kl_loss the reference pass runs here first, in the same call."""
+        self._release_rollout()
         a, n = self.config.actor, self.config.rollout.n
         batch = dict(data.batch)
         if a.use_kl_loss and "ref_log_prob" not in batch:
@@ -289,7 +311,7 @@ class ActorRolloutRefWorker(Worker):
             metrics, out["old_log_probs"] = self.actor.update_own_first(
                 batch, mini_local, a.ppo_micro_batch_size_per_gpu
             )
-        self.rollout_is_stale = True
+        self.weights.actor_moved()
         metrics.update(self._step_report())
         return DataProto.from_dict(out, meta_info={"metrics": metrics})
 
@@ -298,16 +320,18 @@ class ActorRolloutRefWorker(Worker):
     def save_checkpoint(self, local_path: str, global_step: int = 0) -> None:
         """The actor's state (engine + the rollout's sampling state) into `local_path`, on every rank
         together; the driver commits the folder. The reference is frozen and is not saved."""
+        self._release_rollout()
         extra = {"rollout": self.rollout.state_dict(), "global_step": global_step}
         contents = self.config.actor.checkpoint.save_contents
         save_engine(self.engines["actor"], local_path, contents, extra=extra, tokenizer=self.tokenizer)
 
     @register(Dispatch.ONE_TO_ALL)
     def load_checkpoint(self, local_path: str) -> None:
+        self._release_rollout()
         extra = load_engine(self.engines["actor"], local_path, self.config.actor.checkpoint.load_contents)
         if "rollout" in extra:
             self.rollout.load_state_dict(extra["rollout"])
-        self.rollout_is_stale = True  # the rollout still holds the weights it was built with
+        self.weights.actor_moved()  # the rollout still holds the weights it was built with
 
     def _step_report(self) -> dict[str, float]:
         """Engine timings, offload traffic, and memory since the previous report."""

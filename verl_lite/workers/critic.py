@@ -21,7 +21,7 @@ from verl_lite.config.schema import CriticConfig
 from verl_lite.engine.checkpoint import load_engine, save_engine
 from verl_lite.engine.fsdp_engine import FSDPEngine
 from verl_lite.engine.mesh import build_layout
-from verl_lite.engine.offload import offload_metrics
+from verl_lite.engine.transfers import offload_metrics
 from verl_lite.protocol import DataProto
 from verl_lite.single_controller import Dispatch, Worker, register
 from verl_lite.utils import device as dev
