@@ -54,7 +54,10 @@ def _train(fsdp_size: int):
         mp_policy=build_mp_policy("fp32", "fp32", "mp"),
         offload_policy=OffloadPolicy(),
     )
-    optim = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    # eps 1e-6, not 1e-8: k_proj.bias has an exactly-zero gradient in exact arithmetic (softmax ignores a
+    # shift shared by all keys), so its fp32 gradient is reduction-order noise that AdamW with eps 1e-8
+    # turns into a full lr-sized step (1e-5 apart between the two layouts on some CPUs).
+    optim = torch.optim.AdamW(model.parameters(), lr=1e-2, eps=1e-6)
     local_numel = sum(p.to_local().numel() for p in model.parameters())
     for step in range(STEPS):  # each rank its own rows; the loss of all rows is the sum of the shares
         b = make_ppo_batch(vocab=97, bs=8, seed=100 * step)
