@@ -30,9 +30,7 @@ the loss shares are normalised by mini-batch-wide counts over the data-parallel 
 multiplies each share by the mesh size before backward, so the reduced gradient is the gradient of
 the sum of shares, i.e. of the full-batch loss. With `reduce_scatter_every_micro_batch=False` gradients
 accumulate unsharded and are reduced once, on the last micro-batch (`set_requires_gradient_sync`);
-the sum is the same. A one-rank engine with nothing to cast or offload is not sharded at all
-(parallelize.shards_params): autograd accumulates each micro-batch's gradient into the params'
-grads in place, the same fp32 sums FSDP2 makes there, so it trains bit for bit as a sharded one.
+the sum is the same.
 """
 
 from __future__ import annotations
@@ -50,6 +48,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.fsdp import FSDPModule
 
 from verl_lite.algos.loss_agg import LossScale
 from verl_lite.config.schema import FSDPConfig, ModelConfig, OptimConfig
@@ -70,14 +69,7 @@ from verl_lite.engine.mesh import Layout
 from verl_lite.engine.micro_batch import MicroPlan, plan_micro_batches
 from verl_lite.engine.offload import TransferLog, build_offload
 from verl_lite.engine.optim import build_lr_scheduler, build_optimizer, num_warmup_steps
-from verl_lite.engine.parallelize import (
-    apply_parallelism,
-    build_mp_policy,
-    decoder_layers,
-    parse_dtype,
-    reshard,
-    set_gradient_sync,
-)
+from verl_lite.engine.parallelize import apply_fsdp2, build_mp_policy, decoder_layers, parse_dtype
 from verl_lite.engine.token_head import apply_token_head
 from verl_lite.engine.ulysses import apply_ulysses
 from verl_lite.engine.weight_gather import iter_full_params
@@ -166,7 +158,7 @@ class FSDPEngine:
             n for n, p in self.module.named_parameters(remove_duplicate=False) if not p.requires_grad
         )
         mp = fsdp_cfg.mixed_precision
-        self.wrapped = apply_parallelism(
+        self.wrapped = apply_fsdp2(
             self.module,
             self.mesh,
             reshard_after_forward=fsdp_cfg.reshard_after_forward,
@@ -241,7 +233,9 @@ class FSDPEngine:
         try:
             yield
         finally:
-            reshard(self.module)
+            for module in self.module.modules():
+                if isinstance(module, FSDPModule):
+                    module.reshard()
             self.offload.exit_phase(name)
             dev.empty_cache()
             dev.synchronize()
@@ -385,7 +379,7 @@ class FSDPEngine:
         last = len(micros) - 1
         for i, micro in enumerate(micros):
             sync = self.reduce_every_micro or i == last
-            set_gradient_sync(self.module, sync)
+            self.module.set_requires_gradient_sync(sync)
             with self.run_model.context(micro):
                 with self._saving_activations():
                     output = self.model_forward(micro, request)

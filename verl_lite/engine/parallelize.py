@@ -1,22 +1,10 @@
-"""Apply FSDP2 to a Hugging Face causal LM: the one call site of `fully_shard` and the one place
-that decides whether an engine is sharded at all (the meshes it shards over are built in one place
-too: engine/mesh.py).
+"""Apply FSDP2 to a Hugging Face causal LM: the one call site of `fully_shard` (the meshes it
+shards over are built in one place too: engine/mesh.py).
 
 Which submodules get their own `fully_shard` decides what is gathered at a time: by default every
 decoder layer (the model's `_no_split_modules`), so one layer's full params exist during its
 forward/backward; with `wrap_policy.min_num_params > 0`, every submodule at least that large whose
 children are all smaller. The root module is sharded last and takes the rest (embeddings, norm, head).
-
-One rank with nothing to cast or offload is not sharded (`shards_params`): there FSDP2 would only
-copy each unit's params into an "unsharded" buffer before its forward and again before its backward,
-copy every grad out and back for a reduce-scatter over one rank, and run its hooks around every
-unit -- the same numbers, by the same ops, at ~15% of a small model's update (measured at the tiny
-model, scripts/bench_update.py). The model then trains as it is: params, grads and AdamW's state are
-plain tensors, every phase, offload mode and checkpoint works on them as on one rank's shards
-(DCP writes a plain tensor and a one-rank shard alike), and the units are still chosen, so manual
-optimizer offload streams the same layers. Mixed precision (FSDP2 casts params for compute and
-grads for the reduction), offload_policy (FSDP2's host offload) and any mesh of two or more ranks
-keep fully_shard.
 """
 
 from __future__ import annotations
@@ -24,13 +12,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
-from torch.distributed.fsdp import (
-    CPUOffloadPolicy,
-    FSDPModule,
-    MixedPrecisionPolicy,
-    OffloadPolicy,
-    fully_shard,
-)
+from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, OffloadPolicy, fully_shard
 
 
 def _num_params(module: nn.Module) -> int:
@@ -66,68 +48,6 @@ def select_wrapped_modules(model: nn.Module, min_num_params: int) -> list[nn.Mod
 
     visit(model)
     return chosen
-
-
-def shards_params(
-    model: nn.Module, mesh: DeviceMesh, mp_policy: MixedPrecisionPolicy, offload_policy: OffloadPolicy
-) -> bool:
-    """Whether `model` is sharded with fully_shard (module docstring): always on two or more ranks;
-    on one, only when FSDP2 casts (a param_dtype or reduce_dtype other than the params' own) or
-    offloads (CPUOffloadPolicy)."""
-    if mesh.size() > 1 or isinstance(offload_policy, CPUOffloadPolicy):
-        return True
-    dtypes = {p.dtype for p in model.parameters()}
-    return any(d is not None and dtypes != {d} for d in (mp_policy.param_dtype, mp_policy.reduce_dtype))
-
-
-def apply_parallelism(
-    model: nn.Module,
-    mesh: DeviceMesh,
-    *,
-    reshard_after_forward: bool,
-    min_num_params: int,
-    mp_policy: MixedPrecisionPolicy,
-    offload_policy: OffloadPolicy,
-    forward_prefetch: bool = False,
-) -> list[nn.Module]:
-    """The engine's model as it trains: sharded in place with FSDP2 where `shards_params` says so,
-    else left as it is. Returns the units (what has, or would have, its own fully_shard) in forward
-    order either way."""
-    if not shards_params(model, mesh, mp_policy, offload_policy):
-        own_storage(model)
-        return select_wrapped_modules(model, min_num_params)
-    return apply_fsdp2(
-        model,
-        mesh,
-        reshard_after_forward=reshard_after_forward,
-        min_num_params=min_num_params,
-        mp_policy=mp_policy,
-        offload_policy=offload_policy,
-        forward_prefetch=forward_prefetch,
-    )
-
-
-def own_storage(model: nn.Module) -> None:
-    """Give every param storage of its own that can be freed and re-allocated (resized), as FSDP2's
-    shards have: a loaded model's may be views of the file it was read from, and param_offload frees
-    and refills storages between phases. Tied params stay one Parameter."""
-    for param in model.parameters():
-        if not param.untyped_storage().resizable():
-            param.data = param.data.clone()
-
-
-def set_gradient_sync(model: nn.Module, sync: bool) -> None:
-    """FSDP2's `set_requires_gradient_sync`; an unsharded model has no reduction to defer (its grads
-    accumulate in place, in the params' dtype, as FSDP2's would on one rank)."""
-    if isinstance(model, FSDPModule):
-        model.set_requires_gradient_sync(sync)
-
-
-def reshard(model: nn.Module) -> None:
-    """Free every FSDP unit's gathered params (a no-op for an unsharded model)."""
-    for module in model.modules():
-        if isinstance(module, FSDPModule):
-            module.reshard()
 
 
 def apply_fsdp2(
