@@ -76,6 +76,12 @@ def _train(rank, world, model_dir, variant, loss_agg_mode="token-mean"):
         optim_cfg=actor_cfg.optim,
         grad_clip=actor_cfg.grad_clip,
     )
+    # eps 1e-6, not verl's 1e-8: the k_proj biases have an exactly-zero gradient in exact arithmetic
+    # (softmax ignores a shift shared by all keys), so their fp32 gradient is reduction-order noise that
+    # AdamW with eps 1e-8 turns into a full lr-sized step (1.6e-5 apart between layouts under the large
+    # loss scale of seq-mean-token-sum on CI's CPU). The engine's exactness is what is compared here.
+    for group in engine.optimizer.param_groups:
+        group["eps"] = 1e-6
     actor = PPOActor(engine, actor_cfg, response_length=5, temperature=1.0)
     local_mini = MINI // world
     history = []
