@@ -11,7 +11,8 @@ accumulation, one iteration), fp32, one thread, sampling at temperature 1 with n
 the same rule reward (verl_lite's scorer, imported from the repo).
 
 Written to <out>: trl_steps.json (per step: wall seconds from the trainer's step begin to its
-end, the seconds in `generate`, the seconds in TRL's generate-and-score) and the final model in
+end, the seconds in `generate`, the seconds in TRL's generate-and-score, the mean completion
+length TRL logged) and the final model in
 model/ (for the accuracy evaluation, which the orchestrator runs the same way for both sides).
 """
 
@@ -150,6 +151,13 @@ def main(spec_path: str) -> None:
         callbacks=[timer.callback()],
     )
     trainer.train()
+    lengths = [
+        e["completions/mean_length"] for e in trainer.state.log_history if "completions/mean_length" in e
+    ]
+    if len(lengths) != len(timer.steps):
+        raise RuntimeError(f"{len(lengths)} logged completion lengths for {len(timer.steps)} steps")
+    for step, length in zip(timer.steps, lengths):
+        step["completion_mean_length"] = length
     trainer.save_model(os.path.join(spec["out"], "model"))
     with open(os.path.join(spec["out"], "trl_steps.json"), "w") as f:
         json.dump(timer.steps, f)

@@ -56,6 +56,8 @@ from bench_vs_trl_setup import (  # noqa: E402
 PRESETS = {
     "tiny": dict(model="tiny", prompts=8, samples=4, response_length=16, steps=20, repeats=3),
     "20m": dict(model="20m", prompts=8, samples=4, response_length=128, steps=10, repeats=1),
+    # issue 25's independent measurement: 4 layers of 640, 128 positions, L=110, 8 steps
+    "21m": dict(model="21m", prompts=8, samples=4, response_length=110, steps=8, repeats=1),
 }
 SIDES = ("trl", "hf", "vllm", "hf2", "vllm2")
 FIRST_TIMED_STEP = 3
@@ -179,6 +181,7 @@ def verl_phases(row: dict) -> dict[str, float]:
         "update": row.get("timing_s/update_actor", 0.0),
         "reward+adv": driver,
         "dispatch": row["timing_s/step"] - worker - driver,
+        "response_len": row["response_length/mean"],
     }
 
 
@@ -236,6 +239,7 @@ def run_trl(a, python: str, seed: int, model: str, run: str, train: str) -> dict
         "generate": med("generate_s"),
         "reward+adv": med("generate_and_score_s") - med("generate_s"),
         "update": med("step_s") - med("generate_and_score_s"),
+        "response_len": med("completion_mean_length"),
     }
     return {"phases": phases, "final_model": os.path.join(run, "model")}
 
@@ -263,7 +267,7 @@ def summarize(results: dict, sides: list[str]) -> dict:
 
 def print_table(summary: dict, a, header: list[str]) -> None:
     print("\n".join(header))
-    cols = ("generate", "old_log_prob", "update", "reward+adv", "dispatch")
+    cols = ("generate", "old_log_prob", "update", "reward+adv", "dispatch", "response_len")
     print(
         f"{'side':8} {'cycle s':>8} {'x TRL':>6} {'(range)':>13} {'step s':>8} "
         + " ".join(f"{c:>12}" for c in cols)

@@ -17,6 +17,25 @@ import sys
 
 TRL_VERSION = "1.16.0"
 EVAL_PROMPTS = 200
+# random-init Qwen2 shapes (the tiny tokenizer); 21m is issue 25's independent measurement's geometry
+RANDOM_SHAPES = {
+    "20m": dict(
+        hidden_size=512,
+        intermediate_size=1536,
+        num_hidden_layers=7,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+    ),
+    "21m": dict(
+        hidden_size=640,
+        intermediate_size=1920,
+        num_hidden_layers=4,
+        num_attention_heads=10,
+        num_key_value_heads=10,
+        max_position_embeddings=128,
+    ),
+}
 TOKENIZER_FILES = (
     "tokenizer.json",
     "tokenizer_config.json",
@@ -53,19 +72,14 @@ def build_model_dir(name: str, root: str) -> tuple[str, int]:
         path = tiny
     elif name == "tiny-random":
         path = _random_model(AutoConfig.from_pretrained(tiny), tiny, os.path.join(root, name))
-    elif name == "20m":
+    elif name in RANDOM_SHAPES:
         base = AutoConfig.from_pretrained(tiny)
         config = Qwen2Config(
             vocab_size=base.vocab_size,
-            hidden_size=512,
-            intermediate_size=1536,
-            num_hidden_layers=7,
-            num_attention_heads=8,
-            num_key_value_heads=2,
-            max_position_embeddings=256,
             tie_word_embeddings=True,
             eos_token_id=base.eos_token_id,
             pad_token_id=base.pad_token_id,
+            **RANDOM_SHAPES[name],
         )
         path = _random_model(config, tiny, os.path.join(root, name))
     else:

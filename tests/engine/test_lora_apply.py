@@ -15,6 +15,7 @@ from verl_lite.engine.lora import (
     adapter_file_state,
     apply_lora,
     base_param_name,
+    merged_state_dict,
     save_adapter,
 )
 from verl_lite.engine.lora_spec import LoraSpec, lora_enabled
@@ -114,3 +115,20 @@ def test_bad_lora_settings_name_the_key(tiny_model_dir, tmp_path):
     spec = dataclasses.replace(LoraSpec.of(critic, "value"), rank=-1)
     with pytest.raises(ValueError, match=r"critic.model.lora_rank=-1: LoRA needs a positive rank"):
         apply_lora(load_value_model(critic, torch.float32), spec)
+
+
+def test_the_merged_export_leaves_the_state_it_reads_untouched(tiny_model_dir):
+    """On one CPU rank the full state dict save_engine merges is the engine's own params (no copy):
+    the merge must make new tensors, not add the adapter into the live base weights."""
+    model = apply_lora(AutoModelForCausalLM.from_pretrained(tiny_model_dir), _spec(tiny_model_dir))
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if ".lora_B." in name:
+                p.normal_()
+    live = model.state_dict()  # the tensors themselves, as get_model_state_dict gives on one rank
+    before = {k: v.clone() for k, v in live.items()}
+    merged = merged_state_dict(live, model.peft_config["default"], model.config)
+    assert all(torch.equal(live[k], before[k]) for k in live), "the merge changed the state it read"
+    key = "model.layers.0.self_attn.q_proj.weight"
+    base = before["base_model.model.model.layers.0.self_attn.q_proj.base_layer.weight"]
+    assert not torch.equal(merged[key], base), "the adapter was merged"

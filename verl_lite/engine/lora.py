@@ -122,7 +122,9 @@ def hf_module(module: torch.nn.Module) -> torch.nn.Module:
 def merged_state_dict(full_state: dict[str, torch.Tensor], config: PeftConfig, hf_config) -> dict:
     """HF weights with the adapter folded in (W + scale * B @ A, by PEFT's own merge), from a full
     state dict in PEFT's parameter names. The model is built on the meta device and the tensors are
-    assigned, so no copy of the weights is allocated beyond the merged ones."""
+    assigned, so no copy of the weights is allocated beyond the merged ones; `full_state` is left as
+    it is (safe_merge: each merged weight is a new tensor). On one CPU rank the full state dict's
+    tensors are the engine's own params, which an in-place merge would change under the run."""
     from transformers import AutoModelForCausalLM, AutoModelForTokenClassification
 
     builder = (
@@ -134,5 +136,5 @@ def merged_state_dict(full_state: dict[str, torch.Tensor], config: PeftConfig, h
     if unexpected or [k for k in missing if "lm_head" not in k]:
         raise ValueError(f"LoRA state does not fit the model: missing {missing}, unexpected {unexpected}")
     peft_model.get_base_model().tie_weights()  # assigned tensors are separate; re-tie as loading would
-    model = peft_model.merge_and_unload()
+    model = peft_model.merge_and_unload(safe_merge=True)
     return {k: v for k, v in model.state_dict().items() if v.device.type != "meta"}

@@ -2,6 +2,14 @@
 
 A run joins the cluster named by ray_kwargs.ray_init.address or RAY_ADDRESS, else starts a local
 Ray of its own (address="local": never another job's cluster that `ray start` left running).
+
+A local Ray runs its workers at the driver's priority (`LOCAL_SYSTEM_CONFIG`). Ray's default
+`worker_niceness` is 15, for workers that run background tasks beside an interactive driver; here
+the workers are the whole training (the FSDP2 engine and the rollout) and the driver mostly waits
+on them, so at nice 15 they lose the CPU to the driver, Ray's own daemons and anything else on the
+machine whenever those want it (measured: on a shared 2-core machine the worker of the tiny run
+was the only process at nice 15 beside TRL's and the tests' at 0). A cluster started with `ray
+start` keeps its own setting (RAY_worker_niceness=0 in the environment of `ray start` sets it).
 """
 
 from __future__ import annotations
@@ -15,6 +23,9 @@ from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.utils import process_guard
 
 log = logging.getLogger(__name__)
+
+# Ray's system config for a Ray this run starts: workers at nice 0, as the driver (module docstring)
+LOCAL_SYSTEM_CONFIG = {"worker_niceness": 0}
 
 
 def ray_init_kwargs(config: PPOTrainerConfig) -> dict:
@@ -30,6 +41,7 @@ def ray_init_kwargs(config: PPOTrainerConfig) -> dict:
         "num_cpus": r.num_cpus,
         "include_dashboard": r.include_dashboard,
         "runtime_env": runtime_env(r.runtime_env),
+        "_system_config": dict(LOCAL_SYSTEM_CONFIG),
     }
 
 
