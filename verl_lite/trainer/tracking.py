@@ -21,14 +21,7 @@ from contextlib import contextmanager
 from tqdm import tqdm
 
 from verl_lite.errors import RunError
-from verl_lite.trainer.console_format import (
-    console_width,
-    fmt_value,
-    format_line,
-    format_step,
-    group_of,
-    headline,
-)
+from verl_lite.trainer import console_format as cf
 from verl_lite.trainer.trackers import Sample, TensorboardLogger, WandbLogger
 from verl_lite.utils.logs import console_write
 
@@ -41,27 +34,21 @@ class ConsoleLogger:
         live = self.stream.isatty()
         self.bar = tqdm(total=total_steps, desc="training", unit="step", file=self.stream, disable=not live)
 
-    def full_block(self, metrics: dict, step: int) -> bool:
+    def log(self, metrics: dict, step: int) -> None:
         """Validation steps (val-* metrics), the last step and every full_freq-th show every metric."""
         every = self.full_freq > 0 and step % self.full_freq == 0
-        return step >= self.total_steps or every or any(group_of(k) == "val" for k in metrics)
-
-    def log(self, metrics: dict, step: int) -> None:
-        if self.full_block(metrics, step):
-            text = format_step(metrics, step, self.total_steps, console_width())
+        if step >= self.total_steps or every or any(cf.group_of(k) == "val" for k in metrics):
+            console_write(cf.format_step(metrics, step, self.total_steps, cf.console_width()), self.stream)
         else:
-            text = format_line(metrics, step, self.total_steps)
-        console_write(text, self.stream)
+            console_write(cf.format_line(metrics, step, self.total_steps), self.stream)
         if step > self.bar.n:
-            self.bar.set_postfix_str(" | ".join(f"{k} {v}" for k, v in headline(metrics)), refresh=False)
+            self.bar.set_postfix_str(" | ".join(f"{k} {v}" for k, v in cf.headline(metrics)), refresh=False)
             self.bar.update(step - self.bar.n)
 
     def log_generations(self, samples: list[Sample], step: int) -> None:
         for text_in, text_out, score in samples:
-            console_write(
-                f"val step {step} | input {text_in!r} | output {text_out!r} | score {fmt_value(score)}",
-                self.stream,
-            )
+            line = f"val step {step} | input {text_in!r} | output {text_out!r} | score {cf.fmt_value(score)}"
+            console_write(line, self.stream)
 
     def finish(self) -> None:
         self.bar.close()
@@ -137,15 +124,8 @@ class Tracking:
     @classmethod
     def from_config(cls, config, total_steps: int) -> Tracking:
         t = config.trainer
-        return cls(
-            t.logger,
-            t.default_local_dir,
-            total_steps,
-            t.project_name,
-            t.experiment_name,
-            config,
-            t.console_full_freq,
-        )
+        names = (t.project_name, t.experiment_name, config, t.console_full_freq)
+        return cls(t.logger, t.default_local_dir, total_steps, *names)
 
     def log(self, metrics: dict, step: int) -> None:
         for logger in self.loggers:
