@@ -691,6 +691,10 @@ def run_in_process(overrides: list[str], monkeypatch, capsys) -> tuple[int, str,
     """(exit status, the stderr line(s) of verl_lite, seconds) of the CLI on these overrides: the argv
     check main_ppo's `__main__` makes before Hydra (verl's '+' spellings, unknown keys), then main_ppo.run."""
     monkeypatch.setattr(main_ppo, "start_ray", _no_ray)
+    import ray
+
+    # a fresh CLI process is connected to no Ray (a session fixture of an earlier test may be)
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
     start = time.perf_counter()
     try:
         overrides = normalize_argv(overrides)
@@ -771,6 +775,23 @@ def test_bad_environment_fails_before_ray_with_one_line(
     assert code == 2 and message.startswith("verl_lite: ") and len(message.splitlines()) == 1, message
     for fragment in fragments:
         assert fragment.format(**fill) in message, message
+
+
+def test_an_external_lib_that_raises_on_import_is_one_line_before_ray(tmp_path, monkeypatch, capsys):
+    """Start-up builds the model's config, importing model.external_lib as the workers do: a module
+    that raises is named in one line with its error, not its traceback."""
+    (tmp_path / "raising_lib_xyz.py").write_text('raise RuntimeError("boom at import")\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    overrides = [
+        *BASE,
+        f"trainer.default_local_dir={tmp_path}/run",
+        f"{ARR}.model.external_lib=raising_lib_xyz",
+    ]
+    code, message, _ = run_in_process(overrides, monkeypatch, capsys)
+    assert code == 2 and message.startswith("verl_lite: ") and len(message.splitlines()) == 1, message
+    assert (
+        f"{ARR}.model.external_lib='raising_lib_xyz' fails to import: RuntimeError: boom at import" in message
+    )
 
 
 def test_both_kl_terms_are_announced_once(tmp_path, monkeypatch, capsys):

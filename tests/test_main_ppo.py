@@ -123,8 +123,11 @@ def test_console_shows_each_step_and_no_third_party_output(two_step_run):
 
 
 def test_a_worker_error_is_shown_on_the_console(tmp_path):
-    """An error raised inside a worker (here: importing model.external_lib) still reaches the console."""
-    (tmp_path / "failing_model_lib.py").write_text('raise RuntimeError("injected failure in a worker")\n')
+    """An error raised inside a worker (here: importing model.external_lib, which fails only in a
+    worker: start-up imports it too, before Ray) still reaches the console."""
+    (tmp_path / "failing_model_lib.py").write_text(
+        'import os\n\nif "RANK" in os.environ:\n    raise RuntimeError("injected failure in a worker")\n'
+    )
     env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
     proc = run_cli(tmp_path, *SMALL, "actor_rollout_ref.model.external_lib=failing_model_lib", env=env)
     assert proc.returncode != 0

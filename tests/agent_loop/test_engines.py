@@ -59,7 +59,11 @@ def world(tmp_path_factory):
     except ImportError:
         pass
     yield actor, rollouts, tmp_path_factory.mktemp("agent_configs")
-    rollouts.pop("vllm", None)
+    vllm = rollouts.pop("vllm", None)
+    if (
+        vllm is not None
+    ):  # vLLM's shutdown destroys its groups, so a later engine in this process starts clean
+        del vllm.llm
     gc.collect()
     if dist.is_initialized():
         dist.destroy_process_group()

@@ -55,8 +55,8 @@ def to_config(cfg: DictConfig) -> PPOTrainerConfig:
 
 def build_config(cfg: DictConfig) -> PPOTrainerConfig:
     """The typed config of a composed one; ConfigError lists refused values and bad spellings."""
-    problems = check_support(cfg)
-    try:
+    try:  # the support table reads resolved values too
+        problems = check_support(cfg)
         config = to_config(cfg)
     except InterpolationResolutionError as e:  # OmegaConf names the reference, not the key holding it
         raise ConfigError([unresolvable(cfg, e)]) from e

@@ -24,8 +24,9 @@ class ModelBase(ConfigNode):
 
     path: str | None = VERL_MODEL  # local HF model folder (config, weights, tokenizer)
     external_lib: str | None = None  # module imported before loading (registers custom models)
-    # HF config fields to override, and attn_implementation (verl's default flash_attention_2; engine/attention.py)
-    override_config: dict[str, Any] | None = field(default_factory=dict)
+    override_config: dict[str, Any] | None = field(
+        default_factory=dict
+    )  # HF config fields to override, and attn_implementation (verl's default flash_attention_2; engine/attention.py)
     trust_remote_code: bool | None = False  # passed to the model loader
     use_shm: bool | None = False  # copy the model folder to /dev/shm once per node and load it from there
     enable_gradient_checkpointing: bool = True  # recompute activations in backward

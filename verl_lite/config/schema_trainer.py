@@ -91,15 +91,19 @@ class FilterGroupsConfig(ConfigNode):
 
 @dataclass
 class RolloutCorrectionConfig(ConfigNode):
-    # truncated importance weights pi_train / pi_rollout: token | sequence (algos/rollout_corr.py)
-    rollout_is: str | None = None
+    rollout_is: str | None = (
+        None  # truncated importance weights pi_train / pi_rollout: token | sequence (algos/rollout_corr.py)
+    )
     rollout_is_threshold: float | None = 2.0  # upper truncation of those weights
-    # rejection: comma-separated token_k1..3, seq_sum_k1..3, seq_mean_k1..3, seq_max_k2..3 (algos/rollout_rs.py)
-    rollout_rs: str | None = None
-    # rejection bounds: one for all options or one per option; k1: "lower_upper" or an upper bound
-    rollout_rs_threshold: Any = None
-    # the rollout's log-probs as the old policy's: no old-log-prob pass (algos/policy_loss_bypass.py)
-    bypass_mode: bool | None = False
+    rollout_rs: str | None = (
+        None  # rejection: comma-separated token_k1..3, seq_sum_k1..3, seq_mean_k1..3, seq_max_k2..3 (algos/rollout_rs.py)
+    )
+    rollout_rs_threshold: Any = (
+        None  # rejection bounds: one for all options or one per option; k1: "lower_upper" or an upper bound
+    )
+    bypass_mode: bool | None = (
+        False  # the rollout's log-probs as the old policy's: no old-log-prob pass (algos/policy_loss_bypass.py)
+    )
     loss_type: str | None = "ppo_clip"  # bypass mode's loss: ppo_clip | reinforce
     rollout_is_batch_normalize: bool | None = False  # normalise the weights to mean 1 over the batch
 

@@ -29,6 +29,7 @@ allowlist for `.metadata`, `weights_only=True` for every item), extras with `wei
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 
@@ -101,6 +102,19 @@ def write_failure(error: BaseException | None, depth: int = 0) -> OSError | None
     return None
 
 
+def _no_space_left(path: str) -> bool:
+    """Whether the filesystem holding `path` (or its nearest existing parent) has under 1 MiB left:
+    a failed write there is the full disk, whatever the writer raised."""
+    folder = os.path.abspath(path)
+    while not os.path.exists(folder) and os.path.dirname(folder) != folder:
+        folder = os.path.dirname(folder)
+    try:
+        stats = os.statvfs(folder)
+    except OSError:
+        return False
+    return stats.f_bavail * stats.f_frsize < 1 << 20
+
+
 def save_engine(engine, path: str, contents: list[str], *, extra: dict | None = None, tokenizer=None) -> None:
     """Write `engine`'s state into `path`; every rank calls this together (DCP and the HF gather
     are collectives). `extra` is this rank's worker state, stored beside the scheduler and RNGs.
@@ -108,8 +122,10 @@ def save_engine(engine, path: str, contents: list[str], *, extra: dict | None = 
     folder and the reason in one line, DCP's per-rank tracebacks left out."""
     try:
         _save_engine(engine, path, contents, extra, tokenizer)
-    except (OSError, CheckpointException) as e:
+    except (OSError, CheckpointException, RuntimeError) as e:
         cause = write_failure(e)
+        if cause is None and _no_space_left(path):  # torch's zip writer: "file write failed", no OSError
+            cause = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         if cause is None or isinstance(e, CheckpointWriteError):
             raise
         raise CheckpointWriteError(

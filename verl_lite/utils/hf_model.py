@@ -57,7 +57,13 @@ def model_files(model_cfg) -> str:
 def _load_config(model_cfg, key: str, **fields):
     check_model_dir(model_cfg.path, f"{key}.path")
     if model_cfg.external_lib:
-        importlib.import_module(model_cfg.external_lib)
+        try:
+            importlib.import_module(model_cfg.external_lib)
+        except Exception as e:  # the user's module raising on import: one line, not its traceback
+            raise ValueError(
+                f"{key}.external_lib={model_cfg.external_lib!r} fails to import: {type(e).__name__}: "
+                f"{' '.join(str(e).split())[:300]}; fix the module or unset the key"
+            ) from e
     config = AutoConfig.from_pretrained(model_cfg.path, trust_remote_code=model_cfg.trust_remote_code)
     for name, value in (model_cfg.override_config or {}).items():
         if name == "attn_implementation":  # not a config field: the loaders' argument (engine/attention.py)
