@@ -1,7 +1,7 @@
 """Generate docs/config.md, the config reference, from the schema: `python -m verl_lite.config.docs > docs/config.md`.
 
 Every key's default comes from the dataclasses themselves and its meaning from the trailing
-`# comment` on its line (or the comment line right above it) in the schema modules (config/schema*.py, the one place defaults and their
+`# comment` on its line in the schema modules (config/schema*.py, the one place defaults and their
 documentation live); what verl_lite accepts of keys it implements only in part comes from
 config/support.py. Nested dataclasses become sections named by their dotted path, in declaration order.
 tests/config/test_docs.py fails when docs/config.md differs from this output, or when a key has
@@ -26,15 +26,11 @@ REGENERATE = "python -m verl_lite.config.docs > docs/config.md"
 
 
 def field_comments(source: str) -> dict[tuple[str, str], str]:
-    """(class name, field name) -> the comment on the field's lines (a wrapped field has it inside),
-    else the comment line right above it (a field whose line has no room for one)."""
+    """(class name, field name) -> the comment on the field's lines (a wrapped field has it inside)."""
     comments: dict[int, str] = {}
-    above: dict[int, str] = {}  # the line under a comment-only line -> that comment
     for tok in tokenize.generate_tokens(io.StringIO(source).readline):
         if tok.type == tokenize.COMMENT:
             comments[tok.start[0]] = tok.string.lstrip("#").strip()
-            if tok.line.lstrip().startswith("#"):
-                above[tok.start[0] + 1] = comments[tok.start[0]]
     found = {}
     for node in ast.parse(source).body:
         if not isinstance(node, ast.ClassDef):
@@ -42,7 +38,7 @@ def field_comments(source: str) -> dict[tuple[str, str], str]:
         for stmt in node.body:
             if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
                 lines = range(stmt.lineno, stmt.end_lineno + 1)
-                text = " ".join(comments[n] for n in lines if n in comments) or above.get(stmt.lineno, "")
+                text = " ".join(comments[n] for n in lines if n in comments)
                 found[(node.name, stmt.target.id)] = text
     return found
 
