@@ -9,12 +9,12 @@ import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from tests.helpers.logits import logprob_entropy_from_logits
 from verl_lite.algos.chunked_logprob import (
     entropy_from_logits_chunked,
     fused_chunk_tokens,
     linear_logprob_entropy,
     linear_sum_pi_squared,
-    logprob_entropy_from_logits,
 )
 from verl_lite.algos.logprob import entropy_from_logits, logprobs_from_logits
 

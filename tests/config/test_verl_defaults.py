@@ -7,7 +7,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from tests.config.verl_facts import MISSING, VERL_COMMIT, VERL_DEFAULTS, Link
-from verl_lite.config.deviations import DEVIATIONS, by_key
+from verl_lite.config.deviations import DEVIATIONS
 from verl_lite.config.schema import PPOTrainerConfig
 
 SCHEMA = OmegaConf.structured(PPOTrainerConfig)
@@ -55,7 +55,7 @@ def test_the_facts_name_their_verl_commit_and_most_keys_are_shared():
 @pytest.mark.parametrize("key", SHARED)
 def test_a_shared_key_has_verls_default_or_a_listed_deviation(key):
     verl, raw = VERL_DEFAULTS[key], _raw(key)
-    deviation = by_key().get(key)
+    deviation = next((d for d in DEVIATIONS if d.key == key), None)
     if deviation is not None:
         assert _same(raw, deviation.default), (
             f"{key}: schema {raw!r}, deviations.py says {deviation.default!r}"

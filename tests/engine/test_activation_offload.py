@@ -14,10 +14,10 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from tests.helpers.dist import run_ranks
 from tests.helpers.models import make_ppo_batch
+from tests.helpers.packing import pack_batch
 from verl_lite.algos.logprob import logprobs_from_logits
 from verl_lite.engine.activation_offload import ActivationOffload
 from verl_lite.engine.offload import TransferLog
-from verl_lite.engine.packing import pack_batch
 from verl_lite.engine.parallelize import apply_fsdp2, build_mp_policy
 
 LAYERS, HIDDEN, VOCAB = 3, 32, 97

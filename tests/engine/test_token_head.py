@@ -10,7 +10,7 @@ from torch.distributed.fsdp import OffloadPolicy
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from tests.helpers.dist import run_ranks
-from verl_lite.algos.chunked_logprob import logprob_entropy_from_logits
+from tests.helpers.logits import logprob_entropy_from_logits
 from verl_lite.engine.parallelize import apply_fsdp2, build_mp_policy
 from verl_lite.engine.token_head import TokenHead, apply_token_head, token_request
 

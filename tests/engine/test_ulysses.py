@@ -15,8 +15,9 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from tests.helpers.dist import run_ranks
 from tests.helpers.models import make_ppo_batch
+from tests.helpers.packing import pack_batch
 from verl_lite.algos.logprob import entropy_from_logits, logprobs_from_logits
-from verl_lite.engine.packing import pack_batch, unpack
+from verl_lite.engine.packing import unpack
 from verl_lite.engine.ulysses import apply_ulysses, sequence_parallel, shard_rows
 
 TOL = 1e-5

@@ -22,7 +22,6 @@ Every path gives the same values and gradients as log_softmax on the full logits
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
 DEFAULT_CHUNK = 2048
@@ -126,32 +125,6 @@ def linear_logprob_entropy(
         hidden.reshape(-1, hidden.shape[-1]), weight, labels.reshape(-1), temperature, chunk, with_entropy
     )
     return logp.reshape(shape), entropy.reshape(shape)
-
-
-def logprob_entropy_from_logits(
-    logits: torch.Tensor,
-    labels: torch.Tensor,
-    *,
-    with_entropy: bool = True,
-    entropy_chunk: int | None = None,
-    entropy_checkpointing: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The logits path: log-probs of `labels` and, when asked, the entropy, chunked (entropy_chunk)
-    and/or recomputed in backward (entropy_checkpointing) as verl's actor keys ask."""
-    logits = logits.float()
-    logp = torch.gather(F.log_softmax(logits, dim=-1), -1, labels.unsqueeze(-1)).squeeze(-1)
-    if not with_entropy:
-        return logp, None
-    if entropy_chunk:
-        fn = lambda x: entropy_from_logits_chunked(x, entropy_chunk)  # noqa: E731
-    else:
-        fn = _entropy
-    return logp, checkpointed(fn, logits) if entropy_checkpointing else fn(logits)
-
-
-def _entropy(logits: torch.Tensor) -> torch.Tensor:
-    logp = F.log_softmax(logits, dim=-1)
-    return -(logp.exp() * logp).sum(-1)
 
 
 @torch.no_grad()

@@ -77,7 +77,3 @@ DEVIATIONS: list[Deviation] = [
         "reward model sharing the actor's tokenizer)",
     ),
 ]
-
-
-def by_key() -> dict[str, Deviation]:
-    return {d.key: d for d in DEVIATIONS}

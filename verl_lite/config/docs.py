@@ -113,10 +113,5 @@ def render() -> str:
     return "\n".join(out)
 
 
-def undocumented() -> list[str]:
-    comments = schema_comments()
-    return [k for _, _, rows in sections(PPOTrainerConfig(), "", comments) for k, _, m in rows if not m]
-
-
 if __name__ == "__main__":
     sys.stdout.write(render())

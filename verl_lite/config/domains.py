@@ -191,6 +191,7 @@ DOMAINS: dict[str, Domain] = {
     "trainer.log_val_generations": NON_NEG_INT,
     "trainer.test_freq": FREQ,
     "trainer.save_freq": FREQ,
+    "trainer.console_full_freq": FREQ,
     "trainer.dist_timeout_s": POS_INT,
     "trainer.device_memory_gb": POS.or_null("what the workers report"),
     "trainer.max_actor_ckpt_to_keep": POS_INT.or_null("keep all"),

@@ -151,10 +151,3 @@ def resolved_default(key: str) -> Any:
     for part in key.split("."):
         node = node[part]
     return node
-
-
-def resolved_value(cfg: DictConfig, key: str) -> Any:
-    value = OmegaConf.select(cfg, key)
-    return (
-        OmegaConf.to_container(value, resolve=True) if isinstance(value, (DictConfig, ListConfig)) else value
-    )

@@ -178,6 +178,9 @@ class TrainerConfig(ConfigNode):
     )
     auto_offload: bool = False  # apply the memory planner's actor offload and micro-batch at start-up
     device_memory_gb: float | None = None  # auto_offload's budget per device; null: what the devices report
+    console_full_freq: int | None = (
+        -1  # also show every metric on the console every this many steps; -1: only at validation and the last step
+    )
 
 
 @dataclass

@@ -178,10 +178,3 @@ def plan_micro_batches(
         need = len(first_fit_groups(ext, max_token_len, packed))
         groups = balanced_groups(ext, agree_max(need), max_token_len, packed)
     return [MicroPlan.of(ext, g) for g in groups]
-
-
-def plan_cost(ext: RowExtents, plan: MicroPlan, packed: bool) -> int:
-    """What a planned micro-batch costs against the budget (tests and benchmarks read it)."""
-    if packed:
-        return int(ext.tokens[plan.rows].sum())
-    return len(plan.rows) * (ext.prompt_width - plan.start + plan.width)

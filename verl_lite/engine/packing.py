@@ -117,20 +117,6 @@ def unpack(values: torch.Tensor, plan: PackPlan) -> torch.Tensor:
 
 
 @dataclass
-class Packed:
-    input_ids: torch.Tensor  # (rows, width)
-    position_ids: torch.Tensor  # (rows, width)
-    plan: PackPlan  # unpack(values, plan) puts per-token values back in the padded layout
-
-
-def pack_batch(input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor) -> Packed:
-    """A whole padded batch packed in one call (planned on the host, packed on input_ids' device):
-    for tests and benchmarks; the engine plans every micro-batch before the batch moves."""
-    plan = plan_pack(attention_mask, position_ids).to(input_ids.device)
-    return Packed(pack(input_ids, plan), plan.position_ids, plan)
-
-
-@dataclass
 class PackedOutput:
     logits: torch.Tensor  # (bs, S, ...) as a padded forward would return, zeros on padding
 

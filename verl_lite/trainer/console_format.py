@@ -1,6 +1,14 @@
-"""The console's picture of one step: every metric under its verl name, grouped so a person can scan.
+"""The console's picture of a step: one compact line of headline metrics, or the full grouped block.
 
-    step 12/120
+Every step gets one line (`format_line`), the metrics a person follows over a long run, under
+short labels (HEADLINE: the first of each label's keys the step has):
+
+    step 12/120 | score 0.3125 | pg_loss -0.0121 | kl 0.00103 | grad_norm 4.264 | resp_len 5.25 | step_s 0.2164 | mem_gb 1.023
+
+Validation steps, the last step and `trainer.console_full_freq`'s get the full block under that line
+(`format_step`), every metric of the step under its verl name, grouped so a person can scan:
+
+    step 12/120 | score 0.3125 | ...
       val             val-core/verl_lite/arith/reward/mean@1 0.3125
       actor           actor/entropy 0.7612        actor/grad_norm 4.264       actor/lr 0.0001   ...
       critic          critic/advantages/max 0.866 critic/advantages/mean 0    ...
@@ -12,7 +20,7 @@
 
 A metric's group is that of the first prefix rule it matches (GROUPS), else `other`; within a group
 keys are sorted, laid out in columns as wide as the terminal. Full names, as in metrics.jsonl, W&B
-and verl's console, so what is read here can be searched for there.
+and verl's console, so what is read here can be searched for there (every step's are there).
 """
 
 from __future__ import annotations
@@ -46,6 +54,19 @@ GROUPS: tuple[tuple[str, Rule], ...] = (
     ("training", _prefixes("training/")),
 )
 OTHER = "other"
+# (label, keys): the first key the step has is shown; kl is the KL loss with use_kl_loss, the in-reward
+# KL with use_kl_in_reward, else the update's approximate KL; memory is the device's peak, or on a
+# CPU-only run the worker's resident host memory
+HEADLINE: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("score", ("critic/score/mean",)),
+    ("pg_loss", ("actor/pg_loss",)),
+    ("kl", ("actor/kl_loss", "critic/kl", "actor/ppo_kl")),
+    ("grad_norm", ("actor/grad_norm",)),
+    ("vf_loss", ("critic/vf_loss",)),
+    ("resp_len", ("response_length/mean",)),
+    ("step_s", ("timing_s/step",)),
+    ("mem_gb", ("perf/max_memory_allocated_gb", "perf/cpu_memory_rss_gb")),
+)
 LABEL_WIDTH = 16
 INDENT = 2
 GAP = 2
@@ -80,8 +101,19 @@ def _columns(cells: list[str], width: int) -> list[str]:
     return ["".join(c.ljust(cell_width) for c in row).rstrip() for row in rows]
 
 
+def headline(metrics: dict) -> list[tuple[str, str]]:
+    """[(label, formatted value), ...] of the HEADLINE metrics the step has."""
+    found = [(label, next((k for k in keys if k in metrics), None)) for label, keys in HEADLINE]
+    return [(label, fmt_value(metrics[key])) for label, key in found if key is not None]
+
+
+def format_line(metrics: dict, step: int, total_steps: int) -> str:
+    return " | ".join([f"step {step}/{total_steps}"] + [f"{k} {v}" for k, v in headline(metrics)])
+
+
 def format_step(metrics: dict, step: int, total_steps: int, width: int = 120) -> str:
-    lines = [f"step {step}/{total_steps}"]
+    """The step's line, then every metric, grouped, in columns within `width`."""
+    lines = [format_line(metrics, step, total_steps)]
     body_width = max(20, width - INDENT - LABEL_WIDTH)
     for name, items in group_metrics(metrics):
         for i, row in enumerate(_columns([f"{k} {v}" for k, v in items], body_width)):

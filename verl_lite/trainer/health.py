@@ -10,8 +10,9 @@ Pure decisions on a metrics dict (the step's, as logged), so they are tested wit
   throughput    perf/throughput at least half the best step so far (a drop usually means longer
                 responses packed into fixed micro-batches)
 
-When one is out of range, one line names the key to change. A hint is said once, and again only when
-its advice changes (or when the value comes back into range); the step loop stays quiet otherwise.
+When one is out of range, one line names the key to change. A hint is said once a change has held
+for SUSTAIN steps in a row (a new advice, or the value back in range): one noisy step on a shared
+machine says nothing, and the step loop stays quiet otherwise.
 On a CPU-only run the device is the host, so memory, utilisation and link do not apply: the first
 check says so once and only the offload share and throughput are checked.
 """
@@ -26,6 +27,7 @@ MIN_UTILIZATION = 80.0
 MIN_LINK_FRACTION = 0.5
 MAX_OFFLOAD_SHARE = 0.25
 MIN_THROUGHPUT_FRACTION = 0.5
+SUSTAIN = 3  # steps a change must hold before it is said
 
 
 @dataclass(frozen=True)
@@ -154,6 +156,7 @@ class HealthMonitor:
     def __init__(self, run: RunShape):
         self.run = run
         self.said: dict[str, str | None] = {}  # check -> advice last given (None: healthy)
+        self.pending: dict[str, tuple[str | None, int]] = {}  # check -> (new advice, steps it has held)
         self.announced = False
         self.best_throughput = 0.0
 
@@ -170,16 +173,25 @@ class HealthMonitor:
         checks["throughput"] = lambda m, run: _throughput(m, run, best)
         self.best_throughput = max(best, metrics.get("perf/throughput", 0.0))
         for name, fn in checks.items():
-            hint = fn(metrics, self.run)
-            advice = hint.advice if hint else None
-            if advice == self.said.get(name):
-                continue
-            if hint:
-                lines.append(f"health: {hint.message}")
-            elif self.said.get(name):
-                lines.append(f"health: {name} back in the healthy range")
-            self.said[name] = advice
+            line = self._sustained(name, fn(metrics, self.run))
+            if line:
+                lines.append(line)
         return lines
+
+    def _sustained(self, name: str, hint: Hint | None) -> str | None:
+        """The line for check `name` once its new state has held SUSTAIN steps, else None."""
+        advice = hint.advice if hint else None
+        if advice == self.said.get(name):
+            self.pending.pop(name, None)
+            return None
+        previous, held = self.pending.get(name, (advice, 0))
+        held = held + 1 if previous == advice else 1
+        self.pending[name] = (advice, held)
+        if held < SUSTAIN:
+            return None
+        del self.pending[name]
+        self.said[name] = advice
+        return f"health: {hint.message}" if hint else f"health: {name} back in the healthy range"
 
 
 def run_shape(actor_cfg, on_gpu: bool) -> RunShape:

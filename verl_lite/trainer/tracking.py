@@ -1,7 +1,8 @@
 """Experiment tracking: `trainer.logger` is a list of backends, each getting every step's metrics.
 
-console      every metric of the step under verl's name, grouped (console_format.py), under a
-             progress bar over the training steps
+console      one line of headline metrics per step; the full grouped block (every metric under
+             verl's name) at validation steps, the last step and every `trainer.console_full_freq`
+             steps (console_format.py); on a terminal, under a progress bar showing the headline
 file         one JSON object per step appended to <trainer.default_local_dir>/metrics.jsonl
 wandb        a Weights & Biases run (trainer/trackers.py)
 tensorboard  TensorBoard event files (trainer/trackers.py)
@@ -14,32 +15,40 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from contextlib import contextmanager
 
 from tqdm import tqdm
 
 from verl_lite.errors import RunError
-from verl_lite.trainer.console_format import console_width, fmt_value, format_step
+from verl_lite.trainer import console_format as cf
 from verl_lite.trainer.trackers import Sample, TensorboardLogger, WandbLogger
 from verl_lite.utils.logs import console_write
 
 
 class ConsoleLogger:
-    def __init__(self, total_steps: int):
-        self.total_steps = total_steps
-        # disable=None: a live bar on a terminal, none in a log file (where it would print every redraw)
-        self.bar = tqdm(total=total_steps, desc="training", unit="step", dynamic_ncols=True, disable=None)
+    def __init__(self, total_steps: int, full_freq: int = -1, stream=None):
+        self.total_steps, self.full_freq = total_steps, full_freq
+        self.stream = stream or sys.stdout
+        # a live bar on a terminal only: in a log file (CI, Slurm) every redraw would be a line
+        live = self.stream.isatty()
+        self.bar = tqdm(total=total_steps, desc="training", unit="step", file=self.stream, disable=not live)
 
     def log(self, metrics: dict, step: int) -> None:
-        console_write(format_step(metrics, step, self.total_steps, console_width()))
+        """Validation steps (val-* metrics), the last step and every full_freq-th show every metric."""
+        every = self.full_freq > 0 and step % self.full_freq == 0
+        if step >= self.total_steps or every or any(cf.group_of(k) == "val" for k in metrics):
+            console_write(cf.format_step(metrics, step, self.total_steps, cf.console_width()), self.stream)
+        else:
+            console_write(cf.format_line(metrics, step, self.total_steps), self.stream)
         if step > self.bar.n:
+            self.bar.set_postfix_str(" | ".join(f"{k} {v}" for k, v in cf.headline(metrics)), refresh=False)
             self.bar.update(step - self.bar.n)
 
     def log_generations(self, samples: list[Sample], step: int) -> None:
         for text_in, text_out, score in samples:
-            console_write(
-                f"val step {step} | input {text_in!r} | output {text_out!r} | score {fmt_value(score)}"
-            )
+            line = f"val step {step} | input {text_in!r} | output {text_out!r} | score {cf.fmt_value(score)}"
+            console_write(line, self.stream)
 
     def finish(self) -> None:
         self.bar.close()
@@ -97,13 +106,14 @@ class Tracking:
         project_name: str = "verl_lite",
         experiment_name: str = "run",
         config=None,
+        console_full_freq: int = -1,
     ):
         problems = logger_problems(backends)
         if problems:
             raise ValueError(problems[0])
         self.loggers = []
         if "console" in backends:
-            self.loggers.append(ConsoleLogger(total_steps))
+            self.loggers.append(ConsoleLogger(total_steps, console_full_freq))
         if "file" in backends:
             self.loggers.append(FileLogger(local_dir))
         if "wandb" in backends:
@@ -114,7 +124,8 @@ class Tracking:
     @classmethod
     def from_config(cls, config, total_steps: int) -> Tracking:
         t = config.trainer
-        return cls(t.logger, t.default_local_dir, total_steps, t.project_name, t.experiment_name, config)
+        names = (t.project_name, t.experiment_name, config, t.console_full_freq)
+        return cls(t.logger, t.default_local_dir, total_steps, *names)
 
     def log(self, metrics: dict, step: int) -> None:
         for logger in self.loggers:

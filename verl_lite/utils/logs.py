@@ -7,7 +7,7 @@ in the run folder, where it can still be read, and never to the terminal.
 
 Driver (`setup_driver_logging`, called by main_ppo once the run folder is known):
   console (stdout)     verl_lite records at INFO and above, any record at ERROR and above, and the
-                       tracker's step blocks (`console_write`, under the tqdm bar)
+                       tracker's step lines (`console_write`, above the tqdm bar)
   <run>/main_ppo.log   every record: verl_lite's from DEBUG (the reward examples), the rest from
                        INFO, Python warnings included; libraries that print through handlers of
                        their own (Ray's, transformers') are routed through this too

@@ -16,6 +16,7 @@ The model's module names come from the model its config.json builds on the meta 
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from difflib import get_close_matches
@@ -27,6 +28,8 @@ from verl_lite.rollout import LOAD_FORMATS, VLLM_LORA_RANKS, resolve_rollout_nam
 if TYPE_CHECKING:
     from verl_lite.config.run import Run
     from verl_lite.config.schema import PPOTrainerConfig
+
+log = logging.getLogger("verl_lite")
 
 ARR = "actor_rollout_ref"
 
@@ -78,14 +81,19 @@ def _modules_exist(key: str, model, kind: str, problems: list[str]) -> None:
         return
     for field, value in (("target_modules", targets), ("exclude_modules", excludes)):
         missing = _unmatched(value, names)
-        if missing:
-            leaves = sorted({n.rsplit(".", 1)[-1] for n in names if not n.rsplit(".", 1)[-1].isdigit()})
-            close = [m for p in missing for m in get_close_matches(str(p), leaves, n=1)]
-            hint = f"did you mean {close}? " if close else ""
-            problems.append(
-                f"{key}.{field}: {missing} match no module of the model ({model.path}); {hint}its modules "
-                f"are named {leaves[:24]}{' ...' if len(leaves) > 24 else ''}"
-            )
+        if not missing:
+            continue
+        leaves = sorted({n.rsplit(".", 1)[-1] for n in names if not n.rsplit(".", 1)[-1].isdigit()})
+        close = [m for p in missing for m in get_close_matches(str(p), leaves, n=1)]
+        hint = f"did you mean {close}? " if close else ""
+        line = (
+            f"{key}.{field}: {missing} match no module of the model ({model.path}); {hint}its modules "
+            f"are named {leaves[:24]}{' ...' if len(leaves) > 24 else ''}"
+        )
+        if field == "target_modules":  # PEFT refuses it too: nothing (or less than asked) would train
+            problems.append(line)
+        else:  # excluding nothing is what verl's CI means by exclude_modules=DONT_EXCLUDE; PEFT warns
+            log.warning("%s: nothing is excluded (as in verl)", line)
 
 
 def _check_model(key: str, model, kind: str, problems: list[str]) -> bool:
