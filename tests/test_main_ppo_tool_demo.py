@@ -1,7 +1,7 @@
 """The tool demo (conf/tool_demo.yaml) through the real CLI: two small GRPO steps on two CPU workers
 with vLLM, the embedded assets, the agent loop and the calculator. One run, many checks: the model
 called the tool and the calls ran (num_turns above 2, tool calls, masked tool turns), the rollout
-sampled the actor's policy on those batches, and validation scored the demo's data source through
+sampled the actor's policy on those batches, the tokenization sanity check found nothing, and validation scored the demo's data source through
 the loop."""
 
 import math
@@ -41,6 +41,9 @@ def test_tool_demo_calls_the_calculator_through_the_agent_loop(tool_demo_run):
         assert row["num_turns/max"] >= 4 and row["num_turns/mean"] > 2, row  # call, tool turn, answer
         assert row["tool_call_counts/mean"] > 0, row
         assert row["agent_loop/num_tool_timeouts"] == 0, row
+        # prompts without tool schemas (data.tool_config_path=null), the loop with the calculator:
+        # the sanity check compares like with like (agent_loop/sanity.py)
+        assert row["agent_loop/tokenization_mismatch_ratio"] == 0, row
         assert 0 < row["agent_loop/masked_response_token_ratio"] < 1, row  # the tool's turns are masked
         assert row["rollout/actor_logprob_abs_diff_max"] < 1e-3, row  # fp32: vLLM sampled the actor
         assert 0 <= row["critic/score/mean"] <= 1 and row["actor/grad_norm"] > 0

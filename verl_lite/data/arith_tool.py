@@ -13,12 +13,16 @@ The answer is scored as verl's GSM8K rule scores it (`#### <number>`, reward/sco
 `verl_lite/arith_tool`), so the tool's own reply never counts as an answer. The pairs 10 <= a, b < 100
 are split once, by a fixed seed, into the warm start's traces, RL training and validation.
 
-The warm start (data/tool_warm_start.py) sees both behaviours: its traces call the calculator when
-the first factor is below TOOL_BELOW and answer at once otherwise (with the true product, which the
-model cannot learn to compute). The model thus starts out calling the tool for about a third of
-the prompts and guessing for the rest; GRPO, through the agent loop, has to learn that calling the
-tool pays for every prompt. (A rule on the prompt, not a random share: with a random share the
-greedy choice is the same for every prompt, so validation starts at all or nothing.)
+The warm start (data/tool_warm_start.py) sees both behaviours, by a seeded draw per pair: a trace
+calls the calculator with probability TOOL_SHARE[0] when the first factor is below TOOL_BELOW and
+TOOL_SHARE[1] otherwise, and answers at once (with the true product, which the model cannot learn to
+compute) in the others. The model thus starts out calling the tool greedily for the small first
+factors and guessing for most others, yet samples the call for every prompt now and then: GRPO,
+through the agent loop, sees calls pay where the warm start guesses and spreads them. (The shares
+depend on the prompt: with one share for all, the greedy choice is the same for every prompt and
+validation starts at all or nothing; with a hard rule, as in the first version, the model never
+samples a call for the other prompts and GRPO has no signal there.) The warm start also has to copy
+reliably (the operands into the call, the tool's result into the answer): it trains on 2,000 pairs.
 """
 
 from __future__ import annotations
@@ -29,8 +33,11 @@ import random
 DATA_SOURCE = "verl_lite/arith_tool"
 TOOL_NAME = "calc"
 OPERANDS = range(10, 100)
-SPLIT_SIZES = {"sft": 400, "train": 4000, "test": 500}
-TOOL_BELOW = 40  # the warm start's traces call the calculator when the first factor is below this
+# "sft_more": more warm-start pairs, after the others so that train and test stay the first version's
+SPLIT_SIZES = {"sft": 400, "train": 4000, "test": 500, "sft_more": 1600}
+TOOL_BELOW = 40  # the warm start's traces call the calculator mostly when the first factor is below this
+TOOL_SHARE = (0.9, 0.3)  # the share of tool traces below TOOL_BELOW and from it on
+TRACE_SEED = 0
 
 TOOL_CONFIG = {  # verl's tool config layout (tools/registry.py), written beside the parquet files
     "tools": [
@@ -116,6 +123,18 @@ def direct_trace(a: int, b: int) -> list[dict]:
     ]
 
 
-def warm_start_traces(tool_below: int = TOOL_BELOW) -> list[list[dict]]:
-    """The sft split's traces: with the tool when the first factor is below `tool_below`, else without."""
-    return [(tool_trace if a < tool_below else direct_trace)(a, b) for a, b in split_pairs()["sft"]]
+def warm_start_pairs() -> list[tuple[int, int]]:
+    splits = split_pairs()
+    return splits["sft"] + splits["sft_more"]
+
+
+def warm_start_traces(
+    tool_below: int = TOOL_BELOW, share: tuple[float, float] = TOOL_SHARE
+) -> list[list[dict]]:
+    """The warm start's traces: a seeded draw per pair picks the tool trace with probability
+    share[0] when the first factor is below `tool_below`, share[1] otherwise; else the direct one."""
+    rng = random.Random(TRACE_SEED)
+    return [
+        (tool_trace if rng.random() < share[0 if a < tool_below else 1] else direct_trace)(a, b)
+        for a, b in warm_start_pairs()
+    ]

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SCHEME = "verl_lite://"
-RECIPE_VERSION = "v4"  # bump when the model, tokenizer, warm start, task or build pin changes
+RECIPE_VERSION = "v5"  # bump when the model, tokenizer, warm start, task or build pin changes
 ASSETS = {
     "tiny-qwen2-arith": "model",
     "arith": "data",
