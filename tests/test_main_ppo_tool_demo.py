@@ -42,8 +42,9 @@ def test_tool_demo_calls_the_calculator_through_the_agent_loop(tool_demo_run):
         assert row["tool_call_counts/mean"] > 0, row
         assert row["agent_loop/num_tool_timeouts"] == 0, row
         # prompts without tool schemas (data.tool_config_path=null), the loop with the calculator:
-        # the sanity check compares like with like (agent_loop/sanity.py)
-        assert row["agent_loop/tokenization_mismatch_ratio"] == 0, row
+        # the sanity check compares like with like (agent_loop/sanity.py; before, every trajectory
+        # differed); a sampled spelling the tokenizer would merge still counts (~1% in the demo)
+        assert row["agent_loop/tokenization_mismatch_ratio"] < 0.25, row
         assert 0 < row["agent_loop/masked_response_token_ratio"] < 1, row  # the tool's turns are masked
         assert row["rollout/actor_logprob_abs_diff_max"] < 1e-3, row  # fp32: vLLM sampled the actor
         assert 0 <= row["critic/score/mean"] <= 1 and row["actor/grad_norm"] > 0
