@@ -22,7 +22,8 @@ output folder, and a checkpoint at the end for LoRA runs (to see the adapter). O
 
 - ran: exit 0 after one step, and the metrics show what the config means in verl: the critic's
   losses exactly when there is a critic (gae or critic.enable), the KL loss exactly with use_kl_loss,
-  the KL penalty exactly with use_kl_in_reward, a saved LoRA adapter when lora_rank > 0;
+  the KL penalty exactly with use_kl_in_reward, rollout correction's importance-weight and rejection
+  metrics exactly with rollout_is and rollout_rs, a saved LoRA adapter when lora_rank > 0;
 - refused: exit 2 before Ray, every line naming what is not supported (a key, a file, a config name);
 - failed: anything else (a traceback anywhere, a wrong meaning, another exit): a bug to fix.
 
@@ -87,22 +88,32 @@ class Meaning:
     critic: bool
     kl_loss: bool
     kl_reward: bool
+    rollout_is: bool
+    rollout_rs: bool
     lora: bool
 
     @classmethod
     def of(cls, cfg) -> Meaning:
         from verl_lite.roles import uses_critic
 
-        model = cfg.actor_rollout_ref.model
+        model, corr = cfg.actor_rollout_ref.model, cfg.algorithm.rollout_correction
         return cls(
             uses_critic(cfg),
             bool(cfg.actor_rollout_ref.actor.use_kl_loss),
             bool(cfg.algorithm.use_kl_in_reward),
+            corr is not None and corr.rollout_is is not None,
+            corr is not None and corr.rollout_rs is not None,
             (model.lora_rank or 0) > 0 or model.lora_adapter_path is not None,
         )
 
 
-METRICS = {"critic": "critic/vf_loss", "kl_loss": "actor/kl_loss", "kl_reward": "actor/reward_kl_penalty"}
+METRICS = {
+    "critic": "critic/vf_loss",
+    "kl_loss": "actor/kl_loss",
+    "kl_reward": "actor/reward_kl_penalty",
+    "rollout_is": "rollout_corr/rollout_is_mean",  # importance weights applied
+    "rollout_rs": "rollout_corr/rollout_rs_masked_fraction",  # rejection applied
+}
 RUN_FAILURE = re.compile(r"trainer phase|raised in|worker .* died|timed out|Error\(")
 
 

@@ -61,3 +61,22 @@ def test_a_rerun_replaces_only_its_launches_and_each_row_names_its_code(tmp_path
         "| ci a | refused | old branch | 1.5 | x.y=1 is not supported |"
         in table.tables(launches, table.latest([new, old])).splitlines()
     )
+
+
+def test_a_run_shows_rollout_correction_exactly_when_the_config_sets_it(tmp_path):
+    import verl_launch_check as launch_check
+
+    def meaning(**on):
+        off = dict(
+            critic=False, kl_loss=False, kl_reward=False, rollout_is=False, rollout_rs=False, lora=False
+        )
+        return launch_check.Meaning(**(off | on))
+
+    row = {"step": 1, "actor/pg_loss": 0.5, "rollout_corr/rollout_is_mean": 1.0, "rollout_corr/kl": 0.0}
+    (tmp_path / "metrics.jsonl").write_text(json.dumps(row) + "\n")
+    ok, shown = launch_check.check_meaning(str(tmp_path), meaning(rollout_is=True), resumed=False)
+    assert ok and "rollout_corr/rollout_is_mean 1" in shown
+    ok, shown = launch_check.check_meaning(str(tmp_path), meaning(rollout_is=True, rollout_rs=True), False)
+    assert not ok and "NO rollout_corr/rollout_rs_masked_fraction" in shown  # rejection silently off
+    ok, _ = launch_check.check_meaning(str(tmp_path), meaning(), resumed=False)
+    assert not ok  # weights applied that the config does not ask for
