@@ -7,8 +7,8 @@ entry module other than verl's main_ppo (a recipe's, verl's experimental trainer
 verl_lite.main_ppo with that module's own config file as a user config (--config-path/--config-name,
 the recipe layout). `tiny_args` then swaps paths and sizes only: the embedded tiny model and data,
 8 prompts per step with the script's number of mini-batches per step, micro-batches that divide them,
-prompt/response 16/8 tokens, TP and sequence-parallel sizes at most 2, two CPU workers on one node,
-one step, console and file logging, the output folder. A docs YAML block becomes a user's config file
+prompt/response 16/8 tokens, TP and sequence-parallel sizes at most 2, two CPU workers on one node
+(added where the line leaves verl's default of 8 GPUs per node), one step, console and file logging, the output folder. A docs YAML block becomes a user's config file
 with the same swaps.
 """
 
@@ -216,6 +216,9 @@ def swap(key: str, value: str, sizes: Sizes, reward_model_dir: str) -> str | Non
     return None
 
 
+PLACEMENT = ("trainer.n_gpus_per_node", "trainer.nnodes")  # 2 workers on 1 node, set or not
+
+
 def tiny_args(args: list[str], out: str, reward_model_dir: str) -> list[str]:
     sizes, kept = Sizes.of(args), []
     for arg in args:
@@ -223,8 +226,10 @@ def tiny_args(args: list[str], out: str, reward_model_dir: str) -> list[str]:
         new = swap(prefix.lstrip("+~"), rest, sizes, reward_model_dir) if rest is not None else None
         if new != "":
             kept.append(arg if new is None else f"{prefix}={new}")
+    given = {a.split("=", 1)[0].lstrip("+~") for a in args}
     return [
         *kept,
+        *(f"{k}={swap(k, '', sizes, reward_model_dir)}" for k in PLACEMENT if k not in given),
         "trainer.total_training_steps=1",
         "trainer.logger=[console,file]",
         f"trainer.default_local_dir={out}",

@@ -22,7 +22,8 @@ output folder, and a checkpoint at the end for LoRA runs (to see the adapter). O
 
 - ran: exit 0 after one step, and the metrics show what the config means in verl: the critic's
   losses exactly when there is a critic (gae or critic.enable), the KL loss exactly with use_kl_loss,
-  the KL penalty exactly with use_kl_in_reward, a saved LoRA adapter when lora_rank > 0;
+  the KL penalty exactly with use_kl_in_reward, rollout correction's importance-weight and rejection
+  metrics exactly with rollout_is and rollout_rs, a saved LoRA adapter when lora_rank > 0;
 - refused: exit 2 before Ray, every line naming what is not supported (a key, a file, a config name);
 - failed: anything else (a traceback anywhere, a wrong meaning, another exit): a bug to fix.
 
@@ -46,6 +47,7 @@ import time
 from dataclasses import dataclass
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import verl_launch_table  # noqa: E402
 import verl_launches as catalogue  # noqa: E402
 from verl_launch_args import build_tree, entry_config, recorded_call, tiny_args, user_config_call  # noqa: E402
 
@@ -86,22 +88,32 @@ class Meaning:
     critic: bool
     kl_loss: bool
     kl_reward: bool
+    rollout_is: bool
+    rollout_rs: bool
     lora: bool
 
     @classmethod
     def of(cls, cfg) -> Meaning:
         from verl_lite.roles import uses_critic
 
-        model = cfg.actor_rollout_ref.model
+        model, corr = cfg.actor_rollout_ref.model, cfg.algorithm.rollout_correction
         return cls(
             uses_critic(cfg),
             bool(cfg.actor_rollout_ref.actor.use_kl_loss),
             bool(cfg.algorithm.use_kl_in_reward),
+            corr is not None and corr.rollout_is is not None,
+            corr is not None and corr.rollout_rs is not None,
             (model.lora_rank or 0) > 0 or model.lora_adapter_path is not None,
         )
 
 
-METRICS = {"critic": "critic/vf_loss", "kl_loss": "actor/kl_loss", "kl_reward": "actor/reward_kl_penalty"}
+METRICS = {
+    "critic": "critic/vf_loss",
+    "kl_loss": "actor/kl_loss",
+    "kl_reward": "actor/reward_kl_penalty",
+    "rollout_is": "rollout_corr/rollout_is_mean",  # importance weights applied
+    "rollout_rs": "rollout_corr/rollout_rs_masked_fraction",  # rejection applied
+}
 RUN_FAILURE = re.compile(r"trainer phase|raised in|worker .* died|timed out|Error\(")
 
 
@@ -160,6 +172,7 @@ class Outcome:
     outcome: str  # ran | refused | failed | skipped | dry
     seconds: float
     detail: str
+    code: str = ""  # the verl_lite commit it ran on (code_label)
 
 
 def classify(
@@ -187,12 +200,24 @@ def classify(
     return "failed", f"exit {proc.returncode}: " + " | ".join(err[-4:])
 
 
+def code_label() -> str:
+    """The verl_lite commit the launches run on, `+changes` when the package differs from it."""
+    git = ["git", "-C", ROOT]
+    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    changed = subprocess.run(
+        [*git, "status", "--porcelain", "--", "verl_lite"], capture_output=True, text=True
+    )
+    return (head.stdout.strip() or "unknown") + ("+changes" if changed.stdout.strip() else "")
+
+
 def slug(name: str) -> str:
     """The launch's output folder: CI steps of one workflow share long prefixes, so a hash keeps them apart."""
     return re.sub(r"[^\w.-]+", "_", name)[:100] + "_" + hashlib.sha1(name.encode()).hexdigest()[:8]
 
 
-def run_one(launch, root: str, out_base: str, reward_model_dir: str, timeout: int, dry: bool) -> Outcome:
+def run_one(
+    launch, root: str, out_base: str, reward_model_dir: str, timeout: int, dry: bool, code: str = ""
+) -> Outcome:
     out = os.path.join(out_base, slug(launch.after or launch.name))
     with tempfile.TemporaryDirectory(prefix="verl_launch_") as workdir:
         if launch.group == "docs-yaml":
@@ -206,6 +231,7 @@ def run_one(launch, root: str, out_base: str, reward_model_dir: str, timeout: in
                     "skipped",
                     0.0,
                     "starts no PPO trainer (verl.trainer.main_ppo or a recipe's)",
+                    code,
                 )
             module, call = recorded[0], recorded[1:]
         flags, args = (
@@ -230,7 +256,12 @@ def run_one(launch, root: str, out_base: str, reward_model_dir: str, timeout: in
             proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             return Outcome(
-                launch.name, launch.group, "failed", time.monotonic() - start, f"timed out after {timeout} s"
+                launch.name,
+                launch.group,
+                "failed",
+                time.monotonic() - start,
+                f"timed out after {timeout} s",
+                code,
             )
         seconds = time.monotonic() - start
         os.makedirs(out, exist_ok=True)
@@ -239,7 +270,7 @@ def run_one(launch, root: str, out_base: str, reward_model_dir: str, timeout: in
         outcome, detail = classify(proc, out, meaning, bool(launch.after), before)
         detail = detail.replace(root, "<verl>").replace(out_base, "<runs>").replace(workdir, "<tmp>")
         print(f"-> {outcome} ({seconds:.1f} s): {detail}", flush=True)
-        return Outcome(launch.name, launch.group, outcome, seconds, detail)
+        return Outcome(launch.name, launch.group, outcome, seconds, detail, code)
 
 
 def table(outcomes: list[Outcome]) -> str:
@@ -270,7 +301,10 @@ def main() -> int:
     parser.add_argument("--out", help="folder of the runs' outputs (default: a temp folder)")
     parser.add_argument("--json", help="append each outcome to this JSON-lines file")
     parser.add_argument(
-        "--table-from", help="print the table of the outcomes in this JSON-lines file (no runs)"
+        "--table-from",
+        nargs="+",
+        help="print docs/verl_scripts.md's tables from these JSON-lines files, the latest row of each "
+        "launch winning (no runs)",
     )
     parser.add_argument(
         "--reward-model-dir", default=os.path.join(tempfile.gettempdir(), "verl_lite_tiny_rm")
@@ -290,11 +324,7 @@ def check(opts, tmp: str) -> int:
     docs, notes = catalogue.docs(root)
     launches = catalogue.examples() + catalogue.ci(root) + docs
     if opts.table_from:
-        recorded = {}
-        for line in open(opts.table_from):
-            o = Outcome(**json.loads(line))
-            recorded[o.name] = o  # the latest run of each launch
-        print(table([recorded[x.name] for x in launches if x.name in recorded]))
+        print(verl_launch_table.tables(launches, verl_launch_table.latest(opts.table_from)))
         for path, why in catalogue.skipped(root) + notes:
             print(f"- not run: {path}: {why}")
         return 0
@@ -322,9 +352,9 @@ def check(opts, tmp: str) -> int:
 
     make_tiny_reward_model_dir(opts.reward_model_dir)
     out_base = opts.out or os.path.join(tmp, "runs")
-    outcomes = []
+    outcomes, code = [], code_label()
     for launch in chosen:
-        outcome = run_one(launch, root, out_base, opts.reward_model_dir, opts.timeout, opts.dry)
+        outcome = run_one(launch, root, out_base, opts.reward_model_dir, opts.timeout, opts.dry, code)
         outcomes.append(outcome)
         if opts.json and not opts.dry:
             with open(opts.json, "a") as f:

@@ -85,3 +85,14 @@ def test_a_docs_command_takes_the_overrides_written_under_it(tmp_path):
     (launch,), notes = catalogue.docs(str(tmp_path))
     assert notes == [] and launch.path == "examples/ppo_trainer/run_gemma.sh"
     assert launch.args == ("trainer.n_gpus_per_node=1", "trainer.logger=console")
+
+
+def test_two_workers_on_one_node_also_where_the_line_leaves_verls_eight_gpus():
+    # docs/algo/rollout_corr.md's script sets neither: verl's 8 GPUs per node would need 8 CPUs here
+    args = check.tiny_args(["algorithm.adv_estimator=rloo"], "/out", "/rm")
+    assert "trainer.n_gpus_per_node=2" in args and "trainer.nnodes=1" in args
+    args = check.tiny_args(["trainer.n_gpus_per_node=8", "+trainer.nnodes=4"], "/out", "/rm")
+    assert [a for a in args if "n_gpus_per_node" in a or "nnodes" in a] == [
+        "trainer.n_gpus_per_node=2",
+        "+trainer.nnodes=1",
+    ]

@@ -189,7 +189,8 @@ RULES: list[Rule] = [
     ),
     Rule(
         f"{ARR}.rollout.multi_turn.num_repeat_rollouts",
-        instead="SGLang's repeated interaction rollouts are not available; use rollout.n",
+        instead="only CollabLLM's recipe agent loop reads it (repeated user-simulator rollouts per turn); "
+        "verl_lite's agent loop has no such step: use rollout.n for more samples per prompt",
     ),
     Rule(f"{ARR}.rollout.multi_turn.format", ("hermes",), instead="tool calls are parsed in hermes format"),
     Rule(
