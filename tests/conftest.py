@@ -35,3 +35,12 @@ def tiny_model_dir(tmp_path_factory):
     from tests.helpers.models import make_tiny_model_dir
 
     return make_tiny_model_dir(str(tmp_path_factory.mktemp("tiny_model")))
+
+
+@pytest.fixture(scope="session")
+def tool_demo_assets():
+    """The tool demo's embedded assets (conf/tool_demo.yaml), built once into the asset cache:
+    (model folder, data folder with train/test parquet and tool_config.yaml)."""
+    from verl_lite.data import assets
+
+    return assets.resolve("verl_lite://tiny-qwen2-tool"), assets.resolve("verl_lite://arith-tool")

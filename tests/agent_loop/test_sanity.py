@@ -14,10 +14,10 @@ def ids(text):
 
 
 def trajectory(model_text_ids):
-    """prompt, a model turn (its ids as sampled, ending in EOS), an inserted user turn, a last model turn."""
-    prompt = R.ids(PROMPT, add_generation_prompt=True)
+    """The response: a model turn (its ids as sampled, ending in EOS), an inserted user turn, a last
+    model turn."""
     inserted = R.inserted([{"role": "user", "content": "no"}])
-    return prompt + model_text_ids + ids("<|im_end|>") + inserted + ids("8<|im_end|>")
+    return model_text_ids + ids("<|im_end|>") + inserted + ids("8<|im_end|>")
 
 
 MESSAGES = [
@@ -37,3 +37,18 @@ def test_modes():
     # the model spelled "user" letter by letter, where the tokenizer has one token: a real difference
     spelled = trajectory(ids("7 ") + [i for ch in "user" for i in ids(ch)])
     assert "user" in first_mismatch(R, MESSAGES, None, spelled, "ignore_strippable")
+
+
+TOOLS = [
+    {"type": "function", "function": {"name": "calc", "description": "d", "parameters": {"type": "object"}}}
+]
+
+
+def test_prompt_rendered_without_the_loops_tools_is_no_difference():
+    """data.tool_config_path=null with a multi_turn tool config (conf/tool_demo.yaml): the dataset's
+    prompt lists no tools, the loop's render would; the check compares like with like."""
+    response = trajectory(ids("7 user"))
+    assert first_mismatch(R, MESSAGES, TOOLS, response, "ignore_strippable") is None
+    assert first_mismatch(R, MESSAGES, None, response, "ignore_strippable") is None
+    spelled = trajectory(ids("7 ") + [i for ch in "user" for i in ids(ch)])
+    assert "user" in first_mismatch(R, MESSAGES, TOOLS, spelled, "ignore_strippable")

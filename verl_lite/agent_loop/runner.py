@@ -112,8 +112,7 @@ class AgentLoopRunner:
             messages = out.extra_fields.pop("messages", None)  # the conversation, for this check only
             mismatch = None
             if messages is not None:
-                ids = out.prompt_ids + out.response_ids
-                mismatch = first_mismatch(ctx.renderer, messages, ctx.tool_schemas, ids, mode)
+                mismatch = first_mismatch(ctx.renderer, messages, ctx.tool_schemas, out.response_ids, mode)
             first = first or mismatch
             stats.append(
                 {

@@ -8,6 +8,12 @@ what is trained (the sampled tokens are), but it shows how far training drifts f
 template would produce in deployment. Modes, as verl's: `disable`; `strict` (any difference counts);
 `ignore_strippable` (differences that are only whitespace do not count). Counted per trajectory;
 the first difference of a rollout is logged.
+
+The trajectory's prompt part is what the dataset rendered, with data.tool_config_path's schemas
+(verl renders it in the loop, with the loop's). So the check compares the conversation rendered
+whole with the prompt messages rendered as a generation prompt followed by the trajectory's
+response tokens, both rendered with the same `tools`: a dataset that lists no tools
+(data.tool_config_path=null) while the loop has some is no difference at the turn boundaries.
 """
 
 from __future__ import annotations
@@ -17,11 +23,14 @@ import difflib
 MODES = ("disable", "strict", "ignore_strippable")
 
 
-def first_mismatch(renderer, messages: list[dict], tools, ids: list[int], mode: str) -> str | None:
-    """A description of the first counted difference between `ids` and the whole conversation
-    rendered at once, or None."""
+def first_mismatch(renderer, messages: list[dict], tools, response_ids: list[int], mode: str) -> str | None:
+    """A description of the first counted difference between the prompt messages (those before the
+    first assistant turn) rendered as a generation prompt plus `response_ids`, and the whole
+    conversation rendered at once, or None."""
     if mode == "disable" or not messages:
         return None
+    first = next((i for i, m in enumerate(messages) if m["role"] == "assistant"), len(messages))
+    ids = renderer.ids(messages[:first], add_generation_prompt=True, tools=tools) + list(response_ids)
     full = renderer.ids(messages, add_generation_prompt=False, tools=tools)
     if full == ids:
         return None

@@ -1,4 +1,6 @@
-"""Embedded assets behind `verl_lite://` paths: the tiny model folder and the task's parquet files.
+"""Embedded assets behind `verl_lite://` paths: the tiny model folders and the tasks' parquet files
+(the single-turn demo's `tiny-qwen2-arith` and `arith`; the tool demo's `tiny-qwen2-tool` and
+`arith-tool`, whose folder also holds the calculator's tool config YAML).
 
 They are built on first use into a cache folder (VERL_LITE_CACHE, default ~/.cache/verl_lite) keyed by
 a recipe version, under a file lock and with an atomic rename, so concurrent first uses (parallel
@@ -20,8 +22,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pandas as pd
+import yaml
 
-from verl_lite.data import arith, pinned_build
+from verl_lite.data import arith, arith_tool, pinned_build
 
 if TYPE_CHECKING:
     from verl_lite.config.run import Run
@@ -30,8 +33,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SCHEME = "verl_lite://"
-RECIPE_VERSION = "v4"  # bump when the model, tokenizer, warm start, task or build pin changes
-ASSETS = {"tiny-qwen2-arith": "model", "arith": "data"}
+RECIPE_VERSION = "v5"  # bump when the model, tokenizer, warm start, task or build pin changes
+ASSETS = {
+    "tiny-qwen2-arith": "model",
+    "arith": "data",
+    "tiny-qwen2-tool": "tool_model",
+    "arith-tool": "tool_data",
+}
 
 
 def cache_root() -> Path:
@@ -126,7 +134,26 @@ def _build_data(folder: Path) -> dict:
     return {split: len(splits[split]) for split in ("train", "test")}
 
 
-_BUILDERS = {"model": _build_model, "data": _build_data}
+def _build_tool_model(folder: Path) -> dict:
+    """The tool demo's model (data/tool_warm_start.py); its bits are not compared with REFERENCE,
+    which records the single-turn model's."""
+    return pinned_build.run_pinned("verl_lite.data.tool_warm_start", str(folder))
+
+
+def _build_tool_data(folder: Path) -> dict:
+    splits = arith_tool.split_pairs()
+    for split in ("train", "test"):
+        pd.DataFrame(arith_tool.to_rows(splits[split], split)).to_parquet(folder / f"{split}.parquet")
+    (folder / "tool_config.yaml").write_text(yaml.safe_dump(arith_tool.TOOL_CONFIG, sort_keys=False))
+    return {split: len(splits[split]) for split in ("train", "test")}
+
+
+_BUILDERS = {
+    "model": _build_model,
+    "data": _build_data,
+    "tool_model": _build_tool_model,
+    "tool_data": _build_tool_data,
+}
 
 
 def _resolved(key: str, path: str | None, problems: list[str]) -> str | None:
@@ -152,6 +179,12 @@ def resolve_paths(cfg: PPOTrainerConfig, run: Run | None) -> list[str]:
         ("data", cfg.data, ("train_files", "val_files", "tokenizer")),
         ("critic.model", cfg.critic.model, ("path", "tokenizer_path")),
         ("reward_model.model", cfg.reward_model.model, ("path", "input_tokenizer")),
+        ("data", cfg.data, ("tool_config_path",)),
+        (
+            "actor_rollout_ref.rollout.multi_turn",
+            cfg.actor_rollout_ref.rollout.multi_turn,
+            ("tool_config_path", "interaction_config_path"),
+        ),
     ):
         for key in keys:
             value = getattr(node, key)

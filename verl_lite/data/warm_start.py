@@ -30,7 +30,8 @@ TINY_MODEL_SHAPE = dict(
 SFT_STEPS, SFT_BATCH, SFT_LR, SFT_SEED = 275, 64, 5e-4, 0
 
 
-def build_tiny_model(tokenizer: PreTrainedTokenizerFast, seed: int = SFT_SEED) -> Qwen2ForCausalLM:
+def build_tiny_model(tokenizer: PreTrainedTokenizerFast, seed: int = SFT_SEED, **shape) -> Qwen2ForCausalLM:
+    """The tiny Qwen2, randomly initialised by `seed`; `shape` overrides TINY_MODEL_SHAPE's entries."""
     config = Qwen2Config(
         vocab_size=len(tokenizer),
         tie_word_embeddings=True,
@@ -38,7 +39,7 @@ def build_tiny_model(tokenizer: PreTrainedTokenizerFast, seed: int = SFT_SEED) -
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
         bos_token_id=None,
-        **TINY_MODEL_SHAPE,
+        **(TINY_MODEL_SHAPE | shape),
     )
     torch.manual_seed(seed)
     return Qwen2ForCausalLM(config)

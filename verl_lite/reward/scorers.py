@@ -34,6 +34,13 @@ def score_arith(data_source, solution_str: str, ground_truth: str, extra_info=No
     )
 
 
+@register_scorer("verl_lite/arith_tool")
+def score_arith_tool(data_source, solution_str: str, ground_truth: str, extra_info=None) -> float:
+    """The tool demo (data/arith_tool.py): the answer after `#### `, as the GSM8K rule reads it, so a
+    tool's reply in the response (a bare number) is never taken for the model's answer."""
+    return gsm8k.compute_score(solution_str, ground_truth, method="strict")
+
+
 # verl's data_source names (verl/utils/reward_score/__init__.py), so its parquet files score unchanged
 GSM8K_SOURCES = ("openai/gsm8k",)
 MATH_SOURCES = ("lighteval/MATH", "DigitalLearningGmbH/MATH-lighteval", "HuggingFaceH4/MATH-500")
