@@ -124,11 +124,6 @@ def activation_terms(shape: ModelShape, s: EngineSetup) -> dict[str, int]:
     return {"activations": layers + shared + head + tokens * shape.hidden * c, "host_activations": host}
 
 
-def activation_bytes(shape: ModelShape, s: EngineSetup) -> int:
-    """What one training micro-batch's forward keeps for backward, at its peak."""
-    return activation_terms(shape, s)["activations"]
-
-
 def forward_bytes(shape: ModelShape, s: EngineSetup) -> int:
     """The transient peak of one no-grad forward micro-batch."""
     c = dtype_bytes(s.param_dtype)

@@ -45,13 +45,6 @@ class Recommendation:
     reason: str
 
 
-def local_mini(cfg: PPOTrainerConfig, world: int) -> int:
-    """Responses per mini-batch of one data-parallel rank (a group of ulysses_sequence_parallel_size)."""
-    a = cfg.actor_rollout_ref.actor
-    dp = max(1, world // a.ulysses_sequence_parallel_size)
-    return max(1, a.ppo_mini_batch_size * cfg.actor_rollout_ref.rollout.n // dp)
-
-
 LEVER_STEPS = ((), ("fused",), ("fused", "activation_offload"))
 LEVER_KEYS = {  # what turns a lever on (under actor_rollout_ref)
     "fused": ("model.use_fused_kernels", "actor.use_fused_kernels"),
@@ -101,8 +94,15 @@ def candidates(
 
 
 def micro_candidates(cfg: PPOTrainerConfig, world: int) -> list[int]:
-    """Powers of two that divide the per-worker mini-batch, and the configured size."""
-    mini = local_mini(cfg, world)
+    """Powers of two that divide the mini-batch of one data-parallel rank (a group of
+    ulysses_sequence_parallel_size ranks), and the configured size."""
+    a = cfg.actor_rollout_ref.actor
+    mini = max(
+        1,
+        a.ppo_mini_batch_size
+        * cfg.actor_rollout_ref.rollout.n
+        // max(1, world // a.ulysses_sequence_parallel_size),
+    )
     sizes = {m for m in (2**k for k in range(16)) if m <= mini and mini % m == 0}
     configured = cfg.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu
     if configured and mini % configured == 0:
