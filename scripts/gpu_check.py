@@ -18,7 +18,7 @@ sequences of --prompt + --response tokens, gradient checkpointing, bf16 compute 
 weights on a GPU (fp32 throughout on CPU). Columns:
 
   peak GiB    torch.cuda.max_memory_allocated over the timed updates (no CUDA context)
-  plan GiB    the planner's update peak for the same engine (engine/memory_model.py) and its error
+  plan GiB    the planner's update peak for the same engine (planner/engine_memory.py) and its error
   tok/s       tokens per second of the fastest timed update, and the ratio to no offload
   h2d GiB/s   host-to-device bytes over the seconds they took (manual offload: each copy timed;
               offload_policy: FSDP2's copies are counted, not timed, so bytes over the whole update,
@@ -26,7 +26,7 @@ weights on a GPU (fp32 throughout on CPU). Columns:
   pinned GiB  page-locked host bytes: manual offload's HostBuffers plus the caching host allocator's
               peak (offload_policy's rounded blocks, in use or cached), next to the planner's host bytes
   ctx GiB     device memory in use outside torch's allocator after the row (CUDA context, NCCL
-              and cuBLAS workspaces) next to the planner's per-process assumption (plan_memory.py)
+              and cuBLAS workspaces) next to the planner's per-process assumption (planner/phases.py)
 
 Rows are the modes of scripts/gpu_check_modes.py; register_mode() there adds one (see Mode): a
 lever to switch on, what the planner should assume for it, which models it applies to, an optional
@@ -54,8 +54,10 @@ import torch  # noqa: E402
 from gpu_check_modes import MODES, Mode, register_mode, row_order  # noqa: E402, F401  (register_mode: the row API)
 
 from verl_lite.engine.attention import select_attention  # noqa: E402
-from verl_lite.engine.memory_model import EngineEstimate, EngineSetup, ModelShape, estimate  # noqa: E402
-from verl_lite.plan_memory import PROCESS_OVERHEAD  # noqa: E402
+from verl_lite.engine.model_shape import ModelShape  # noqa: E402
+from verl_lite.planner.engine_memory import EngineEstimate, estimate  # noqa: E402
+from verl_lite.planner.engine_setup import EngineSetup  # noqa: E402
+from verl_lite.planner.phases import PROCESS_OVERHEAD  # noqa: E402
 from verl_lite.utils import device as dev  # noqa: E402
 from verl_lite.utils.table import Column, Table  # noqa: E402
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 @dataclass(frozen=True)
 class Mode:
     name: str
-    plan_mode: str  # the memory model's offload mode (engine/memory_model.MODES)
+    plan_mode: str  # the memory model's offload mode (planner/engine_setup.MODES)
     fsdp: dict = field(default_factory=dict)  # fsdp_config fields
     model: dict = field(default_factory=dict)  # model config fields
     actor: dict = field(default_factory=dict)  # actor config fields

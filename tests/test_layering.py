@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1] / "verl_lite"
 # unit (a package under verl_lite/, or a top-level module) -> the other units it may import
 BELOW_PREFLIGHT = {
     "config", "algos", "utils", "protocol", "engine", "rollout", "data", "reward",
-    "single_controller", "roles", "workers", "plan", "plan_memory", "trainer", "errors",
+    "single_controller", "roles", "workers", "planner", "trainer", "errors",
     "tools", "interactions", "agent_loop",
 }  # fmt: skip
 ALLOWED: dict[str, set[str]] = {
@@ -51,8 +51,7 @@ ALLOWED: dict[str, set[str]] = {
         "data",
         "agent_loop",
     },  # fmt: skip
-    "plan": {"config", "data", "engine", "rollout", "utils", "roles", "plan_memory"},
-    "plan_memory": {"config", "engine", "rollout", "roles"},
+    "planner": {"config", "data", "engine", "rollout", "utils", "roles"},  # the memory model, and its CLI
     "trainer": BELOW_PREFLIGHT - {"trainer"},
     # start-up's first phase, light (no torch): the placeholder paths and the values' domains
     "preflight_early": {"config", "roles", "utils"},

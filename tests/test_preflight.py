@@ -446,8 +446,9 @@ def test_auto_offload_is_decided_before_the_checks_and_the_freeze(monkeypatch):
     resolve step), the checks run on it, then the config is frozen; without a change, no second run."""
     from verl_lite import preflight
     from verl_lite.config.freeze import is_frozen
-    from verl_lite.engine.memory_model import read_shape
-    from verl_lite.plan import HEADROOM, plan_rows, recommend
+    from verl_lite.engine.model_shape import read_shape
+    from verl_lite.planner.recommend import plan_rows, recommend
+    from verl_lite.planner.request import HEADROOM, Request
     from verl_lite.preflight_early import Step
 
     seen = []
@@ -460,11 +461,11 @@ def test_auto_offload_is_decided_before_the_checks_and_the_freeze(monkeypatch):
     cfg = load("trainer.auto_offload=True", f"{ARR}.rollout.name=hf")  # hf: no vLLM reservation
     run = prepare(cfg, num_gpus=0)
     shape = read_shape(cfg.actor_rollout_ref.model.path)
-    rows = plan_rows(cfg, shape, run.world, budget_gb=1.0, accelerator=False)
+    rows = plan_rows(Request(cfg, shape, run.world, 1.0, accelerator=False))
     no_policy = min(r.estimate.peak for r in rows if r.mode != "offload_policy")
     cfg.trainer.device_memory_gb = 0.99 * no_policy / HEADROOM / 1024**3  # only offload_policy fits
     budget = cfg.trainer.device_memory_gb
-    assert recommend(cfg, shape, run.world, budget, accelerator=False).mode == "offload_policy"
+    assert recommend(Request(cfg, shape, run.world, budget, accelerator=False)).mode == "offload_policy"
     assert seen == [(False, False)]  # prepare's checks: the configured value
     preflight.finalize(cfg, run, [])
     assert seen[1:] == [(True, False)], "the checks run on the planner's choice, before the freeze"

@@ -41,7 +41,7 @@ from verl_lite.config.validate import check_batch_geometry, check_critic_geometr
 from verl_lite.data.assets import resolve_paths
 from verl_lite.data.checks import check_batch, check_data
 from verl_lite.engine.checks import check_engines, check_levers
-from verl_lite.plan import resolve_auto_offload
+from verl_lite.planner.auto_offload import resolve_auto_offload
 from verl_lite.preflight_early import VALUES, Step, placeholders_first, run_of, run_phase
 from verl_lite.reward.checks import check_reward, check_scorers
 from verl_lite.rollout.checks import check_rollout, check_vllm_engine, resolve_rollout

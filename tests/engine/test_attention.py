@@ -20,8 +20,10 @@ from tests.helpers.models import make_ppo_batch
 from verl_lite.config.schema import MixedPrecisionConfig
 from verl_lite.engine.attention import attention_problem, select_attention
 from verl_lite.engine.fsdp_engine import FSDPEngine
-from verl_lite.engine.memory_model import EngineSetup, ModelShape, estimate
 from verl_lite.engine.mesh import build_layout
+from verl_lite.engine.model_shape import ModelShape
+from verl_lite.planner.engine_memory import estimate
+from verl_lite.planner.engine_setup import EngineSetup
 from verl_lite.workers.actor import compute_log_prob
 
 

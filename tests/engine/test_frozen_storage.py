@@ -15,8 +15,10 @@ from tests.helpers.dist import run_ranks
 from tests.helpers.models import make_ppo_batch
 from verl_lite.config.schema import MixedPrecisionConfig
 from verl_lite.engine.fsdp_engine import FSDPEngine
-from verl_lite.engine.memory_model import EngineSetup, ModelShape, estimate
 from verl_lite.engine.mesh import build_layout
+from verl_lite.engine.model_shape import ModelShape
+from verl_lite.planner.engine_memory import estimate
+from verl_lite.planner.engine_setup import EngineSetup
 from verl_lite.workers.actor import compute_log_prob
 
 BF16 = MixedPrecisionConfig(param_dtype="bf16", reduce_dtype="fp32", buffer_dtype="fp32")

@@ -20,7 +20,9 @@ from tests.helpers.model_configs import HALF_B
 from tests.helpers.models import make_ppo_batch
 from verl_lite.config.schema import FSDPConfig, MixedPrecisionConfig, OptimConfig
 from verl_lite.engine.fsdp_engine import FSDPEngine
-from verl_lite.engine.memory_model import EngineSetup, estimate, read_shape
+from verl_lite.engine.model_shape import read_shape
+from verl_lite.planner.engine_memory import estimate
+from verl_lite.planner.engine_setup import EngineSetup
 from verl_lite.utils import device as dev
 from verl_lite.workers.actor import PPOActor, compute_log_prob
 
@@ -135,7 +137,7 @@ def test_offload_modes_use_pinned_memory_and_match_no_offload(tiny_model_dir):
 
 
 def test_the_reference_keeps_bf16_weights_on_the_device():
-    """A frozen engine's shards in its bf16 compute dtype (engine/memory_setup.storage_dtype): 2 bytes
+    """A frozen engine's shards in its bf16 compute dtype (engine/model_shape.storage_dtype): 2 bytes
     per parameter on the device, as the planner counts them."""
     config = AutoConfig.from_pretrained(HALF_B)
     with torch.device("cuda"):

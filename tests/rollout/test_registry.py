@@ -6,6 +6,7 @@ import pytest
 
 from verl_lite.rollout import ROLLOUTS, Backend, RolloutRegistry, build_rollout, resolve_rollout_name
 from verl_lite.rollout.base import Rollout
+from verl_lite.rollout.memory import hf_memory
 
 
 def test_auto_prefers_vllm_where_installed_and_keeps_other_names():
@@ -17,15 +18,15 @@ def test_auto_prefers_vllm_where_installed_and_keeps_other_names():
 
 def test_auto_takes_the_first_available_backend_in_registration_order():
     registry = RolloutRegistry()
-    registry.register(Backend("fast", "nowhere:Fast", lambda: False))
-    registry.register(Backend("slow", "nowhere:Slow", lambda: True))
+    registry.register(Backend("fast", "nowhere:Fast", lambda: False, hf_memory))
+    registry.register(Backend("slow", "nowhere:Slow", lambda: True, hf_memory))
     assert registry.resolve("auto") == "slow"
     with pytest.raises(ValueError, match="registered twice"):
-        registry.register(Backend("slow", "nowhere:Other", lambda: True))
+        registry.register(Backend("slow", "nowhere:Other", lambda: True, hf_memory))
     with pytest.raises(ValueError, match="named 'auto'"):
-        registry.register(Backend("auto", "nowhere:Auto", lambda: True))
+        registry.register(Backend("auto", "nowhere:Auto", lambda: True, hf_memory))
     empty = RolloutRegistry()
-    empty.register(Backend("fast", "nowhere:Fast", lambda: False))
+    empty.register(Backend("fast", "nowhere:Fast", lambda: False, hf_memory))
     with pytest.raises(ValueError, match="no rollout backend is available"):
         empty.resolve("auto")
 
@@ -60,7 +61,7 @@ def test_a_registered_backend_passes_config_validation(monkeypatch):
     registry = RolloutRegistry()
     for name in ROLLOUTS.names():
         registry.register(ROLLOUTS.get(name))
-    registry.register(Backend("mine", "nowhere:Mine", lambda: True))
+    registry.register(Backend("mine", "nowhere:Mine", lambda: True, hf_memory))
     monkeypatch.setattr("verl_lite.rollout.checks.ROLLOUTS", registry)
     problems = check_rollout(cfg, run)
     assert not any("rollout.name" in p for p in problems), problems

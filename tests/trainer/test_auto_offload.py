@@ -10,8 +10,11 @@ import logging
 import pytest
 
 from tests.test_main_ppo import SMALL, read_metrics, run_cli
-from verl_lite.engine.memory_model import read_shape
-from verl_lite.plan import HEADROOM, auto_offload, compose_config, plan_rows, recommend, resolve_auto_offload
+from verl_lite.engine.model_shape import read_shape
+from verl_lite.planner.auto_offload import auto_offload, resolve_auto_offload
+from verl_lite.planner.cli import compose_config
+from verl_lite.planner.recommend import plan_rows, recommend
+from verl_lite.planner.request import HEADROOM, Request
 from verl_lite.roles import run_of
 
 pytestmark = pytest.mark.slow
@@ -21,10 +24,10 @@ GB = 1024**3
 def _budget_forcing_offload_policy() -> tuple[float, int]:
     cfg = compose_config(SMALL, "demo")
     shape, world = read_shape(cfg.actor_rollout_ref.model.path), 2
-    rows = plan_rows(cfg, shape, world, budget_gb=1.0, accelerator=False)  # as the trainer plans on CPU
+    rows = plan_rows(Request(cfg, shape, world, 1.0, accelerator=False))  # as the trainer plans on CPU
     cheapest_other = min(r.estimate.peak for r in rows if r.mode != "offload_policy")
     budget = 0.99 * cheapest_other / HEADROOM / GB  # just too small for any mode but offload_policy
-    rec = recommend(cfg, shape, world, budget, accelerator=False)
+    rec = recommend(Request(cfg, shape, world, budget, accelerator=False))
     assert rec.mode == "offload_policy"
     return budget, rec
 
@@ -49,7 +52,7 @@ def test_auto_offload_applies_the_planner_choice(tmp_path):
 def test_auto_offload_uses_the_smallest_reported_device_and_names_the_key_when_nothing_fits(caplog):
     cfg = compose_config([*SMALL, "trainer.auto_offload=True"], "demo")
     run = run_of(cfg, num_gpus=0)
-    with caplog.at_level(logging.INFO, logger="verl_lite.plan"):
+    with caplog.at_level(logging.INFO, logger="verl_lite.planner.auto_offload"):
         assert resolve_auto_offload(cfg, run, [(8.0, 64.0), (4.0, 64.0)]) == []
     assert "4.00 GB per device (the smallest device the workers report)" in caplog.text
     assert (
@@ -64,7 +67,7 @@ def test_on_gpus_the_nodes_host_memory_is_checked_too():
     """Qwen2.5-7B GRPO on one 141 GB GPU: a node with 80 GB of host free is refused, naming the host
     and the node that would hold manual offload's state; a node with 128 GB gets param+optimizer
     offload; on CPUs the device is the host and the host figure is not applied twice."""
-    from tests.test_plan import overrides as seven_b
+    from tests.planner.test_recommend import overrides as seven_b
 
     cfg = compose_config(seven_b(1, 16, "vllm"))
     with pytest.raises(ValueError, match=r"trainer.auto_offload=True: no offload mode fits 80.0 GB of host"):

@@ -19,7 +19,7 @@ request is resolved against the machine once, when a model is built (`select_att
       cannot use.
 
 The memory model reads the same choice: only sdpa and eager materialise the (rows, S, S) mask
-(memory_activations.mask_terms). Packed and padded rows give the same log-probs under every kernel
+(planner/activations.mask_terms). Packed and padded rows give the same log-probs under every kernel
 (tests/engine/test_attention.py: 1e-5 in fp32 on CPU, sdpa and flex; tests/engine/test_attention_gpu.py
 on a GPU, bf16).
 """

@@ -67,9 +67,9 @@ from verl_lite.engine.forward import response_width as batch_response_width
 from verl_lite.engine.grad_clip import clip_grad_norm
 from verl_lite.engine.lora import apply_lora
 from verl_lite.engine.lora_spec import LoraSpec
-from verl_lite.engine.memory_setup import storage_dtype
 from verl_lite.engine.mesh import Layout
 from verl_lite.engine.micro_batch import MicroPlan, plan_micro_batches
+from verl_lite.engine.model_shape import storage_dtype
 from verl_lite.engine.offload import build_offload
 from verl_lite.engine.optim import build_lr_scheduler, build_optimizer, num_warmup_steps
 from verl_lite.engine.parallelize import apply_fsdp2, build_mp_policy, decoder_layers, parse_dtype
@@ -145,7 +145,7 @@ class FSDPEngine:
 
     def _build_module(self, model_cfg, fsdp_cfg, module, model_kind: str, trains: bool) -> None:
         """Load (or take) the model in its storage dtype -- model_dtype, or for a frozen engine its
-        compute dtype (memory_setup.storage_dtype: the same numbers in fewer bytes) -- and shard it."""
+        compute dtype (model_shape.storage_dtype: the same numbers in fewer bytes) -- and shard it."""
         role, mp = self.role, fsdp_cfg.mixed_precision
         parse_dtype(fsdp_cfg.model_dtype, f"{role}.fsdp_config.model_dtype")
         stored = storage_dtype(fsdp_cfg.model_dtype, mp.param_dtype, trains)

@@ -31,6 +31,16 @@ def dtype_bytes(dtype: str) -> int:
     return DTYPE_BYTES[dtype]
 
 
+def storage_dtype(model_dtype: str, param_dtype: str, trains: bool) -> str:
+    """The dtype an engine keeps its sharded weights in. An engine that trains keeps model_dtype (the
+    master weights its optimizer updates, fp32 by default). A frozen one (the reference, a reward
+    model) never updates them, and FSDP2 casts every gather to the compute dtype
+    (mixed_precision.param_dtype) anyway, so from an fp32 model_dtype it keeps them in that compute
+    dtype: the same numbers (one round-to-nearest cast either way) in half the bytes for bf16. verl
+    builds its reward model in bf16, and its reference in bf16 where fsdp_config.model_dtype is unset."""
+    return param_dtype if not trains and model_dtype in ("fp32", "float32") else model_dtype
+
+
 @dataclass(frozen=True)
 class ModelShape:
     hidden: int

@@ -4,7 +4,7 @@ AdamW runs its multi-tensor (`foreach`) implementation on every device. torch pi
 only for accelerators; on the host it would step one parameter at a time, and FSDP2's params are
 DTensors, whose every op pays a dispatch: ~10 ops per parameter made the tiny model's step cost
 as much as its forward. foreach dispatches each op once for all parameters (what a GPU run uses
-anyway, and what engine/memory_model.py counts: its `sqrt(exp_avg_sq)` temporary).
+anyway, and what planner/engine_memory.py counts: its `sqrt(exp_avg_sq)` temporary).
 
 Even foreach, each of the step's ~10 ops on DTensors goes through DTensor's dispatch once, which
 for a small model costs about as much as the arithmetic. Every AdamW op is elementwise, so DTensor

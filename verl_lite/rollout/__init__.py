@@ -3,7 +3,8 @@
 `vllm` (vllm_rollout.py) is preferred where vLLM is installed (`make install` installs it); `hf`
 (hf_rollout.py, transformers' generate) is the reference backend and the fallback. A backend is
 registered with the import path of its class, so listing or validating names never imports vLLM
-(seconds, and process-wide side effects). `auto` is resolved in one place, `resolve_rollout_name`,
+(seconds, and process-wide side effects), and with its memory model (memory.py), which the planner
+asks for the backend the run names. `auto` is resolved in one place, `resolve_rollout_name`,
 when the config is normalised; everything after that sees a backend's own name.
 """
 
@@ -13,6 +14,8 @@ import importlib
 import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from verl_lite.rollout.memory import RolloutMemory, hf_memory, vllm_memory
 
 KEY = "actor_rollout_ref.rollout.name"
 # rollout.load_format: dummy starts vLLM without weights (the first sync brings them); the others read
@@ -28,6 +31,7 @@ class Backend:
     name: str
     target: str  # "package.module:Class", imported only when a rollout is built
     is_available: Callable[[], bool]
+    memory: Callable[..., RolloutMemory]  # its memory model, given the planner's Request (memory.py)
     install_hint: str = ""  # what to do when it is not available
 
     def load(self) -> type:
@@ -79,10 +83,11 @@ ROLLOUTS.register(
         "vllm",
         "verl_lite.rollout.vllm_rollout:VLLMRollout",
         _installed("vllm"),
+        vllm_memory,
         "run `make install` (VLLM=cpu or VLLM=cuda)",
     )
 )
-ROLLOUTS.register(Backend("hf", "verl_lite.rollout.hf_rollout:HFRollout", lambda: True))
+ROLLOUTS.register(Backend("hf", "verl_lite.rollout.hf_rollout:HFRollout", lambda: True, hf_memory))
 
 
 def resolve_rollout_name(name: str) -> str:

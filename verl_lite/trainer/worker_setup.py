@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 
 from verl_lite.config.freeze import is_frozen
-from verl_lite.plan import idle_on_host
+from verl_lite.planner.auto_offload import idle_on_host
 from verl_lite.single_controller import RayResourcePool, RayWorkerGroup
 from verl_lite.workers.actor_rollout_ref import ActorRolloutRefWorker
 from verl_lite.workers.critic import CriticWorker

@@ -1,13 +1,13 @@
 """Memory of one FSDP2 engine on one rank, estimated from the model's shape: the planner's math.
 
 Pure arithmetic on a `ModelShape` (model_shape.py, read from a HF config.json) and an `EngineSetup`
-(memory_setup.py: world size, dtypes, micro-batch, sequence length, offload mode, levers, LoRA). No
-torch: the planner (plan_memory.py), the trainer's auto-offload and scripts/gpu_check.py use it;
-tests/engine/test_memory_model.py checks every term against a hand calculation. This module holds
+(engine_setup.py: world size, dtypes, micro-batch, sequence length, offload mode, levers, LoRA). No
+torch: the planner (phases.py), the trainer's auto-offload and scripts/gpu_check.py use it;
+tests/planner/test_engine_memory.py checks every term against a hand calculation. This module holds
 the engine's state and FSDP2 working set and composes the peaks; activations and no-grad forwards
-are memory_activations.py's, host bytes memory_host.py's. N is the parameter count, W the ranks
+are activations.py's, host bytes host.py's. N is the parameter count, W the ranks
 sharing the model, p/c/r the bytes of the weights' storage dtype (model_dtype; a frozen engine's is
-its param_dtype: memory_setup.storage_dtype) / param_dtype / reduce_dtype, a "unit" what one
+its param_dtype: model_shape.storage_dtype) / param_dtype / reduce_dtype, a "unit" what one
 fully_shard owns (a decoder layer, or the root: embeddings, head, final norm), S(x) a unit's shard
 (dim 0 split W ways, padded). What each term is, read from torch 2.13's FSDP2 and AdamW:
 
@@ -35,21 +35,21 @@ fully_shard owns (a decoder layer, or the root: embeddings, head, final norm), S
   reduce        a unit's reduce-scatter: its input in reduce_dtype (the unit's full size; FSDP2
                 keeps one in flight) beside first the unit's grads (param_dtype, freed once copied
                 in), then the output shard in reduce_dtype
-  activations, forward, attention_mask   memory_activations.py (with the memory levers of issue 13:
+  activations, forward, attention_mask   activations.py (with the memory levers of issue 13:
                 sp_size, fused log-probs, entropy chunking, activation offload)
   fsdp_size     HSDP: the model is sharded over fsdp_size ranks, not the world; the caller
-                (plan_memory.py) passes that as `world`.
+                (role_engines.py) passes that as `world`.
 
 The update's peak is the larger of backward's (state + gathered + the larger of: activations with
 the root's grads and a layer's reduce; the root's reduce at the end of backward) and the step's
-(state + step_temp). Host bytes: what the mode keeps there (memory_host.py) and offloaded
+(state + step_temp). Host bytes: what the mode keeps there (host.py) and offloaded
 activations during the update.
 
-With LoRA (memory_setup.parts) the units hold frozen base weights and trained tensors: params count
+With LoRA (engine_setup.parts) the units hold frozen base weights and trained tensors: params count
 both, while grads, grad_accum, optimizer, step_temp, root_grads, the reduce-scatter buffers and the
 host's grads and moments count only the trained ones (FSDP2 reduce-scatters only parameters with
 gradients). The CUDA context, NCCL buffers and allocator fragmentation are not modelled here
-(plan_memory.py adds a per-process overhead; the planner keeps a headroom; scripts/gpu_check.py
+(phases.py adds a per-process overhead; the planner keeps a headroom; scripts/gpu_check.py
 measures).
 """
 
@@ -57,44 +57,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from verl_lite.engine.memory_activations import (
-    activation_bytes,
-    activation_terms,
-    forward_bytes,
-    fused_chunk_tokens,
-    micro_tokens,
-)
-from verl_lite.engine.memory_host import host_terms, pow2_ceil
-from verl_lite.engine.memory_setup import MODES, EngineSetup, Parts, parts
-from verl_lite.engine.model_shape import (
-    DTYPE_BYTES,
-    LINEARS,
-    ModelShape,
-    adapted_linears,
-    dtype_bytes,
-    read_shape,
-    shard_numel,
-)
-
-__all__ = [  # the memory model's public names, wherever they live
-    "DTYPE_BYTES",
-    "LINEARS",
-    "MODES",
-    "EngineEstimate",
-    "EngineSetup",
-    "ModelShape",
-    "activation_bytes",
-    "adapted_linears",
-    "estimate",
-    "forward_bytes",
-    "fused_chunk_tokens",
-    "host_terms",
-    "micro_tokens",
-    "parts",
-    "pow2_ceil",
-    "read_shape",
-    "shard_numel",
-]
+from verl_lite.engine.model_shape import ModelShape, dtype_bytes, shard_numel
+from verl_lite.planner.activations import activation_terms, forward_bytes
+from verl_lite.planner.engine_setup import MODES, EngineSetup, Parts, parts
+from verl_lite.planner.host import host_terms
 
 
 @dataclass

@@ -4,9 +4,9 @@ trains (`Parts`).
 An EngineSetup is the part of a run's config one engine's memory depends on (world size, dtypes,
 micro-batch and sequence lengths, offload mode, memory levers, LoRA), so the planner, the trainer's
 auto-offload and scripts/gpu_check.py describe an engine the same way. `storage_dtype` is the dtype
-the engine keeps its weights in (the engine reads the same rule: FSDPEngine). `parts` splits the
-model's tensors into frozen ones (storage_dtype) and trained ones: all or nothing without LoRA; with LoRA
-(`lora_rank` > 0, engine/lora.py) the adapters of every adapted linear (out x in gains A, rank x in,
+the engine keeps its weights in (engine/model_shape.py: the engine's own rule). `parts` splits the
+model's tensors into frozen ones (storage_dtype) and trained ones: all or nothing without LoRA; with
+LoRA (`lora_rank` > 0, engine/lora.py) the adapters of every adapted linear (out x in gains A, rank x in,
 and B, out x rank; fp32 whatever model_dtype, as PEFT upcasts 16-bit adapters) and the critic's
 trained copy of its value head (PEFT's modules_to_save), beside the frozen base.
 """
@@ -15,21 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from verl_lite.engine.model_shape import LINEARS, ModelShape, dtype_bytes
+from verl_lite.engine.model_shape import LINEARS, ModelShape, dtype_bytes, storage_dtype
 
 MODES = ("none", "param_optimizer_offload", "offload_policy")
-
-
-def storage_dtype(model_dtype: str, param_dtype: str, trains: bool) -> str:
-    """The dtype an engine keeps its sharded weights in. An engine that trains keeps model_dtype (the
-    master weights its optimizer updates, fp32 by default). A frozen one (the reference, a reward
-    model) never updates them, and FSDP2 casts every gather to the compute dtype
-    (mixed_precision.param_dtype) anyway, so from an fp32 model_dtype it keeps them in that compute
-    dtype: the same numbers (one round-to-nearest cast either way) in half the bytes for bf16. verl
-    builds its reward model in bf16, and its reference in bf16 where fsdp_config.model_dtype is unset."""
-    return param_dtype if not trains and model_dtype in ("fp32", "float32") else model_dtype
-
-
 ADAPTER_BYTES = 4  # LoRA adapters are fp32 whatever model_dtype (PEFT's autocast_adapter_dtype)
 
 

@@ -8,16 +8,10 @@ import pytest
 
 from tests.helpers.model_configs import HALF_B, SEVEN_B
 from verl_lite.config.errors import ConfigError
-from verl_lite.engine.memory_model import read_shape
-from verl_lite.plan import (
-    candidates,
-    compose_config,
-    micro_candidates,
-    plan_rows,
-    proposable_levers,
-    recommend,
-)
-from verl_lite.plan_memory import LEVERS
+from verl_lite.engine.model_shape import read_shape
+from verl_lite.planner.cli import compose_config
+from verl_lite.planner.recommend import candidates, micro_candidates, plan_rows, proposable_levers, recommend
+from verl_lite.planner.request import LEVERS, Request
 
 GB = 1024**3
 
@@ -50,7 +44,7 @@ def shape():
 
 def test_one_24gb_card_fits_7b_only_with_offload_policy_beside_a_sleeping_vllm(shape):
     cfg = compose_config(overrides(1, 16, "vllm", "actor_rollout_ref.rollout.gpu_memory_utilization=0.3"))
-    rec = recommend(cfg, shape, world=1, budget_gb=24)
+    rec = recommend(Request(cfg, shape, 1, 24))
     assert rec.mode == "offload_policy" and 2 <= rec.micro <= 8, rec.reason
     assert rec.overrides["actor.fsdp_config.offload_policy"] is True
     assert rec.overrides["actor.ppo_micro_batch_size_per_gpu"] == rec.micro
@@ -63,9 +57,9 @@ def test_lora_on_one_24gb_card_needs_less_than_full_tuning(shape):
     kl = ("actor_rollout_ref.rollout.gpu_memory_utilization=0.3", "actor_rollout_ref.actor.use_kl_loss=True")
     full = compose_config(overrides(1, 16, "vllm", *kl))
     lora = compose_config(overrides(1, 16, "vllm", *kl, "actor_rollout_ref.model.lora_rank=8"))
-    rec = recommend(lora, shape, world=1, budget_gb=24)
+    rec = recommend(Request(lora, shape, 1, 24))
     assert rec.mode == "offload_policy" and rec.micro == 4, rec.reason
-    for f, lo in zip(plan_rows(full, shape, 1, 24), plan_rows(lora, shape, 1, 24)):
+    for f, lo in zip(plan_rows(Request(full, shape, 1, 24)), plan_rows(Request(lora, shape, 1, 24))):
         assert lo.estimate.peak < f.estimate.peak, (f.mode, f.micro)
         # without offload the host holds only the model while it loads, with or without LoRA
         assert lo.host_per_node < f.host_per_node or f.mode == "none", (f.mode, f.micro)
@@ -75,7 +69,7 @@ def test_hf_rollouts_full_copy_leaves_no_room_on_24gb(shape):
     """The HF rollout's bf16 copy (15.2 GB) stays through the update: nothing fits beside it."""
     cfg = compose_config(overrides(1, 16, "hf"))
     with pytest.raises(ValueError, match=r"no offload mode fits 24.00 GB.*offload_policy, micro-batch 1"):
-        recommend(cfg, shape, world=1, budget_gb=24)
+        recommend(Request(cfg, shape, 1, 24))
 
 
 def test_a_sleeping_vllm_leaves_the_update_more_room_than_an_awake_one(shape):
@@ -84,19 +78,19 @@ def test_a_sleeping_vllm_leaves_the_update_more_room_than_an_awake_one(shape):
     awake = compose_config(
         overrides(1, 16, "vllm", share, "actor_rollout_ref.rollout.free_cache_engine=False")
     )
-    rows = {name: plan_rows(c, shape, 1, 48) for name, c in (("asleep", asleep), ("awake", awake))}
+    rows = {name: plan_rows(Request(c, shape, 1, 48)) for name, c in (("asleep", asleep), ("awake", awake))}
     best = {
         k: max((r.micro for r in v if r.fits and (r.mode, r.levers) == ("offload_policy", ())), default=0)
         for k, v in rows.items()
     }
     assert best["asleep"] > best["awake"] > 0, best
     with pytest.raises(ValueError, match="no offload mode fits"):
-        recommend(awake, shape, world=1, budget_gb=24)
+        recommend(Request(awake, shape, 1, 24))
 
 
 def test_eight_80gb_cards_need_no_offload(shape):
     cfg = compose_config(overrides(8, 64, "vllm"))
-    rec = recommend(cfg, shape, world=8, budget_gb=80)
+    rec = recommend(Request(cfg, shape, 8, 80))
     assert rec.mode == "none", rec.reason
     assert rec.overrides["actor.fsdp_config.param_offload"] is False
     assert rec.overrides["actor.fsdp_config.optimizer_offload"] is False
@@ -105,7 +99,7 @@ def test_eight_80gb_cards_need_no_offload(shape):
 def test_rows_cover_every_mode_and_micro_size(shape):
     cfg = compose_config(overrides(1, 16, "vllm"))
     assert micro_candidates(cfg, 1) == [1, 2, 4, 8, 16, 32]
-    rows = plan_rows(cfg, shape, 1, 24, levers=LEVERS)
+    rows = plan_rows(Request(cfg, shape, 1, 24, levers=LEVERS))
     assert [(r.mode, r.levers, r.micro) for r in rows][:2] == [("none", (), 1), ("none", (), 2)]
     assert len(rows) == 9 * 6, "3 modes x (nothing, fused, fused + activation offload) x 6 micro sizes"
     policy = [
@@ -122,12 +116,12 @@ def test_a_host_too_small_for_the_offloaded_state_is_refused(shape):
     on the lent H200 machine, but not one with 80: the refusal says the host stops it and what
     would hold it."""
     cfg = compose_config(overrides(1, 16, "vllm"))
-    assert recommend(cfg, shape, world=1, budget_gb=141).mode == "param_optimizer_offload"
-    rec = recommend(cfg, shape, world=1, budget_gb=141, host_budget_gb=128)
+    assert recommend(Request(cfg, shape, 1, 141)).mode == "param_optimizer_offload"
+    rec = recommend(Request(cfg, shape, 1, 141, host_gb=128))
     assert rec.mode == "param_optimizer_offload", rec.reason
     assert re.search(r"host 87\.\d GB per node$", rec.reason), rec.reason
     with pytest.raises(ValueError) as refused:
-        recommend(cfg, shape, world=1, budget_gb=141, host_budget_gb=80)
+        recommend(Request(cfg, shape, 1, 141, host_gb=80))
     message = str(refused.value)
     least = re.search(
         r"^no offload mode fits 80.0 GB of host memory per node: \d+ candidates fit 141.00 GB per device, "
@@ -138,14 +132,14 @@ def test_a_host_too_small_for_the_offloaded_state_is_refused(shape):
     assert least and least.group(1).startswith("param_optimizer_offload"), message
     need, node = float(least.group(2)), float(least.group(3))
     assert 0.9 * 80 < need and abs(node - need / 0.9) < 0.1
-    rec = recommend(cfg, shape, world=1, budget_gb=141, host_budget_gb=node + 0.1)  # a node of that size
+    rec = recommend(Request(cfg, shape, 1, 141, host_gb=node + 0.1))  # a node of that size
     assert rec.mode == "param_optimizer_offload", rec.reason
 
 
 def test_nothing_fits_says_what_to_change(shape):
     cfg = compose_config(overrides(1, 16, "vllm"))
     with pytest.raises(ValueError, match="no offload mode fits 2.00 GB per device.*n_gpus_per_node"):
-        recommend(cfg, shape, world=1, budget_gb=2)
+        recommend(Request(cfg, shape, 1, 2))
 
 
 def test_rollout_auto_is_resolved_as_start_up_resolves_it(shape):
@@ -154,7 +148,7 @@ def test_rollout_auto_is_resolved_as_start_up_resolves_it(shape):
 
     cfg = compose_config([f"actor_rollout_ref.model.path={SEVEN_B}", "algorithm.adv_estimator=grpo"])
     assert cfg.actor_rollout_ref.rollout.name == resolve_rollout_name("auto") != "auto"
-    rows = plan_rows(cfg, shape, 8, 80)
+    rows = plan_rows(Request(cfg, shape, 8, 80))
     assert rows and all("generate" in r.estimate.phases for r in rows)
 
 
@@ -162,7 +156,7 @@ def test_cli_takes_hydra_overrides_and_prints_the_table():
     cmd = [
         sys.executable,
         "-m",
-        "verl_lite.plan",
+        "verl_lite.planner",
         "--device-memory-gb",
         "24",
         *overrides(1, 16, "vllm", "actor_rollout_ref.rollout.gpu_memory_utilization=0.3"),
@@ -188,7 +182,7 @@ def test_cli_takes_hydra_overrides_and_prints_the_table():
     no_critic = [*cmd, "algorithm.adv_estimator=gae", "critic.model.path=/no/such/model"]
     bad = subprocess.run(no_critic, capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
-        "python -m verl_lite.plan: critic.model.path='/no/such/model': no config.json to plan from; set "
+        "python -m verl_lite.planner: critic.model.path='/no/such/model': no config.json to plan from; set "
         "critic.model.path to a HF model folder (the planner reads only its config.json)"
     ], bad.stderr[-3000:]
 
@@ -230,11 +224,11 @@ def test_fused_log_probs_are_recommended_before_any_offload():
     vLLM; fused log-probs keep two chunks instead, and the overrides turn them on for actor and ref."""
     shape = read_shape(HALF_B)
     cfg = compose_config(half_b())
-    rec = recommend(cfg, shape, world=1, budget_gb=24, levers=LEVERS)
+    rec = recommend(Request(cfg, shape, 1, 24, levers=LEVERS))
     assert (rec.mode, rec.levers) == ("none", ("fused",)) and rec.micro >= 8, rec.reason
     assert rec.reason.startswith("none does not fit even at the smallest micro-batch; none+fused")
     assert rec.overrides["model.use_fused_kernels"] is rec.overrides["actor.use_fused_kernels"] is True
-    rows = plan_rows(cfg, shape, 1, 24, levers=LEVERS)
+    rows = plan_rows(Request(cfg, shape, 1, 24, levers=LEVERS))
     plain = [r for r in rows if r.mode == "none" and not r.levers]
     assert all(r.estimate.peak_phase in ("old_log_prob", "update_actor") for r in plain)
 
@@ -248,7 +242,7 @@ def test_nothing_fits_names_the_sequence_parallel_size_that_would():
     cfg = compose_config(half_b("trainer.n_gpus_per_node=8", sdpa))
     cfg.data.max_response_length = cfg.actor_rollout_ref.rollout.response_length = 32768
     with pytest.raises(ValueError) as err:
-        recommend(cfg, shape, world=8, budget_gb=16, levers=LEVERS)
+        recommend(Request(cfg, shape, 8, 16, levers=LEVERS))
     message = str(err.value)
     assert message.startswith("no offload mode fits 16.00 GB per device"), message
     assert re.search(r"ulysses_sequence_parallel_size=2 gives \d+\.\d\d GB \(.*: fits\)", message), message
@@ -266,10 +260,10 @@ def test_the_planner_proposes_a_lever_only_when_the_config_accepts_its_keys(leve
 
 
 def test_the_trainer_keeps_a_colocated_critic_on_the_device_when_the_plan_fits():
-    """plan.idle_on_host (the trainer's start-up decision) for the actor as configured: 8 x 80 GB hold
+    """auto_offload.idle_on_host (the trainer's start-up decision) for the actor as configured: 8 x 80 GB hold
     a 7B actor, 7B critic and 0.5B reward model resident; 8 x 56 GB do not, so they wait on the host."""
-    from tests.test_plan_memory import COLOCATED, config
-    from verl_lite.plan import idle_on_host
+    from tests.planner.test_phases import COLOCATED, config
+    from verl_lite.planner.auto_offload import idle_on_host
 
     cfg = config(*COLOCATED, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4")
     idle, message = idle_on_host(cfg, [80.0, 81.0], accelerator=True)

@@ -1,6 +1,6 @@
 """Activation memory of one engine on one rank: what a training micro-batch keeps for backward, and
 the transient peak of a no-grad forward (log-probs, values, scores). Part of the memory model
-(memory_model.py composes these with the state and FSDP2 terms).
+(engine_memory.py composes these with the state and FSDP2 terms).
 
   activations   what autograd saves per token and layer (8h + 4kv + 4i elements in param_dtype plus
                 two fp32 RMSNorm inputs), the logits (param_dtype) and four fp32 copies of the
@@ -45,9 +45,9 @@ is still saved, now for the adapter beside it.
 
 from __future__ import annotations
 
-from verl_lite.engine.memory_host import pow2_ceil
-from verl_lite.engine.memory_setup import EngineSetup
 from verl_lite.engine.model_shape import ModelShape, ceil_div, dtype_bytes
+from verl_lite.planner.engine_setup import EngineSetup
+from verl_lite.planner.host import pow2_ceil
 
 FUSED_CHUNK_BYTES = 256 * 1024**2  # algos/chunked_logprob.py: one fp32 chunk x vocab tensor
 ENTROPY_CHUNK = 2048  # tokens per chunk of entropy_from_logits_with_chunking
@@ -122,11 +122,6 @@ def activation_terms(shape: ModelShape, s: EngineSetup) -> dict[str, int]:
         host = (shape.layers - 1) * sum(rounded)
     head = head_terms(shape, s, tokens, response_tokens, training=True)
     return {"activations": layers + shared + head + tokens * shape.hidden * c, "host_activations": host}
-
-
-def activation_bytes(shape: ModelShape, s: EngineSetup) -> int:
-    """What one training micro-batch's forward keeps for backward, at its peak."""
-    return activation_terms(shape, s)["activations"]
 
 
 def forward_bytes(shape: ModelShape, s: EngineSetup) -> int:

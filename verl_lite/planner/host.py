@@ -5,15 +5,14 @@ Manual offload (param_optimizer_offload) keeps its state in exactly sized page-l
 pinned by FSDP2 through the caching host allocator, which rounds each tensor up to a power of two
 (GPU machines pin; CPU-only machines cannot); its AdamW moments are pageable, plus one step
 temporary. While an engine loads, the whole model sits on the host once, in its storage dtype
-(memory_setup.storage_dtype). Offloaded
-activations (engine/activation_offload.py) are pinned tensor by tensor, with the same rounding
-(memory_activations.py counts them).
+(model_shape.storage_dtype). Offloaded activations (engine/activation_offload.py) are pinned tensor
+by tensor, with the same rounding (activations.py counts them).
 """
 
 from __future__ import annotations
 
-from verl_lite.engine.memory_setup import EngineSetup, parts
 from verl_lite.engine.model_shape import ModelShape, ceil_div, dtype_bytes
+from verl_lite.planner.engine_setup import EngineSetup, parts
 
 HOST_SLOT_ALIGN = 64  # utils/device.HostBuffer starts each slot on a 64-byte boundary
 

@@ -1,7 +1,7 @@
-"""Phase-by-phase device memory of a whole run (plan_memory.py) for a Qwen2.5-7B GRPO/PPO run.
+"""Phase-by-phase device memory of a whole run (planner/phases.py) for a Qwen2.5-7B GRPO/PPO run.
 
 Each test composes main_ppo's config through Hydra (the planner's own path) and checks a phase's
-total against the engines' terms (tested by hand in tests/engine/test_memory_model.py) and the
+total against the engines' terms (tested by hand in tests/planner/test_engine_memory.py) and the
 rollout's, written out here.
 """
 
@@ -9,11 +9,20 @@ import pytest
 
 from tests.helpers.model_configs import HALF_B, SEVEN_B, H, N, V
 from verl_lite import roles
-from verl_lite.engine.memory_model import read_shape
-from verl_lite.plan import compose_config
-from verl_lite.plan_memory import GB, HEADROOM, MB, PROCESS_OVERHEAD, plan_device
+from verl_lite.engine.model_shape import read_shape
+from verl_lite.planner.cli import compose_config
+from verl_lite.planner.phases import PROCESS_OVERHEAD, plan_device
+from verl_lite.planner.request import GB, HEADROOM, MB, Choice, Request
+from verl_lite.rollout import ROLLOUTS, Backend
+from verl_lite.rollout.memory import RolloutMemory
 
 DEVICE = 80 * GB
+
+
+def plan_8x(cfg, shape, device: int, accelerator: bool = True, levers=(), idle_on_host=None):
+    """The plan of `cfg` on 8 devices of `device` bytes, the actor without offload at micro-batch 4."""
+    req = Request(cfg, shape, 8, device / GB, accelerator=accelerator)
+    return plan_device(req, Choice("none", 4, levers), idle_on_host)
 
 
 def config(*extra: str):
@@ -47,7 +56,7 @@ def shape():
 
 
 def test_vllm_holds_its_share_while_generating_and_nothing_asleep(shape):
-    plan = plan_device(config(), shape, 8, "none", 4, DEVICE)
+    plan = plan_8x(config(), shape, DEVICE)
     actor = plan.engines["actor"]
     assert set(plan.engines) == {"actor"} and set(plan.phases) == {
         "generate",
@@ -66,9 +75,7 @@ def test_vllm_holds_its_share_while_generating_and_nothing_asleep(shape):
 
 
 def test_an_awake_vllm_keeps_its_share_beside_every_phase(shape):
-    plan = plan_device(
-        config("actor_rollout_ref.rollout.free_cache_engine=False"), shape, 8, "none", 4, DEVICE
-    )
+    plan = plan_8x(config("actor_rollout_ref.rollout.free_cache_engine=False"), shape, DEVICE)
     share = int(0.5 * DEVICE)
     assert plan.phases["update_actor"] == plan.engines["actor"].update + share
     assert plan.phases["update_weights"] == plan.engines["actor"].resident + share + 512 * MB + V * H * 4
@@ -76,7 +83,7 @@ def test_an_awake_vllm_keeps_its_share_beside_every_phase(shape):
 
 def test_on_cpu_vllm_holds_weights_and_its_kv_space_and_processes_cost_nothing_extra(shape):
     cfg = config("actor_rollout_ref.rollout.cpu_kv_cache_gb=2")
-    plan = plan_device(cfg, shape, 8, "none", 4, DEVICE, accelerator=False)
+    plan = plan_8x(cfg, shape, DEVICE, accelerator=False)
     held = N // 2 * 2 + 2 * GB
     assert plan.phases["update_actor"] == plan.engines["actor"].update + held
     assert plan.overhead == 0
@@ -86,7 +93,7 @@ def test_hf_keeps_a_full_copy_and_grows_a_kv_cache_while_generating(shape):
     cfg = config(
         "actor_rollout_ref.rollout.name=hf", "actor_rollout_ref.rollout.tensor_model_parallel_size=1"
     )
-    plan = plan_device(cfg, shape, 8, "none", 4, DEVICE)
+    plan = plan_8x(cfg, shape, DEVICE)
     copy = N * 2
     sequences = 64 * 4 // 8
     kv_cache = 2 * 28 * 512 * sequences * 1024 * 2  # K and V, 28 layers, kv dim 512, bf16
@@ -101,10 +108,10 @@ def test_kl_in_the_reward_alone_builds_the_reference_as_the_trainer_does(shape):
     assert roles.uses_reference(cfg) and roles.run_of(cfg, 0).ref, (
         "one rule: the planner's, the trainer's Run"
     )
-    plan = plan_device(cfg, shape, 8, "none", 4, DEVICE)
+    plan = plan_8x(cfg, shape, DEVICE)
     ref, actor = plan.engines["ref"], plan.engines["actor"]
     # the reference's shard stays unless its fsdp_config offloads it, in the bf16 compute dtype
-    # (a frozen engine keeps no fp32 master weights: engine/memory_setup.storage_dtype)
+    # (a frozen engine keeps no fp32 master weights: engine/model_shape.storage_dtype)
     assert ref.resident == N // 8 * 2
     assert plan.phases["ref"] == actor.resident + ref.forward
     assert plan.phases["update_actor"] == actor.update + ref.resident
@@ -128,7 +135,7 @@ def test_a_colocated_critic_and_reward_model_share_the_device_in_processes_of_th
     """Where the device is the host (CPU) nothing moves: each role's state stays beside the others', and
     vLLM's weights and KV cache (no sleep mode) beside all of them."""
     cfg = config(*COLOCATED)
-    plan = plan_device(cfg, shape, 8, "none", 4, DEVICE, accelerator=False)
+    plan = plan_8x(cfg, shape, DEVICE, accelerator=False)
     actor, critic, rm = (plan.engines[k] for k in ("actor", "critic", "reward_model"))
     vllm = -(-N // 2) * 2 + int(cfg.actor_rollout_ref.rollout.cpu_kv_cache_gb * GB)  # TP 2, bf16
     assert critic.resident == 3 * shard_value(8) * 4  # params + both moments, fp32
@@ -145,25 +152,23 @@ def test_on_a_gpu_the_critic_and_reward_model_stay_unless_the_device_would_not_h
     step peaks at 63 GB with their state resident, within the 72 GB headroom, so they stay; on 56 GB
     (51 GB resident > 50.4 GB) they wait on the host between their phases, and the step peaks at 40.9."""
     cfg = config(*COLOCATED)
-    stays = plan_device(cfg, shape, 8, "none", 4, DEVICE)
+    stays = plan_8x(cfg, shape, DEVICE)
     assert not stays.idle_on_host and stays.engines["critic"].resident == 3 * shard_value(8) * 4
-    assert stays.peak == plan_device(cfg, shape, 8, "none", 4, DEVICE, idle_on_host=False).peak
+    assert stays.peak == plan_8x(cfg, shape, DEVICE, idle_on_host=False).peak
     assert stays.peak <= HEADROOM * DEVICE
     small = 56 * GB
-    resident = plan_device(cfg, shape, 8, "none", 4, small, idle_on_host=False)
+    resident = plan_8x(cfg, shape, small, idle_on_host=False)
     assert resident.peak > HEADROOM * small
-    waits = plan_device(cfg, shape, 8, "none", 4, small)
+    waits = plan_8x(cfg, shape, small)
     assert waits.idle_on_host and waits.engines["critic"].resident == 0
-    assert (
-        waits.peak == plan_device(cfg, shape, 8, "none", 4, small, idle_on_host=True).peak <= HEADROOM * small
-    )
-    assert not plan_device(cfg, shape, 8, "none", 4, small, accelerator=False).idle_on_host, "never on CPU"
+    assert waits.peak == plan_8x(cfg, shape, small, idle_on_host=True).peak <= HEADROOM * small
+    assert not plan_8x(cfg, shape, small, accelerator=False).idle_on_host, "never on CPU"
 
 
 def test_waiting_on_the_host_the_critic_and_reward_model_come_in_only_for_their_phases(shape):
     """idle_on_host: a critic or reward model beside the actor keeps its params and optimizer state on
     the host (exact bytes) and brings them in only for its own phases."""
-    plan = plan_device(config(*COLOCATED), shape, 8, "none", 4, DEVICE, idle_on_host=True)
+    plan = plan_8x(config(*COLOCATED), shape, DEVICE, idle_on_host=True)
     actor, critic, rm = (plan.engines[k] for k in ("actor", "critic", "reward_model"))
     assert critic.resident == rm.resident == 0
     exact = shard_value(8) * 4 + 60  # every slot is 64-byte aligned: the head's 4-byte bias takes 64
@@ -174,14 +179,8 @@ def test_waiting_on_the_host_the_critic_and_reward_model_come_in_only_for_their_
     assert plan.phases["reward"] == rm.forward + actor.resident
     assert plan.phases["generate"] == actor.resident + int(0.5 * DEVICE)
     assert plan.overhead == 3 * PROCESS_OVERHEAD
-    offloaded = plan_device(
-        config(*COLOCATED, "critic.model.fsdp_config.offload_policy=True"),
-        shape,
-        8,
-        "none",
-        4,
-        DEVICE,
-        idle_on_host=True,
+    offloaded = plan_8x(
+        config(*COLOCATED, "critic.model.fsdp_config.offload_policy=True"), shape, DEVICE, idle_on_host=True
     )
     assert offloaded.engines["critic"].terms["host_grads"] > 0, "offload_policy stays offload_policy"
 
@@ -195,7 +194,7 @@ def shard_value(world: int) -> int:
 
 def test_a_large_log_prob_micro_batch_is_the_peak(shape):
     cfg = config("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=64")
-    plan = plan_device(cfg, shape, 8, "none", 4, DEVICE)
+    plan = plan_8x(cfg, shape, DEVICE)
     assert plan.peak_phase == "old_log_prob"
     # its logits alone: 64 x 1024 tokens x vocab in bf16, and three fp32 copies of the responses'
     assert plan.engines["actor"].terms["forward_activations"] > 64 * 1024 * V * 2 + 3 * 64 * 512 * V * 4
@@ -205,12 +204,12 @@ def test_a_large_log_prob_micro_batch_is_the_peak(shape):
 def test_hsdp_shards_the_actor_over_fsdp_size_ranks(shape):
     cfg = config()
     cfg.actor_rollout_ref.actor.fsdp_config.fsdp_size = 4
-    actor = plan_device(cfg, shape, 8, "none", 4, DEVICE).engines["actor"]
-    full = plan_device(config(), shape, 8, "none", 4, DEVICE).engines["actor"]
+    actor = plan_8x(cfg, shape, DEVICE).engines["actor"]
+    full = plan_8x(config(), shape, DEVICE).engines["actor"]
     assert actor.terms["params"] == N // 4 * 4 == 2 * full.terms["params"], "4 shards, replicated twice"
     assert actor.resident == 3 * N // 4 * 4
     cfg.actor_rollout_ref.actor.fsdp_config.fsdp_size = 8  # == world: plain full sharding
-    assert plan_device(cfg, shape, 8, "none", 4, DEVICE).engines["actor"].terms == full.terms
+    assert plan_8x(cfg, shape, DEVICE).engines["actor"].terms == full.terms
 
 
 def test_sequence_parallel_halves_the_actor_and_reference_per_token_terms(shape):
@@ -222,7 +221,7 @@ def test_sequence_parallel_halves_the_actor_and_reference_per_token_terms(shape)
     )
     cfg.actor_rollout_ref.actor.ulysses_sequence_parallel_size = 2
     cfg.actor_rollout_ref.ref.ulysses_sequence_parallel_size = 2
-    one, two = plan_device(base, shape, 8, "none", 4, DEVICE), plan_device(cfg, shape, 8, "none", 4, DEVICE)
+    one, two = plan_8x(base, shape, DEVICE), plan_8x(cfg, shape, DEVICE)
     for role, term in (
         ("actor", "activations"),
         ("actor", "forward_activations"),
@@ -237,14 +236,14 @@ def test_levers_the_planner_proposes_reach_actor_and_reference(shape):
     cfg = config(
         "algorithm.use_kl_in_reward=True", "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4"
     )
-    plain = plan_device(cfg, shape, 8, "none", 4, DEVICE)
-    fused = plan_device(cfg, shape, 8, "none", 4, DEVICE, levers=("fused",))
+    plain = plan_8x(cfg, shape, DEVICE)
+    fused = plan_8x(cfg, shape, DEVICE, levers=("fused",))
     for role in ("actor", "ref"):
         assert (
             fused.engines[role].terms["forward_activations"]
             < plain.engines[role].terms["forward_activations"]
         )
-    offloaded = plan_device(cfg, shape, 8, "none", 4, DEVICE, levers=("activation_offload",))
+    offloaded = plan_8x(cfg, shape, DEVICE, levers=("activation_offload",))
     actor = offloaded.engines["actor"]
     assert actor.terms["host_activations"] > 0 and offloaded.host_per_rank > plain.host_per_rank
     assert offloaded.engines["ref"].terms == plain.engines["ref"].terms, (
@@ -260,13 +259,13 @@ def test_with_lora_the_reference_is_the_actor_with_adapters_off(shape):
         "actor_rollout_ref.actor.use_kl_loss=True",
         "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=8",
     )
-    plan = plan_device(config(*kl, "actor_rollout_ref.model.lora_rank=8"), shape, 8, "none", 4, DEVICE)
+    plan = plan_8x(config(*kl, "actor_rollout_ref.model.lora_rank=8"), shape, DEVICE)
     assert set(plan.engines) == {"actor"}, "no reference engine: nothing resident for it"
     actor = plan.engines["actor"]
     assert actor.terms["optimizer"] == 2 * NT8 // 8 * 4 and actor.terms["grads"] == NT8 // 8 * 4
     assert plan.phases["update_actor"] == actor.update, "nothing beside the update (vLLM asleep)"
     assert plan.phases["ref"] > plan.phases["old_log_prob"], "the ref phase runs the ref's micro-batch of 8"
-    full = plan_device(config(*kl), shape, 8, "none", 4, DEVICE)
+    full = plan_8x(config(*kl), shape, DEVICE)
     assert full.phases["update_actor"] == full.engines["actor"].update + N // 8 * 2  # the bf16 ref
     saved = full.phases["update_actor"] - plan.phases["update_actor"]
     assert saved > (3 * 4 + 2) * (N // 8) * 0.99, "the grads and both moments of the base, the bf16 ref"
@@ -280,8 +279,38 @@ def test_a_lora_critic_trains_its_adapters_and_its_value_head(shape):
         "critic.forward_micro_batch_size_per_gpu=4",
         "critic.model.lora_rank=8",
     )
-    critic = plan_device(cfg, shape, 8, "none", 4, DEVICE, accelerator=False).engines["critic"]
+    critic = plan_8x(cfg, shape, DEVICE, accelerator=False).engines["critic"]
     # (on CPU: on a GPU too small to hold it, the critic would wait on the host, streaming its moments)
     # + the head's trained copy: (1 x hidden) and its bias split 8 ways on dim 0 pad to a row per rank
     assert critic.terms["grads"] == (NT8 // 8 + H + 1) * 4
     assert critic.terms["optimizer"] == 2 * critic.terms["grads"]
+
+
+class PoolMemory:
+    """A backend's memory model: a fixed pool while generating, its weights while syncing, nothing
+    between rollouts (an engine that frees everything when asleep)."""
+
+    def __init__(self, pool: int, weights: int):
+        self.pool, self.weights = pool, weights
+
+    def __call__(self, req: Request) -> RolloutMemory:
+        return RolloutMemory(generate=self.pool, sync=self.weights, idle=0)
+
+
+def test_a_backend_registered_in_one_place_brings_its_own_memory_model(shape, monkeypatch):
+    """The planner asks the run's backend for its memory model (rollout/memory.py): a backend added
+    through the registry is planned by its own model, not vLLM's or HF's; one without a model cannot
+    be registered."""
+    monkeypatch.setattr(ROLLOUTS, "_backends", dict(ROLLOUTS._backends))  # restored after the test
+    ROLLOUTS.register(Backend("pool", "nowhere:Pool", lambda: True, PoolMemory(3 * GB, GB)))
+    cfg = config()
+    cfg.actor_rollout_ref.rollout.name = "hf"
+    hf = plan_8x(cfg, shape, DEVICE)
+    cfg.actor_rollout_ref.rollout.name = "pool"
+    plan = plan_8x(cfg, shape, DEVICE)
+    actor = plan.engines["actor"]
+    assert plan.phases["generate"] == actor.resident + 3 * GB != hf.phases["generate"]
+    assert plan.phases["update_weights"] == max(actor.resident, actor.terms["params"]) + GB
+    assert plan.phases["update_actor"] == actor.update and plan.phases["old_log_prob"] == actor.forward
+    with pytest.raises(TypeError, match="memory"):
+        Backend("bare", "nowhere:Bare", lambda: True)

@@ -2,8 +2,8 @@
 
 Shapes are Qwen2.5's public config.json values (tests/helpers/model_configs.py, whose 7B layout
 tests/engine/test_model_shape.py checks against transformers). Every expected number below is
-written out from the definitions in the docstrings of engine/memory_model.py, memory_activations.py
-and memory_host.py (and the FSDP2 / AdamW code they cite), not by calling their helpers.
+written out from the definitions in the docstrings of planner/engine_memory.py, activations.py
+and host.py (and the FSDP2 / AdamW code they cite), not by calling their helpers.
 """
 
 import pytest
@@ -12,15 +12,11 @@ from transformers import AutoConfig, AutoModelForCausalLM
 
 from tests.helpers.model_configs import HALF_B, INTER, KV, LAYER, ROOT, SEVEN_B, H, L, N, V
 from verl_lite.algos import chunked_logprob
-from verl_lite.engine.memory_model import (
-    EngineSetup,
-    ModelShape,
-    estimate,
-    fused_chunk_tokens,
-    parts,
-    pow2_ceil,
-    read_shape,
-)
+from verl_lite.engine.model_shape import ModelShape, read_shape
+from verl_lite.planner.activations import fused_chunk_tokens
+from verl_lite.planner.engine_memory import estimate
+from verl_lite.planner.engine_setup import EngineSetup, parts
+from verl_lite.planner.host import pow2_ceil
 
 GIB = 2**30
 
