@@ -75,9 +75,23 @@ class StepPhases:
         alg = config.algorithm
         self.adv_spec = ADV_ESTIMATORS.spec(alg.adv_estimator)
         self.adv_kwargs = ADV_ESTIMATORS.read_keys(self.adv_spec, config)  # the keys the estimator reads
-        rollout = config.actor_rollout_ref.rollout
+        rollout, actor = config.actor_rollout_ref.rollout, config.actor_rollout_ref.actor
         self.rollout_correction = correction_enabled(alg.rollout_correction, rollout.calculate_log_probs)
-        self.old_log_probs_in_update = self.update_makes_old_log_probs()
+        # Who makes the old log-probs. Read before the update (KL in the reward, sum_pi_squared, an
+        # estimator's inputs, rollout correction's weights and rejection, or its bypass mode, where
+        # they are the rollout's): an old_log_prob pass (with the reference's) -- in bypass mode only
+        # when something else needs it. Otherwise update_actor makes them itself, the first
+        # mini-batch's from its own forward (exactly on-policy there: nothing has moved the weights
+        # yet) and the other rows' in a pass in the same call; with one mini-batch and one epoch that
+        # is all of them (verl's `on_policy`).
+        read_before = (
+            alg.use_kl_in_reward
+            or actor.calculate_sum_pi_squared
+            or bool({"old_log_probs", "sum_pi_squared"} & set(self.adv_spec.inputs))
+        )
+        self.old_log_probs_in_update = not read_before and not self.rollout_correction
+        bypass = alg.rollout_correction.bypass_mode
+        self.old_log_prob_pass = read_before if bypass else not self.old_log_probs_in_update
         # DAPO's next generation depends on this step's kept groups: no early queueing there
         self.prefetch_rollouts = not alg.filter_groups.enable
         self.queued_rollout: QueuedRollout | None = None
@@ -103,7 +117,7 @@ class StepPhases:
             "dump_rollout_generations": self._dump_rollout,
         }
         wanted = {"gen", "adv", "update_actor", *self.adv_spec.phases}
-        wanted |= {"old_log_prob"} if self.old_log_prob_phase() else set()  # (with the reference's)
+        wanted |= {"old_log_prob"} if self.old_log_prob_pass else set()  # (with the reference's)
         wanted |= {"rollout_corr"} if self.rollout_correction else set()
         wanted |= set() if filtered else {"reward"}  # dynamic sampling scores as it generates
         wanted |= {"values", "update_critic"} if self.use_critic else set()
@@ -116,30 +130,6 @@ class StepPhases:
                 f"trainer does not have; it has {list(available)}"
             )
         return [(name, phase) for name, phase in available.items() if name in wanted]
-
-    def reads_old_log_probs_before_update(self) -> bool:
-        """KL in the reward, sum_pi_squared, or an estimator reads the old log-probs before the update."""
-        a, alg = self.config.actor_rollout_ref.actor, self.config.algorithm
-        return (
-            alg.use_kl_in_reward
-            or a.calculate_sum_pi_squared
-            or bool({"old_log_probs", "sum_pi_squared"} & set(self.adv_spec.inputs))
-        )
-
-    def update_makes_old_log_probs(self) -> bool:
-        """No phase before the update reads the old log-probs (above, or rollout correction's weights
-        and rejection, or its bypass mode, where they are the rollout's): update_actor then makes
-        them itself, the first mini-batch's from its own forward (exactly on-policy there: nothing
-        has moved the weights yet) and the other rows' in a pass in the same call. With one
-        mini-batch and one epoch that is all of them (verl's `on_policy`)."""
-        return not self.reads_old_log_probs_before_update() and not self.rollout_correction
-
-    def old_log_prob_phase(self) -> bool:
-        """An old-log-prob pass before the update: unless the update makes them, or bypass mode takes
-        the rollout's and nothing else (the reference's KL in the reward) needs the pass."""
-        if self.config.algorithm.rollout_correction.bypass_mode:
-            return self.reads_old_log_probs_before_update()
-        return not self.old_log_probs_in_update
 
     # --- prompts ------------------------------------------------------------------------------------
     def prompts(self, indices: list[int]) -> DataProto:

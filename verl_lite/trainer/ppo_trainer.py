@@ -4,11 +4,11 @@ The trainer holds, each built with the state it needs and nothing more:
 
     workers       WorkerSet (worker_setup.py): reserves the slots, builds and shuts down the groups
     step_phases   StepPhases (ppo_phases.py): the step's phases, chosen once from the config
-    validator     Validator (validation.py): validation, every test_freq steps
     checkpoint    TrainerCheckpoint (trainer_checkpoint.py): resume (vetted now, before any worker),
                   save every save_freq steps with the background commit
 
-and owns what runs across steps: the step count, the sampler, the KL controller and the schedule.
+and owns what runs across steps: the step count, the sampler, the KL controller and the schedule
+(validate after test_freq steps: validation.py).
 `fit` first resumes from a checkpoint when there is one (trainer.resume_mode; the layout and atomic
 commit are in trainer/checkpoint.py), then runs each step's phases, validation and checkpoint.
 A worker that fails or dies surfaces as a WorkerError naming the worker, its rank and method, and
@@ -39,7 +39,7 @@ from verl_lite.trainer.metrics import (
 from verl_lite.trainer.ppo_phases import StepPhases
 from verl_lite.trainer.tracking import Tracking
 from verl_lite.trainer.trainer_checkpoint import TrainerCheckpoint
-from verl_lite.trainer.validation import Validator
+from verl_lite.trainer.validation import validate
 from verl_lite.trainer.worker_setup import WorkerSet
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ class RayPPOTrainer:
         tokenizer=None,
     ):
         self.config, self.run, self.tokenizer = config, run, tokenizer
-        self.train_dataset, self.val_dataset = train_dataset, val_dataset
+        self.train_dataset, self.val_dataset, self.val_reward_fn = train_dataset, val_dataset, val_reward_fn
         t, alg = config.trainer, config.algorithm
         # prompts per generation batch: data.gen_batch_size (= train_batch_size unless DAPO draws more)
         self.sampler = EpochSampler(
@@ -94,9 +94,6 @@ class RayPPOTrainer:
             self.quiet_after,
         )
         self.phases = self.step_phases.build_phases()
-        self.validator = None
-        if val_dataset is not None:
-            self.validator = Validator(config, self.workers, val_dataset, val_reward_fn, tokenizer, run.world)
         if (t.rollout_data_dir or t.validation_data_dir or t.log_val_generations > 0) and tokenizer is None:
             raise ValueError(
                 "trainer.rollout_data_dir / validation_data_dir / log_val_generations need a tokenizer"
@@ -122,7 +119,7 @@ class RayPPOTrainer:
         last_val: dict[str, float] = {}
         with trainer_phase("load_checkpoint", self.global_steps):
             self.global_steps = self.checkpoint.load(self.workers.checkpoint_wgs, self.sampler, self.kl_ctrl)
-        if t.val_before_train and self.validator is not None:
+        if t.val_before_train and self.val_dataset is not None:
             last_val = self._timed("testing", self._validate)
             tracker.log(last_val, step=self.global_steps)
             if t.val_only:  # verl: validate once, then stop
@@ -179,7 +176,7 @@ class RayPPOTrainer:
     def _validates_after(self, step: int) -> bool:
         t = self.config.trainer
         return (
-            self.validator is not None
+            self.val_dataset is not None
             and t.test_freq > 0
             and (self._is_last(step) or step % t.test_freq == 0)
         )
@@ -200,7 +197,8 @@ class RayPPOTrainer:
         return metrics | {f"timing_s/{name}": timings[name]}
 
     def _validate(self) -> dict[str, float]:
-        return self.validator.validate(self.global_steps, self.tracker)
+        args = (self.val_dataset, self.val_reward_fn, self.tokenizer, self.global_steps, self.tracker)
+        return validate(self.config, self.workers, *args)
 
     def _save(self) -> None:
         self.checkpoint.save(self.global_steps, self.workers.checkpoint_wgs, self.sampler, self.kl_ctrl)

@@ -21,66 +21,62 @@ from verl_lite.trainer.tracking import Tracking
 from verl_lite.trainer.worker_setup import WorkerSet
 
 
-class Validator:
-    def __init__(
-        self,
-        config: PPOTrainerConfig,
-        workers: WorkerSet,
-        dataset: RLHFDataset,
-        reward_fn,
-        tokenizer,
-        world: int,
-    ):
-        self.config, self.workers, self.dataset, self.reward_fn = config, workers, dataset, reward_fn
-        self.tokenizer, self.world_size = tokenizer, world
-        t = config.trainer
-        self.keep_texts = bool(t.validation_data_dir or t.log_val_generations > 0)
+def validate(
+    config: PPOTrainerConfig,
+    workers: WorkerSet,
+    dataset: RLHFDataset,
+    reward_fn,
+    tokenizer,
+    step: int,
+    tracker: Tracking | None,
+) -> dict[str, float]:
+    """Greedy (val_kwargs) generation over the whole validation set; mean reward per data_source."""
+    t = config.trainer
+    keep_texts = bool(t.validation_data_dir or t.log_val_generations > 0)
+    val_kwargs = config.actor_rollout_ref.rollout.val_kwargs
+    size = len(dataset)
+    batch_size = config.data.val_batch_size or size
+    default_loop = config.actor_rollout_ref.rollout.agent.default_agent_loop
+    scores, sources, turns = [], [], []
+    gens = Generations()
+    for start in range(0, size, batch_size):
+        batch = dataset.collate(list(range(start, min(start + batch_size, size))))
+        prompts = rollout_inputs(batch, dataset, default_loop, meta_keys=[])
+        prompts.meta_info["validate"] = True
+        # each batch is scored before the next; after the last, the actor workers' next call is the
+        # next step's generate or their checkpoint save (the actor's comes first), or none
+        prompts.meta_info["generate_follows"] = workers.keep_rollout(True, surely_generate=True)
+        padded, pad = prompts.pad_to_divisor(workers.world_size)
+        gen = workers.actor_rollout_wg.generate_sequences(padded).unpad(pad * val_kwargs.n)
+        expanded = batch.repeat(val_kwargs.n, interleave=True)
+        expanded.batch = {}
+        expanded.union(gen)
+        rewards, extra = _scores(expanded, workers, reward_fn)
+        scores += rewards.sum(-1).tolist()
+        turns += list(expanded.non_tensor_batch.get("__num_turns__", []))
+        sources += list(expanded.non_tensor_batch[config.data.reward_fn_key])
+        if keep_texts:
+            gens.extend(Generations.decode(tokenizer, expanded, rewards.sum(-1).tolist(), extra))
+    if keep_texts:
+        record_validation(gens, t, tracker, step)
+    metrics = compute_val_metrics(scores, sources, val_kwargs.n)
+    if turns:  # verl's val-aux/num_turns/*
+        metrics |= {
+            f"val-aux/num_turns/{k}": float(f(turns))
+            for k, f in (("min", min), ("max", max), ("mean", np.mean))
+        }
+    return metrics
 
-    def validate(self, step: int, tracker: Tracking | None) -> dict[str, float]:
-        """Greedy (val_kwargs) generation over the whole validation set; mean reward per data_source."""
-        val_kwargs = self.config.actor_rollout_ref.rollout.val_kwargs
-        size = len(self.dataset)
-        batch_size = self.config.data.val_batch_size or size
-        default_loop = self.config.actor_rollout_ref.rollout.agent.default_agent_loop
-        scores, sources, turns = [], [], []
-        gens = Generations()
-        for start in range(0, size, batch_size):
-            batch = self.dataset.collate(list(range(start, min(start + batch_size, size))))
-            prompts = rollout_inputs(batch, self.dataset, default_loop, meta_keys=[])
-            prompts.meta_info["validate"] = True
-            # each batch is scored before the next; after the last, the actor workers' next call is the
-            # next step's generate or their checkpoint save (the actor's comes first), or none
-            prompts.meta_info["generate_follows"] = self.workers.keep_rollout(True, surely_generate=True)
-            padded, pad = prompts.pad_to_divisor(self.world_size)
-            gen = self.workers.actor_rollout_wg.generate_sequences(padded).unpad(pad * val_kwargs.n)
-            expanded = batch.repeat(val_kwargs.n, interleave=True)
-            expanded.batch = {}
-            expanded.union(gen)
-            rewards, extra = self._scores(expanded)
-            scores += rewards.sum(-1).tolist()
-            turns += list(expanded.non_tensor_batch.get("__num_turns__", []))
-            sources += list(expanded.non_tensor_batch[self.config.data.reward_fn_key])
-            if self.keep_texts:
-                gens.extend(Generations.decode(self.tokenizer, expanded, rewards.sum(-1).tolist(), extra))
-        if self.keep_texts:
-            record_validation(gens, self.config.trainer, tracker, step)
-        metrics = compute_val_metrics(scores, sources, val_kwargs.n)
-        if turns:  # verl's val-aux/num_turns/*
-            metrics |= {
-                f"val-aux/num_turns/{k}": float(f(turns))
-                for k, f in (("min", min), ("max", max), ("mean", np.mean))
-            }
-        return metrics
 
-    def _scores(self, batch: DataProto) -> tuple[torch.Tensor, dict]:
-        """Validation scores and extra info: the reward model's when there is one (as in verl), else
-        the rules'; an agent loop's own scores first."""
-        if "rm_scores" in batch.batch:
-            return batch.batch["rm_scores"], {}
-        rm_wg = self.workers.rm_wg
-        if rm_wg is None:
-            return self.reward_fn(batch)
-        padded, pad = batch.select([*MODEL_INPUTS, "response_mask"], meta_keys=[]).pad_to_divisor(
-            self.world_size
-        )
-        return rm_wg.compute_rm_score(padded).unpad(pad).batch["rm_scores"], {}
+def _scores(batch: DataProto, workers: WorkerSet, reward_fn) -> tuple[torch.Tensor, dict]:
+    """Validation scores and extra info: the reward model's when there is one (as in verl), else
+    the rules'; an agent loop's own scores first."""
+    if "rm_scores" in batch.batch:
+        return batch.batch["rm_scores"], {}
+    rm_wg = workers.rm_wg
+    if rm_wg is None:
+        return reward_fn(batch)
+    padded, pad = batch.select([*MODEL_INPUTS, "response_mask"], meta_keys=[]).pad_to_divisor(
+        workers.world_size
+    )
+    return rm_wg.compute_rm_score(padded).unpad(pad).batch["rm_scores"], {}
