@@ -15,15 +15,10 @@
     update_critic the critic's PPO epochs (every step, also during trainer.critic_warmup)
     update_actor  PPO epochs over mini-batches (after critic_warmup steps)   timing_s/update_actor
 
-`build_phases` picks which run, once, from the config; the trainer (ppo_trainer.py) walks the list.
-No pass is run twice and no two calls go where one does: when nothing before the update reads the
-old log-probs, there is no old_log_prob phase: update_actor takes the first mini-batch's from its
-own forward (nothing has moved the weights yet), computes the other rows' in the same call before
-any step, and returns them all (the rollout/actor log-prob diff is computed from those); the
-reference's log-probs for the KL loss are computed in the same call too. Otherwise the actor's and
-the reference's log-prob passes share one call. The next step's generate_sequences is queued
-behind this step's update_actor when the trainer says nothing comes between them (`quiet_after`,
-rollout_prefetch.py). Every dispatch goes through one row order (batching.Dispatch).
+`build_phases` picks which run, once, from the config (who makes the old log-probs: the comment in
+`__init__`); the trainer (ppo_trainer.py) walks the list. The next step's generate_sequences is
+queued behind this step's update_actor when the trainer says nothing comes between them
+(`quiet_after`, rollout_prefetch.py). Every dispatch goes through one row order (batching.Dispatch).
 """
 
 from __future__ import annotations
@@ -34,7 +29,7 @@ import numpy as np
 import torch
 
 from verl_lite.algos import ADV_ESTIMATORS
-from verl_lite.algos.kl_ctrl import apply_kl_penalty
+from verl_lite.algos.kl_ctrl import KLController, apply_kl_penalty
 from verl_lite.algos.rollout_corr import compute_rollout_correction, correction_enabled
 from verl_lite.config.run import Run
 from verl_lite.config.schema import PPOTrainerConfig
@@ -46,7 +41,6 @@ from verl_lite.trainer.dump import Generations, dump_jsonl
 from verl_lite.trainer.dynamic_sampling import collect_kept_groups
 from verl_lite.trainer.rollout_inputs import rollout_inputs
 from verl_lite.trainer.rollout_prefetch import QueuedRollout, peek_next_indices
-from verl_lite.trainer.trainer_checkpoint import KLController
 from verl_lite.trainer.worker_setup import WorkerSet
 
 MODEL_INPUTS = ["input_ids", "attention_mask", "position_ids", "responses"]
@@ -77,13 +71,14 @@ class StepPhases:
         self.adv_kwargs = ADV_ESTIMATORS.read_keys(self.adv_spec, config)  # the keys the estimator reads
         rollout, actor = config.actor_rollout_ref.rollout, config.actor_rollout_ref.actor
         self.rollout_correction = correction_enabled(alg.rollout_correction, rollout.calculate_log_probs)
-        # Who makes the old log-probs. Read before the update (KL in the reward, sum_pi_squared, an
-        # estimator's inputs, rollout correction's weights and rejection, or its bypass mode, where
-        # they are the rollout's): an old_log_prob pass (with the reference's) -- in bypass mode only
-        # when something else needs it. Otherwise update_actor makes them itself, the first
-        # mini-batch's from its own forward (exactly on-policy there: nothing has moved the weights
-        # yet) and the other rows' in a pass in the same call; with one mini-batch and one epoch that
-        # is all of them (verl's `on_policy`).
+        # Who makes the old log-probs (no pass is run twice, no two calls go where one does). Read
+        # before the update (KL in the reward, sum_pi_squared, an estimator's inputs, rollout
+        # correction's weights and rejection, or its bypass mode, where they are the rollout's): one
+        # old_log_prob call, with the reference's (in bypass mode only when something else needs
+        # it). Otherwise update_actor makes them, and the reference's for the KL loss, in its own
+        # call: the first mini-batch's from its own forward (exactly on-policy: nothing has moved the
+        # weights yet), the other rows' before any step; with one mini-batch and one epoch that is
+        # all of them (verl's `on_policy`).
         read_before = (
             alg.use_kl_in_reward
             or actor.calculate_sum_pi_squared

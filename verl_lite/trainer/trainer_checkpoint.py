@@ -26,7 +26,7 @@ import os
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from verl_lite.algos.kl_ctrl import AdaptiveKLController, FixedKLController
+from verl_lite.algos.kl_ctrl import KLController
 from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.data.rlhf_dataset import EpochSampler
 from verl_lite.errors import RunError
@@ -34,7 +34,6 @@ from verl_lite.trainer import checkpoint as ckpt
 from verl_lite.trainer.checkpoint_vet import model_size_problems, vet_checkpoint
 
 log = logging.getLogger(__name__)
-KLController = AdaptiveKLController | FixedKLController
 
 
 class TrainerCheckpoint:
