@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The device check, sized for one lent machine: one H200, torch (2.11 there) + transformers + peft +
 # pytest, no Ray, vLLM, Hydra or network, 128 GiB host memory, about 8 minutes in one call. Parts, in
-# this order, each under a hard time limit (15 + 15 + 170 + 275 s = 475 s; part 3 only with Ray, vLLM):
+# this order, each under a hard time limit (60 + 15 + 170 + 275 s = 520 s; part 3 only with Ray, vLLM;
+# the caps get 60 s: on the H200 they passed 15 s, starting CUDA):
 #   0. versions and capabilities (scripts/gpu_check_caps.py: torch, transformers, peft, the device, bf16,
 #      pinned memory, the weight gather's collective, the attention kernel, vLLM's TP arguments), then
 #      the plan (gpu_check.py --plan): what each item of issue 21 has in the check, in the issue's
@@ -51,7 +52,7 @@ FAILED=()
 STARTED=$SECONDS
 
 echo "== 0/3 versions, capabilities and the plan"
-timeout 15 "$PY" scripts/gpu_check_caps.py || FAILED+=("caps (exit $?)")
+timeout 60 "$PY" scripts/gpu_check_caps.py || FAILED+=("caps (exit $?)")
 timeout 15 "$PY" scripts/gpu_check.py --plan --time-budget-s "$ROWS_BUDGET_S" ${TABLE_FLAGS[@]+"${TABLE_FLAGS[@]}"} \
   || FAILED+=("plan (exit $?)")
 

@@ -6,7 +6,8 @@ operations the GPU path queues -- each unit's params in forward order at a phase
 unit's optimizer moments in before a unit steps and its own out after -- on a real FSDP2 engine (2 gloo
 ranks, the tiny model), with the bytes of every copy; exactness against no offload is
 tests/engine/test_offload_invariance.py's. The overlap's speed is the param+optimizer offload row of
-scripts/gpu_check.sh (tokens/s against no offload), unmeasured until a GPU is lent.
+scripts/gpu_check.sh (tokens/s against no offload), not yet measured: the one lent H200's time ran out
+before its no-offload row (docs/performance.md, GPU results).
 """
 
 from __future__ import annotations

@@ -74,11 +74,11 @@ def _local(t: torch.Tensor) -> torch.Tensor:
 
 
 def _like(t: torch.Tensor, local: torch.Tensor) -> torch.Tensor:
-    """`local` in `t`'s place: wrapped as a DTensor with t's sharding when t is one."""
+    """`local` in `t`'s place, where it is: wrapped as a DTensor with t's sharding when t is one.
+    Not `DTensor.from_local`, which copies a host tensor to the mesh's device (on a GPU the moments
+    meant for their host home came straight back: the H200 check found them on the device)."""
     if isinstance(t, DTensor):
-        return DTensor.from_local(
-            local, t.device_mesh, t.placements, run_check=False, shape=t.shape, stride=t.stride()
-        )
+        return DTensor(local, t._spec, requires_grad=False)  # as FSDP2 wraps its host shards
     return local
 
 
