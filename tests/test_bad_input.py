@@ -938,7 +938,7 @@ def _reward_step(cfg, links=None):
     def generate(batch, metrics):
         return batch.union(DataProto.from_dict({"responses": responses, "response_mask": mask}))
 
-    trainer.phases = [("generate", generate), ("reward", trainer._reward)]
+    trainer.phases = [("generate", generate), ("reward", trainer.step_phases._reward)]
     trainer.global_steps = 1
     trainer.train_step(batch)
     raise AssertionError("the reward phase passed a failing reward function")

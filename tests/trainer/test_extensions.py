@@ -85,13 +85,13 @@ def test_every_estimator_builds_its_phases_and_advantages(name, tmp_path):
     trainer = build_trainer(load(tmp_path, f"algorithm.adv_estimator={name}", *requires))
     phases = [phase for phase, _ in trainer.phases]
     assert set(spec.phases) <= set(phases)
-    assert ({"values", "update_critic"} <= set(phases)) == spec.needs_critic == trainer.use_critic
+    assert ({"values", "update_critic"} <= set(phases)) == spec.needs_critic == trainer.run.critic
     before_adv = phases[: phases.index("adv")]
     for tensor in spec.inputs:
         assert tensor == "index" or PRODUCED_BY[tensor] in before_adv, (
             f"{name} reads {tensor}: no phase makes it"
         )
-    batch = trainer._advantage(_scored_batch(trainer), {})
+    batch = trainer.step_phases._advantage(_scored_batch(trainer), {})
     advantages, mask = batch.batch["advantages"], batch.batch["response_mask"]
     assert advantages.shape == mask.shape and torch.isfinite(advantages).all()
     assert (advantages[mask == 0] == 0).all() and (advantages != 0).any()
@@ -189,7 +189,7 @@ def test_spec_rules_are_checked_before_ray(tmp_path):
         assert any(p.startswith(line) for p in info.value.problems), info.value.problems
     # critic.enable=True trains a critic whatever the estimator (verl's need_critic), so its path matters
     trainer = build_trainer(load(tmp_path, "algorithm.adv_estimator=grpo", "critic.enable=True"))
-    assert trainer.use_critic and "update_critic" in [phase for phase, _ in trainer.phases]
+    assert trainer.run.critic and "update_critic" in [phase for phase, _ in trainer.phases]
     placeholder = "critic.model.path='~/models/deepseek-llm-7b-chat'"
     with_critic = load_config(["critic.enable=True", placeholder], "demo")
     (problem,) = check_placeholders(with_critic, run_of(with_critic, 0))

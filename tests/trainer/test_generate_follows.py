@@ -5,25 +5,28 @@ syncs it saves, is tests/rollout/test_vllm_sleep.py."""
 
 from types import SimpleNamespace
 
-from verl_lite.trainer.ppo_trainer import RayPPOTrainer
+from verl_lite.trainer.ppo_phases import StepPhases
+from verl_lite.trainer.worker_setup import WorkerSet
 
 WG = object()  # a worker group that exists
 
 
-def _driver(rm=None, critic=None, filtered=False, phases=("gen", "adv", "update_actor")):
+def _workers(rm=None, critic=None):
+    workers = SimpleNamespace(rm_wg=rm, critic_wg=critic)
+    workers.keep_rollout = lambda *a, **k: WorkerSet.keep_rollout(workers, *a, **k)
+    return workers
+
+
+def follows_gen(rm=None, critic=None, filtered=False, estimator_phases=()) -> bool:
     cfg = SimpleNamespace(algorithm=SimpleNamespace(filter_groups=SimpleNamespace(enable=filtered)))
-    driver = SimpleNamespace(rm_wg=rm, critic_wg=critic, config=cfg, phases=[(p, None) for p in phases])
-    driver._keep_rollout = lambda *a, **k: RayPPOTrainer._keep_rollout(driver, *a, **k)
-    return driver
-
-
-def follows_gen(**kw) -> bool:
-    return RayPPOTrainer._generate_follows_gen(_driver(**kw))
+    estimator = SimpleNamespace(phases=list(estimator_phases))  # the advantage estimator's own phases
+    steps = SimpleNamespace(workers=_workers(rm, critic), config=cfg, adv_spec=estimator)
+    return StepPhases.generate_follows_gen(steps)
 
 
 def test_remax_keeps_the_rollout_for_its_greedy_baseline_whatever_else_the_run_has():
-    remax = ("gen", "gen_max", "reward", "adv", "update_actor")
-    assert follows_gen(phases=remax) and follows_gen(phases=remax, rm=WG, critic=WG)
+    remax = ("gen_max",)  # ReMax's spec
+    assert follows_gen(estimator_phases=remax) and follows_gen(estimator_phases=remax, rm=WG, critic=WG)
     assert not follows_gen(), "a plain rollout: the update (or a critic, a reward model) comes next"
 
 
@@ -35,5 +38,5 @@ def test_dynamic_sampling_keeps_it_only_without_a_reward_model_or_critic():
 
 def test_validation_keeps_it_unless_a_reward_model_scores_each_batch():
     for critic in (None, WG):  # after validation the actor workers' own call comes first
-        assert RayPPOTrainer._keep_rollout(_driver(critic=critic), True, surely_generate=True)
-    assert not RayPPOTrainer._keep_rollout(_driver(rm=WG), True, surely_generate=True)
+        assert _workers(critic=critic).keep_rollout(True, surely_generate=True)
+    assert not _workers(rm=WG).keep_rollout(True, surely_generate=True)

@@ -12,7 +12,7 @@ from verl_lite.main_ppo import build_trainer
 
 def _phases(tmp_path, *overrides):
     trainer = build_trainer(load(tmp_path, "algorithm.adv_estimator=grpo", *overrides))
-    return trainer.old_log_probs_in_update, [name for name, _ in trainer.phases]
+    return trainer.step_phases.old_log_probs_in_update, [name for name, _ in trainer.phases]
 
 
 @pytest.mark.parametrize(
@@ -41,4 +41,6 @@ def test_an_estimator_reading_old_log_probs_keeps_the_pass(tmp_path):
             f"{ARR}.actor.calculate_sum_pi_squared=True",
         )
     )
-    assert not trainer.old_log_probs_in_update and "old_log_prob" in [name for name, _ in trainer.phases]
+    assert not trainer.step_phases.old_log_probs_in_update and "old_log_prob" in [
+        name for name, _ in trainer.phases
+    ]

@@ -59,9 +59,12 @@ def kl_ctrl_problems(type: str, target_kl: float | None, horizon: int | None) ->
     return []
 
 
+KLController = FixedKLController | AdaptiveKLController
+
+
 def build_kl_controller(
     type: str, kl_coef: float, target_kl: float | None = None, horizon: int | None = None
-) -> FixedKLController | AdaptiveKLController:
+) -> KLController:
     """The controller named by algorithm.kl_ctrl.type."""
     problems = kl_ctrl_problems(type, target_kl, horizon)
     if problems:

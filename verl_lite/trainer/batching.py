@@ -5,12 +5,18 @@
 shared out so that every rank gets about the same number of tokens: ranks meet at every collective,
 so the rank with the most tokens sets the pace. Only the assignment of rows *within* a mini-batch
 to ranks changes; which responses share an optimizer step does not, so the update is the same
-(up to the order of floating-point sums).
+(up to the order of floating-point sums). `Dispatch` sends every batch the driver gives a worker
+group through one such order.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import torch
+
+from verl_lite.config.common import dp_size
+from verl_lite.config.schema import PPOTrainerConfig
+from verl_lite.protocol import DataProto
 
 
 def balanced_partition(seqlens: list[int], num_parts: int) -> list[list[int]]:
@@ -67,3 +73,48 @@ def inverse_order(order: torch.Tensor) -> torch.Tensor:
 
 def is_identity(order: torch.Tensor) -> bool:
     return bool(torch.equal(order, torch.arange(len(order))))
+
+
+def in_order(data: DataProto, order: torch.Tensor) -> DataProto:
+    """The rows of `data` in `order` (no copy when that is their order already: one rank, no balancing)."""
+    return data if is_identity(order) else data[order]
+
+
+class Dispatch:
+    """The row order of every dispatch to a worker group: global mini-batches stay whole whatever the
+    world size, and with trainer.balance_batch each rank gets a balanced share of tokens."""
+
+    def __init__(self, config: PPOTrainerConfig, world_size: int):
+        self.config, self.world_size = config, world_size
+
+    def dp_size(self, role: str) -> int:
+        """Data-parallel ranks of a role: the world over its ulysses_sequence_parallel_size (the
+        ranks of a sequence-parallel group share rows; the worker group sends each chunk to all)."""
+        return dp_size(self.config, role) if role in ("actor", "critic") else self.world_size
+
+    def order(self, data: DataProto, mini_rows: int, role: str = "actor") -> torch.Tensor:
+        seqlens = data.batch["attention_mask"].sum(-1).tolist() if self.config.trainer.balance_batch else None
+        return dp_minibatch_order(len(data), mini_rows, self.dp_size(role), seqlens)
+
+    def forward(
+        self, method, data: DataProto, role: str = "actor", mini_rows: int | None = None
+    ) -> DataProto:
+        """A group method over the batch in mini-batches of `mini_rows` (None: the whole batch as one,
+        as a forward), results in row order."""
+        order = self.order(data, mini_rows or len(data), role)
+        return in_order(method(in_order(data, order)), inverse_order(order))
+
+    def balance_metrics(self, batch: DataProto) -> dict[str, float]:
+        """verl's global_seqlen/*: tokens per rank with plain chunking and with the order used."""
+        seqlens = batch.batch["attention_mask"].sum(-1)
+        dp = self.dp_size("actor")
+        plain = rank_token_loads(seqlens, torch.arange(len(batch)), dp)
+        used = rank_token_loads(seqlens, self.order(batch, len(batch)), dp)
+        return {
+            "global_seqlen/min": min(plain),
+            "global_seqlen/max": max(plain),
+            "global_seqlen/minmax_diff": max(plain) - min(plain),
+            "global_seqlen/balanced_min": min(used),
+            "global_seqlen/balanced_max": max(used),
+            "global_seqlen/mean": float(np.mean(used)),
+        }

@@ -1,112 +1,185 @@
-"""The trainer's phases beyond plain GRPO: critic, reward model, KL in the reward, ReMax, DAPO.
+"""StepPhases: the phases of one training step, each `phase(batch, metrics) -> batch`.
 
-RayPPOTrainer (ppo_trainer.py) picks which of these run when it is built, from the config:
-
-    gen           DAPO dynamic sampling when algorithm.filter_groups.enable: generate and score
-                  batches, drop all-equal groups, until train_batch_size prompts are kept
-    gen_max       ReMax: a greedy rollout of the same prompts; its score is the baseline
+    gen           sync weights -> n responses per prompt          timing_s/gen
+                  (DAPO's dynamic sampling when algorithm.filter_groups.enable: generate and score
+                  batches, drop all-equal groups, until train_batch_size prompts are kept)
+    gen_max       ReMax: greedy baseline responses and scores     timing_s/gen_max
+    reward        rule scores (or the reward model's) on the last response token   timing_s/reward
+    old_log_prob  the actor's (and, with a KL term, the reference's) log-probs of the sampled
+                  tokens, one call; skipped when the update is exactly on-policy   timing_s/old_log_prob
     rollout_corr  algorithm.rollout_correction: IS weights and rejection against the rollout's log-probs
                   (decoupled), or the rollout's log-probs as the old ones (bypass mode)
-    values        the critic's values of the sampled responses (GAE)
+    values        the critic's values (GAE only)                   timing_s/values
     kl_reward     rewards = scores - beta * KL(old || ref), beta from the KL controller
+    adv           advantages on the driver, pure tensors          timing_s/adv
     update_critic the critic's PPO epochs (every step, also during trainer.critic_warmup)
+    update_actor  PPO epochs over mini-batches (after critic_warmup steps)   timing_s/update_actor
 
-Every dispatch to a worker group goes through one row order (`_dp_order`): global mini-batches
-stay whole whatever the world size, and with trainer.balance_batch each rank gets a balanced
-share of tokens.
+`build_phases` picks which run, once, from the config (who makes the old log-probs: the comment in
+`__init__`); the trainer (ppo_trainer.py) walks the list. The next step's generate_sequences is
+queued behind this step's update_actor when the trainer says nothing comes between them
+(`quiet_after`, rollout_prefetch.py). Every dispatch goes through one row order (batching.Dispatch).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import torch
 
-from verl_lite.algos.kl_ctrl import apply_kl_penalty
-from verl_lite.algos.rollout_corr import compute_rollout_correction
-from verl_lite.config.common import dp_size
+from verl_lite.algos import ADV_ESTIMATORS
+from verl_lite.algos.kl_ctrl import KLController, apply_kl_penalty
+from verl_lite.algos.rollout_corr import compute_rollout_correction, correction_enabled
+from verl_lite.config.run import Run
+from verl_lite.config.schema import PPOTrainerConfig
+from verl_lite.data.rlhf_dataset import EpochSampler, RLHFDataset
 from verl_lite.protocol import DataProto
-from verl_lite.trainer.batching import dp_minibatch_order, inverse_order, is_identity, rank_token_loads
+from verl_lite.rollout.base import compute_logprob_diff_metrics
+from verl_lite.trainer.batching import Dispatch, in_order, inverse_order
+from verl_lite.trainer.dump import Generations, dump_jsonl
 from verl_lite.trainer.dynamic_sampling import collect_kept_groups
+from verl_lite.trainer.rollout_inputs import rollout_inputs
+from verl_lite.trainer.rollout_prefetch import QueuedRollout, peek_next_indices
+from verl_lite.trainer.worker_setup import WorkerSet
 
 MODEL_INPUTS = ["input_ids", "attention_mask", "position_ids", "responses"]
 
 
-def in_order(data: DataProto, order: torch.Tensor) -> DataProto:
-    """The rows of `data` in `order` (no copy when that is their order already: one rank, no balancing)."""
-    return data if is_identity(order) else data[order]
+class StepPhases:
+    """The step's phases over the worker groups, the training data and the reward function. `step`
+    is the step being run (the trainer sets it); `quiet_after(step)`: nothing but the next step's
+    rollout follows this step's update on the workers (no validation, checkpoint or end)."""
 
-
-class AlgorithmPhases:
-    # --- dispatch -----------------------------------------------------------------------------------
-    def dp_size(self, role: str) -> int:
-        """Data-parallel ranks of a role: the world over its ulysses_sequence_parallel_size (the
-        ranks of a sequence-parallel group share rows; the worker group sends each chunk to all)."""
-        return dp_size(self.config, role) if role in ("actor", "critic") else self.world_size
-
-    def _dp_order(self, data: DataProto, mini_rows: int, role: str = "actor") -> torch.Tensor:
-        seqlens = data.batch["attention_mask"].sum(-1).tolist() if self.config.trainer.balance_batch else None
-        return dp_minibatch_order(len(data), mini_rows, self.dp_size(role), seqlens)
-
-    def _forward_dispatch(
-        self, method, data: DataProto, role: str = "actor", mini_rows: int | None = None
-    ) -> DataProto:
-        """A group method over the batch in mini-batches of `mini_rows` (None: the whole batch as one,
-        as a forward), results in row order."""
-        order = self._dp_order(data, mini_rows or len(data), role)
-        return in_order(method(in_order(data, order)), inverse_order(order))
-
-    def _balance_metrics(self, batch: DataProto) -> dict[str, float]:
-        """verl's global_seqlen/*: tokens per rank with plain chunking and with the order used."""
-        seqlens = batch.batch["attention_mask"].sum(-1)
-        dp = self.dp_size("actor")
-        plain = rank_token_loads(seqlens, torch.arange(len(batch)), dp)
-        used = rank_token_loads(seqlens, self._dp_order(batch, len(batch)), dp)
-        return {
-            "global_seqlen/min": min(plain),
-            "global_seqlen/max": max(plain),
-            "global_seqlen/minmax_diff": max(plain) - min(plain),
-            "global_seqlen/balanced_min": min(used),
-            "global_seqlen/balanced_max": max(used),
-            "global_seqlen/mean": float(np.mean(used)),
-        }
-
-    # --- scores -------------------------------------------------------------------------------------
-    def _compute_scores(self, batch: DataProto, metrics: dict) -> tuple[torch.Tensor, dict]:
-        """(bs, R) token-level scores and the reward function's extra info. With a reward model its
-        score is the reward and the rule reward is not computed (verl's semantics); so are scores an
-        agent loop gave every trajectory (rm_scores)."""
-        if "rm_scores" in batch.batch:
-            return batch.batch["rm_scores"], {}
-        if self.rm_wg is None:
-            return self.reward_fn(batch)
-        inputs = batch.select([*MODEL_INPUTS, "response_mask"], meta_keys=[])
-        out = self._forward_dispatch(self.rm_wg.compute_rm_score, inputs, "reward")
-        metrics.update(out.meta_info.get("metrics", {}))
-        return out.batch["rm_scores"], {}
-
-    def _val_scores(self, batch: DataProto) -> tuple[torch.Tensor, dict]:
-        """Validation scores and extra info: the reward model's when there is one (as in verl), else
-        the rules'; an agent loop's own scores first."""
-        if "rm_scores" in batch.batch:
-            return batch.batch["rm_scores"], {}
-        if self.rm_wg is None:
-            return self.val_reward_fn(batch)
-        padded, pad = batch.select([*MODEL_INPUTS, "response_mask"], meta_keys=[]).pad_to_divisor(
-            self.world_size
+    def __init__(
+        self,
+        config: PPOTrainerConfig,
+        run: Run,
+        workers: WorkerSet,
+        dataset: RLHFDataset,
+        sampler: EpochSampler,
+        reward_fn,
+        kl_ctrl: KLController | None,
+        tokenizer,
+        quiet_after: Callable[[int], bool],
+    ):
+        self.config, self.use_critic, self.workers, self.dataset = config, run.critic, workers, dataset
+        self.sampler, self.reward_fn, self.kl_ctrl, self.tokenizer = sampler, reward_fn, kl_ctrl, tokenizer
+        self.quiet_after, self.dispatch, self.step = quiet_after, Dispatch(config, run.world), 0
+        alg = config.algorithm
+        self.adv_spec = ADV_ESTIMATORS.spec(alg.adv_estimator)
+        self.adv_kwargs = ADV_ESTIMATORS.read_keys(self.adv_spec, config)  # the keys the estimator reads
+        rollout, actor = config.actor_rollout_ref.rollout, config.actor_rollout_ref.actor
+        self.rollout_correction = correction_enabled(alg.rollout_correction, rollout.calculate_log_probs)
+        # Who makes the old log-probs (no pass is run twice, no two calls go where one does). Read
+        # before the update (KL in the reward, sum_pi_squared, an estimator's inputs, rollout
+        # correction's weights and rejection, or its bypass mode, where they are the rollout's): one
+        # old_log_prob call, with the reference's (in bypass mode only when something else needs
+        # it). Otherwise update_actor makes them, and the reference's for the KL loss, in its own
+        # call: the first mini-batch's from its own forward (exactly on-policy: nothing has moved the
+        # weights yet), the other rows' before any step; with one mini-batch and one epoch that is
+        # all of them (verl's `on_policy`).
+        read_before = (
+            alg.use_kl_in_reward
+            or actor.calculate_sum_pi_squared
+            or bool({"old_log_probs", "sum_pi_squared"} & set(self.adv_spec.inputs))
         )
-        return self.rm_wg.compute_rm_score(padded).unpad(pad).batch["rm_scores"], {}
+        self.old_log_probs_in_update = not read_before and not self.rollout_correction
+        bypass = alg.rollout_correction.bypass_mode
+        self.old_log_prob_pass = read_before if bypass else not self.old_log_probs_in_update
+        # DAPO's next generation depends on this step's kept groups: no early queueing there
+        self.prefetch_rollouts = not alg.filter_groups.enable
+        self.queued_rollout: QueuedRollout | None = None
+        self.num_prefetched_rollouts = 0
 
-    def _score(self, batch: DataProto, metrics: dict) -> dict:
-        scores, extra = self._compute_scores(batch, metrics)
-        batch.batch["token_level_scores"] = scores
-        batch.batch["token_level_rewards"] = scores
-        for key, values in extra.items():
-            if values and isinstance(values[0], (int, float)):
-                metrics[f"reward_extra/{key}/mean"] = float(np.mean(values))
-        return extra
+    # --- which phases run ---------------------------------------------------------------------------
+    def build_phases(self) -> list:
+        """The step's phases in their fixed order: those every step runs, those the config asks for,
+        and those the advantage estimator's spec names (e.g. ReMax's gen_max)."""
+        alg, t = self.config.algorithm, self.config.trainer
+        filtered = alg.filter_groups.enable
+        available = {
+            "gen": self._generate_filtered if filtered else self._generate,
+            "gen_max": self._remax_baseline,
+            "reward": self._reward,
+            "old_log_prob": self._old_log_prob,
+            "rollout_corr": self._rollout_corr,
+            "values": self._values,
+            "kl_reward": self._kl_in_reward,
+            "adv": self._advantage,
+            "update_critic": self._update_critic,
+            "update_actor": self._update_actor,
+            "dump_rollout_generations": self._dump_rollout,
+        }
+        wanted = {"gen", "adv", "update_actor", *self.adv_spec.phases}
+        wanted |= {"old_log_prob"} if self.old_log_prob_pass else set()  # (with the reference's)
+        wanted |= {"rollout_corr"} if self.rollout_correction else set()
+        wanted |= set() if filtered else {"reward"}  # dynamic sampling scores as it generates
+        wanted |= {"values", "update_critic"} if self.use_critic else set()
+        wanted |= {"kl_reward"} if alg.use_kl_in_reward else set()
+        wanted |= {"dump_rollout_generations"} if t.rollout_data_dir else set()
+        unknown = sorted(wanted - available.keys())
+        if unknown:
+            raise ValueError(
+                f"algorithm.adv_estimator={alg.adv_estimator} asks for trainer phases {unknown}, which the "
+                f"trainer does not have; it has {list(available)}"
+            )
+        return [(name, phase) for name, phase in available.items() if name in wanted]
 
-    # --- DAPO dynamic sampling ----------------------------------------------------------------------
+    # --- prompts ------------------------------------------------------------------------------------
+    def prompts(self, indices: list[int]) -> DataProto:
+        """The step's prompts: collated when its rollout was queued early, else now."""
+        if self.queued_rollout is not None:
+            return self.queued_rollout.batch_for(indices)
+        return self.dataset.collate(indices)
+
+    def assign_uids(self, batch: DataProto, tag: str = "") -> None:
+        batch.non_tensor_batch["uid"] = np.array(
+            [f"{self.step}-{tag}{i}" for i in range(len(batch))], dtype=object
+        )
+
+    def _rollout_inputs(self, batch: DataProto) -> DataProto:
+        """The prompts for generate_sequences; with agent loops, the rows' fields (rollout_inputs.py)."""
+        return rollout_inputs(
+            batch, self.dataset, self.config.actor_rollout_ref.rollout.agent.default_agent_loop
+        )
+
+    def _queue_next_rollout(self) -> None:
+        """Submit the next step's generate_sequences behind the update just submitted, when nothing
+        the workers must see comes between the two (rollout_prefetch.py)."""
+        if not self.prefetch_rollouts or not self.quiet_after(self.step):
+            return
+        indices = peek_next_indices(self.sampler)
+        batch = self.dataset.collate(indices)
+        call = self.workers.actor_rollout_wg.submit("generate_sequences", self._rollout_inputs(batch))
+        self.queued_rollout = QueuedRollout(indices, batch, call)
+        self.num_prefetched_rollouts += 1
+
+    # --- generation ---------------------------------------------------------------------------------
+    def _generate(self, batch: DataProto, metrics: dict) -> DataProto:
+        queued, self.queued_rollout = self.queued_rollout, None
+        if queued is not None:  # queued behind the previous step's update, for this very batch
+            gen = queued.result_for(batch)
+        else:
+            prompts = self._rollout_inputs(batch)
+            prompts.meta_info["generate_follows"] = self.generate_follows_gen()
+            gen = self.workers.actor_rollout_wg.generate_sequences(prompts)
+        metrics.update(gen.meta_info.pop("metrics", {}))
+        n = self.config.actor_rollout_ref.rollout.n
+        expanded = batch.repeat(n, interleave=True)
+        for key in ("input_ids", "attention_mask", "position_ids"):
+            expanded.batch.pop(key)
+        return expanded.union(gen)
+
+    def generate_follows_gen(self) -> bool:
+        """The gen phase's generate: DAPO may generate further batches after scoring these; ReMax's
+        greedy baseline generates right after, before any scoring."""
+        if self.config.algorithm.filter_groups.enable:
+            return self.workers.keep_rollout(scores_between=True, surely_generate=False)
+        return "gen_max" in self.adv_spec.phases
+
     def _generate_filtered(self, batch: DataProto, metrics: dict) -> DataProto:
+        """DAPO's dynamic sampling (dynamic_sampling.py)."""
         fg = self.config.algorithm.filter_groups
 
         def next_scored_batch(i: int):
@@ -129,16 +202,10 @@ class AlgorithmPhases:
         indices = next(self.sampler.epoch_batches(), None)
         if indices is None:
             indices = next(self.sampler.epoch_batches())
-        batch = self.train_dataset.collate(indices)
-        self._assign_uids(batch, tag)
+        batch = self.dataset.collate(indices)
+        self.assign_uids(batch, tag)
         return batch
 
-    def _assign_uids(self, batch: DataProto, tag: str = "") -> None:
-        batch.non_tensor_batch["uid"] = np.array(
-            [f"{self.global_steps}-{tag}{i}" for i in range(len(batch))], dtype=object
-        )
-
-    # --- ReMax ----------------------------------------------------------------------------------------
     def _remax_baseline(self, batch: DataProto, metrics: dict) -> DataProto:
         """Greedy responses to the same prompts; their scores become `reward_baselines` (per response)."""
         n = self.config.actor_rollout_ref.rollout.n
@@ -152,9 +219,9 @@ class AlgorithmPhases:
             },
             dict(rows.non_tensor_batch),
         )
-        prompts = self._rollout_inputs(prompts, self.train_dataset)  # agent loops run the baseline too
+        prompts = self._rollout_inputs(prompts)  # agent loops run the baseline too
         prompts.meta_info["greedy_baseline"] = True
-        gen = self.actor_rollout_wg.generate_sequences(prompts)
+        gen = self.workers.actor_rollout_wg.generate_sequences(prompts)
         gen.meta_info.pop("metrics", None)
         baseline = DataProto(dict(gen.batch), dict(rows.non_tensor_batch), {})
         scores, _ = self._compute_scores(baseline, {})
@@ -162,7 +229,41 @@ class AlgorithmPhases:
         metrics["critic/reward_baselines/mean"] = scores.sum(-1).mean().item()
         return batch
 
-    # --- rollout correction (algos/rollout_corr.py) ----------------------------------------------------
+    # --- scores -------------------------------------------------------------------------------------
+    def _compute_scores(self, batch: DataProto, metrics: dict) -> tuple[torch.Tensor, dict]:
+        """(bs, R) token-level scores and the reward function's extra info. With a reward model its
+        score is the reward and the rule reward is not computed (verl's semantics); so are scores an
+        agent loop gave every trajectory (rm_scores)."""
+        if "rm_scores" in batch.batch:
+            return batch.batch["rm_scores"], {}
+        if self.workers.rm_wg is None:
+            return self.reward_fn(batch)
+        inputs = batch.select([*MODEL_INPUTS, "response_mask"], meta_keys=[])
+        out = self.dispatch.forward(self.workers.rm_wg.compute_rm_score, inputs, "reward")
+        metrics.update(out.meta_info.get("metrics", {}))
+        return out.batch["rm_scores"], {}
+
+    def _score(self, batch: DataProto, metrics: dict) -> dict:
+        scores, extra = self._compute_scores(batch, metrics)
+        batch.batch["token_level_scores"] = scores
+        batch.batch["token_level_rewards"] = scores
+        for key, values in extra.items():
+            if values and isinstance(values[0], (int, float)):
+                metrics[f"reward_extra/{key}/mean"] = float(np.mean(values))
+        return extra
+
+    def _reward(self, batch: DataProto, metrics: dict) -> DataProto:
+        self._score(batch, metrics)
+        return batch
+
+    # --- log-probs, values, rewards, advantages -------------------------------------------------------
+    def _old_log_prob(self, batch: DataProto, metrics: dict) -> DataProto:
+        """old_log_probs (and ref_log_prob when the workers hold the reference), one call."""
+        inputs = batch.select(MODEL_INPUTS)
+        batch = batch.union(self.dispatch.forward(self.workers.actor_rollout_wg.compute_log_probs, inputs))
+        _logprob_diff_metrics(batch, metrics)
+        return batch
+
     def _rollout_corr(self, batch: DataProto, metrics: dict) -> DataProto:
         """Decoupled mode: IS weights and rejection from the old log-probs against the rollout's, once
         for the batch, before the advantage (rejected tokens leave the response mask); the weights
@@ -181,19 +282,10 @@ class AlgorithmPhases:
         metrics.update(corr_metrics)
         return batch
 
-    # --- critic -------------------------------------------------------------------------------------
     def _values(self, batch: DataProto, metrics: dict) -> DataProto:
         inputs = batch.select([*MODEL_INPUTS, "response_mask"], meta_keys=[])
-        return batch.union(self._forward_dispatch(self.critic_wg.compute_values, inputs, "critic"))
+        return batch.union(self.dispatch.forward(self.workers.critic_wg.compute_values, inputs, "critic"))
 
-    def _update_critic(self, batch: DataProto, metrics: dict) -> DataProto:
-        c, n = self.config.critic, self.config.actor_rollout_ref.rollout.n
-        data = batch.select([*MODEL_INPUTS, "response_mask", "values", "returns"], meta_keys=[])
-        out = self.critic_wg.update_critic(data[self._dp_order(data, c.ppo_mini_batch_size * n, "critic")])
-        metrics.update(out.meta_info["metrics"])
-        return batch
-
-    # --- KL in the reward -----------------------------------------------------------------------------
     def _kl_in_reward(self, batch: DataProto, metrics: dict) -> DataProto:
         b = batch.batch
         rewards, kl_metrics = apply_kl_penalty(
@@ -208,3 +300,62 @@ class AlgorithmPhases:
         metrics.update(kl_metrics)
         self.kl_ctrl.update(kl_metrics["actor/reward_kl_penalty"], n_steps=len(batch))
         return batch
+
+    def _advantage(self, batch: DataProto, metrics: dict) -> DataProto:
+        inputs = {  # the batch tensors the estimator's spec names; "index" is the group ids
+            name: batch.non_tensor_batch["uid"] if name == "index" else batch.batch[name]
+            for name in self.adv_spec.inputs
+        }
+        advantages, returns = self.adv_spec.fn(
+            token_level_rewards=batch.batch["token_level_rewards"],
+            response_mask=batch.batch["response_mask"],
+            **inputs,
+            **self.adv_kwargs,
+        )
+        batch.batch["advantages"], batch.batch["returns"] = advantages, returns
+        return batch
+
+    # --- updates ------------------------------------------------------------------------------------
+    def _update_critic(self, batch: DataProto, metrics: dict) -> DataProto:
+        c, n = self.config.critic, self.config.actor_rollout_ref.rollout.n
+        data = batch.select([*MODEL_INPUTS, "response_mask", "values", "returns"], meta_keys=[])
+        out = self.workers.critic_wg.update_critic(
+            data[self.dispatch.order(data, c.ppo_mini_batch_size * n, "critic")]
+        )
+        metrics.update(out.meta_info["metrics"])
+        return batch
+
+    def _update_actor(self, batch: DataProto, metrics: dict) -> DataProto:
+        if self.step <= self.config.trainer.critic_warmup:
+            return batch  # the first critic_warmup steps train only the critic
+        cfg = self.config.actor_rollout_ref
+        keys = [*MODEL_INPUTS, "response_mask", "advantages"]
+        # without them the workers make old_log_probs (and ref_log_prob) in this call
+        keys += [k for k in ("old_log_probs", "ref_log_prob", "rollout_is_weights") if k in batch.batch]
+        if self.rollout_correction:  # the actor's rollout_corr/ metrics (and bypass mode's correction)
+            keys.append("rollout_log_probs")
+        data = batch.select(keys)
+        order = self.dispatch.order(data, cfg.actor.ppo_mini_batch_size * cfg.rollout.n)
+        call = self.workers.actor_rollout_wg.submit("update_actor", in_order(data, order))
+        self._queue_next_rollout()
+        out = call.result()
+        metrics.update(out.meta_info["metrics"])
+        if not self.old_log_probs_in_update:
+            return batch
+        batch = batch.union(in_order(out, inverse_order(order)))  # the rows back in place
+        _logprob_diff_metrics(batch, metrics)
+        return batch
+
+    def _dump_rollout(self, batch: DataProto, metrics: dict) -> DataProto:
+        scores = batch.batch["token_level_scores"].sum(-1).tolist()
+        gens = Generations.decode(self.tokenizer, batch, scores)
+        dump_jsonl(gens, self.config.trainer.rollout_data_dir, self.step)
+        return batch
+
+
+def _logprob_diff_metrics(batch: DataProto, metrics: dict) -> None:
+    if "rollout_log_probs" in batch.batch:  # the rollout ran the actor's current weights?
+        b = batch.batch
+        metrics.update(
+            compute_logprob_diff_metrics(b["rollout_log_probs"], b["old_log_probs"], b["response_mask"])
+        )

@@ -1,11 +1,12 @@
-"""The trainer's side of a checkpoint across its worker groups, as a mixin of RayPPOTrainer.
+"""The trainer's side of a checkpoint across its worker groups: TrainerCheckpoint, which the trainer
+holds and hands the worker groups, the step and the driver's state (sampler, KL controller) to.
 
     checkpoint_contents  what a resume loads per role (each role's checkpoint.load_contents)
-    find_resume_path     the checkpoint to resume from, vetted before any worker starts
-    _save_checkpoint     every role writes into one temp folder, the driver adds its own state
+    find_resume_path     the checkpoint to resume from, vetted when the trainer is built (before workers)
+    save                 every role writes into one temp folder, the driver adds its own state
                          (sampler, KL controller), then one atomic commit and rotation, in the background
-    wait_for_checkpoint  block until that commit is published (before the next save, at the end)
-    _load_checkpoint     every role loads its part, the driver restores its own state
+    wait                 block until that commit is published (before the next save, at the end)
+    load                 every role loads its part, the driver's state is restored
 
 The folder layout, the atomic commit and rotation are in checkpoint.py; this file decides what
 goes into a checkpoint and who writes it.
@@ -25,6 +26,9 @@ import os
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from verl_lite.algos.kl_ctrl import KLController
+from verl_lite.config.schema import PPOTrainerConfig
+from verl_lite.data.rlhf_dataset import EpochSampler
 from verl_lite.errors import RunError
 from verl_lite.trainer import checkpoint as ckpt
 from verl_lite.trainer.checkpoint_vet import model_size_problems, vet_checkpoint
@@ -33,6 +37,12 @@ log = logging.getLogger(__name__)
 
 
 class TrainerCheckpoint:
+    def __init__(self, config: PPOTrainerConfig, use_critic: bool, world_size: int):
+        self.config, self.use_critic, self.world_size = config, use_critic, world_size
+        self.committing: tuple[int, Future] | None = None  # the step being committed in the background
+        self.committer: ThreadPoolExecutor | None = None
+        self.resume_path = self.find_resume_path()
+
     def checkpoint_contents(self) -> dict[str, list[str]]:
         """What a resume loads per role (each role's checkpoint.load_contents)."""
         contents = {"actor": self.config.actor_rollout_ref.actor.checkpoint.load_contents}
@@ -75,31 +85,29 @@ class TrainerCheckpoint:
         contents = self.checkpoint_contents()
         return {role: m for role, m in models.items() if "model" in contents.get(role, [])}
 
-    committing: tuple[int, Future] | None = None  # the step being committed in the background
-    committer: ThreadPoolExecutor | None = None
-
-    def _save_checkpoint(self) -> None:
-        """Every role writes into a temp folder, the driver adds its own state, then one commit
-        (hash, fsync, rename, tracker) and the rotation, in the background."""
-        self.wait_for_checkpoint()
+    def save(self, step: int, groups: dict, sampler: EpochSampler, kl_ctrl: KLController | None) -> None:
+        """Every role in `groups` writes into a temp folder, the driver adds its own state, then one
+        commit (hash, fsync, rename, tracker) and the rotation, in the background."""
+        self.wait()
         t = self.config.trainer
-        root, step = t.default_local_dir, self.global_steps
+        root = t.default_local_dir
         try:
             tmp = ckpt.begin(root, step)
         except OSError as e:
             raise RunError(f"cannot write the checkpoint of step {step} into {root}: {e}") from e
-        for role, wg in self.checkpoint_wgs.items():
+        for role, wg in groups.items():
             wg.save_checkpoint(os.path.join(tmp, role), step)
+        driver = {"kl_coef": kl_ctrl.value} if kl_ctrl is not None else {}  # besides the sampler
         try:
-            ckpt.write_trainer_state(tmp, step, self.sampler.state_dict(), self._driver_state())
+            ckpt.write_trainer_state(tmp, step, sampler.state_dict(), driver)
         except OSError as e:  # torch.save's own error names no file
             raise RunError(f"cannot write {os.path.join(tmp, ckpt.DATA_FILE)}: {e}") from e
-        keep = {role: getattr(t, f"max_{role}_ckpt_to_keep") for role in self.checkpoint_wgs}
+        keep = {role: getattr(t, f"max_{role}_ckpt_to_keep") for role in groups}
         if self.committer is None:
             self.committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="verl_lite-commit")
         self.committing = (step, self.committer.submit(_commit, root, step, tmp, keep))
 
-    def wait_for_checkpoint(self) -> None:
+    def wait(self) -> None:
         """Block until the checkpoint being committed in the background is published; a failure
         there (a full disk) is raised here as one line naming the step and the folder."""
         if self.committing is None:
@@ -113,11 +121,11 @@ class TrainerCheckpoint:
                 f"{self.config.trainer.default_local_dir}: {e}"
             ) from e
 
-    def finish_checkpoints(self, failing: bool = False) -> None:
+    def finish(self, failing: bool = False) -> None:
         """At the end of fit: the last commit is published before fit returns. When the run is
         failing already, a commit failure is logged instead of hiding the run's own error."""
         try:
-            self.wait_for_checkpoint()
+            self.wait()
         except RunError as e:
             if not failing:
                 raise
@@ -127,24 +135,23 @@ class TrainerCheckpoint:
                 self.committer.shutdown(wait=True)
                 self.committer = None
 
-    def _driver_state(self) -> dict:
-        """What the driver itself carries from step to step besides the sampler."""
-        return {"kl_coef": self.kl_ctrl.value} if self.kl_ctrl is not None else {}
-
-    def _load_checkpoint(self) -> None:
+    def load(self, groups: dict, sampler: EpochSampler, kl_ctrl: KLController | None) -> int:
+        """Every role in `groups` loads its part, the driver's state is restored; the step resumed
+        at (0 without a checkpoint to resume from)."""
         if self.resume_path is None:
-            return
-        for role, wg in self.checkpoint_wgs.items():
+            return 0
+        for role, wg in groups.items():
             wg.load_checkpoint(os.path.join(self.resume_path, role))
         state = ckpt.read_trainer_state(self.resume_path)
-        self.global_steps = int(state["global_step"])
-        self.sampler.load_state_dict(state["sampler"])
-        if self.kl_ctrl is not None and "kl_coef" in state.get("driver", {}):
-            self.kl_ctrl.value = float(state["driver"]["kl_coef"])  # the adaptive controller's state
-        log.info("resumed from %s at step %d", self.resume_path, self.global_steps)
+        step = int(state["global_step"])
+        sampler.load_state_dict(state["sampler"])
+        if kl_ctrl is not None and "kl_coef" in state.get("driver", {}):
+            kl_ctrl.value = float(state["driver"]["kl_coef"])  # the adaptive controller's state
+        log.info("resumed from %s at step %d", self.resume_path, step)
         if self.config.trainer.del_local_ckpt_after_load:
             ckpt.delete_loaded(self.config.trainer.default_local_dir, self.resume_path)
             log.info("trainer.del_local_ckpt_after_load=True: deleted %s", self.resume_path)
+        return step
 
 
 def _commit(root: str, step: int, tmp: str, keep: dict[str, int | None]) -> str:

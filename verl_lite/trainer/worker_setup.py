@@ -1,4 +1,4 @@
-"""Building the trainer's worker groups, as a mixin of RayPPOTrainer.
+"""The trainer's worker groups: WorkerSet reserves their slots, builds them, and shuts them down.
 
 reserve_slots reserves each rank's slot (one Ray placement group per node, shared by the colocated
 groups: actor(+reference), critic, reward model) and measures the slots' devices where something
@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import logging
 
+from verl_lite.config.common import dp_size
 from verl_lite.config.freeze import is_frozen
+from verl_lite.config.run import Run
+from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.planner.auto_offload import idle_on_host
 from verl_lite.single_controller import RayResourcePool, RayWorkerGroup
 from verl_lite.workers.actor_rollout_ref import ActorRolloutRefWorker
@@ -22,8 +25,19 @@ from verl_lite.workers.reward_model import RewardModelWorker
 log = logging.getLogger(__name__)
 
 
-class WorkerSetup:
-    # --- set-up -------------------------------------------------------------------------------------
+class WorkerSet:
+    """The worker groups of one run: actor(+rollout, +reference) always, a critic and a reward model
+    when the run has them (None otherwise); `checkpoint_wgs` are those with trainable state."""
+
+    def __init__(self, config: PPOTrainerConfig, run: Run):
+        self.config, self.use_gpu, self.use_ref, self.use_critic = config, run.use_gpu, run.ref, run.critic
+        self.world_size = run.world
+        self.pool: RayResourcePool | None = None
+        self.slot_memory_gb: list[tuple[float, float]] = []
+        self.actor_rollout_wg: RayWorkerGroup | None = None
+        self.critic_wg = self.rm_wg = None
+        self.checkpoint_wgs: dict[str, RayWorkerGroup] = {}
+
     def reserve_slots(self) -> list[tuple[float, float]]:
         """Reserve each rank's slot; each slot's (device memory, its node's available host memory) in
         GiB, measured before any worker exists, when trainer.auto_offload or roles sharing a GPU plan
@@ -56,7 +70,7 @@ class WorkerSetup:
             rollout_correction=self.config.algorithm.rollout_correction,  # the actor's bypass-mode loss
         )
         # log-probs and updates go to data-parallel ranks: a sequence-parallel group shares its rows
-        self.actor_rollout_wg.set_data_layout("actor", self.world_size // self.dp_size("actor"))
+        self.actor_rollout_wg.set_data_layout("actor", self.world_size // dp_size(self.config, "actor"))
         info = self.actor_rollout_wg.init_model()
         self.checkpoint_wgs = {"actor": self.actor_rollout_wg}  # every role with trainable state
         num_nodes = len(set(self.actor_rollout_wg.node_ids()))
@@ -74,7 +88,7 @@ class WorkerSetup:
             rollout = self.config.actor_rollout_ref.rollout
             args = (self.config.critic, rollout.response_length, rollout.n, t.dist_timeout_s)
             self.critic_wg = RayWorkerGroup(self.pool, CriticWorker, *args, name="critic", idle_on_host=idle)
-            self.critic_wg.set_data_layout("critic", self.world_size // self.dp_size("critic"))
+            self.critic_wg.set_data_layout("critic", self.world_size // dp_size(self.config, "critic"))
             info = self.critic_wg.init_model()
             self.checkpoint_wgs["critic"] = self.critic_wg
             log.info("critic ready: %d workers, %s params", self.world_size, info[0]["num_params"])
@@ -104,9 +118,19 @@ class WorkerSetup:
         log.info(message)
         return idle
 
+    def keep_rollout(self, scores_between: bool, surely_generate: bool) -> bool:
+        """Whether a generate's rollout may keep its device memory (and so its weights: no sync for
+        the next generate): the driver's next call to the actor workers is another generate
+        (`surely_generate`; otherwise possibly their own log-prob or update phase, which release it
+        first, or a critic's, which must not find the device held) and no reward model scores on the
+        device in between (`scores_between`)."""
+        if scores_between and self.rm_wg is not None:
+            return False
+        return surely_generate or self.critic_wg is None
+
     def shutdown(self) -> None:
-        for group in (self.critic_wg, self.rm_wg, getattr(self, "actor_rollout_wg", None)):
+        for group in (self.critic_wg, self.rm_wg, self.actor_rollout_wg):
             if group is not None:
                 group.shutdown()
-        if hasattr(self, "pool"):
+        if self.pool is not None:
             self.pool.release()
