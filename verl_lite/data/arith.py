@@ -16,10 +16,15 @@ SPLIT_SIZES = {"sft": 3000, "train": 6000, "test": 1000}
 
 
 def split_pairs(seed: int = 1234) -> dict[str, list[tuple[int, int]]]:
-    pairs = [(a, b) for a in range(MAX_OPERAND) for b in range(MAX_OPERAND)]
+    return split([(a, b) for a in range(MAX_OPERAND) for b in range(MAX_OPERAND)], SPLIT_SIZES, seed)
+
+
+def split(pairs: list, sizes: dict[str, int], seed: int) -> dict[str, list]:
+    """`pairs` shuffled by `seed`, then cut into consecutive named splits of the given sizes."""
+    pairs = list(pairs)
     random.Random(seed).shuffle(pairs)
     out, start = {}, 0
-    for name, size in SPLIT_SIZES.items():
+    for name, size in sizes.items():
         out[name] = pairs[start : start + size]
         start += size
     return out

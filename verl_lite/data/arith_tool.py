@@ -30,6 +30,8 @@ from __future__ import annotations
 import json
 import random
 
+from verl_lite.data import arith
+
 DATA_SOURCE = "verl_lite/arith_tool"
 TOOL_NAME = "calc"
 OPERANDS = range(10, 100)
@@ -64,13 +66,7 @@ TOOL_CONFIG = {  # verl's tool config layout (tools/registry.py), written beside
 
 
 def split_pairs(seed: int = 4321) -> dict[str, list[tuple[int, int]]]:
-    pairs = [(a, b) for a in OPERANDS for b in OPERANDS]
-    random.Random(seed).shuffle(pairs)
-    out, start = {}, 0
-    for name, size in SPLIT_SIZES.items():
-        out[name] = pairs[start : start + size]
-        start += size
-    return out
+    return arith.split([(a, b) for a in OPERANDS for b in OPERANDS], SPLIT_SIZES, seed)
 
 
 def question(a: int, b: int) -> str:

@@ -40,6 +40,15 @@ class ToolResponse:
     video: list[Any] | None = None
 
 
+def refuse_unread_keys(config: dict, reads: tuple[str, ...], what: str) -> None:
+    """One line naming the keys of a tool's YAML `config` it does not read (`type` is verl's, always
+    allowed), so a misspelt option is not silently ignored."""
+    unknown = sorted(set(config) - {"type", *reads})
+    if unknown:
+        told = f"; it reads {list(reads)}" if reads else " (it reads none)"
+        raise ValueError(f"config has keys {unknown} the {what} does not read{told}")
+
+
 class BaseTool:
     """A tool that does nothing; subclasses override `execute` (and the others as needed)."""
 

@@ -19,7 +19,7 @@ import uuid
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from verl_lite.tools.base import BaseTool, ToolResponse
+from verl_lite.tools.base import BaseTool, ToolResponse, refuse_unread_keys
 
 MAX_CHARS = 200
 MAX_ABS = 10**30
@@ -80,11 +80,7 @@ def _same(value: str, ground_truth: str) -> bool:
 
 class CalculatorTool(BaseTool):
     def __init__(self, config: dict, tool_schema):
-        unknown = set(config) - {"type"}
-        if unknown:
-            raise ValueError(
-                f"config has keys {sorted(unknown)} the calculator does not read (it reads none)"
-            )
+        refuse_unread_keys(config, (), "calculator")
         super().__init__(config, tool_schema)
         self._instances: dict[str, dict[str, Any]] = {}
 

@@ -31,7 +31,7 @@ import threading
 import uuid
 from dataclasses import dataclass
 
-from verl_lite.tools.base import BaseTool, ToolResponse
+from verl_lite.tools.base import BaseTool, ToolResponse, refuse_unread_keys
 
 log = logging.getLogger(__name__)
 
@@ -144,11 +144,7 @@ def _kill(proc: subprocess.Popen) -> None:
 
 class CodeInterpreterTool(BaseTool):
     def __init__(self, config: dict, tool_schema):
-        unknown = sorted(set(config) - set(CONFIG_KEYS))
-        if unknown:
-            raise ValueError(
-                f"config has keys {unknown} the code interpreter does not read; it reads {list(CONFIG_KEYS)}"
-            )
+        refuse_unread_keys(config, CONFIG_KEYS, "code interpreter")
         super().__init__(config, tool_schema)
         self.language = config.get("default_language", "python")
         if self.language != "python":

@@ -13,18 +13,14 @@ import uuid
 from typing import Any
 
 from verl_lite.reward import gsm8k
-from verl_lite.tools.base import BaseTool, ToolResponse
+from verl_lite.tools.base import BaseTool, ToolResponse, refuse_unread_keys
 
 NO_IMPROVEMENT_PENALTY = -0.05
 
 
 class Gsm8kTool(BaseTool):
     def __init__(self, config: dict, tool_schema):
-        unknown = set(config) - {"type"}
-        if unknown:
-            raise ValueError(
-                f"config has keys {sorted(unknown)} the GSM8K tool does not read (it reads none)"
-            )
+        refuse_unread_keys(config, (), "GSM8K tool")
         super().__init__(config, tool_schema)
         self._instances: dict[str, dict[str, Any]] = {}
 
