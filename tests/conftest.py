@@ -14,15 +14,15 @@ torch.set_num_threads(1)
 def ray_local():
     import ray
 
-    from verl_lite.trainer.ray_start import LOCAL_SYSTEM_CONFIG, runtime_env
+    from verl_lite.trainer.ray_start import LOCAL_SYSTEM_CONFIG
 
     # address="local": never join a cluster another test left running on this machine (ray.init's default);
-    # the runtime env and system config a run's own local Ray gets (its workers' env_vars, the driver's priority)
+    # the system config a run's own local Ray gets (workers at the driver's priority)
     ray.init(
         address="local",
         num_cpus=2,
         include_dashboard=False,
-        runtime_env=runtime_env({}),
+        runtime_env={"env_vars": {"TOKENIZERS_PARALLELISM": "false"}},
         _system_config=dict(LOCAL_SYSTEM_CONFIG),
     )
     yield ray

@@ -2,8 +2,7 @@
 unless OMP_NUM_THREADS where the run starts asks for more; a bad OMP_NUM_THREADS stops start-up in
 one line. The workers are real Ray actors on the tests' 2-CPU local Ray: one worker there holds a
 bundle of both CPUs, where a share-of-the-node rule would give it two threads. They run at the
-driver's priority, not at Ray's default nice 15, and with glibc's malloc tuning in their environment
-(trainer/ray_start.py)."""
+driver's priority, not at Ray's default nice 15 (trainer/ray_start.py)."""
 
 import os
 
@@ -14,7 +13,6 @@ from verl_lite.config.compose import load_config
 from verl_lite.config.errors import ConfigError
 from verl_lite.preflight import prepare
 from verl_lite.single_controller import Dispatch, RayResourcePool, RayWorkerGroup, Worker, register
-from verl_lite.trainer.ray_start import MALLOC_ENV
 
 
 class ThreadsWorker(Worker):
@@ -25,10 +23,6 @@ class ThreadsWorker(Worker):
     @register(Dispatch.ONE_TO_ALL)
     def niceness(self) -> int:
         return os.nice(0)
-
-    @register(Dispatch.ONE_TO_ALL)
-    def malloc_env(self) -> dict:
-        return {name: os.environ.get(name) for name in MALLOC_ENV}
 
 
 def worker_threads(method: str = "threads") -> list:
@@ -57,13 +51,6 @@ def test_workers_of_a_local_ray_run_at_the_drivers_priority(ray_local):
     run's local Ray starts with sets 0 (trainer/ray_start.py), which the tests' Ray shares: the
     workers keep the niceness of the process that started Ray."""
     assert worker_threads("niceness") == [os.nice(0)]
-
-
-def test_workers_of_a_local_ray_get_the_malloc_tuning(ray_local):
-    """The tests' Ray starts with the runtime env a run's local Ray gets (ray_start.runtime_env): a
-    worker process sees each MALLOC_ENV value, or the value where the tests started (which wins)."""
-    expected = {name: os.environ.get(name, value) for name, (_, value) in MALLOC_ENV.items()}
-    assert worker_threads("malloc_env") == [expected]
 
 
 def test_a_bad_omp_num_threads_stops_start_up_in_one_line(monkeypatch):
