@@ -215,6 +215,21 @@ def slug(name: str) -> str:
     return re.sub(r"[^\w.-]+", "_", name)[:100] + "_" + hashlib.sha1(name.encode()).hexdigest()[:8]
 
 
+SCORER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "verl_launch_scorer.py")
+SCORER_EXTRAS = ("acc",)  # what verl's math scorers return beside the score, and the arith scorer lacks
+
+
+def scorer_args(cfg) -> list[str]:
+    """A launch whose dynamic sampling filters on a scorer extra of verl's math scorers (DAPO's `acc`)
+    gets the arithmetic scorer that returns it too (scripts/verl_launch_scorer.py), unless it names a
+    reward function of its own."""
+    if cfg is None or not cfg.algorithm.filter_groups.enable or cfg.custom_reward_function.path:
+        return []
+    if cfg.algorithm.filter_groups.metric not in SCORER_EXTRAS:
+        return []
+    return [f"custom_reward_function.path={SCORER}", "custom_reward_function.name=compute_score"]
+
+
 def run_one(
     launch, root: str, out_base: str, reward_model_dir: str, timeout: int, dry: bool, code: str = ""
 ) -> Outcome:
@@ -244,6 +259,7 @@ def run_one(
             args.append(
                 "trainer.save_freq=1"
             )  # to see the adapter: verl saves at the last step when save_freq > 0
+        args += scorer_args(cfg)
         cmd = [sys.executable, "-m", "verl_lite.main_ppo", *flags, *args]
         print(f"\n# {launch.name}\n# from {module}\n$ {shlex.join(cmd)}", flush=True)
         if dry:

@@ -96,3 +96,25 @@ def test_two_workers_on_one_node_also_where_the_line_leaves_verls_eight_gpus():
         "trainer.n_gpus_per_node=2",
         "+trainer.nnodes=1",
     ]
+
+
+def test_a_launch_that_filters_groups_on_acc_gets_the_arith_scorer_that_returns_acc():
+    # docs/algo/dapo.md's YAML block 2 filters on `acc`, which verl's DAPO math scorer returns and the
+    # swapped-in arithmetic task's scorer did not: the run stopped at step 1 for a missing metric
+    import verl_launch_check as launch_check
+    import verl_launch_scorer as scorer
+
+    def args_for(*extra):
+        cfg = launch_check.composed([], ["algorithm.filter_groups.enable=True", *extra])
+        assert cfg is not None
+        return launch_check.scorer_args(cfg)
+
+    assert args_for("algorithm.filter_groups.metric=acc") == [
+        f"custom_reward_function.path={launch_check.SCORER}",
+        "custom_reward_function.name=compute_score",
+    ]
+    assert args_for("algorithm.filter_groups.metric=seq_reward") == []  # the trainer's own metric
+    own = "custom_reward_function.path=/users/own_reward.py"
+    assert args_for("algorithm.filter_groups.metric=acc", own) == []  # the launch's own scorer stays
+    assert scorer.compute_score("verl_lite/arith", " 12", "12") == {"score": 1.0, "acc": 1.0}
+    assert scorer.compute_score("verl_lite/arith", "13", "12") == {"score": 0.0, "acc": 0.0}

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 
+from verl_lite.errors import RunError
 from verl_lite.protocol import DataProto
 from verl_lite.trainer.dynamic_sampling import collect_kept_groups, kept_group_rows, sequence_metric
 
@@ -39,8 +40,32 @@ def test_metrics_come_from_scores_rewards_or_extra_info():
     assert np.allclose(sequence_metric(batch, {}, "seq_final_reward"), [0.7, -0.3])
     assert sequence_metric(batch, {"acc": [True, False]}, "acc").tolist() == [1.0, 0.0]
     assert sequence_metric(batch, {}, "score").tolist() == [1.0, 0.0]
-    with pytest.raises(KeyError, match="algorithm.filter_groups.metric='acc'"):
+    with pytest.raises(RunError, match="algorithm.filter_groups.metric='acc'"):
         sequence_metric(batch, {}, "acc")
+
+
+def test_a_metric_the_reward_function_does_not_return_is_one_line_naming_the_key(capsys):
+    """docs/algo/dapo.md's dynamic-sampling YAML block (`filter_groups: {enable: True, metric: acc}`,
+    verl's default rollout.n=1) with a reward function that returns plain scores (verl_lite's arith
+    task, verl's gsm8k scorer) ended the run at step 1 with a KeyError traceback; verl's DAPO trainer
+    stops there too (KeyError 'acc'). Now: one line naming the key and the fix, exit 2."""
+    from verl_lite.main_ppo import _report_failure
+    from verl_lite.trainer.ppo_trainer import trainer_phase
+
+    def next_batch(i):
+        return scored([[1.0], [0.0]], f"b{i}"), {}  # n=1, a plain score per response
+
+    with pytest.raises(RunError) as info, trainer_phase("gen", 1):
+        collect_kept_groups(next_batch, 2, 1, "acc", max_num_gen_batches=10)
+    with pytest.raises(SystemExit) as exit_info:
+        _report_failure(info.value)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(
+        "verl_lite: trainer phase 'gen' at step 1 failed: algorithm.filter_groups.metric='acc'"
+    )
+    assert "use seq_reward" in err
 
 
 def test_more_batches_are_drawn_until_enough_groups_are_kept():
@@ -69,6 +94,6 @@ def test_too_many_generation_batches_is_an_error_naming_the_key():
     def next_batch(i):
         return scored([[1, 1], [0, 0]], f"b{i}"), {}
 
-    with pytest.raises(RuntimeError, match="algorithm.filter_groups.max_num_gen_batches") as info:
+    with pytest.raises(RunError, match="algorithm.filter_groups.max_num_gen_batches") as info:
         collect_kept_groups(next_batch, 2, 2, "seq_reward", max_num_gen_batches=3)
     assert "3 generation batches kept only 0 of the 2 prompts" in str(info.value)

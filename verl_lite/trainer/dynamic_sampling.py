@@ -10,6 +10,10 @@ Metrics, as in verl's DAPO trainer:
                     KL penalty needs log-probs, which are computed only for the kept groups)
   acc, score        the reward function's extra info of that name ("score" falls back to seq_reward
                     when the reward function returns a plain number)
+
+A metric the reward function does not return, and a filter that keeps too few groups, are known only
+once a batch is scored: both are RunErrors, which main_ppo reports as one line naming the key and the
+fix (verl's DAPO trainer stops there with a KeyError).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from verl_lite.errors import RunError
 from verl_lite.protocol import DataProto
 
 
@@ -33,7 +38,7 @@ def sequence_metric(batch: DataProto, extra: dict[str, list], metric: str) -> np
         return np.asarray(extra[metric], dtype=np.float64)
     if metric == "score":
         return batch.batch["token_level_scores"].sum(-1).numpy()
-    raise KeyError(
+    raise RunError(
         f"algorithm.filter_groups.metric={metric!r}: the reward function returns no {metric!r} "
         f"(it returns {sorted(extra) or 'a plain number'}); use seq_reward, or a reward function that "
         f"returns a dict with {metric!r}"
@@ -68,7 +73,7 @@ def collect_kept_groups(
     kept_parts, num_kept, num_groups, num_gen = [], 0, 0, 0
     while num_kept < num_prompts:
         if 0 < max_num_gen_batches <= num_gen:
-            raise RuntimeError(
+            raise RunError(
                 f"algorithm.filter_groups: {num_gen} generation batches kept only {num_kept} of the "
                 f"{num_prompts} prompts of data.train_batch_size (the others' {metric} was equal across "
                 "their group); raise algorithm.filter_groups.max_num_gen_batches (0: no limit), or use "
