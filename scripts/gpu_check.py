@@ -197,7 +197,11 @@ def build_actor(args, name: str, cfg, mode: Mode):
     )
     model_cfg = tiny_model(f"<random {name}>", enable_gradient_checkpointing=True, **mode.model)
     torch.manual_seed(0)
-    with torch.device(dev.local_device()):
+    # A capped row (a smaller card) builds on the host, as a worker loads its model: the fp32 random
+    # model alone (30.5 GB at 7B) would pass the cap before sharding put anything where its mode keeps it.
+    # The other rows build on the device: a random 7B initialises in seconds there, minutes on the host.
+    where = "cpu" if mode.memory_cap_gb else dev.local_device()
+    with torch.device(where):
         module = AutoModelForCausalLM.from_config(cfg)
     if mode.prepare is not None:
         module = mode.prepare(module)
