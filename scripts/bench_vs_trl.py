@@ -132,7 +132,9 @@ def run_logged(cmd: list[str], log_path: str, env: dict) -> None:
         raise RuntimeError(f"{' '.join(cmd[:3])} ... failed ({proc.returncode}); its output ends:\n{tail}")
 
 
-STEP_BLOCK = re.compile(r"^step (\d+)/\d+$")  # verl_lite's console block header, written when a step ends
+# verl_lite's console line that opens a step's block, written when the step ends: "step 3/8" alone or,
+# since the one-line headline (main 9ddc6c7), "step 3/8 | score ... | step_s 7.0 | mem_gb 3.3"
+STEP_BLOCK = re.compile(r"^step (\d+)/\d+(?:$| \|)")
 
 
 def run_stamped(cmd: list[str], log_path: str, env: dict) -> dict[int, float]:
