@@ -13,7 +13,8 @@ from transformers import Qwen2ForCausalLM
 from tests.helpers.models import tiny_config
 from verl_lite.data.tiny_tokenizer import build_tokenizer
 from verl_lite.data.tool_chat_template import TOOL_CHAT_TEMPLATE
-from verl_lite.data.tool_traces import supervised_steps, trace_examples
+from verl_lite.data.tool_traces import trace_examples
+from verl_lite.data.warm_start import supervised_steps
 
 
 def gsm8k_tool_trace(prompt: list[dict], answer: str) -> list[dict]:

@@ -20,7 +20,8 @@ import numpy as np
 from verl_lite.protocol import DataProto
 
 
-def _stats(name: str, values) -> dict[str, float]:
+def min_max_mean(name: str, values) -> dict[str, float]:
+    """`name`/min, /max, /mean of `values` ({} when there are none)."""
     values = np.asarray(values, dtype=np.float64)
     if values.size == 0:
         return {}
@@ -35,12 +36,12 @@ def compute_agent_loop_metrics(batch: DataProto, prefix: str = "") -> dict[str, 
     nt = batch.non_tensor_batch
     if "__num_turns__" not in nt:
         return {}
-    metrics = _stats(f"{prefix}num_turns", nt["__num_turns__"].astype(np.float64))
-    metrics |= _stats(f"{prefix}tool_call_counts", nt["tool_call_counts"].astype(np.float64))
+    metrics = min_max_mean(f"{prefix}num_turns", nt["__num_turns__"].astype(np.float64))
+    metrics |= min_max_mean(f"{prefix}tool_call_counts", nt["tool_call_counts"].astype(np.float64))
     stats = list(nt["agent_loop_stats"])
     a = f"{prefix}agent_loop"
-    metrics |= _stats(f"{a}/generate_sequences", [s["generate_seconds"] for s in stats])
-    metrics |= _stats(f"{a}/tool_calls", [s.get("tool_seconds", 0.0) for s in stats])
+    metrics |= min_max_mean(f"{a}/generate_sequences", [s["generate_seconds"] for s in stats])
+    metrics |= min_max_mean(f"{a}/tool_calls", [s.get("tool_seconds", 0.0) for s in stats])
     for key, name in (
         ("tool_errors", "num_tool_errors"),
         ("tool_timeouts", "num_tool_timeouts"),

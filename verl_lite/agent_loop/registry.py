@@ -11,12 +11,11 @@ class of a loop is imported only when a loop of that name runs (or start-up chec
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from typing import Any
 
 from verl_lite.agent_loop.base import AgentLoopBase
-from verl_lite.utils.class_path import import_class, load_yaml
+from verl_lite.utils.class_path import import_class, load_target, load_yaml
 
 KEY = "actor_rollout_ref.rollout.agent.agent_loop_config_path"
 SINGLE_TURN = "single_turn_agent"
@@ -39,8 +38,7 @@ class LoopSpec:
 
     def load(self) -> type:
         if ":" in self.target:
-            module, _, name = self.target.partition(":")
-            return getattr(importlib.import_module(module), name)
+            return load_target(self.target)
         if self.target.startswith("verl."):
             raise ValueError(
                 f"agent loop {self.name!r}: _target_ {self.target} is not supported by verl_lite: verl's class "

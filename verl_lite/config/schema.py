@@ -10,7 +10,7 @@ demo is a named config on top of this one (conf/demo.yaml).
 
 The sections live in schema_engine.py (FSDP, optimizer, checkpoint, profiler), schema_model.py,
 schema_actor.py, schema_rollout.py, schema_roles.py (critic, reward) and schema_trainer.py (data,
-algorithm, trainer, Ray); this module assembles the tree and re-exports every section class.
+algorithm, trainer, Ray); this module assembles the tree and re-exports the classes other modules import from it.
 Hydra composes conf/ppo_trainer.yaml on top of it (config/compose.py), so an unknown key is an
 error. A `verl_lite://` path names an embedded asset built on first use (data/assets.py). The
 comment after each field is its documentation (docs/config.md is generated from it). A schema
@@ -23,20 +23,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from verl_lite.config.freeze import ConfigNode
-from verl_lite.config.schema_actor import ActorConfig, PolicyLossConfig, RefConfig
+from verl_lite.config.schema_actor import ActorConfig, RefConfig
 from verl_lite.config.schema_engine import (
     CheckpointConfig,
     FSDPConfig,
     MixedPrecisionConfig,
     OptimConfig,
-    ProfilerConfig,
-    WrapPolicyConfig,
 )
 from verl_lite.config.schema_model import (
     VERL_MODEL,
     VERL_REWARD_MODEL,
     CriticModelConfig,
-    ModelBase,
     ModelConfig,
     RewardModelModelConfig,
 )
@@ -46,16 +43,13 @@ from verl_lite.config.schema_roles import (
     RewardManagerConfig,
     RewardModelConfig,
 )
-from verl_lite.config.schema_rollout import RolloutConfig, SamplingKwargs
+from verl_lite.config.schema_rollout import RolloutConfig
 from verl_lite.config.schema_trainer import (
     VERL_TRAIN,
     VERL_VAL,
     AlgorithmConfig,
     DataConfig,
-    FilterGroupsConfig,
     GlobalProfilerConfig,
-    KLControlConfig,
-    RayInitConfig,
     RayKwargsConfig,
     TrainerConfig,
     TransferQueueConfig,
@@ -75,34 +69,17 @@ __all__ = [
     "VERL_VAL",
     "ActorConfig",
     "ActorRolloutRefConfig",
-    "AlgorithmConfig",
     "CheckpointConfig",
     "CriticConfig",
     "CriticModelConfig",
-    "CustomRewardFunctionConfig",
-    "DataConfig",
     "FSDPConfig",
-    "FilterGroupsConfig",
-    "GlobalProfilerConfig",
-    "KLControlConfig",
     "MixedPrecisionConfig",
-    "ModelBase",
     "ModelConfig",
     "OptimConfig",
     "PPOTrainerConfig",
-    "PolicyLossConfig",
-    "ProfilerConfig",
-    "RayInitConfig",
-    "RayKwargsConfig",
-    "RefConfig",
-    "RewardManagerConfig",
     "RewardModelConfig",
     "RewardModelModelConfig",
     "RolloutConfig",
-    "SamplingKwargs",
-    "TrainerConfig",
-    "TransferQueueConfig",
-    "WrapPolicyConfig",
 ]
 
 

@@ -145,14 +145,9 @@ class ProfilerConfig(ConfigNode):
 
 
 @dataclass
-class LinkedProfilerConfig(ConfigNode):
+class LinkedProfilerConfig(ProfilerConfig):
     """A profiler section whose settings follow the actor's (rollout, reward model)."""
 
-    tool: str | None = "${global_profiler.tool}"  # nsys | npu | torch | torch_memory
-    enable: bool = False  # profile this role
-    all_ranks: bool = False  # profile every rank
-    ranks: list[int] = field(default_factory=list)  # ranks to profile
-    save_path: str | None = "${global_profiler.save_path}"  # where traces go
     tool_config: Any = "${actor_rollout_ref.actor.profiler.tool_config}"  # per-tool settings
 
 

@@ -7,7 +7,7 @@ context the way a rollout builds it: the prompt rendered by the chat template (w
 dataset renders it, each assistant turn as its text plus EOS (the tokens the model would sample),
 each run of tool / user messages rendered alone (data/chat_render.ChatRenderer.inserted, what the
 agent loop inserts). So the model learns from the very sequences it will see in training.
-`supervised_steps` trains on such pairs (loss on the targets only), seeded.
+data/warm_start.supervised_steps trains on such pairs (loss on the targets only), seeded.
 
 Used to build tool-calling models locally (no hub): the embedded tool demo's, and the tiny models
 tests and scripts/verl_launch_check.py run verl's multi-turn scripts with.
@@ -15,10 +15,7 @@ tests and scripts/verl_launch_check.py run verl's multi-turn scripts with.
 
 from __future__ import annotations
 
-import torch
-
 from verl_lite.data.chat_render import ChatRenderer
-from verl_lite.data.warm_start import _collate
 
 
 def trace_examples(
@@ -42,29 +39,3 @@ def trace_examples(
         examples.append((list(ids), target))
         ids = ids + target
     return examples
-
-
-def supervised_steps(
-    model,
-    examples: list[tuple[list[int], list[int]]],
-    pad_id: int,
-    steps: int,
-    lr: float,
-    batch_size: int,
-    seed: int,
-) -> list[float]:
-    """AdamW steps on random batches of the examples, loss on the target tokens; the loss curve."""
-    optim = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    gen = torch.Generator().manual_seed(seed)
-    losses = []
-    model.train()
-    for _ in range(steps):
-        rows = torch.randint(0, len(examples), (batch_size,), generator=gen).tolist()
-        ids, mask, labels = _collate([examples[r] for r in rows], pad_id)
-        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
-        loss.backward()
-        optim.step()
-        optim.zero_grad(set_to_none=True)
-        losses.append(loss.item())
-    model.eval()
-    return losses

@@ -26,8 +26,8 @@ from pathlib import Path
 import torch
 
 from verl_lite.data import arith_tool
-from verl_lite.data.tool_traces import supervised_steps, trace_examples
-from verl_lite.data.warm_start import build_tiny_model
+from verl_lite.data.tool_traces import trace_examples
+from verl_lite.data.warm_start import build_tiny_model, supervised_steps
 
 MAX_POSITIONS = 256  # prompt (16) + a call, the tool's reply and the answer (~140 tokens)
 SFT_STEPS, SFT_BATCH, SFT_LR, SFT_SEED = 600, 32, 3e-3, 0

@@ -69,18 +69,23 @@ def _collate(examples, pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.T
     return ids, mask, labels
 
 
-def warm_start(
-    model: Qwen2ForCausalLM, tokenizer: PreTrainedTokenizerFast, steps: int = SFT_STEPS
+def supervised_steps(
+    model,
+    examples: list[tuple[list[int], list[int]]],
+    pad_id: int,
+    steps: int,
+    lr: float,
+    batch_size: int,
+    seed: int,
 ) -> list[float]:
-    """Supervised steps on the sft split; returns the loss curve."""
-    examples = _sft_examples(tokenizer)
-    optim = torch.optim.AdamW(model.parameters(), lr=SFT_LR, weight_decay=0.0)
-    gen = torch.Generator().manual_seed(SFT_SEED)
+    """AdamW steps on random batches of the examples, loss on the target tokens; the loss curve."""
+    optim = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    gen = torch.Generator().manual_seed(seed)
     losses = []
     model.train()
     for _ in range(steps):
-        rows = torch.randint(0, len(examples), (SFT_BATCH,), generator=gen).tolist()
-        ids, mask, labels = _collate([examples[r] for r in rows], tokenizer.pad_token_id)
+        rows = torch.randint(0, len(examples), (batch_size,), generator=gen).tolist()
+        ids, mask, labels = _collate([examples[r] for r in rows], pad_id)
         loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
         loss.backward()
         optim.step()
@@ -100,7 +105,8 @@ def build_model_folder(folder: str | Path, sft_steps: int = SFT_STEPS) -> dict:
     torch.set_num_threads(1)
     tokenizer = build_tokenizer()
     model = build_tiny_model(tokenizer)
-    losses = warm_start(model, tokenizer, sft_steps)
+    examples = _sft_examples(tokenizer)
+    losses = supervised_steps(model, examples, tokenizer.pad_token_id, sft_steps, SFT_LR, SFT_BATCH, SFT_SEED)
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return {

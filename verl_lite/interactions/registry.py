@@ -12,36 +12,14 @@ instance gets its config with `name` added, as in verl.
 
 from __future__ import annotations
 
-import importlib
-import inspect
-
-from verl_lite.interactions.base import INTERACTION_METHODS
-from verl_lite.utils.class_path import import_class, load_yaml
+from verl_lite.interactions.base import INTERACTION_METHODS, BaseInteraction
+from verl_lite.utils.class_path import load_yaml, read_entry, resolve_extension_class
 
 KEY = "actor_rollout_ref.rollout.multi_turn.interaction_config_path"
 VERL_EQUIVALENTS = {
     "verl.interactions.gsm8k_interaction.Gsm8kInteraction": "verl_lite.interactions.gsm8k:Gsm8kInteraction",
 }
 ENTRY_KEYS = ("name", "class_name", "config")
-
-
-def resolve_interaction_class(class_name: str) -> type:
-    if class_name in VERL_EQUIVALENTS:
-        module, _, name = VERL_EQUIVALENTS[class_name].partition(":")
-        return getattr(importlib.import_module(module), name)
-    if class_name.startswith("verl."):
-        raise ValueError(
-            f"class_name {class_name} is not supported by verl_lite: verl's class has no equivalent here "
-            f"(equivalents exist for {sorted(VERL_EQUIVALENTS)}); write an interaction class of your own"
-        )
-    cls = import_class(class_name)
-    not_async = [m for m in INTERACTION_METHODS if not inspect.iscoroutinefunction(getattr(cls, m, None))]
-    if not_async:
-        raise ValueError(
-            f"class_name {class_name}: {not_async} must be async methods (verl's interaction contract, "
-            "verl_lite.interactions.base.BaseInteraction); subclass BaseInteraction"
-        )
-    return cls
 
 
 def default_name(class_name: str) -> str:
@@ -59,21 +37,12 @@ def build_interactions(path: str, key: str = KEY) -> dict:
     interactions = {}
     for i, item in enumerate(items):
         where = f"{path}: interaction[{i}]"
-        if not isinstance(item, dict):
-            raise ValueError(f"{where} must be a mapping with {list(ENTRY_KEYS)}, got {item!r}")
-        unknown = sorted(set(item) - set(ENTRY_KEYS))
-        if unknown:
-            raise ValueError(f"{where} has unknown keys {unknown}; an entry has {list(ENTRY_KEYS)}")
-        class_name, config = item.get("class_name"), item.get("config") or {}
-        if not isinstance(class_name, str):
-            raise ValueError(f"{where}.class_name must be a dotted class path, got {class_name!r}")
-        if not isinstance(config, dict):
-            raise ValueError(f"{where}.config must be a mapping, got {config!r}")
+        class_name, config = read_entry(item, where, ENTRY_KEYS)
         name = item.get("name") or default_name(class_name)
         if name in interactions:
             raise ValueError(f"{where}: the name {name!r} is used twice; each interaction needs its own name")
         try:
-            cls = resolve_interaction_class(class_name)
+            cls = resolve_extension_class(class_name, BaseInteraction, INTERACTION_METHODS, VERL_EQUIVALENTS)
             interactions[name] = cls(config={**config, "name": name})
         except Exception as e:
             raise ValueError(

@@ -10,12 +10,12 @@ when the config is normalised; everything after that sees a backend's own name.
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from verl_lite.rollout.memory import RolloutMemory, hf_memory, vllm_memory
+from verl_lite.utils.class_path import load_target
 
 KEY = "actor_rollout_ref.rollout.name"
 # rollout.load_format: dummy starts vLLM without weights (the first sync brings them); the others read
@@ -35,8 +35,7 @@ class Backend:
     install_hint: str = ""  # what to do when it is not available
 
     def load(self) -> type:
-        module, _, cls = self.target.partition(":")
-        return getattr(importlib.import_module(module), cls)
+        return load_target(self.target)
 
 
 class RolloutRegistry:

@@ -157,31 +157,36 @@ class HFRollout(Rollout):
         nbytes = sum(t.numel() * t.element_size() for t in tensors.values())
         return {"update_weights_s": time.perf_counter() - start, "update_weights_gb": nbytes / 1024**3}
 
+    def _generate(
+        self, ids: torch.Tensor, mask: torch.Tensor, params: SamplingParams, seed: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """model.generate on left-padded prompts under `seed` (the global RNG restored after): the
+        new tokens (rows, <=R) on the host and their sampled-token log-probs."""
+        recorder = SampledTokenLogProbs()
+        processors = build_logits_processors(params)
+        processors.append(recorder)
+        device = dev.local_device()
+        with dev.fork_rng():
+            torch.manual_seed(seed)
+            out = self.model.generate(
+                input_ids=ids.to(device),
+                attention_mask=mask.to(device),
+                generation_config=build_generation_config(params, self.eos_id, self.pad_id),
+                logits_processor=processors,
+            )
+        return out[:, ids.shape[1] :].cpu(), recorder.finish(out[:, -1])
+
     @torch.no_grad()
     def generate_tokens(
         self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, params: SamplingParams
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """(responses (B*n, <=R), their sampled-token log-probs (B*n, <=R), 0 after the first EOS)."""
-        seed = self._call_seed(params.validate)
-        recorder = SampledTokenLogProbs()
-        processors = build_logits_processors(params)
-        processors.append(recorder)
-        device = dev.local_device()
         # each prompt n times, adjacent (HF refuses num_return_sequences > 1 for greedy decoding)
         prompt_ids, prompt_mask = (
             prompt_ids.repeat_interleave(params.n, 0),
             prompt_mask.repeat_interleave(params.n, 0),
         )
-        with dev.fork_rng():
-            torch.manual_seed(seed)
-            out = self.model.generate(
-                input_ids=prompt_ids.to(device),
-                attention_mask=prompt_mask.to(device),
-                generation_config=build_generation_config(params, self.eos_id, self.pad_id),
-                logits_processor=processors,
-            )
-        tokens = out[:, prompt_ids.shape[1] :].cpu()
-        log_probs = recorder.finish(out[:, -1])
+        tokens, log_probs = self._generate(prompt_ids, prompt_mask, params, self._call_seed(params.validate))
         if not params.ignore_eos:  # finished rows continue with pad tokens, whose log-probs mean nothing
             log_probs = torch.where(response_mask_from_tokens(tokens, self.eos_id).bool(), log_probs, 0.0)
         return tokens, log_probs
@@ -211,19 +216,9 @@ class HFRollout(Rollout):
             ids[row, width - len(r.prompt_ids) :] = torch.tensor(r.prompt_ids)
             mask[row, width - len(r.prompt_ids) :] = 1
         params = dataclasses.replace(params, response_length=max(r.max_tokens for r in requests))
-        recorder = SampledTokenLogProbs()
-        processors = build_logits_processors(params)
-        processors.append(recorder)
-        device = dev.local_device()
-        with dev.fork_rng():
-            torch.manual_seed(hash((self.seed, self.rank, *call, *requests[0].key)) % (2**63))
-            out = self.model.generate(
-                input_ids=ids.to(device),
-                attention_mask=mask.to(device),
-                generation_config=build_generation_config(params, self.eos_id, self.pad_id),
-                logits_processor=processors,
-            )
-        tokens, log_probs = out[:, width:].cpu().tolist(), recorder.finish(out[:, -1]).tolist()
+        seed = hash((self.seed, self.rank, *call, *requests[0].key)) % (2**63)
+        tokens, log_probs = self._generate(ids, mask, params, seed)
+        tokens, log_probs = tokens.tolist(), log_probs.tolist()
         results = []
         for r, toks, logps in zip(requests, tokens, log_probs):
             toks, stop = toks[: r.max_tokens], "length"

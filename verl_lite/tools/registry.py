@@ -15,13 +15,11 @@ makes the tools, one instance per name, shared by every trajectory of a worker.
 
 from __future__ import annotations
 
-import importlib
-import inspect
 from dataclasses import dataclass
 
-from verl_lite.tools.base import TOOL_METHODS
+from verl_lite.tools.base import TOOL_METHODS, BaseTool
 from verl_lite.tools.schema import ToolSchema
-from verl_lite.utils.class_path import import_class, load_yaml
+from verl_lite.utils.class_path import load_yaml, read_entry, resolve_extension_class
 
 KEY = "actor_rollout_ref.rollout.multi_turn.tool_config_path"
 VERL_EQUIVALENTS = {
@@ -46,40 +44,8 @@ class ToolEntry:
     schema: ToolSchema
 
 
-def resolve_tool_class(class_name: str) -> type:
-    """The class `class_name` names: verl's shipped ones by name, anything else by import."""
-    if class_name in VERL_EQUIVALENTS:
-        module, _, name = VERL_EQUIVALENTS[class_name].partition(":")
-        return getattr(importlib.import_module(module), name)
-    if class_name in VERL_REFUSED:
-        raise ValueError(f"class_name {class_name} is not supported by verl_lite: {VERL_REFUSED[class_name]}")
-    if class_name.startswith("verl."):
-        raise ValueError(
-            f"class_name {class_name} is not supported by verl_lite: verl's class has no equivalent here "
-            f"(equivalents exist for {sorted(VERL_EQUIVALENTS)}); write a tool class of your own"
-        )
-    cls = import_class(class_name)
-    not_async = [m for m in TOOL_METHODS if not inspect.iscoroutinefunction(getattr(cls, m, None))]
-    if not_async:
-        raise ValueError(
-            f"class_name {class_name}: {not_async} must be async methods (verl's tool contract, "
-            "verl_lite.tools.base.BaseTool); subclass BaseTool"
-        )
-    return cls
-
-
 def _entry(item, where: str) -> ToolEntry:
-    if not isinstance(item, dict):
-        raise ValueError(f"{where} must be a mapping with {list(ENTRY_KEYS)}, got {item!r}")
-    unknown = sorted(set(item) - set(ENTRY_KEYS))
-    if unknown:
-        raise ValueError(f"{where} has unknown keys {unknown}; an entry has {list(ENTRY_KEYS)}")
-    class_name = item.get("class_name")
-    if not isinstance(class_name, str):
-        raise ValueError(f"{where}.class_name must be a dotted class path, got {class_name!r}")
-    config = item.get("config") or {}
-    if not isinstance(config, dict):
-        raise ValueError(f"{where}.config must be a mapping, got {config!r}")
+    class_name, config = read_entry(item, where, ENTRY_KEYS)
     kind = config.get("type", "native")
     if kind == "mcp":
         raise ValueError(
@@ -93,7 +59,7 @@ def _entry(item, where: str) -> ToolEntry:
         )
     schema = ToolSchema.from_dict(item["tool_schema"], f"{where}.tool_schema")
     try:
-        cls = resolve_tool_class(class_name)
+        cls = resolve_extension_class(class_name, BaseTool, TOOL_METHODS, VERL_EQUIVALENTS, VERL_REFUSED)
     except ValueError as e:
         raise ValueError(f"{where}: {e}") from None
     return ToolEntry(class_name, cls, config, schema)

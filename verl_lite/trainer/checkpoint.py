@@ -140,14 +140,6 @@ def commit(root: str, step: int, tmp: str) -> str:
     return final
 
 
-def commit_and_rotate(root: str, step: int, tmp: str, keep: dict[str, int | None]) -> str:
-    """`commit`, then `rotate`: what the trainer runs in the background after a save (hashing
-    every file for the manifest is most of it)."""
-    final = commit(root, step, tmp)
-    rotate(root, keep)
-    return final
-
-
 def saved_steps(root: str) -> list[int]:
     if not os.path.isdir(root):
         return []
@@ -270,7 +262,7 @@ def check_complete(path: str, roles: dict[str, list[str]], world_size: int, key:
             "Point it at another global_step_N folder, resume with the world size it was saved with, "
             "or narrow the role's checkpoint.load_contents"
         )
-    wrong = _manifest_mismatches(path, roles)
+    wrong = manifest_problems(path, tuple(_loaded_prefixes(roles)))  # missing, resized or changed
     if wrong:
         raise FileNotFoundError(
             f"{key}: checkpoint {path!r} is damaged: {'; '.join(wrong[:5])}"
@@ -288,9 +280,3 @@ def _loaded_prefixes(roles: dict[str, list[str]]) -> list[str]:
         if "extra" in contents:
             prefixes.append(os.path.join(role, "extra_state_"))
     return prefixes
-
-
-def _manifest_mismatches(path: str, roles: dict[str, list[str]]) -> list[str]:
-    """Files the manifest recorded (among those a resume loads) that are now missing, resized or
-    changed in content (utils/manifest.py)."""
-    return manifest_problems(path, tuple(_loaded_prefixes(roles)))

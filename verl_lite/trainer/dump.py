@@ -75,22 +75,18 @@ def dump_jsonl(gens: Generations, directory: str, step: int) -> str:
     path = os.path.join(directory, f"{step}.jsonl")
     with written(path, step):
         os.makedirs(directory, exist_ok=True)
-        _write_rows(gens, path, step)
+        with open(path, "w") as f:
+            for i in range(len(gens)):
+                row = {
+                    "input": gens.inputs[i],
+                    "output": gens.outputs[i],
+                    "gts": _plain(gens.gts[i]),
+                    "score": gens.scores[i],
+                    "step": step,
+                    **{k: _plain(v[i]) for k, v in gens.extra.items()},
+                }
+                f.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
     return path
-
-
-def _write_rows(gens: Generations, path: str, step: int) -> None:
-    with open(path, "w") as f:
-        for i in range(len(gens)):
-            row = {
-                "input": gens.inputs[i],
-                "output": gens.outputs[i],
-                "gts": _plain(gens.gts[i]),
-                "score": gens.scores[i],
-                "step": step,
-                **{k: _plain(v[i]) for k, v in gens.extra.items()},
-            }
-            f.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
 
 
 def pick_samples(gens: Generations, num: int, seed: int = 42) -> list[tuple[str, str, float]]:

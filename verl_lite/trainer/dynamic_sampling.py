@@ -57,10 +57,6 @@ def kept_group_rows(uids: np.ndarray, values: np.ndarray) -> tuple[list[int], in
     return [i for rows in kept for i in rows], len(kept), len(groups)
 
 
-def take_rows(batch: DataProto, rows: list[int]) -> DataProto:
-    return batch[torch.tensor(rows, dtype=torch.long)]
-
-
 def collect_kept_groups(
     next_scored_batch: Callable[[int], tuple[DataProto, dict]],
     num_prompts: int,
@@ -84,7 +80,7 @@ def collect_kept_groups(
         rows, kept, total = kept_group_rows(
             batch.non_tensor_batch["uid"], sequence_metric(batch, extra, metric)
         )
-        kept_parts.append(take_rows(batch, rows))
+        kept_parts.append(batch[torch.tensor(rows, dtype=torch.long)])
         num_kept, num_groups = num_kept + kept, num_groups + total
     metrics = {
         "train/num_gen_batches": num_gen,

@@ -31,7 +31,6 @@ import torch
 from verl_lite.algos import ADV_ESTIMATORS
 from verl_lite.algos.kl_ctrl import KLController, apply_kl_penalty
 from verl_lite.algos.rollout_corr import compute_rollout_correction, correction_enabled
-from verl_lite.config.run import Run
 from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.data.rlhf_dataset import EpochSampler, RLHFDataset
 from verl_lite.protocol import DataProto
@@ -54,7 +53,6 @@ class StepPhases:
     def __init__(
         self,
         config: PPOTrainerConfig,
-        run: Run,
         workers: WorkerSet,
         dataset: RLHFDataset,
         sampler: EpochSampler,
@@ -63,9 +61,9 @@ class StepPhases:
         tokenizer,
         quiet_after: Callable[[int], bool],
     ):
-        self.config, self.use_critic, self.workers, self.dataset = config, run.critic, workers, dataset
+        self.config, self.workers, self.dataset = config, workers, dataset
         self.sampler, self.reward_fn, self.kl_ctrl, self.tokenizer = sampler, reward_fn, kl_ctrl, tokenizer
-        self.quiet_after, self.dispatch, self.step = quiet_after, Dispatch(config, run.world), 0
+        self.quiet_after, self.dispatch, self.step = quiet_after, Dispatch(config, workers.world_size), 0
         alg = config.algorithm
         self.adv_spec = ADV_ESTIMATORS.spec(alg.adv_estimator)
         self.adv_kwargs = ADV_ESTIMATORS.read_keys(self.adv_spec, config)  # the keys the estimator reads
@@ -115,7 +113,7 @@ class StepPhases:
         wanted |= {"old_log_prob"} if self.old_log_prob_pass else set()  # (with the reference's)
         wanted |= {"rollout_corr"} if self.rollout_correction else set()
         wanted |= set() if filtered else {"reward"}  # dynamic sampling scores as it generates
-        wanted |= {"values", "update_critic"} if self.use_critic else set()
+        wanted |= {"values", "update_critic"} if self.workers.use_critic else set()
         wanted |= {"kl_reward"} if alg.use_kl_in_reward else set()
         wanted |= {"dump_rollout_generations"} if t.rollout_data_dir else set()
         unknown = sorted(wanted - available.keys())

@@ -84,7 +84,6 @@ class RayPPOTrainer:
         self.workers = WorkerSet(config, run)
         self.step_phases = StepPhases(
             config,
-            run,
             self.workers,
             train_dataset,
             self.sampler,

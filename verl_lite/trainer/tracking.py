@@ -61,16 +61,14 @@ class FileLogger:
         self.generations_path = os.path.join(local_dir, "val_generations.jsonl")
 
     def log(self, metrics: dict, step: int) -> None:
-        with written(self.path, step):
-            with open(self.path, "a") as f:
-                f.write(json.dumps({"step": step, **metrics}, allow_nan=True) + "\n")
+        with written(self.path, step), open(self.path, "a") as f:
+            f.write(json.dumps({"step": step, **metrics}, allow_nan=True) + "\n")
 
     def log_generations(self, samples: list[Sample], step: int) -> None:
-        with written(self.generations_path, step):
-            with open(self.generations_path, "a") as f:
-                for text_in, text_out, score in samples:
-                    row = {"step": step, "input": text_in, "output": text_out, "score": score}
-                    f.write(json.dumps(row, ensure_ascii=False) + "\n")
+        with written(self.generations_path, step), open(self.generations_path, "a") as f:
+            for text_in, text_out, score in samples:
+                row = {"step": step, "input": text_in, "output": text_out, "score": score}
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
 
     def finish(self) -> None:
         pass

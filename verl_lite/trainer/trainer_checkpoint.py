@@ -1,7 +1,7 @@
 """The trainer's side of a checkpoint across its worker groups: TrainerCheckpoint, which the trainer
 holds and hands the worker groups, the step and the driver's state (sampler, KL controller) to.
 
-    checkpoint_contents  what a resume loads per role (each role's checkpoint.load_contents)
+    contents             what a resume loads per role (each role's checkpoint.load_contents)
     find_resume_path     the checkpoint to resume from, vetted when the trainer is built (before workers)
     save                 every role writes into one temp folder, the driver adds its own state
                          (sampler, KL controller), then one atomic commit and rotation, in the background
@@ -41,14 +41,11 @@ class TrainerCheckpoint:
         self.config, self.use_critic, self.world_size = config, use_critic, world_size
         self.committing: tuple[int, Future] | None = None  # the step being committed in the background
         self.committer: ThreadPoolExecutor | None = None
+        # what a resume loads per role (each role's checkpoint.load_contents)
+        self.contents = {"actor": config.actor_rollout_ref.actor.checkpoint.load_contents}
+        if use_critic:
+            self.contents["critic"] = config.critic.checkpoint.load_contents
         self.resume_path = self.find_resume_path()
-
-    def checkpoint_contents(self) -> dict[str, list[str]]:
-        """What a resume loads per role (each role's checkpoint.load_contents)."""
-        contents = {"actor": self.config.actor_rollout_ref.actor.checkpoint.load_contents}
-        if self.use_critic:
-            contents["critic"] = self.config.critic.checkpoint.load_contents
-        return contents
 
     def find_resume_path(self) -> str | None:
         """The checkpoint to resume from, checked for completeness before any worker starts."""
@@ -60,11 +57,11 @@ class TrainerCheckpoint:
                 if t.resume_mode == "resume_path"
                 else f"trainer.resume_mode=auto ({ckpt.TRACKER} in trainer.default_local_dir)"
             )
-            weightless = ckpt.weightless_resume(path, self.checkpoint_contents(), key)
+            weightless = ckpt.weightless_resume(path, self.contents, key)
             if weightless:
                 raise ValueError(weightless)
-            ckpt.check_complete(path, self.checkpoint_contents(), self.world_size, key)
-            vet_checkpoint(path, self.checkpoint_contents(), self.world_size, key)
+            ckpt.check_complete(path, self.contents, self.world_size, key)
+            vet_checkpoint(path, self.contents, self.world_size, key)
             sizes = model_size_problems(path, self._resumed_models(), key)
             if sizes:
                 raise ValueError(sizes[0])
@@ -82,8 +79,7 @@ class TrainerCheckpoint:
         models = {"actor": ("actor_rollout_ref.model.path", arr.path, arr.override_config)}
         if self.use_critic:
             models["critic"] = ("critic.model.path", critic.path, critic.override_config)
-        contents = self.checkpoint_contents()
-        return {role: m for role, m in models.items() if "model" in contents.get(role, [])}
+        return {role: m for role, m in models.items() if "model" in self.contents.get(role, [])}
 
     def save(self, step: int, groups: dict, sampler: EpochSampler, kl_ctrl: KLController | None) -> None:
         """Every role in `groups` writes into a temp folder, the driver adds its own state, then one
@@ -155,7 +151,10 @@ class TrainerCheckpoint:
 
 
 def _commit(root: str, step: int, tmp: str, keep: dict[str, int | None]) -> str:
+    """Commit, then rotate: what runs in the background after a save (hashing every file for the
+    manifest is most of it)."""
     start = time.perf_counter()
-    final = ckpt.commit_and_rotate(root, step, tmp, keep)
+    final = ckpt.commit(root, step, tmp)
+    ckpt.rotate(root, keep)
     log.info("saved checkpoint %s (committed in %.2fs)", final, time.perf_counter() - start)
     return final

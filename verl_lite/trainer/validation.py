@@ -7,9 +7,9 @@ trainer.log_val_generations when either asks for them.
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
+from verl_lite.agent_loop.metrics import min_max_mean
 from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.data.rlhf_dataset import RLHFDataset
 from verl_lite.protocol import DataProto
@@ -59,13 +59,8 @@ def validate(
             gens.extend(Generations.decode(tokenizer, expanded, rewards.sum(-1).tolist(), extra))
     if keep_texts:
         record_validation(gens, t, tracker, step)
-    metrics = compute_val_metrics(scores, sources, val_kwargs.n)
-    if turns:  # verl's val-aux/num_turns/*
-        metrics |= {
-            f"val-aux/num_turns/{k}": float(f(turns))
-            for k, f in (("min", min), ("max", max), ("mean", np.mean))
-        }
-    return metrics
+    # verl's val-aux/num_turns/* with agent loops
+    return compute_val_metrics(scores, sources, val_kwargs.n) | min_max_mean("val-aux/num_turns", turns)
 
 
 def _scores(batch: DataProto, workers: WorkerSet, reward_fn) -> tuple[torch.Tensor, dict]:

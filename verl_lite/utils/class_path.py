@@ -1,5 +1,6 @@
-"""The two things verl's extension YAMLs (tools, interactions, agent loops) need: read a YAML file and
-import a class named by its dotted path, each failing with one line that says which and why.
+"""What verl's extension YAMLs (tools, interactions, agent loops) need: read a YAML file, check an
+entry's `class_name` and `config`, and import the class it names (verl's shipped classes resolve by
+name to verl_lite's equivalents), each failing with one line that says which and why.
 
 YAML is read by OmegaConf, as verl reads these files, so `${...}` interpolations resolve the same
 way; nothing in the file runs code. The class a file names is imported: that is the file's purpose
@@ -9,6 +10,7 @@ way; nothing in the file runs code. The class a file names is imported: that is 
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 
 from omegaconf import OmegaConf
@@ -42,3 +44,52 @@ def import_class(dotted: str) -> type:
     if not isinstance(found, type):
         raise ValueError(f"{dotted}: module {module_name!r} has no class {name!r}")
     return found
+
+
+def load_target(target: str) -> type:
+    """A verl_lite class named as "package.module:Class" (a registry's built-in or verl equivalent)."""
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def read_entry(item, where: str, keys: tuple[str, ...]) -> tuple[str, dict]:
+    """An entry of an extension YAML's list: a mapping of `keys` only; its `class_name` (a string)
+    and `config` (a mapping, {} when absent)."""
+    if not isinstance(item, dict):
+        raise ValueError(f"{where} must be a mapping with {list(keys)}, got {item!r}")
+    unknown = sorted(set(item) - set(keys))
+    if unknown:
+        raise ValueError(f"{where} has unknown keys {unknown}; an entry has {list(keys)}")
+    class_name, config = item.get("class_name"), item.get("config") or {}
+    if not isinstance(class_name, str):
+        raise ValueError(f"{where}.class_name must be a dotted class path, got {class_name!r}")
+    if not isinstance(config, dict):
+        raise ValueError(f"{where}.config must be a mapping, got {config!r}")
+    return class_name, config
+
+
+def resolve_extension_class(
+    class_name: str, base: type, methods: tuple[str, ...], equivalents: dict, refused: dict | None = None
+) -> type:
+    """The class `class_name` names: verl's shipped ones by name (`equivalents`: to verl_lite's
+    "module:Class"; `refused`: the reason), anything else imported by its dotted path, with
+    `methods` async as `base` (verl's contract) has them."""
+    kind = base.__name__.removeprefix("Base").lower()  # tool, interaction
+    if class_name in equivalents:
+        return load_target(equivalents[class_name])
+    if class_name in (refused or {}):
+        raise ValueError(f"class_name {class_name} is not supported by verl_lite: {refused[class_name]}")
+    if class_name.startswith("verl."):
+        article = "an" if kind[0] in "aeiou" else "a"
+        raise ValueError(
+            f"class_name {class_name} is not supported by verl_lite: verl's class has no equivalent here "
+            f"(equivalents exist for {sorted(equivalents)}); write {article} {kind} class of your own"
+        )
+    cls = import_class(class_name)
+    not_async = [m for m in methods if not inspect.iscoroutinefunction(getattr(cls, m, None))]
+    if not_async:
+        raise ValueError(
+            f"class_name {class_name}: {not_async} must be async methods (verl's {kind} contract, "
+            f"{base.__module__}.{base.__name__}); subclass {base.__name__}"
+        )
+    return cls

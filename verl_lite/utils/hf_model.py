@@ -92,13 +92,9 @@ def _check_loaded(info: dict, model_cfg, key: str, kind: str) -> None:
         raise ValueError(problems[0])
 
 
-def load_causal_lm(
-    model_cfg, dtype: torch.dtype, key: str = "actor_rollout_ref.model", attn_implementation: str = "sdpa"
-) -> torch.nn.Module:
-    """The model of `model_cfg.path` on the host in `dtype`, with the config's overrides applied and
-    the attention kernel the caller chose (engine/attention.py)."""
-    config = _load_config(model_cfg, key)
-    model, info = AutoModelForCausalLM.from_pretrained(
+def _from_pretrained(auto_class, model_cfg, config, dtype: torch.dtype, attn_implementation: str):
+    """(model, loading info) of `model_cfg`'s files through `auto_class`."""
+    return auto_class.from_pretrained(
         model_files(model_cfg),
         config=config,
         dtype=dtype,
@@ -106,6 +102,15 @@ def load_causal_lm(
         output_loading_info=True,
         attn_implementation=attn_implementation,
     )
+
+
+def load_causal_lm(
+    model_cfg, dtype: torch.dtype, key: str = "actor_rollout_ref.model", attn_implementation: str = "sdpa"
+) -> torch.nn.Module:
+    """The model of `model_cfg.path` on the host in `dtype`, with the config's overrides applied and
+    the attention kernel the caller chose (engine/attention.py)."""
+    config = _load_config(model_cfg, key)
+    model, info = _from_pretrained(AutoModelForCausalLM, model_cfg, config, dtype, attn_implementation)
     _check_loaded(info, model_cfg, key, "causal_lm")
     return model
 
@@ -118,13 +123,8 @@ def _load_token_scorer(model_cfg, dtype: torch.dtype, key: str, kind: str, attn_
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # the load report lists the new head on every rank; we say it once
     try:
-        model, info = AutoModelForTokenClassification.from_pretrained(
-            model_files(model_cfg),
-            config=config,
-            dtype=dtype,
-            trust_remote_code=model_cfg.trust_remote_code,
-            output_loading_info=True,
-            attn_implementation=attn_implementation,
+        model, info = _from_pretrained(
+            AutoModelForTokenClassification, model_cfg, config, dtype, attn_implementation
         )
     finally:
         hf_logging.set_verbosity(verbosity)
