@@ -13,14 +13,15 @@ import importlib
 import inspect
 import os
 
-from omegaconf import OmegaConf
-
 
 def load_yaml(path: str, key: str) -> object:
     """The file's content as plain containers; ValueError naming `key` and the path otherwise."""
     if not path or not os.path.isfile(os.path.expanduser(path)):
         what = "is a directory" if path and os.path.isdir(path) else "does not exist"
         raise ValueError(f"{key}={path!r} {what}; point it at the YAML file")
+    # imported here: rollout/ imports this module, and the GPU machine has no omegaconf
+    from omegaconf import OmegaConf
+
     try:
         return OmegaConf.to_container(OmegaConf.load(os.path.expanduser(path)), resolve=True)
     except Exception as e:  # yaml's and OmegaConf's errors: several types
