@@ -88,7 +88,7 @@ def _gather_one_rank(rank, world, model_dir):
 def test_one_rank_gathers_without_a_collective_and_the_same_tensors(tiny_model_dir):
     """One rank holds every row: the bucket is the result, no all-gather runs and none is counted."""
     (rank_out,) = run_ranks(_gather_one_rank, 1, tiny_model_dir)
-    for mode, (one_by_one, bucketed, bf16, stats, gathers, num_params, uneven) in rank_out.items():
+    for mode, (one_by_one, bucketed, bf16, stats, gathers, _, _) in rank_out.items():
         assert list(bucketed) == list(one_by_one)
         for name, full in one_by_one.items():
             assert torch.equal(bucketed[name], full), f"{mode}: {name}"
