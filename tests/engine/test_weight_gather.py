@@ -72,3 +72,25 @@ def test_bucketed_gather_equals_per_parameter_full_tensors(tiny_model_dir):
                 assert bf16[name].dtype == torch.bfloat16
                 assert torch.equal(bf16[name], full.to(torch.bfloat16)), f"{mode}: {name} in bf16"
             assert gathers == stats["collectives"] < num_params / 4, (mode, gathers, num_params)
+
+
+def _gather_one_rank(rank, world, model_dir):
+    calls = []
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return dist.all_gather_single(*args, **kwargs)
+
+    weight_gather.ALL_GATHER = counting
+    return _gather_modes(model_dir, world, calls)
+
+
+def test_one_rank_gathers_without_a_collective_and_the_same_tensors(tiny_model_dir):
+    """One rank holds every row: the bucket is the result, no all-gather runs and none is counted."""
+    (rank_out,) = run_ranks(_gather_one_rank, 1, tiny_model_dir)
+    for mode, (one_by_one, bucketed, bf16, stats, gathers, _, _) in rank_out.items():
+        assert list(bucketed) == list(one_by_one)
+        for name, full in one_by_one.items():
+            assert torch.equal(bucketed[name], full), f"{mode}: {name}"
+            assert torch.equal(bf16[name], full.to(torch.bfloat16)), f"{mode}: {name} in bf16"
+        assert gathers == 0 and stats.get("collectives", 0) == 0, (mode, gathers, stats)

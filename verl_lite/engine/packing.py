@@ -85,14 +85,19 @@ def plan_pack(attention_mask: torch.Tensor, position_ids: torch.Tensor) -> PackP
             "use_remove_padding needs position_ids that count 0, 1, 2, ... over each sequence's real "
             "tokens (cumsum(attention_mask) - 1); this batch's do not. Set use_remove_padding=False."
         )
-    rows = [r for r in pack_rows(lengths.tolist(), max(seq, 1)) if int(lengths[r].sum()) > 0]
-    loads = torch.tensor([int(lengths[r].sum()) for r in rows], dtype=torch.long)
-    width = int(loads.max()) if rows else 0
-    start = torch.zeros(bs, dtype=torch.long)  # flat index of each sequence's first packed token
+    # the rows' bookkeeping in Python ints: a few tensor ops per row cost more than the loop
+    sizes = lengths.tolist()
+    rows = [r for r in pack_rows(sizes, max(seq, 1)) if sum(sizes[i] for i in r) > 0]
+    row_loads = [sum(sizes[i] for i in r) for r in rows]
+    loads = torch.tensor(row_loads, dtype=torch.long)
+    width = max(row_loads) if rows else 0
+    starts = [0] * bs  # flat index of each sequence's first packed token
     for r, members in enumerate(rows):
-        member = torch.tensor(members, dtype=torch.long)
-        start[member] = r * width + _starts(lengths[member])
-    packed_index = torch.repeat_interleave(start, lengths) + token_rank
+        offset = r * width
+        for i in members:  # in batch order: each starts where the previous one ends
+            starts[i] = offset
+            offset += sizes[i]
+    packed_index = torch.repeat_interleave(torch.tensor(starts, dtype=torch.long), lengths) + token_rank
     # the slack after a row's last sequence counts 0, 1, ... too: a dummy sequence of its own, so
     # real tokens never attend to it
     packed_pos = (torch.arange(width).unsqueeze(0) - loads.unsqueeze(1)).clamp(min=0)

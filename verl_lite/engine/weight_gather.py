@@ -112,14 +112,18 @@ def gather_bucket(bucket: list, device: torch.device, dtype, stats: dict) -> lis
         chunk = _chunk_rows(param.shape[0], world) * row
         layout.append((name, param, total, chunk))
         total += chunk
-    local = torch.zeros(total, dtype=out_dtype, device=device)
+    # one rank: its shards are the full params and fill the buffer (no padding), which is the result
+    local = (torch.empty if world == 1 else torch.zeros)(total, dtype=out_dtype, device=device)
     for _, param, offset, _ in layout:
         shard = param.to_local().detach().reshape(-1)
         local[offset : offset + shard.numel()].copy_(shard, non_blocking=True)
-    gathered = torch.empty(world * total, dtype=out_dtype, device=device)
-    ALL_GATHER(gathered, local, group=group)  # the ranks' buffers end to end
-    gathered = gathered.view(world, total)
-    stats["collectives"] = stats.get("collectives", 0) + 1
+    if world == 1:
+        gathered = local.view(1, total)
+    else:
+        gathered = torch.empty(world * total, dtype=out_dtype, device=device)
+        ALL_GATHER(gathered, local, group=group)  # the ranks' buffers end to end
+        gathered = gathered.view(world, total)
+        stats["collectives"] = stats.get("collectives", 0) + 1
     out = []
     for name, param, offset, chunk in layout:
         rows = gathered[:, offset : offset + chunk].reshape(-1)[: param.numel()]

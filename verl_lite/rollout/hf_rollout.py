@@ -167,7 +167,7 @@ class HFRollout(Rollout):
         processors.append(recorder)
         device = dev.local_device()
         with dev.fork_rng():
-            torch.manual_seed(seed)
+            dev.seed_rng(seed)
             out = self.model.generate(
                 input_ids=ids.to(device),
                 attention_mask=mask.to(device),
