@@ -49,27 +49,23 @@ class _State:
 
 
 class _Watchdog:
-    """The one thread that sends SIGUSR1 to a thread whose deadline passed. `jobs` maps a job (a
-    fresh object per `deadline` call) to (thread id, monotonic due time); a job is removed under the
-    lock when its work finishes, so a job still there when it is due is still running."""
+    """The one thread that sends SIGUSR1 to the main thread (the only one `deadline` guards) when a
+    deadline passes. `jobs` maps a job (a fresh object per `deadline` call) to its monotonic due
+    time; a job is removed under the lock when its work finishes, so a job still there when it is due
+    is still running."""
 
     cond = threading.Condition(_State.lock)
-    jobs: dict[object, tuple[int, float]] = {}
+    jobs: dict[object, float] = {}
     thread: threading.Thread | None = None
 
     @classmethod
-    def add(cls, job: object, ident: int, seconds: float) -> None:
+    def add(cls, job: object, seconds: float) -> None:
         with cls.cond:
-            cls.jobs[job] = (ident, time.monotonic() + seconds)
+            cls.jobs[job] = time.monotonic() + seconds
             if cls.thread is None or not cls.thread.is_alive():  # first use, or a forked child
                 cls.thread = threading.Thread(target=cls._run, name="verl_lite-deadline", daemon=True)
                 cls.thread.start()
             cls.cond.notify()
-
-    @classmethod
-    def remove(cls, job: object) -> None:
-        """Under the lock (the caller holds it): from now on no signal is sent for `job`."""
-        cls.jobs.pop(job, None)
 
     @classmethod
     def _run(cls) -> None:
@@ -78,14 +74,14 @@ class _Watchdog:
                 if not cls.jobs:
                     cls.cond.wait()
                     continue
-                job, (ident, due) = min(cls.jobs.items(), key=lambda item: item[1][1])
+                job, due = min(cls.jobs.items(), key=lambda item: item[1])
                 left = due - time.monotonic()
                 if left > 0:
                     cls.cond.wait(left)  # woken early by a new or finished job: look again
                     continue
                 del cls.jobs[job]
                 _State.armed = True
-                signal.pthread_kill(ident, SIGNAL)
+                signal.pthread_kill(threading.main_thread().ident, SIGNAL)
 
 
 def _handler(signum, frame):
@@ -135,7 +131,7 @@ def deadline(seconds: float | None, grace_s: float | None = None, last_words: st
     grace_s = min(30.0, max(5.0, seconds)) if grace_s is None else grace_s
     backstop = _arm_backstop(seconds + grace_s)
     process_guard.note(last_words)
-    _Watchdog.add(job, threading.get_ident(), seconds)
+    _Watchdog.add(job, seconds)
     try:
         yield
     finally:
@@ -143,5 +139,5 @@ def deadline(seconds: float | None, grace_s: float | None = None, last_words: st
             faulthandler.cancel_dump_traceback_later()
         process_guard.note(None)
         with _State.lock:
-            _Watchdog.remove(job)
+            _Watchdog.jobs.pop(job, None)  # from now on no signal is sent for it
             _State.armed = False  # a signal sent in this very instant is then ignored when it lands
