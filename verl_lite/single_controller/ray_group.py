@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
@@ -31,7 +32,7 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from verl_lite.single_controller.decorator import DISPATCH_ATTR, MESH_ATTR, collect_results, dispatch_args
 from verl_lite.utils import device as dev
-from verl_lite.utils import logs
+from verl_lite.utils import host_heap, logs
 
 
 class WorkerError(RuntimeError):
@@ -156,6 +157,8 @@ class RayWorkerGroup:
                 "VERL_LITE_NUM_THREADS": str(pool.num_threads),
                 "OMP_NUM_THREADS": str(pool.num_threads),
                 "TOKENIZERS_PARALLELISM": "false",
+                # a CPU worker keeps its freed activations mapped between updates (utils/host_heap.py)
+                **({} if pool.use_gpu else host_heap.cpu_worker_env(os.environ)),
             }
             if self.log_files[rank]:  # the worker's output goes to its file in the run folder
                 env[logs.WORKER_LOG_ENV] = self.log_files[rank]
