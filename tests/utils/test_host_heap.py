@@ -9,6 +9,7 @@ import psutil
 import torch
 
 from verl_lite.single_controller import Dispatch, RayResourcePool, RayWorkerGroup, Worker, register
+from verl_lite.single_controller.ray_group import run_environ
 from verl_lite.utils import host_heap
 
 MIB = 1024**2
@@ -58,3 +59,10 @@ def test_a_cpu_worker_keeps_the_memory_its_tensors_freed(ray_local, monkeypatch)
 def test_a_variable_set_where_the_run_starts_is_the_workers_from_its_start(ray_local, monkeypatch):
     monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "131072")  # glibc's default: give freed memory back
     assert in_a_worker("start_env") == {**host_heap.KEEP_FREED, "MALLOC_TRIM_THRESHOLD_": "131072"}
+
+
+def test_what_the_workers_inherit_includes_ray_inits_env_vars(ray_local, monkeypatch):
+    """A Ray actor's own env_vars override the job's, so the job's (the tests' Ray sets
+    TOKENIZERS_PARALLELISM there) must be read where the workers' variables are decided."""
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "true")
+    assert run_environ()["TOKENIZERS_PARALLELISM"] == "false"

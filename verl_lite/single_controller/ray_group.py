@@ -111,6 +111,13 @@ class RayResourcePool:
         self.placement_groups = []
 
 
+def run_environ() -> dict[str, str]:
+    """The variables a run's workers inherit: the driver's environment and ray_init's
+    runtime_env.env_vars (which win there)."""
+    job = ray.get_runtime_context().runtime_env.get("env_vars") or {}
+    return {**os.environ, **job}
+
+
 def rank_env(rank: int, world_size: int, n_workers_per_node: int) -> dict[str, str]:
     """The launcher variables of one rank, with torchrun's names and meanings: global RANK and
     WORLD_SIZE, the node's index (NODE_RANK) and its worker count (LOCAL_WORLD_SIZE).
@@ -158,7 +165,7 @@ class RayWorkerGroup:
                 "OMP_NUM_THREADS": str(pool.num_threads),
                 "TOKENIZERS_PARALLELISM": "false",
                 # a CPU worker keeps its freed activations mapped between updates (utils/host_heap.py)
-                **({} if pool.use_gpu else host_heap.cpu_worker_env(os.environ)),
+                **({} if pool.use_gpu else host_heap.cpu_worker_env(run_environ())),
             }
             if self.log_files[rank]:  # the worker's output goes to its file in the run folder
                 env[logs.WORKER_LOG_ENV] = self.log_files[rank]
