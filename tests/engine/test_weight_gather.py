@@ -94,3 +94,38 @@ def test_one_rank_gathers_without_a_collective_and_the_same_tensors(tiny_model_d
             assert torch.equal(bucketed[name], full), f"{mode}: {name}"
             assert torch.equal(bf16[name], full.to(torch.bfloat16)), f"{mode}: {name} in bf16"
         assert gathers == 0 and stats.get("collectives", 0) == 0, (mode, gathers, stats)
+
+
+def _plain_gather(rank, world):
+    """A column-sharded and a replicated parameter (both gathered one by one, `full_tensor()`):
+    the collectives torch runs for them, those the gather counts, and whether the tensors are full."""
+    import torch.distributed._functional_collectives as funcol
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    mesh = init_device_mesh("cpu", (world,))
+    torch.manual_seed(0)  # the same full tensors on every rank
+    full = {"cols": torch.randn(4, 6), "same": torch.randn(3)}
+    module = torch.nn.Module()
+    module.cols = torch.nn.Parameter(distribute_tensor(full["cols"], mesh, [Shard(1)]))
+    module.same = torch.nn.Parameter(distribute_tensor(full["same"], mesh, [Replicate()]))
+    calls = []
+    for name in ("all_gather_single", "all_gather_tensor"):  # what full_tensor() all-gathers with
+        real = getattr(funcol, name, None)
+        if real is not None:
+
+            def counting(*args, real=real, **kwargs):
+                calls.append(1)
+                return real(*args, **kwargs)
+
+            setattr(funcol, name, counting)
+    stats: dict = {}
+    out = dict(weight_gather.iter_full_params(module, torch.device("cpu"), stats=stats))
+    return len(calls), stats.get("collectives", 0), all(torch.equal(out[n], t) for n, t in full.items())
+
+
+def test_a_parameter_gathered_one_by_one_counts_a_collective_only_where_one_runs():
+    """Over two ranks the column-sharded parameter needs an all-gather and the replicated one none;
+    on one rank torch runs none, and none is counted in perf/update_weights_collectives."""
+    assert run_ranks(_plain_gather, 2) == [(1, 1, True)] * 2
+    assert run_ranks(_plain_gather, 1) == [(0, 0, True)]

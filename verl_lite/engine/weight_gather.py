@@ -53,6 +53,15 @@ def _is_dim0_sharded(param) -> bool:
     return _shard_mesh_dim(param) is not None
 
 
+def _crosses_ranks(param) -> bool:
+    """Whether `full_tensor()` of `param` runs a collective: a DTensor split over a mesh dimension
+    of more than one rank (torch skips the communication over a dimension of one)."""
+    if not isinstance(param, DTensor):
+        return False
+    mesh = param.device_mesh
+    return any(not p.is_replicate() and mesh.size(i) > 1 for i, p in enumerate(param.placements))
+
+
 def _chunk_rows(num_rows: int, world: int) -> int:
     return -(-num_rows // world)
 
@@ -149,5 +158,5 @@ def iter_full_params(
         if _is_dim0_sharded(bucket[0][1]):
             yield from gather_bucket(bucket, device, dtype, stats)
         else:
-            stats["collectives"] = stats.get("collectives", 0) + int(isinstance(bucket[0][1], DTensor))
+            stats["collectives"] = stats.get("collectives", 0) + int(_crosses_ranks(bucket[0][1]))
             yield _gather_plain(*bucket[0], device, dtype)
