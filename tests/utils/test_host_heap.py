@@ -1,8 +1,8 @@
 """A CPU worker keeps the memory its freed tensors held (utils/host_heap.py): real Ray workers on the
 tests' local Ray allocate 24 tensors of 16 MiB, free them, and report how far their resident memory
-fell. With glibc's defaults most of it goes back to the kernel (208-320 MiB in 5 of 6 tries here,
-0 once: how much depends on what else the heap holds above the tensors); with the worker's settings
-none does. A variable set where the run starts is in the worker's environment from its start
+fell. With the trim threshold at glibc's default (MALLOC_TRIM_THRESHOLD_=131072 where the run
+starts) most of it goes back to the kernel (208-320 MiB in 5 of 6 tries here, 0 once: how much
+depends on what else the heap holds above the tensors); with the worker's settings none does. A variable set where the run starts is in the worker's environment from its start
 (/proc/self/environ, what glibc reads) in place of the worker's own."""
 
 import psutil
