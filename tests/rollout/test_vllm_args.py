@@ -24,6 +24,7 @@ def rollout(**over):
         tensor_model_parallel_size=1,
         cpu_kv_cache_gb=1.0,
         dtype="fp32",
+        engine_kwargs=SimpleNamespace(vllm={}),
     )
     return SimpleNamespace(**(base | over))
 
@@ -45,6 +46,30 @@ def test_each_rule_names_its_keys():
     head16 = QWEN_TINY | {"num_attention_heads": 8}
     assert any("head size 16" in p for p in check_engine_args(rollout(), head16, "m", on_gpu=False))
     assert check_engine_args(rollout(), head16, "m", on_gpu=True) == []  # GPU kernels take 16
+
+
+def test_cpu_kv_cache_blocks():
+    """On CPU the engine runs blocks of 32 tokens unless engine_kwargs.vllm.block_size says otherwise;
+    vLLM's CPU attention takes multiples of 32 only, and its cache must hold one sequence in whole
+    blocks (QWEN_TINY in fp32: 1,024 bytes a token, so 24 tokens take one 32-token block)."""
+    blocks = lambda size: rollout(engine_kwargs=SimpleNamespace(vllm={"block_size": size}))  # noqa: E731
+    assert check_engine_args(blocks(64), QWEN_TINY, "m", on_gpu=False) == []
+    for bad in (16, 48, 0, -32, "32", 32.0, True):
+        [msg] = check_engine_args(blocks(bad), QWEN_TINY, "m", on_gpu=False)
+        assert msg.startswith(f"actor_rollout_ref.rollout.engine_kwargs.vllm.block_size={bad!r}: ")
+        assert "multiple of 32 tokens" in msg
+        assert check_engine_args(blocks(bad), QWEN_TINY, "m", on_gpu=True) == []  # the GPU's own rules
+    fits_24_not_32 = 28_000 / 1024**3
+    [msg] = check_engine_args(rollout(cpu_kv_cache_gb=fits_24_not_32), QWEN_TINY, "m", on_gpu=False)
+    assert "cannot hold one sequence of max_model_len=24 tokens in blocks of 32" in msg
+    assert check_engine_args(rollout(cpu_kv_cache_gb=32_768 / 1024**3), QWEN_TINY, "m", on_gpu=False) == []
+    [msg] = check_engine_args(
+        rollout(cpu_kv_cache_gb=32_768 / 1024**3, engine_kwargs=SimpleNamespace(vllm={"block_size": 64})),
+        QWEN_TINY,
+        "m",
+        on_gpu=False,
+    )
+    assert "in blocks of 64" in msg
 
 
 def test_linear_rope_scaling_extends_the_positions():

@@ -52,6 +52,7 @@ from verl_lite.rollout import VLLM_LORA_RANKS, cpu_shm
 from verl_lite.rollout.base import Rollout, SamplingParams, TokenRequest, TokenResult
 from verl_lite.rollout.engine_state import prepare_engine_env, preserved_process_state
 from verl_lite.rollout.tp_group import TPGroup
+from verl_lite.rollout.vllm_args import CPU_BLOCK_SIZE
 from verl_lite.rollout.vllm_reload import record_cpu_gemm_layers, reload_weights
 from verl_lite.rollout.vllm_sleep import Call, EngineMemory
 from verl_lite.utils import device as dev
@@ -159,6 +160,7 @@ def engine_kwargs(model_cfg, r, enable_sleep_mode: bool) -> dict:
     if not dev.has_accelerator():
         # on CPU vLLM reads gpu_memory_utilization as a share of *host* memory, which ranks share
         kwargs["kv_cache_memory_bytes"] = int(r.cpu_kv_cache_gb * GB)
+        kwargs["block_size"] = CPU_BLOCK_SIZE  # vLLM's CPU default is 128: slower (vllm_args.py)
     lora = LoraSpec.of(model_cfg)
     if lora is not None:
         kwargs.update(enable_lora=True, max_loras=1, max_lora_rank=vllm_max_lora_rank(lora.max_rank))
