@@ -47,7 +47,10 @@ def test_tool_demo_calls_the_calculator_through_the_agent_loop(tool_demo_run):
         assert row["agent_loop/tokenization_mismatch_ratio"] < 0.25, row
         assert 0 < row["agent_loop/masked_response_token_ratio"] < 1, row  # the tool's turns are masked
         assert row["rollout/actor_logprob_abs_diff_max"] < 1e-3, row  # fp32: vLLM sampled the actor
-        assert 0 <= row["critic/score/mean"] <= 1 and row["actor/grad_norm"] > 0
+        assert 0 <= row["critic/score/mean"] <= 1 and row["actor/grad_norm"] >= 0
+    # the actor learns: a step whose 32 samples all score 0 (it happens: the demo model solves ~17%)
+    # gives GRPO zero advantages and a zero gradient, so a nonzero one is asked of some step, not each
+    assert any(r["actor/grad_norm"] > 0 for r in rows[1:]), [r["actor/grad_norm"] for r in rows[1:]]
     val = [r for r in rows if "val-core/verl_lite/arith_tool/reward/mean@1" in r]
     assert [r["step"] for r in val] == [0, 2] and val[0]["val-aux/num_turns/mean"] > 2
     assert "Traceback" not in proc.stderr
