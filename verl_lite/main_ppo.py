@@ -25,6 +25,7 @@ import logging
 import os
 import sys
 import threading
+import time
 from typing import TYPE_CHECKING
 
 import hydra
@@ -243,13 +244,24 @@ def main(config: DictConfig) -> None:
     run(config)
 
 
-def exit_past_stray_threads(code) -> None:
+# how long the threads still alive at exit get to finish before they are called stray: a pool shut
+# down without waiting (transformers' weight loading does so) has threads that end a moment later,
+# more than a moment on a loaded machine
+STRAY_GRACE_S = 2.0
+
+
+def exit_past_stray_threads(code, grace_s: float = STRAY_GRACE_S) -> None:
     """End the process with `code`. Python waits at exit for every non-daemon thread, so a thread a
     reward function (or a library it calls) started and left running would keep a finished run
-    alive forever: such threads are named on the console and not waited for."""
+    alive forever: such threads, still running after `grace_s`, are named on the console and not
+    waited for."""
     stray = [
         t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon and t.is_alive()
     ]
+    deadline = time.monotonic() + grace_s
+    for t in stray:
+        t.join(max(0.0, deadline - time.monotonic()))
+    stray = [t for t in stray if t.is_alive()]
     if not stray:
         sys.exit(code)
     names = ", ".join(repr(t.name) for t in stray)
