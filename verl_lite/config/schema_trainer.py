@@ -188,7 +188,7 @@ class RayInitConfig(ConfigNode):
     num_cpus: int | None = None  # CPUs for a local Ray; null: all
     runtime_env: dict[str, Any] = field(
         default_factory=dict
-    )  # Ray runtime_env of a local Ray (env_vars merged with verl_lite's)
+    )  # the run's Ray runtime_env, local Ray or cluster (env_vars: str values; they win over verl_lite's)
     address: str | None = None  # join this cluster (also RAY_ADDRESS); null: start a local Ray
     include_dashboard: bool = False  # start Ray's dashboard with a local Ray (needs ray[default])
 

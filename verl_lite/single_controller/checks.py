@@ -1,5 +1,7 @@
 """The machine's start-up steps (registered in verl_lite/preflight.py): the workers fit the nodes
-(single_controller/capacity.py), and OMP_NUM_THREADS, when set, is a thread count for them. A
+(single_controller/capacity.py), OMP_NUM_THREADS, when set, is a thread count for them, and
+ray_init is one Ray takes (runtime_env's env_vars are strings; a run that joins a cluster sets none
+of the keys for a Ray it starts). A
 local Ray's one node is known before Ray starts; a cluster joined by address is known only once
 joined, and is checked then, before any worker starts. Before that, the address must answer:
 ray.init waits for a GCS that is not there for minutes (it was seen hanging until killed)."""
@@ -8,6 +10,7 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from verl_lite.single_controller.capacity import capacity_problems, cluster_nodes, local_node
@@ -19,7 +22,9 @@ if TYPE_CHECKING:
 
 
 def joins_cluster(cfg: PPOTrainerConfig) -> bool:
-    return bool(cfg.ray_kwargs.ray_init.address or os.environ.get("RAY_ADDRESS"))
+    """Whether ray.init joins a running cluster ("local" starts a Ray of the run's own)."""
+    named = cluster_address(cfg)
+    return named is not None and named[1] != "local"
 
 
 PROBE_S = 5.0  # how long a cluster's address has to answer a TCP connection
@@ -76,14 +81,75 @@ def address_problem(cfg: PPOTrainerConfig) -> str | None:
         return f"{key}={address!r}: nothing answers at {target[0]}:{target[1]} ({why} within {PROBE_S:.0f} s); {fix}"
 
 
-def check_machine(cfg: PPOTrainerConfig, run: Run) -> list[str]:
-    """The workers' thread count (utils/device.worker_num_threads), and a local Ray's node: this
-    machine's CPUs (or ray_init.num_cpus) and visible GPUs."""
+RUNTIME_ENV = "ray_kwargs.ray_init.runtime_env"
+# ray_init's keys for a Ray the run starts: (their default, how a cluster's nodes set the same)
+LOCAL_RAY_ONLY = {
+    "num_cpus": (None, "a cluster's nodes offer the CPUs `ray start --num-cpus` gave them"),
+    "include_dashboard": (
+        False,
+        "a cluster's head starts its dashboard with `ray start --head --include-dashboard=true`",
+    ),
+}
+
+
+def runtime_env_problems(runtime_env: Mapping) -> list[str]:
+    """env_vars must map names to strings: Ray refuses any other value in ray.init, with a traceback.
+    Hydra reads OMP_NUM_THREADS=4 as a number, so the fix names the quoted spelling."""
+    env_vars = runtime_env.get("env_vars")
+    if env_vars is None:
+        return []
+    if not isinstance(env_vars, Mapping):
+        fix = f"set one variable per key ('+{RUNTIME_ENV}.env_vars.NAME=\"value\"')"
+        return [f"{RUNTIME_ENV}.env_vars={env_vars!r} is not a mapping of variable names to values; {fix}"]
+    return [_env_var_problem(name, value) for name, value in env_vars.items() if not isinstance(value, str)]
+
+
+def _env_var_problem(name: str, value) -> str:
+    key = f"{RUNTIME_ENV}.env_vars.{name}"
+    if value is None:
+        return f"{key} is null, and Ray takes only strings there: give it a quoted value ('+{key}=\"...\"') or remove it"
+    return (
+        f"{key}={value!r} is not a string, and Ray takes only strings there: quote it "
+        f'(\'+{key}="{value}"\' on the command line, "{value}" in YAML)'
+    )
+
+
+def threads_problem(cfg: PPOTrainerConfig) -> str | None:
+    """OMP_NUM_THREADS where the run starts (runtime_env's, else the environment's) is a thread count."""
+    env_vars = cfg.ray_kwargs.ray_init.runtime_env.get("env_vars")
+    if isinstance(env_vars, Mapping) and isinstance(env_vars.get(dev.THREADS_ENV), str):
+        environ, name = env_vars, f"{RUNTIME_ENV}.env_vars.{dev.THREADS_ENV}"
+    else:
+        environ, name = os.environ, dev.THREADS_ENV
     try:
-        dev.requested_threads()
-        problems = []
+        dev.requested_threads(environ, name)
     except ValueError as e:
-        problems = [str(e)]
+        return str(e)
+    return None
+
+
+def local_ray_problems(cfg: PPOTrainerConfig) -> list[str]:
+    """ray_init's local-Ray keys, set by a run that joins a cluster (ray.init refuses num_cpus there;
+    include_dashboard would do nothing)."""
+    if not joins_cluster(cfg):
+        return []
+    key, address = cluster_address(cfg)
+    r = cfg.ray_kwargs.ray_init
+    return [
+        f"ray_kwargs.ray_init.{name}={getattr(r, name)!r} is for a Ray the run starts, but it joins the "
+        f"cluster at {key}={address!r}: unset it ({where})"
+        for name, (default, where) in LOCAL_RAY_ONLY.items()
+        if getattr(r, name) != default
+    ]
+
+
+def check_machine(cfg: PPOTrainerConfig, run: Run) -> list[str]:
+    """ray_init's runtime_env and local-Ray keys, the workers' thread count
+    (utils/device.worker_num_threads), and a local Ray's node: this machine's CPUs (or
+    ray_init.num_cpus) and visible GPUs."""
+    threads = threads_problem(cfg)
+    problems = runtime_env_problems(cfg.ray_kwargs.ray_init.runtime_env) + ([threads] if threads else [])
+    problems += local_ray_problems(cfg)
     if joins_cluster(cfg):
         unreachable = address_problem(cfg)
         return problems + ([unreachable] if unreachable else [])

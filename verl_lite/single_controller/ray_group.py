@@ -50,9 +50,8 @@ class RayResourcePool:
     ):
         self.nnodes, self.n_workers_per_node, self.use_gpu = nnodes, n_workers_per_node, use_gpu
         self.max_colocate_count = max_colocate_count
-        cpus = self._cpus_per_node()
-        self.bundle = dev.ray_worker_resources(n_workers_per_node, cpus, use_gpu)
-        self.num_threads = dev.worker_num_threads(n_workers_per_node, cpus, use_gpu, dev.requested_threads())
+        self.cpus_per_node = self._cpus_per_node()
+        self.bundle = dev.ray_worker_resources(n_workers_per_node, self.cpus_per_node, use_gpu)
         self.placement_groups = [
             placement_group([dict(self.bundle)] * n_workers_per_node, strategy="STRICT_PACK")
             for _ in range(nnodes)
@@ -118,6 +117,23 @@ def run_environ() -> dict[str, str]:
     return {**os.environ, **job}
 
 
+def worker_env(pool: RayResourcePool, environ: dict[str, str]) -> dict[str, str]:
+    """The variables every worker of `pool` starts with, beside its rank's. An actor's own env_vars
+    win over the job's runtime_env in Ray, so each of these takes the value `environ` (run_environ)
+    sets, where it sets one: a run's ray_init.runtime_env.env_vars reach the workers as written."""
+    requested = dev.requested_threads(environ)  # OMP_NUM_THREADS, from the shell or the runtime_env
+    threads = str(
+        dev.worker_num_threads(pool.n_workers_per_node, pool.cpus_per_node, pool.use_gpu, requested)
+    )
+    return {
+        "VERL_LITE_NUM_THREADS": threads,
+        "OMP_NUM_THREADS": threads,
+        "TOKENIZERS_PARALLELISM": environ.get("TOKENIZERS_PARALLELISM", "false"),
+        # a CPU worker keeps its freed activations mapped between updates (utils/host_heap.py)
+        **({} if pool.use_gpu else host_heap.cpu_worker_env(environ)),
+    }
+
+
 def rank_env(rank: int, world_size: int, n_workers_per_node: int) -> dict[str, str]:
     """The launcher variables of one rank, with torchrun's names and meanings: global RANK and
     WORLD_SIZE, the node's index (NODE_RANK) and its worker count (LOCAL_WORLD_SIZE).
@@ -158,15 +174,9 @@ class RayWorkerGroup:
         self.log_files = [logs.worker_log_path(name, rank) for rank in range(len(slots))]
         self.failed = False  # a method raised or a worker died: shutdown kills at once
         master = None
+        common = worker_env(pool, run_environ())
         for rank, (pg, bundle_index) in enumerate(slots):
-            env = {
-                **rank_env(rank, len(slots), pool.n_workers_per_node),
-                "VERL_LITE_NUM_THREADS": str(pool.num_threads),
-                "OMP_NUM_THREADS": str(pool.num_threads),
-                "TOKENIZERS_PARALLELISM": "false",
-                # a CPU worker keeps its freed activations mapped between updates (utils/host_heap.py)
-                **({} if pool.use_gpu else host_heap.cpu_worker_env(run_environ())),
-            }
+            env = {**rank_env(rank, len(slots), pool.n_workers_per_node), **common}
             if self.log_files[rank]:  # the worker's output goes to its file in the run folder
                 env[logs.WORKER_LOG_ENV] = self.log_files[rank]
             if master is not None:

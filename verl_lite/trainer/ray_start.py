@@ -2,6 +2,9 @@
 
 A run joins the cluster named by ray_kwargs.ray_init.address or RAY_ADDRESS, else starts a local
 Ray of its own (address="local": never another job's cluster that `ray start` left running).
+ray_init.runtime_env applies either way: the job's environment, packages and working_dir on every
+node. num_cpus and include_dashboard size and shape a Ray this run starts; a run that joins a
+cluster refuses them at start-up (single_controller/checks.py), as ray.init would refuse num_cpus.
 
 A local Ray runs its workers at the driver's priority (`LOCAL_SYSTEM_CONFIG`). Ray's default
 `worker_niceness` is 15, for workers that run background tasks beside an interactive driver; here
@@ -32,8 +35,11 @@ def ray_init_kwargs(config: PPOTrainerConfig) -> dict:
     """Join the cluster in ray_kwargs.ray_init.address or RAY_ADDRESS, else start a local Ray."""
     r = config.ray_kwargs.ray_init
     address = r.address or os.environ.get("RAY_ADDRESS")
-    if address:
-        return {"address": address}
+    if address and address != "local":
+        # the run is a job of that cluster: its runtime_env as the user wrote it, nothing of ours added
+        # (under `ray job submit` Ray refuses a key both envs set); the workers get our defaults
+        # where it sets none (single_controller/ray_group.worker_env)
+        return {"address": address, **({"runtime_env": dict(r.runtime_env)} if r.runtime_env else {})}
     return {
         # "local": a new Ray of its own. Without it ray.init() joins any cluster `ray start` left
         # running on this machine (another job's), which is only wanted when asked for by address.

@@ -297,14 +297,15 @@ def ray_worker_resources(num_workers_per_node: int, cpus_per_node: float, use_gp
 THREADS_ENV = "OMP_NUM_THREADS"  # the user's thread count for every worker, where the run starts
 
 
-def requested_threads(environ=None) -> int | None:
-    """The worker thread count the user asked for with OMP_NUM_THREADS (None: not set)."""
+def requested_threads(environ=None, name: str = THREADS_ENV) -> int | None:
+    """The worker thread count the user asked for with OMP_NUM_THREADS (None: not set); `name`: where
+    the value was set, for the message."""
     value = (os.environ if environ is None else environ).get(THREADS_ENV, "").strip()
     if not value:
         return None
     if not value.isdigit() or int(value) < 1:
         raise ValueError(
-            f"{THREADS_ENV}={value!r} is not a positive whole number: set it to the threads each worker "
+            f"{name}={value!r} is not a positive whole number: set it to the threads each worker "
             f"should use (e.g. {THREADS_ENV}=4) or unset it"
         )
     return int(value)
