@@ -1004,6 +1004,16 @@ def test_cli_process_exits_2_with_one_line_before_ray(bad, tmp_path):
     assert "Started a local Ray" not in proc.stdout + proc.stderr and "Traceback" not in proc.stderr
 
 
+def test_cli_value_of_the_wrong_type_exits_2_with_one_line(tmp_path):
+    """Hydra's composition refuses it (seven lines and exit 1 of its own): one line, exit 2."""
+    proc = _cli(tmp_path, "trainer.total_epochs=abc", timeout=120)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.stderr.strip().splitlines() == [
+        "verl_lite: trainer.total_epochs=abc: Value 'abc' of type 'str' could not be converted to Integer; "
+        "give it a whole number"
+    ]
+
+
 @pytest.mark.slow
 def test_reward_function_failing_mid_run_ends_it_like_a_start_up_error(bad, tmp_path):
     """A reward function that raises on one row: exit 2, one line naming step, phase, function and

@@ -282,7 +282,8 @@ if __name__ == "__main__":
     except OverrideError as e:
         print(f"verl_lite: {e}", file=sys.stderr)
         sys.exit(2)
-    problem = check_user_config(sys.argv[1:])  # a user's YAML (--config-path): Hydra's refusals in one line
+    # a user's YAML, a value of the wrong type: Hydra's refusals in one line
+    problem = check_user_config(sys.argv[1:])
     if problem:
         print(f"verl_lite: {problem}", file=sys.stderr)
         sys.exit(2)

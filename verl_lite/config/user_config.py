@@ -18,7 +18,9 @@ schema lacks, a value of the wrong type, a defaults entry naming a config group 
 missing file) is one line naming the file and the key, not Hydra's report: `check_user_config`
 composes the config once with Hydra's compose API before the run and words the first problem, and
 `not_verl_lites` refuses a config that is not verl_lite's (verl's own ppo_trainer.yaml as the primary
-config, from a --config-path that holds one).
+config, from a --config-path that holds one). The same composition runs for verl_lite's own configs
+whenever the command line sets values, so a value of the wrong type (`trainer.total_epochs=abc`,
+null for a key that is not null-able, a value for a whole section) is one line with the fix there too.
 """
 
 from __future__ import annotations
@@ -101,7 +103,7 @@ def _line(error: Exception, folder: str, name: str) -> str:
         )
     override = re.match(r"Error merging override (\S+)", lines[0])
     if override:  # a command-line value Hydra refuses (its type)
-        return f"{override.group(1)}: {lines[1] if len(lines) > 1 else 'Hydra could not merge it'}"
+        return _override_line(override.group(1), lines[1] if len(lines) > 1 else "Hydra could not merge it")
     where = re.match(r"In '([^']+)': (.*)", lines[0])
     source = _file(folder, where.group(1)) if where else _file(folder, name)
     first = where.group(2) if where else lines[0]
@@ -126,6 +128,25 @@ def _line(error: Exception, folder: str, name: str) -> str:
     return f"{source}: {full_key + ': ' if full_key else ''}{detail}"
 
 
+# Hydra's reasons for refusing a command-line value, and what to give instead
+TYPE_FIXES = (
+    ("could not be converted to Integer", "give it a whole number"),
+    ("could not be converted to Float", "give it a number"),
+    ("could not be converted to Boolean", "give it true or false"),
+    ("is not a valid bool", "give it true or false"),
+    ("is not Optional", "give it a value, or leave it out for its default"),
+    ("is not a subclass of", "it is a section: set its keys ({key}.<name>=...), not the section"),
+    ("Cannot merge DictConfig with", "it takes keys: set them one by one ({key}.<name>=...)"),
+)
+
+
+def _override_line(line: str, reason: str) -> str:
+    """One line for a command-line value of the wrong type: Hydra's reason and the fix."""
+    key = line.partition("=")[0].lstrip("+~")
+    fix = next((fix for known, fix in TYPE_FIXES if known in reason), None)
+    return f"{line}: {reason}" + (f"; {fix.format(key=key)}" if fix else "")
+
+
 def not_verl_lites(config: DictConfig, source: str = "the primary config") -> str | None:
     """One line when the composed config is not verl_lite's typed ppo_trainer."""
     if OmegaConf.get_type(config) is PPOTrainerConfig:
@@ -138,12 +159,15 @@ def not_verl_lites(config: DictConfig, source: str = "the primary config") -> st
 
 
 def _needs_check(args: argparse.Namespace) -> bool:
-    """A config of the user's (--config-path), or a name verl_lite's conf/ does not have."""
+    """A config of the user's (--config-path), a name verl_lite's conf/ does not have, or values on
+    the command line (Hydra's report of a value of the wrong type is seven lines)."""
     if args.multirun or args.cfg or args.info is not None or args.config_dir:
         return False  # sweeps, Hydra's own reports and extra folders: Hydra words those itself
     if args.config_path:
         return not args.config_path.startswith("pkg://")
-    return bool(args.config_name) and not os.path.isfile(_file(CONF_DIR, args.config_name))
+    if args.config_name and not os.path.isfile(_file(CONF_DIR, args.config_name)):
+        return True
+    return any("=" in o for o in args.overrides)  # ~85 ms: one composition with Hydra's compose API
 
 
 def check_user_config(argv: list[str]) -> str | None:
