@@ -8,7 +8,9 @@ tool timeout), the TurnBatcher hands all parked requests to the engine at once
 its result, and waits for the next turn. So turn k of every trajectory is one batch, however many
 turns each takes, and no loop's code needs to know about batching. The ranks that share a vLLM
 engine (a TP group) call the engine together each turn, a rank with nothing left passing no
-requests, until none of them has any.
+requests, until none of them has any. A turn's requests go to the engine ordered by their key
+(trajectory, request number), never by the order the loops happened to park them in, so a seed
+gives the same batches, hence the same samples, every run.
 
 The sampling settings of a request are the call's (training or validation) unless a loop overrides
 temperature, top_k or top_p in its `sampling_params`; `max_tokens` is its token budget (default,
@@ -89,7 +91,10 @@ class TurnBatcher:
             if self.live:
                 await self.ready.wait()
             self.ready.clear()
-            batch, self.parked = self.parked, []
+            # in request-key order, not parking order: loops wake from tool threads in whatever
+            # order those finish, and the engine's sampling (HF: one generator for the batch, seeded
+            # by its first request) must see the same batch every run
+            batch, self.parked = sorted(self.parked, key=lambda p: p[1].key), []
             start = time.perf_counter()
             results, active = self.engine([request for _, request, _ in batch])
             if not active:
