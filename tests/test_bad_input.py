@@ -844,6 +844,18 @@ def test_good_inputs_pass_every_start_up_check(bad, tmp_path, monkeypatch, capsy
     assert reached == [True]
 
 
+def test_a_null_rollout_correction_section_is_verls_off_and_passes_start_up(tmp_path, monkeypatch, capsys):
+    """`algorithm.rollout_correction=null` is verl's way to turn the section off: accepted, read as the
+    section's defaults (every option off), and the run reaches Ray."""
+    overrides = [*BASE, f"trainer.default_local_dir={tmp_path}/run", "algorithm.rollout_correction=null"]
+    reached = []
+    monkeypatch.setattr(main_ppo, "start_ray", lambda cfg: reached.append(cfg) or _stop())
+    with pytest.raises(_Reached):
+        main_ppo.run(_compose(overrides))
+    rc = reached[0].algorithm.rollout_correction
+    assert (rc.rollout_is, rc.rollout_rs, rc.bypass_mode) == (None, None, False), rc
+
+
 class _Reached(Exception):
     pass
 

@@ -116,7 +116,8 @@ class PFPPOConfig(ConfigNode):
 
 @dataclass
 class AlgorithmConfig(ConfigNode):
-    rollout_correction: RolloutCorrectionConfig = field(default_factory=RolloutCorrectionConfig)
+    # null (verl's way to turn the section off) reads as the defaults, every option off (config/spellings.py)
+    rollout_correction: RolloutCorrectionConfig | None = field(default_factory=RolloutCorrectionConfig)
     gamma: float = 1.0  # discount factor of GAE (and REINFORCE++ returns)
     lam: float = 1.0  # GAE's lambda: bias/variance trade-off of the advantage
     adv_estimator: str = "gae"  # advantage estimator (docs/algorithms.md); gae trains a critic

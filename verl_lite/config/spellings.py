@@ -2,6 +2,8 @@
 
 A list-valued key may be given as one name (`trainer.logger=console`, verl's quickstart) or as a
 string holding a list (`"[console, wandb]"`, e.g. from a YAML file or quoting); verl accepts both.
+A section verl lets be null to turn it off (`algorithm.rollout_correction=null`) becomes its defaults,
+which are off, so the code past here never sees a missing section.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import yaml
 
 from verl_lite.config.schema import PPOTrainerConfig
+from verl_lite.config.schema_trainer import RolloutCorrectionConfig
 
 LIST_KEYS = ("trainer.logger", "data.train_files", "data.val_files")
 
@@ -39,4 +42,6 @@ def apply_spellings(cfg: PPOTrainerConfig) -> list[str]:
         section, name = key.split(".")
         node = getattr(cfg, section)
         setattr(node, name, as_list(getattr(node, name), key, problems))
+    if cfg.algorithm.rollout_correction is None:  # verl: a null section is no rollout correction
+        cfg.algorithm.rollout_correction = RolloutCorrectionConfig()
     return problems
