@@ -637,6 +637,18 @@ CASES = [
         ["custom_reward_function.path='{r[imports]}' fails to import: ModuleNotFoundError"],
     ),
     (
+        "reward_file_exits_at_import",
+        ["custom_reward_function.path={r[exits]}"],
+        [
+            "custom_reward_function.path='{r[exits]}' called sys.exit(0) when imported, which would end the run"
+        ],
+    ),
+    (
+        "reward_file_interrupts_at_import",
+        ["custom_reward_function.path={r[interrupts]}"],
+        ["custom_reward_function.path='{r[interrupts]}' raised KeyboardInterrupt when imported"],
+    ),
+    (
         "reward_file_is_directory",
         ["custom_reward_function.path={r[dir]}"],
         ["custom_reward_function.path='{r[dir]}' is a directory"],
@@ -662,6 +674,8 @@ def bad(tmp_path_factory):
         "syntax": "def compute_score(a, b, c, d=None):\n    return (\n",
         "imports": "import no_such_module_xyz\n\ndef compute_score(a, b, c, d=None):\n    return 0.0\n",
         "good": "def compute_score(a, b, c, d=None):\n    return 0.0\n",
+        "exits": "import sys\n\nsys.exit(0)\n",
+        "interrupts": "raise KeyboardInterrupt\n",
     }
     for name, text in files.items():
         (rewards / f"{name}.py").write_text(text)
@@ -772,20 +786,28 @@ def test_bad_environment_fails_before_ray_with_one_line(
         assert fragment.format(**fill) in message, message
 
 
-def test_an_external_lib_that_raises_on_import_is_one_line_before_ray(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize(
+    "code_text, said",
+    [
+        ('raise RuntimeError("boom at import")\n', "fails to import: RuntimeError: boom at import"),
+        ("import sys\nsys.exit(0)\n", "({lib}) called sys.exit(0) when imported, which would end the run"),
+    ],
+    ids=["raises", "exits"],
+)
+def test_an_external_lib_that_raises_or_exits_on_import_is_one_line_before_ray(
+    code_text, said, tmp_path, monkeypatch, capsys
+):
     """Start-up builds the model's config, importing model.external_lib as the workers do: a module
-    that raises is named in one line with its error, not its traceback."""
-    (tmp_path / "raising_lib_xyz.py").write_text('raise RuntimeError("boom at import")\n')
+    that raises, or calls sys.exit() (which would end the run with its status, unexplained), is named
+    in one line with its error (and file), not its traceback."""
+    name = f"lib_xyz_{tmp_path.name}"  # a module name of its own: a failed import leaves nothing cached
+    (tmp_path / f"{name}.py").write_text(code_text)
     monkeypatch.syspath_prepend(str(tmp_path))
-    overrides = [
-        *BASE,
-        f"trainer.default_local_dir={tmp_path}/run",
-        f"{ARR}.model.external_lib=raising_lib_xyz",
-    ]
+    overrides = [*BASE, f"trainer.default_local_dir={tmp_path}/run", f"{ARR}.model.external_lib={name}"]
     code, message, _ = run_in_process(overrides, monkeypatch, capsys)
     assert code == 2 and message.startswith("verl_lite: ") and len(message.splitlines()) == 1, message
-    assert (
-        f"{ARR}.model.external_lib='raising_lib_xyz' fails to import: RuntimeError: boom at import" in message
+    assert f"{ARR}.model.external_lib='{name}' " + said.format(lib=tmp_path / f"{name}.py") in message, (
+        message
     )
 
 

@@ -4,6 +4,8 @@ passes every start-up check (so each case fails for its own damage only)."""
 
 from __future__ import annotations
 
+import sys
+
 import pandas as pd
 import pytest
 
@@ -76,6 +78,65 @@ def files(tmp_path_factory):
     }.items():
         paths[name] = write_yaml(root / f"{name}.yaml", {"tools": [entry]})
     paths["loops"] = write_yaml(root / "loops.yaml", [{"name": "mine", "_target_": "my_agents.Loop"}])
+    paths |= user_code_files(root) | {"root": str(root)}
+    sys.path.insert(0, str(root / "user_code"))
+    yield paths
+    sys.path.remove(str(root / "user_code"))
+
+
+# a user's modules: ones that exit when imported, classes that exit or block when built
+USER_CODE = {
+    "exits_at_import_mt38.py": "import sys\nsys.exit(0)\n",
+    "user_classes_mt38.py": """\
+import sys
+import time
+
+from verl_lite.interactions.base import BaseInteraction
+from verl_lite.tools.base import BaseTool
+
+
+class ExitingTool(BaseTool):
+    def __init__(self, config, tool_schema):
+        sys.exit(0)
+
+
+class BlockingTool(BaseTool):
+    def __init__(self, config, tool_schema):
+        time.sleep(30)
+
+
+class InterruptingInteraction(BaseInteraction):
+    def __init__(self, config):
+        raise KeyboardInterrupt
+
+
+class BlockingInteraction(BaseInteraction):
+    def __init__(self, config):
+        time.sleep(30)
+""",
+}
+
+
+def user_code_files(root) -> dict[str, str]:
+    (root / "user_code").mkdir()
+    for name, text in USER_CODE.items():
+        (root / "user_code" / name).write_text(text)
+    paths = {}
+    for tag, cls in {
+        "tool_exits_at_import": "exits_at_import_mt38.Tool",
+        "tool_exits_when_built": "user_classes_mt38.ExitingTool",
+        "tool_blocks_when_built": "user_classes_mt38.BlockingTool",
+    }.items():
+        paths[tag] = write_yaml(root / f"{tag}.yaml", {"tools": [tool_entry(cls, "calc_gsm8k_reward")]})
+    for tag, cls in {
+        "interaction_exits_at_import": "exits_at_import_mt38.User",
+        "interaction_interrupts_when_built": "user_classes_mt38.InterruptingInteraction",
+        "interaction_blocks_when_built": "user_classes_mt38.BlockingInteraction",
+    }.items():
+        paths[tag] = write_yaml(root / f"{tag}.yaml", {"interaction": [{"name": "gsm8k", "class_name": cls}]})
+    paths["loop_exits_at_import"] = write_yaml(
+        root / "loop_exits.yaml", [{"name": "mine", "_target_": "exits_at_import_mt38.Loop"}]
+    )
     return paths
 
 
@@ -88,7 +149,64 @@ def multi_turn(f, data="good", tools="tools", val="good"):
     ]
 
 
+EXITS = "called sys.exit(0)"
 CASES = [
+    # --- a user's code that would end the process, or never return (issue 38, classes 1 and 2) ----
+    (
+        "tool_module_exits_at_import",
+        lambda f: multi_turn(f, tools="tool_exits_at_import"),
+        "exits_at_import_mt38.Tool: importing 'exits_at_import_mt38' ({r}/user_code/exits_at_import_mt38.py) "
+        + EXITS,
+    ),
+    (
+        "tool_exits_when_built",
+        lambda f: multi_turn(f, tools="tool_exits_when_built"),
+        "tools[0] user_classes_mt38.ExitingTool ({r}/user_code/user_classes_mt38.py).__init__ " + EXITS,
+    ),
+    (
+        "tool_blocks_when_built",
+        lambda f: multi_turn(f, tools="tool_blocks_when_built") + [f"{MT}.tool_call_timeout=0.2"],
+        "tools[0] user_classes_mt38.BlockingTool ({r}/user_code/user_classes_mt38.py).__init__ did not return "
+        f"within 0.2 s ({MT}.tool_call_timeout)",
+    ),
+    (
+        "interaction_module_exits_at_import",
+        lambda f: multi_turn(f) + [f"{MT}.interaction_config_path={f['interaction_exits_at_import']}"],
+        "importing 'exits_at_import_mt38' ({r}/user_code/exits_at_import_mt38.py) " + EXITS,
+    ),
+    (
+        "interaction_interrupts_when_built",
+        lambda f: multi_turn(f) + [f"{MT}.interaction_config_path={f['interaction_interrupts_when_built']}"],
+        "interaction[0]: user_classes_mt38.InterruptingInteraction ({r}/user_code/user_classes_mt38.py).__init__ "
+        "raised KeyboardInterrupt",
+    ),
+    (
+        "interaction_blocks_when_built",
+        lambda f: (
+            multi_turn(f)
+            + [
+                f"{MT}.interaction_config_path={f['interaction_blocks_when_built']}",
+                f"{MT}.tool_call_timeout=0.2",
+            ]
+        ),
+        f".__init__ did not return within 0.2 s ({MT}.tool_call_timeout)",
+    ),
+    (
+        "agent_loop_module_exits_at_import",
+        lambda f: multi_turn(f) + [f"{AGENT}.agent_loop_config_path={f['loop_exits_at_import']}"],
+        "exits_at_import_mt38.Loop: importing 'exits_at_import_mt38' ({r}/user_code/exits_at_import_mt38.py) "
+        + EXITS,
+    ),
+    (
+        "loop_timeout_below_two_tool_calls",
+        lambda f: multi_turn(f) + [f"{AGENT}.loop_timeout=100"],
+        f"{AGENT}.loop_timeout=100 is less than twice {MT}.tool_call_timeout=60",
+    ),
+    (
+        "loop_timeout_zero",
+        lambda f: multi_turn(f) + [f"{AGENT}.loop_timeout=0"],
+        f"{AGENT}.loop_timeout=0.0 must be a finite number > 0",
+    ),
     (
         "tool_config_missing",
         lambda f: multi_turn(f) + [f"{MT}.tool_config_path=/no/tools.yaml"],
@@ -223,6 +341,7 @@ def test_bad_multi_turn_input_fails_before_ray_with_one_line(
     argv = [*BASE, f"trainer.default_local_dir={tmp_path}/run", *overrides(files)]
     code, message, _ = run_in_process(argv, monkeypatch, capsys)
     assert code == 2 and message.startswith("verl_lite: ") and len(message.splitlines()) == 1, message
+    fragment = fragment.replace("{r}", str(files["root"]))
     assert fragment in message and "Traceback" not in message, message
 
 

@@ -23,3 +23,22 @@ class EchoLoop(AgentLoopBase):
 
 class NotALoop:
     pass
+
+
+class MisbehavingLoop(AgentLoopBase):
+    """One generation, then what its YAML entry's `how` says: `hang` (row index 1 awaits an event no
+    one sets), `exit` (sys.exit(0)); else returns."""
+
+    async def run(self, sampling_params, **kwargs):
+        import asyncio
+        import sys
+
+        prompt = list(kwargs["prompt_ids"])
+        out = await self.server_manager.generate(prompt_ids=prompt, sampling_params=sampling_params)
+        how = self.loop_kwargs.get("how")
+        if how == "hang" and kwargs.get("index") == 1:
+            await asyncio.Event().wait()
+        if how == "exit":
+            sys.exit(0)
+        ids = out.token_ids
+        return AgentLoopOutput(prompt, ids, [1] * len(ids), out.log_probs, num_turns=2)

@@ -32,3 +32,22 @@ class NotAsync:
 
     def start_interaction(self, instance_id=None, **kwargs):
         return instance_id
+
+
+class MisbehavingInteraction(CountingInteraction):
+    """generate_response misbehaves as config.how says: `hang` (awaits forever), `block` (sleeps in
+    its thread), `exit` (sys.exit), `nan` (a NaN score)."""
+
+    async def generate_response(self, instance_id, messages, **kwargs):
+        import asyncio
+        import sys
+        import time
+
+        how = self.config.get("how")
+        if how == "hang":
+            await asyncio.Event().wait()
+        if how == "block":
+            time.sleep(5)
+        if how == "exit":
+            sys.exit(3)
+        return False, "no", float("nan") if how == "nan" else 0.0, {}

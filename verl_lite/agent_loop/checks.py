@@ -56,8 +56,15 @@ def check_multi_turn(cfg: PPOTrainerConfig, run: Run) -> list[str]:
     r, d = cfg.actor_rollout_ref.rollout, cfg.data
     mt, agent = r.multi_turn, r.agent
     problems = _values(mt)
-    problems += check_tool_config(mt.tool_config_path, f"{MT}.tool_config_path")
-    problems += check_interaction_config(mt.interaction_config_path, f"{MT}.interaction_config_path")
+    if mt.enable and agent.loop_timeout < 2 * mt.tool_call_timeout:  # a tool turn: create + call
+        problems.append(
+            f"{AGENT}.loop_timeout={agent.loop_timeout:g} is less than twice {MT}.tool_call_timeout="
+            f"{mt.tool_call_timeout:g}: a tool turn (the tool's create, then its call) may take that long and "
+            "would fail the rollout; raise loop_timeout"
+        )
+    timeout = mt.tool_call_timeout
+    problems += check_tool_config(mt.tool_config_path, f"{MT}.tool_config_path", timeout)
+    problems += check_interaction_config(mt.interaction_config_path, f"{MT}.interaction_config_path", timeout)
     loop_problems = check_agent_loops(agent.agent_loop_config_path)
     problems += loop_problems
     if not loop_problems and agent.default_agent_loop not in agent_loops(agent.agent_loop_config_path):
@@ -72,7 +79,7 @@ def check_multi_turn(cfg: PPOTrainerConfig, run: Run) -> list[str]:
             "data.tool_config_path at its default (it follows multi_turn.tool_config_path)"
         )
     elif d.tool_config_path and not mt.tool_config_path:
-        problems += check_tool_config(d.tool_config_path, "data.tool_config_path")
+        problems += check_tool_config(d.tool_config_path, "data.tool_config_path", mt.tool_call_timeout)
     return problems
 
 
@@ -166,7 +173,9 @@ def check_agent_rows(cfg: PPOTrainerConfig, run: Run, train, val) -> list[str]:
             {e.schema.name for e in read_tool_config(mt.tool_config_path)} if mt.tool_config_path else set()
         )
         interactions = (
-            set(build_interactions(mt.interaction_config_path)) if mt.interaction_config_path else None
+            set(build_interactions(mt.interaction_config_path, timeout_s=mt.tool_call_timeout))
+            if mt.interaction_config_path
+            else None
         )
     except ValueError:
         return []

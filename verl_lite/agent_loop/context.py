@@ -32,8 +32,13 @@ class LoopContext:
 
 def build_loop_context(rollout_cfg, tokenizer, chat_template_kwargs: dict | None = None) -> LoopContext:
     mt = rollout_cfg.multi_turn
-    tools = build_tools(mt.tool_config_path) if mt.tool_config_path else {}
-    interactions = build_interactions(mt.interaction_config_path) if mt.interaction_config_path else {}
+    timeout = mt.tool_call_timeout  # every call into a tool or interaction, constructors too
+    tools = build_tools(mt.tool_config_path, timeout_s=timeout) if mt.tool_config_path else {}
+    interactions = (
+        build_interactions(mt.interaction_config_path, timeout_s=timeout)
+        if mt.interaction_config_path
+        else {}
+    )
     runner = ToolRunner(
         tools,
         timeout_s=mt.tool_call_timeout,

@@ -10,12 +10,17 @@ per trajectory: `__num_turns__` and `tool_call_counts` (verl's names), `agent_lo
 errors, timeouts, malformed and dropped calls, latencies, seconds generating and in tools, whether
 the tokenization sanity check found a difference), `turn_scores` and `tool_rewards`; the driver
 turns them into metrics (metrics.py).
+
+A loop is a user's code: one that ends the process (sys.exit) fails the rollout with a line naming
+its class and file, and one that waits forever is ended by the batcher's loop_timeout
+(scheduler.py), which names the loop and the call it waits in.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 
 import numpy as np
 
@@ -27,6 +32,7 @@ from verl_lite.agent_loop.sanity import first_mismatch
 from verl_lite.agent_loop.scheduler import TurnBatcher
 from verl_lite.protocol import DataProto
 from verl_lite.rollout.base import Rollout, SamplingParams
+from verl_lite.utils.user_code import PROCESS_EXITS, describe_exit, file_of
 
 log = logging.getLogger(__name__)
 NOT_FOR_LOOPS = ("uid",)  # the driver's bookkeeping, not row data
@@ -72,7 +78,14 @@ class AgentLoopRunner:
         self, rows: list[dict], params: SamplingParams, call
     ) -> tuple[list[AgentLoopOutput], TurnBatcher]:
         context_length = self.cfg.prompt_length + self.cfg.response_length
-        batcher = TurnBatcher(lambda reqs: self.rollout.generate_requests(reqs, call), params, context_length)
+        tasks: list[asyncio.Task] = []
+        batcher = TurnBatcher(
+            lambda reqs: self.rollout.generate_requests(reqs, call),
+            params,
+            context_length,
+            loop_timeout=self.cfg.agent.loop_timeout,
+            describe=lambda t: f"trajectory {t} ({self._loop_name(rows[t])}) waits in {waiting_in(tasks[t])}",
+        )
         sampling = {
             "temperature": 0.0 if params.greedy else params.temperature,
             "top_p": params.top_p,
@@ -81,7 +94,7 @@ class AgentLoopRunner:
             "logprobs": True,
         }
         servers = [batcher.server(t) for t in range(len(rows))]  # all live before the first turn
-        tasks = [
+        tasks += [
             asyncio.create_task(self._one(batcher, server, row, sampling))
             for server, row in zip(servers, rows)
         ]
@@ -99,10 +112,21 @@ class AgentLoopRunner:
                 raise ValueError(
                     f"agent_name={row['agent_name']!r} is not a registered agent loop; known: {sorted(self.loops)}"
                 )
-            loop = spec.load()(self.context, server, **spec.kwargs)
-            return await loop.run(dict(sampling), **row)
+            cls = spec.load()
+            try:
+                loop = cls(self.context, server, **spec.kwargs)
+                return await loop.run(dict(sampling), **row)
+            except PROCESS_EXITS as e:  # in a task, sys.exit() would end the worker with no word
+                raise RuntimeError(
+                    f"agent loop {row['agent_name']!r} ({cls.__module__}.{cls.__qualname__}, {file_of(cls)}) "
+                    f"{describe_exit(e)}, which would end the worker; a loop must return its output or raise"
+                ) from None
         finally:
             batcher.finished(server.trajectory)
+
+    def _loop_name(self, row: dict) -> str:
+        spec = self.loops.get(row["agent_name"])
+        return f"agent loop {row['agent_name']!r}" + (f", {spec.target}" if spec is not None else "")
 
     def _stats(self, outputs: list[AgentLoopOutput], batcher: TurnBatcher) -> list[dict]:
         """Per trajectory: the loop's counters, its engine seconds and the sanity check's verdict."""
@@ -129,3 +153,16 @@ class AgentLoopRunner:
                 first,
             )
         return stats
+
+
+def waiting_in(task: asyncio.Task) -> str:
+    """The innermost call a task's coroutine awaits, outside asyncio (e.g. `MyInteraction.generate_response
+    (my_pkg/interaction.py:40)`), found by following the chain of awaits."""
+    where, coro = "its own code", task.get_coro()
+    while coro is not None:
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+        if frame is not None and os.sep + "asyncio" + os.sep not in frame.f_code.co_filename:
+            code = frame.f_code
+            where = f"{code.co_qualname} ({code.co_filename}:{frame.f_lineno})"
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+    return where

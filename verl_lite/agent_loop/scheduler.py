@@ -16,6 +16,12 @@ The sampling settings of a request are the call's (training or validation) unles
 temperature, top_k or top_p in its `sampling_params`; `max_tokens` is its token budget (default,
 as verl's server: what is left of prompt_length + response_length after the prompt it sends).
 `logprobs` (verl's calculate_log_probs) is accepted and changes nothing: log-probs always come back.
+
+A loop that neither asks for a generation nor finishes within `loop_timeout` seconds of the last
+turn (rollout.agent.loop_timeout: its own code, its tools' and interaction's calls) would hold every
+other trajectory at the barrier forever: the turn fails instead, naming each such trajectory's loop
+and the call it waits in (`describe`). A loop that blocks the event loop itself (a synchronous
+sleep) cannot be interrupted from here; tool and interaction calls run in threads for that reason.
 """
 
 from __future__ import annotations
@@ -47,9 +53,21 @@ def request_params(base: SamplingParams, sampling: dict[str, Any]) -> SamplingPa
     return dataclasses.replace(base, **changes)
 
 
+class LoopTimeout(RuntimeError):
+    """A trajectory's loop went `loop_timeout` seconds without a generation request or finishing."""
+
+
 class TurnBatcher:
-    def __init__(self, engine: Engine, params: SamplingParams, context_length: int):
+    def __init__(
+        self,
+        engine: Engine,
+        params: SamplingParams,
+        context_length: int,
+        loop_timeout: float | None = None,
+        describe: Callable[[int], str] = str,
+    ):
         self.engine, self.params, self.context_length = engine, params, context_length
+        self.loop_timeout, self.describe = loop_timeout, describe
         self.parked: list[tuple[int, TokenRequest, asyncio.Future]] = []
         self.live: set[int] = set()
         self.ready = asyncio.Event()
@@ -89,7 +107,7 @@ class TurnBatcher:
         """Engine calls, one per turn, until no rank of the engine's group has a request left."""
         while True:
             if self.live:
-                await self.ready.wait()
+                await self._wait_for_loops()
             self.ready.clear()
             # in request-key order, not parking order: loops wake from tool threads in whatever
             # order those finish, and the engine's sampling (HF: one generator for the batch, seeded
@@ -105,6 +123,17 @@ class TurnBatcher:
                 self.generate_seconds[trajectory] += seconds
                 future.set_result(result)
             await asyncio.sleep(0)  # let the woken loops run before checking again
+
+    async def _wait_for_loops(self) -> None:
+        try:
+            await asyncio.wait_for(self.ready.wait(), self.loop_timeout)
+        except asyncio.TimeoutError:
+            stuck = sorted(self.live - {t for t, _, _ in self.parked})
+            raise LoopTimeout(
+                f"{len(stuck)} trajectories' agent loops neither generated nor finished within "
+                f"{self.loop_timeout:g} s (actor_rollout_ref.rollout.agent.loop_timeout): the first, "
+                f"{self.describe(stuck[0])}; fix the code it waits in, or raise the key"
+            ) from None
 
 
 class TrajectoryServer:

@@ -14,6 +14,10 @@ inserted, as in verl, and a user turn is cut at the budget. The model's tokens a
 sampled (and decoded only to find tool calls and to give the interaction the conversation); the
 inserted messages are rendered by the chat template alone (data/chat_render.py). num_turns counts user and
 assistant turns plus one (the prompt), as verl does.
+
+The interaction's methods are a user's code: each call runs as a tool call does (a thread of its
+own, at most multi_turn.tool_call_timeout seconds, tool_calls.ToolRunner), and one that times out,
+ends the process or raises fails the rollout naming the class and the method.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from __future__ import annotations
 from typing import Any
 
 from verl_lite.agent_loop.base import AgentLoopBase, AgentLoopOutput
+from verl_lite.agent_loop.tool_calls import ToolTimeout
+from verl_lite.utils.user_code import UserCodeExit
 
 
 class Trajectory:
@@ -83,8 +89,8 @@ class ToolAgentLoop(AgentLoopBase):
                     traj.add_inserted(ids)
                     user_turns += 1
                 elif interaction is not None:
-                    done, reply, score, _ = await interaction.generate_response(
-                        instance, messages, **interaction_kwargs
+                    done, reply, score, _ = await self._interaction(
+                        interaction, "generate_response", instance, messages, **interaction_kwargs
                     )
                     user_turns += 1
                     turn_scores.append(score)
@@ -97,7 +103,7 @@ class ToolAgentLoop(AgentLoopBase):
         finally:
             tool_rewards = await session.finish()
             if interaction is not None:
-                await interaction.finalize_interaction(instance)
+                await self._interaction(interaction, "finalize_interaction", instance)
         return AgentLoopOutput(
             prompt_ids=traj.prompt_ids,
             response_ids=traj.ids,
@@ -120,9 +126,28 @@ class ToolAgentLoop(AgentLoopBase):
                 f"multi_turn.interaction_config_path (it has {sorted(self.context.interactions)})"
             )
         interaction = self.context.interactions[name]
-        instance = await interaction.start_interaction(None, **interaction_kwargs)
+        instance = await self._interaction(interaction, "start_interaction", None, **interaction_kwargs)
         return interaction, instance, interaction_kwargs
+
+    async def _interaction(self, interaction, method: str, *args, **kwargs):
+        """`await interaction.<method>(...)` as a tool call is run: in a thread, under tool_call_timeout."""
+        runner = self.context.tool_runner
+        what = f"interaction {_name(interaction)}.{method}"
+        try:
+            return await runner.call(getattr(interaction, method), *args, **kwargs)
+        except ToolTimeout:
+            raise RuntimeError(
+                f"{what} did not return within {runner.timeout_s:g} s "
+                "(actor_rollout_ref.rollout.multi_turn.tool_call_timeout)"
+            ) from None
+        except UserCodeExit as e:
+            raise RuntimeError(f"{what}: {e}, which would end the worker") from None
 
 
 def _reached(limit: int | None, count: int) -> bool:
     return bool(limit) and count >= limit
+
+
+def _name(obj) -> str:
+    cls = type(obj)
+    return f"{cls.__module__}.{cls.__qualname__}"

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verl_lite.agent_loop.tool_parser import ToolCall
+from verl_lite.utils.user_code import PROCESS_EXITS, UserCodeExit, describe_exit
 
 POOL_SIZE = 64  # tool calls running at once per worker, over all its trajectories
 TRUNCATE_SIDES = ("left", "middle", "right")
@@ -42,6 +43,8 @@ class ToolTimeout(Exception):
 
 def _as_exception(e: BaseException) -> Exception:
     """A tool's cancellation or exit is an error of that call, not of the loop awaiting it."""
+    if isinstance(e, PROCESS_EXITS):
+        return UserCodeExit(f"the call {describe_exit(e)}")
     return e if isinstance(e, Exception) else RuntimeError(f"the tool call ended with {type(e).__name__}")
 
 
@@ -116,6 +119,9 @@ class ToolRunner:
                     send(done.set_result, result)
                 except BaseException as e:  # the tool's error (or its cancellation) goes to the caller
                     send(done.set_exception, _as_exception(e))
+                    task = holder["task"]
+                    if isinstance(e, PROCESS_EXITS) and task.done():  # an exit leaves the loop at once:
+                        task.exception()  # retrieved, so asyncio does not print it as never retrieved
                 finally:
                     inner.close()
 

@@ -68,6 +68,8 @@ class AgentLoopConfig(ConfigNode):
         None  # YAML list of your agent loops: {name, _target_: dotted class path, its keyword arguments}
     )
     custom_async_server: CustomAsyncServerConfig = field(default_factory=CustomAsyncServerConfig)
+    # verl_lite's own key
+    loop_timeout: float = 600.0  # seconds a trajectory's loop may run between two generations (its own code, its tool and interaction calls); then the rollout fails naming the loop and what it waits in
 
 
 @dataclass

@@ -10,7 +10,9 @@ async create, execute, calc_reward, release). verl's own shipped classes are not
 (verl is not installed) and resolve by name: to verl_lite's equivalent where one exists
 (VERL_EQUIVALENTS), else to a one-line refusal naming the class. `read_tool_config` checks the
 whole file (every problem a ValueError naming the file, the entry and the field) and `build_tools`
-makes the tools, one instance per name, shared by every trajectory of a worker.
+makes the tools, one instance per name, shared by every trajectory of a worker. A constructor runs
+under a deadline (multi_turn.tool_call_timeout, as every other call into a tool) and may not end the
+process (sys.exit): either is one line naming the entry and its class (utils/user_code.py).
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ from dataclasses import dataclass
 from verl_lite.tools.base import TOOL_METHODS, BaseTool
 from verl_lite.tools.schema import ToolSchema
 from verl_lite.utils.class_path import load_yaml, read_entry, resolve_extension_class
+from verl_lite.utils.user_code import UserCodeExit, UserCodeTimeout, call_with_deadline, file_of
+
+TIMEOUT_KEY = "actor_rollout_ref.rollout.multi_turn.tool_call_timeout"
 
 KEY = "actor_rollout_ref.rollout.multi_turn.tool_config_path"
 VERL_EQUIVALENTS = {
@@ -79,12 +84,20 @@ def read_tool_config(path: str, key: str = KEY) -> list[ToolEntry]:
     return entries
 
 
-def build_tools(path: str, key: str = KEY) -> dict:
-    """name -> tool instance, for every entry of the file."""
+def build_tools(path: str, key: str = KEY, timeout_s: float | None = None) -> dict:
+    """name -> tool instance, for every entry of the file; each constructor waited for at most
+    `timeout_s` seconds (None: no deadline)."""
     tools = {}
     for i, entry in enumerate(read_tool_config(path, key)):
+        what = f"{path}: tools[{i}] {entry.class_name} ({file_of(entry.cls)})"
+
+        def build(entry=entry):
+            return entry.cls(config=dict(entry.config), tool_schema=entry.schema)
+
         try:
-            tools[entry.schema.name] = entry.cls(config=dict(entry.config), tool_schema=entry.schema)
+            tools[entry.schema.name] = call_with_deadline(build, timeout_s, f"{what}.__init__", TIMEOUT_KEY)
+        except (UserCodeExit, UserCodeTimeout):
+            raise
         except Exception as e:
             raise ValueError(
                 f"{path}: tools[{i}] ({entry.class_name}): building the tool raised {type(e).__name__}: {e}"
@@ -99,12 +112,12 @@ def tool_schemas(path: str | None, key: str = KEY) -> list[dict] | None:
     return [entry.schema.as_dict() for entry in read_tool_config(path, key)]
 
 
-def check_tool_config(path: str | None, key: str = KEY) -> list[str]:
+def check_tool_config(path: str | None, key: str = KEY, timeout_s: float | None = None) -> list[str]:
     """Start-up: the file reads, every class resolves and every tool builds; one line per problem."""
     if not path:
         return []
     try:
-        build_tools(path, key)
+        build_tools(path, key, timeout_s)
     except ValueError as e:
         return [str(e)]
     return []

@@ -13,6 +13,8 @@ import importlib
 import inspect
 import os
 
+from verl_lite.utils.user_code import PROCESS_EXITS, describe_exit, file_of
+
 
 def load_yaml(path: str, key: str) -> object:
     """The file's content as plain containers; ValueError naming `key` and the path otherwise."""
@@ -41,6 +43,12 @@ def import_class(dotted: str) -> type:
         ) from e
     except Exception as e:
         raise ValueError(f"{dotted}: importing {module_name!r} raised {type(e).__name__}: {e}") from e
+    except PROCESS_EXITS as e:  # sys.exit() at import: the run would end with its status, unexplained
+        where = file_of(module_name)
+        raise ValueError(
+            f"{dotted}: importing {module_name!r}{f' ({where})' if where else ''} {describe_exit(e)}, which "
+            "would end the run; a module must not exit when imported"
+        ) from None
     found = getattr(module, name, None)
     if not isinstance(found, type):
         raise ValueError(f"{dotted}: module {module_name!r} has no class {name!r}")

@@ -19,6 +19,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForTokenClas
 from transformers.utils import logging as hf_logging
 
 from verl_lite.utils.model_weights import loading_problems
+from verl_lite.utils.user_code import PROCESS_EXITS, describe_exit, file_of
 
 log = logging.getLogger(__name__)
 hf_logging.disable_progress_bar()  # one bar per weight load per worker drowns the training log
@@ -64,6 +65,12 @@ def _load_config(model_cfg, key: str, **fields):
                 f"{key}.external_lib={model_cfg.external_lib!r} fails to import: {type(e).__name__}: "
                 f"{' '.join(str(e).split())[:300]}; fix the module or unset the key"
             ) from e
+        except PROCESS_EXITS as e:  # sys.exit() at import: the run would end with its status, unexplained
+            where = file_of(model_cfg.external_lib)
+            raise ValueError(
+                f"{key}.external_lib={model_cfg.external_lib!r}{f' ({where})' if where else ''} "
+                f"{describe_exit(e)} when imported, which would end the run; fix the module or unset the key"
+            ) from None
     config = AutoConfig.from_pretrained(model_cfg.path, trust_remote_code=model_cfg.trust_remote_code)
     for name, value in (model_cfg.override_config or {}).items():
         if name == "attn_implementation":  # not a config field: the loaders' argument (engine/attention.py)
