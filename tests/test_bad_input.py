@@ -90,6 +90,39 @@ CASES = [
         ["data.val_batch_size=-1"],
         ["data.val_batch_size=-1 must be a positive integer or null"],
     ),
+    # --- values that would enter the loss as nan or as nothing (issue 38, class 3) -------------------
+    (
+        "rollout_is_threshold_nan",
+        [
+            "algorithm.rollout_correction.rollout_is=token",
+            "algorithm.rollout_correction.rollout_is_threshold=nan",
+        ],
+        ["algorithm.rollout_correction.rollout_is_threshold=nan must be a finite positive number"],
+    ),
+    (
+        "rollout_is_threshold_inf",
+        [
+            "algorithm.rollout_correction.rollout_is=sequence",
+            "algorithm.rollout_correction.rollout_is_threshold=inf",
+        ],
+        ["algorithm.rollout_correction.rollout_is_threshold=inf must be a finite positive number"],
+    ),
+    (
+        "rollout_rs_lower_above_upper",
+        [
+            "algorithm.rollout_correction.rollout_rs=token_k1",
+            "algorithm.rollout_correction.rollout_rs_threshold=2.0_0.5",
+        ],
+        ["token_k1's range '2.0_0.5' has its lower bound above its upper; write lower_upper, e.g. 0.5_2.0"],
+    ),
+    (
+        "rollout_rs_threshold_nan",
+        [
+            "algorithm.rollout_correction.rollout_rs=seq_max_k2",
+            "algorithm.rollout_correction.rollout_rs_threshold=nan",
+        ],
+        ["bounds for seq_max_k2 must be finite positive numbers, got 'nan'"],
+    ),
     (
         "data_train_batch_zero",
         ["data.train_batch_size=0"],

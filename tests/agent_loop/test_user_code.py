@@ -28,7 +28,7 @@ def run(tmp_path, agent_name, scripts, loop_timeout=600.0, tool_call_timeout=60.
         tmp_path / "loops.yaml",
         [
             {"name": f"{how}_loop", "_target_": f"{LOOPS}.MisbehavingLoop", "how": how}
-            for how in ("hang", "exit")
+            for how in ("hang", "exit", "nan", "empty")
         ],
     )
     if interaction is not None:
@@ -102,3 +102,27 @@ def test_an_interaction_that_calls_sys_exit_fails_the_rollout_naming_it(tmp_path
         f"interaction {INTERACTIONS}.MisbehavingInteraction.generate_response: the call called sys.exit(3), "
         "which would end the worker"
     )
+
+
+def test_an_interaction_score_of_nan_is_refused_where_it_enters(tmp_path):
+    with pytest.raises(ValueError) as info:
+        run(tmp_path, "tool_agent", [["7<|im_end|>"]], interaction="nan")
+    assert (
+        "MisbehavingInteraction.generate_response returned the score nan; it must be a finite number"
+        in str(info.value)
+    )
+
+
+def test_a_loop_reward_score_of_nan_is_refused_where_it_enters(tmp_path):
+    with pytest.raises(ValueError) as info:
+        run(tmp_path, "nan_loop", [["7"], ["7"]])
+    assert str(info.value).startswith(
+        "agent loop output 0 (agent loop 'nan_loop'): reward_score=nan must be a finite number"
+    ), info.value
+
+
+def test_a_batch_without_one_policy_token_is_refused(tmp_path):
+    with pytest.raises(ValueError) as info:
+        run(tmp_path, "empty_loop", [["7"], ["7"]])
+    assert "no trajectory of the batch (2) has a token sampled by the policy" in str(info.value)
+    assert "['empty_loop']" in str(info.value)

@@ -27,7 +27,7 @@ class NotALoop:
 
 class MisbehavingLoop(AgentLoopBase):
     """One generation, then what its YAML entry's `how` says: `hang` (row index 1 awaits an event no
-    one sets), `exit` (sys.exit(0)); else returns."""
+    one sets), `exit` (sys.exit(0)), `nan` (a reward_score of nan), `empty` (returns no response)."""
 
     async def run(self, sampling_params, **kwargs):
         import asyncio
@@ -40,5 +40,7 @@ class MisbehavingLoop(AgentLoopBase):
             await asyncio.Event().wait()
         if how == "exit":
             sys.exit(0)
-        ids = out.token_ids
-        return AgentLoopOutput(prompt, ids, [1] * len(ids), out.log_probs, num_turns=2)
+        if how == "empty":
+            return AgentLoopOutput(prompt, [], [], [], num_turns=2)
+        ids, score = out.token_ids, float("nan") if how == "nan" else None
+        return AgentLoopOutput(prompt, ids, [1] * len(ids), out.log_probs, num_turns=2, reward_score=score)

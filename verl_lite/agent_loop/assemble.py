@@ -6,6 +6,9 @@ position_ids = cumsum(attention_mask) - 1, so positions run on across turns as i
 response_mask (bs, R): 1 on the model's tokens only (0 on inserted tokens and padding);
 rollout_log_probs (bs, R): the engine's log-probs of the model's tokens, 0 elsewhere;
 rm_scores (bs, R): when every trajectory has a reward_score, on its last model token.
+Each output is checked first (AgentLoopOutput.check: aligned lists, a finite reward_score), and a
+batch in which no trajectory has a single token sampled by the policy is refused: every loss over
+it would be 0/0.
 """
 
 from __future__ import annotations
@@ -21,8 +24,13 @@ def _last_model_token(mask: list[int]) -> int:
 
 
 def assemble_outputs(
-    outputs: list[AgentLoopOutput], prompt_length: int, response_length: int, pad_id: int
+    outputs: list[AgentLoopOutput],
+    prompt_length: int,
+    response_length: int,
+    pad_id: int,
+    names: list[str] | None = None,
 ) -> dict[str, torch.Tensor]:
+    """`names`: each trajectory's agent loop, for the messages."""
     bs, P, R = len(outputs), prompt_length, response_length
     prompts = torch.full((bs, P), pad_id, dtype=torch.long)
     prompt_mask = torch.zeros((bs, P), dtype=torch.long)
@@ -31,7 +39,7 @@ def assemble_outputs(
     response_mask = torch.zeros((bs, R), dtype=torch.long)
     log_probs = torch.zeros((bs, R), dtype=torch.float32)
     for i, out in enumerate(outputs):
-        where = f"agent loop output {i}"
+        where = f"agent loop output {i}" + (f" (agent loop {names[i]!r})" if names else "")
         out.check(where)
         p, r = len(out.prompt_ids), len(out.response_ids)
         if p > P or r > R:
@@ -45,6 +53,13 @@ def assemble_outputs(
         response_mask[i, :r] = torch.tensor(out.response_mask, dtype=torch.long)
         if out.response_logprobs is not None:
             log_probs[i, :r] = torch.tensor(out.response_logprobs, dtype=torch.float32)
+    if outputs and not response_mask.any():
+        loops = sorted(set(names)) if names else "the agent loops"
+        raise ValueError(
+            f"no trajectory of the batch ({bs}) has a token sampled by the policy (response_mask is 0 "
+            f"everywhere; {loops}): the loss would have nothing to train on; a loop must return the "
+            "tokens it generated with response_mask 1"
+        )
     attention_mask = torch.cat([prompt_mask, response_attention], dim=-1)
     batch = {
         "prompts": prompts,

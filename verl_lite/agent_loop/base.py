@@ -17,6 +17,7 @@ function, as in verl), metrics and extra fields. Everything downstream reads onl
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -57,6 +58,13 @@ class AgentLoopOutput:
             )
         if any(m not in (0, 1) for m in self.response_mask):
             raise ValueError(f"{where}: response_mask holds values other than 0 and 1")
+        score = self.reward_score
+        if score is not None and (
+            isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score)
+        ):  # it becomes the trajectory's reward: a nan would train on nan advantages
+            raise ValueError(
+                f"{where}: reward_score={score!r} must be a finite number (or None: the reward function scores it)"
+            )
 
 
 class AgentLoopBase(ABC):

@@ -51,7 +51,10 @@ class AgentLoopRunner:
         rows = self._trajectories(batch, params.n)
         outputs, batcher = asyncio.run(self._run_all(rows, params, call))
         stats = self._stats(outputs, batcher)
-        tensors = assemble_outputs(outputs, self.cfg.prompt_length, self.cfg.response_length, self.pad_id)
+        names = [row["agent_name"] for row in rows]
+        tensors = assemble_outputs(
+            outputs, self.cfg.prompt_length, self.cfg.response_length, self.pad_id, names
+        )
         non_tensors = {
             "__num_turns__": np.array([o.num_turns for o in outputs], dtype=np.int32),
             "tool_call_counts": np.array([o.metrics.get("tool_calls", 0) for o in outputs], dtype=np.int32),

@@ -17,11 +17,13 @@ assistant turns plus one (the prompt), as verl does.
 
 The interaction's methods are a user's code: each call runs as a tool call does (a thread of its
 own, at most multi_turn.tool_call_timeout seconds, tool_calls.ToolRunner), and one that times out,
-ends the process or raises fails the rollout naming the class and the method.
+ends the process or raises fails the rollout naming the class and the method; its score must be a
+finite number (it is reported as turn_scores).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from verl_lite.agent_loop.base import AgentLoopBase, AgentLoopOutput
@@ -92,6 +94,11 @@ class ToolAgentLoop(AgentLoopBase):
                     done, reply, score, _ = await self._interaction(
                         interaction, "generate_response", instance, messages, **interaction_kwargs
                     )
+                    if not isinstance(score, (int, float)) or not math.isfinite(score):
+                        raise ValueError(
+                            f"interaction {_name(interaction)}.generate_response returned the score {score!r}; "
+                            "it must be a finite number"
+                        )
                     user_turns += 1
                     turn_scores.append(score)
                     messages.append({"role": "user", "content": reply})

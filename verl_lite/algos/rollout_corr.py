@@ -40,8 +40,13 @@ def is_problems(level, threshold) -> list[str]:
         return []
     if level not in IS_LEVELS:
         return [f"{key}.rollout_is={level!r} is not one of {list(IS_LEVELS)} (or null: no weights)"]
-    if not isinstance(threshold, (int, float)) or isinstance(threshold, bool) or threshold <= 0:
-        return [f"{key}.rollout_is_threshold={threshold!r} must be a positive number (the truncation)"]
+    if (
+        not isinstance(threshold, (int, float))
+        or isinstance(threshold, bool)
+        or not math.isfinite(threshold)  # nan passes `<= 0` and truncates every weight to nan
+        or threshold <= 0
+    ):
+        return [f"{key}.rollout_is_threshold={threshold!r} must be a finite positive number (the truncation)"]
     return []
 
 

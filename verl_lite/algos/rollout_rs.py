@@ -69,12 +69,17 @@ def parse_thresholds(options: list[str], spec) -> dict[str, tuple[float | None, 
             bounds = [float(x) for x in part.split("_", 1)]
         except ValueError:
             raise ValueError(f"{KEY}.rollout_rs_threshold: {part!r} for {option} is not a number") from None
-        if any(b <= 0 for b in bounds):
+        if not all(math.isfinite(b) and b > 0 for b in bounds):  # nan passes `<= 0` and rejects all
             raise ValueError(
-                f"{KEY}.rollout_rs_threshold: bounds for {option} must be positive, got {part!r}"
+                f"{KEY}.rollout_rs_threshold: bounds for {option} must be finite positive numbers, got {part!r}"
             )
         if option.endswith("k1"):
             lower, upper = bounds if len(bounds) == 2 else (1.0 / bounds[0], bounds[0])
+            if lower > upper:  # the range is empty: every sequence would be rejected
+                raise ValueError(
+                    f"{KEY}.rollout_rs_threshold: {option}'s range {part!r} has its lower bound above its upper; "
+                    "write lower_upper, e.g. 0.5_2.0"
+                )
             out[option] = (lower, upper)
         else:
             out[option] = (None, bounds[0])
