@@ -555,9 +555,30 @@ CASES = [
         ["is damaged", "actor/model/__0_0.distcp is 100 bytes"],
     ),
     (
-        "ckpt_truncated_shard_old",
-        ["trainer.resume_from_path={c[truncated_shard_no_manifest]}"],
+        "ckpt_truncated_shard_old",  # trusted without a manifest, DCP's metadata still finds the cut
+        ["trainer.resume_from_path={c[truncated_shard_no_manifest]}", "trainer.resume_without_manifest=True"],
         ["shard {c[truncated_shard_no_manifest]}/actor/model/__0_0.distcp is truncated: 100 bytes"],
+    ),
+    (
+        "ckpt_manifest_deleted",
+        ["trainer.resume_from_path={c[no_manifest]}"],
+        [
+            "trainer.resume_from_path: checkpoint '{c[no_manifest]}' has no manifest.json, so its files cannot "
+            "be verified",
+            "set trainer.resume_without_manifest=True to trust this one",
+        ],
+    ),
+    (
+        "ckptauto_manifest_deleted",
+        ["trainer.resume_mode=auto", "trainer.default_local_dir={c[no_manifest_run]}"],
+        ["checkpoint '{c[no_manifest_run]}/global_step_1' has no manifest.json"],
+    ),
+    (
+        "ckpt_data_pt_of_another_step",
+        ["trainer.resume_from_path={c[absurd_step]}"],
+        [
+            "trainer.resume_from_path: {c[absurd_step]}/data.pt says global_step=1000000, but its folder is step 1",
+        ],
     ),
     (
         "ckpt_unsafe_data_pt",
@@ -879,6 +900,23 @@ def test_an_exclude_list_matching_nothing_warns_and_runs_as_in_verl(exclude, tmp
     assert "match no module of the model" in out and "nothing is excluded (as in verl)" in out, out
 
 
+def test_a_checkpoint_without_manifest_is_trusted_when_the_key_says_so(bad, tmp_path, monkeypatch, capsys):
+    """trainer.resume_without_manifest=True: a folder whose manifest is gone (or that predates them)
+    passes every start-up check and the run reaches Ray (the refusal without the key: the table)."""
+    overrides = [
+        *BASE,
+        f"trainer.default_local_dir={tmp_path}/run",
+        "trainer.resume_mode=resume_path",
+        f"trainer.resume_from_path={bad['c']['no_manifest']}",
+        "trainer.resume_without_manifest=True",
+    ]
+    reached = []
+    monkeypatch.setattr(main_ppo, "start_ray", lambda cfg: reached.append(True) or _stop())
+    with pytest.raises(_Reached):
+        main_ppo.run(_compose(overrides))
+    assert reached == [True]
+
+
 def test_good_inputs_pass_every_start_up_check(bad, tmp_path, monkeypatch, capsys):
     """The undamaged originals of the table's files pass: each case fails for its own damage only."""
     d, m, c, r = bad["d"], bad["m"], bad["c"], bad["r"]
@@ -1189,12 +1227,14 @@ def test_a_reward_stuck_in_c_code_ends_the_run_and_every_process(tmp_path):
 @pytest.mark.slow
 def test_a_full_disk_at_save_is_one_line_naming_the_folder(tmp_path):
     """A real full disk: a 256 KB tmpfs as trainer.default_local_dir (the tiny model's shards are
-    larger). One line with "No space left on device" and the folder; no worker traceback."""
+    larger). One line with "No space left on device" and the folder; no worker traceback; and the
+    partial temp folder is removed (what the folder holds after the run is listed from inside the
+    private mount, which ends with the command)."""
     full = tmp_path / "full"
     full.mkdir()
-    cmd = small_filesystem(
-        str(full), "256k", _cli_cmd(tmp_path, f"trainer.default_local_dir={full}/run", "trainer.save_freq=1")
-    )
+    cli = _cli_cmd(tmp_path, f"trainer.default_local_dir={full}/run", "trainer.save_freq=1")
+    listing = '"$@"; status=$?; echo "LEFT: $(ls -A "$0")"; exit $status'
+    cmd = small_filesystem(str(full), "256k", ["sh", "-c", listing, f"{full}/run", *cli])
     if cmd is None:
         pytest.skip("this machine allows no private mount (unshare -m / -Urm) for a small filesystem")
     run = run_watched(cmd, timeout=400)
@@ -1209,3 +1249,5 @@ def test_a_full_disk_at_save_is_one_line_naming_the_folder(tmp_path):
     )
     assert "Traceback" not in run.output and "ray::" not in run.output, run.output[-4000:]
     assert not run.survivors, run.survivors
+    left = [line for line in run.output.splitlines() if line.startswith("LEFT: ")]
+    assert left == ["LEFT: "], left  # no .tmp_global_step_1 filling the disk

@@ -312,6 +312,16 @@ def damaged_checkpoints(root: Path, marker: str) -> dict[str, str]:
         cut = copy(name) / "actor" / "model" / shard
         cut.write_bytes(cut.read_bytes()[:100])
     (root / "truncated_shard_no_manifest" / MANIFEST).unlink()  # an older checkpoint: DCP's metadata
+    (copy("no_manifest") / MANIFEST).unlink()  # whole, but nothing can say so
+    no_manifest_run = root / "no_manifest_run"  # the same, found by resume_mode=auto
+    shutil.copytree(out["no_manifest"], no_manifest_run / "global_step_1")
+    (no_manifest_run / ckpt.TRACKER).write_text("1")
+    out["no_manifest_run"] = str(no_manifest_run)
+    absurd = root / "absurd_step" / "global_step_1"  # data.pt of another step, its manifest agreeing
+    shutil.copytree(good, absurd)
+    ckpt.write_trainer_state(str(absurd), 10**6, {"epoch": 0, "offset": 8})
+    write_manifest(str(absurd))
+    out["absurd_step"] = str(absurd)
     payload = pickle.dumps(_Runs(marker))
     crafted = [
         ("unsafe_data", "data.pt", payload),

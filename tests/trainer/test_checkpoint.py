@@ -52,6 +52,24 @@ def test_commit_publishes_a_complete_folder_then_the_tracker(tmp_path):
     assert ckpt.saved_steps(root) == [1]
 
 
+def test_partial_temp_folders_of_any_step_are_cleaned_never_through_a_link(tmp_path):
+    """A save that failed (a full disk) leaves .tmp_global_step_N: discard removes it; the next save
+    removes those of every step, not only its own, and follows no link."""
+    root = str(tmp_path / "run")
+    os.makedirs(os.path.join(root, ".tmp_global_step_3", "actor", "model"))  # a full disk at step 3
+    os.makedirs(os.path.join(root, ".tmp_global_step_7"))
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("x")
+    os.symlink(outside, os.path.join(root, ".tmp_global_step_9"))
+    tmp = ckpt.begin(root, 4)
+    assert sorted(os.listdir(root)) == [".tmp_global_step_4", ".tmp_global_step_9"]
+    assert (outside / "keep.txt").exists()
+    _write_role(tmp, "actor")
+    ckpt.discard(tmp)  # the save of step 4 failed too
+    assert sorted(os.listdir(root)) == [".tmp_global_step_9"]
+
+
 def test_rotation_keeps_the_newest_per_role(tmp_path):
     root = str(tmp_path)
     for step in (1, 2, 3):

@@ -182,6 +182,7 @@ class TrainerConfig(ConfigNode):
     console_full_freq: int | None = (
         -1  # also show every metric on the console every this many steps; -1: only at validation and the last step
     )
+    resume_without_manifest: bool = False  # resume from a checkpoint that has no manifest.json (saved before manifests, or copied without it), its files unverified
 
 
 @dataclass

@@ -12,10 +12,13 @@ A checkpoint is written into `.tmp_global_step_N/`. Only when every worker has r
 driver has written data.pt are all files and folders fsynced and the folder renamed to
 `global_step_N` (one rename: a folder of that name is always complete); then the tracker file is
 replaced the same way (temp file, fsync, os.replace). A crash at any point leaves the previous
-checkpoint and the tracker pointing at it untouched; the next save removes a leftover temp folder.
+checkpoint and the tracker pointing at it untouched. A save that fails (a full disk) removes its
+temp folder (`discard`), and the next save removes any leftover temp folder of any step (`begin`).
 Before a resume, `check_complete` finds every file the run will load, at the size and with the
 content hash the manifest recorded (a shard cut short, deleted or overwritten is named before Ray
-starts); checkpoint_vet.py then vets their contents.
+starts); a folder without a manifest cannot be verified and is refused unless
+trainer.resume_without_manifest=True says to trust it; checkpoint_vet.py then vets their contents
+(and that data.pt's step is the folder's).
 Old checkpoints are removed after the new one is committed, renamed aside first, so a crash
 mid-delete never leaves a half-deleted folder under a checkpoint's name. Nothing is deleted or
 followed through a symbolic link: a linked global_step_N may be somebody else's folder.
@@ -31,12 +34,13 @@ import shutil
 import torch
 
 from verl_lite.engine.checkpoint import MODEL_DIR, OPTIM_DIR, extra_state_name
-from verl_lite.utils.manifest import manifest_problems, write_manifest
+from verl_lite.utils.manifest import MANIFEST, manifest_problems, write_manifest
 
 log = logging.getLogger(__name__)
 
 TRACKER = "latest_checkpointed_iteration.txt"
 DATA_FILE = "data.pt"
+TMP_PREFIX = ".tmp_global_step_"
 STEP_DIR = re.compile(r"^global_step_(\d+)$")
 RESUME_MODES = ("auto", "disable", "resume_path")
 
@@ -46,13 +50,22 @@ def step_dir(root: str, step: int) -> str:
 
 
 def begin(root: str, step: int) -> str:
-    """A fresh, empty temp folder for step `step`'s checkpoint."""
-    tmp = os.path.join(root, f".tmp_global_step_{step}")
+    """A fresh, empty temp folder for step `step`'s checkpoint; the temp folders a crashed or failed
+    save of any step left behind are removed first (never through a link)."""
+    tmp = os.path.join(root, f"{TMP_PREFIX}{step}")
     if os.path.islink(tmp):
         raise OSError(f"refusing to write a checkpoint into {tmp}: it is a symbolic link")
-    shutil.rmtree(tmp, ignore_errors=True)
+    for name in os.listdir(root) if os.path.isdir(root) else []:
+        if name.startswith(TMP_PREFIX) and not os.path.islink(os.path.join(root, name)):
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
     os.makedirs(tmp)
     return tmp
+
+
+def discard(tmp: str) -> None:
+    """Remove the temp folder of a save that failed (a full disk leaves a partial one)."""
+    if not os.path.islink(tmp):
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def write_trainer_state(
@@ -243,10 +256,19 @@ def weightless_resume(path: str, roles: dict[str, list[str]], key: str) -> str |
     )
 
 
-def check_complete(path: str, roles: dict[str, list[str]], world_size: int, key: str) -> None:
-    """Raise naming `key` when `path` is not a complete checkpoint holding `roles[role]` contents."""
+def check_complete(
+    path: str, roles: dict[str, list[str]], world_size: int, key: str, without_manifest: bool = False
+) -> None:
+    """Raise naming `key` when `path` is not a complete checkpoint holding `roles[role]` contents.
+    `without_manifest` (trainer.resume_without_manifest): a folder with no manifest is trusted."""
     if not os.path.isdir(path):
         raise FileNotFoundError(f"{key}: checkpoint folder {path!r} does not exist")
+    if not without_manifest and not os.path.lexists(os.path.join(path, MANIFEST)):
+        raise FileNotFoundError(
+            f"{key}: checkpoint {path!r} has no {MANIFEST}, so its files cannot be verified (deleted, or saved "
+            "before verl_lite wrote manifests); point the resume at another global_step_N folder, or set "
+            "trainer.resume_without_manifest=True to trust this one"
+        )
     needed = [DATA_FILE]
     for role, contents in roles.items():
         if "model" in contents:

@@ -29,7 +29,7 @@ from torch.distributed.checkpoint.metadata import BytesStorageMetadata
 
 from verl_lite.engine.checkpoint import HF_DIR, MODEL_DIR, OPTIM_DIR, extra_state_name
 from verl_lite.engine.dcp_safe import read_dcp_metadata
-from verl_lite.trainer.checkpoint import DATA_FILE
+from verl_lite.trainer.checkpoint import DATA_FILE, STEP_DIR
 from verl_lite.utils.model_files import read_config
 from verl_lite.utils.model_weights import checkpoint_tensors
 
@@ -81,6 +81,12 @@ def vet_trainer_state(path: str, key: str) -> dict:
     if not ok:
         raise ValueError(
             f"{key}: {file} does not hold a verl_lite trainer state (global_step, sampler.epoch/offset)"
+        )
+    named = STEP_DIR.match(os.path.basename(os.path.normpath(path)))
+    if named and int(named.group(1)) != state["global_step"]:  # the run would resume at the file's step
+        raise ValueError(
+            f"{key}: {file} says global_step={state['global_step']}, but its folder is step {named.group(1)}; "
+            "the file belongs to another checkpoint: point the resume at a checkpoint written whole by verl_lite"
         )
     return state
 

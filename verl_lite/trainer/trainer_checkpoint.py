@@ -60,7 +60,7 @@ class TrainerCheckpoint:
             weightless = ckpt.weightless_resume(path, self.contents, key)
             if weightless:
                 raise ValueError(weightless)
-            ckpt.check_complete(path, self.contents, self.world_size, key)
+            ckpt.check_complete(path, self.contents, self.world_size, key, t.resume_without_manifest)
             vet_checkpoint(path, self.contents, self.world_size, key)
             sizes = model_size_problems(path, self._resumed_models(), key)
             if sizes:
@@ -91,13 +91,17 @@ class TrainerCheckpoint:
             tmp = ckpt.begin(root, step)
         except OSError as e:
             raise RunError(f"cannot write the checkpoint of step {step} into {root}: {e}") from e
-        for role, wg in groups.items():
-            wg.save_checkpoint(os.path.join(tmp, role), step)
-        driver = {"kl_coef": kl_ctrl.value} if kl_ctrl is not None else {}  # besides the sampler
         try:
-            ckpt.write_trainer_state(tmp, step, sampler.state_dict(), driver)
-        except OSError as e:  # torch.save's own error names no file
-            raise RunError(f"cannot write {os.path.join(tmp, ckpt.DATA_FILE)}: {e}") from e
+            for role, wg in groups.items():
+                wg.save_checkpoint(os.path.join(tmp, role), step)
+            driver = {"kl_coef": kl_ctrl.value} if kl_ctrl is not None else {}  # besides the sampler
+            try:
+                ckpt.write_trainer_state(tmp, step, sampler.state_dict(), driver)
+            except OSError as e:  # torch.save's own error names no file
+                raise RunError(f"cannot write {os.path.join(tmp, ckpt.DATA_FILE)}: {e}") from e
+        except BaseException:  # a full disk: the partial folder would stay behind, filling it
+            ckpt.discard(tmp)
+            raise
         keep = {role: getattr(t, f"max_{role}_ckpt_to_keep") for role in groups}
         if self.committer is None:
             self.committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="verl_lite-commit")
@@ -154,7 +158,11 @@ def _commit(root: str, step: int, tmp: str, keep: dict[str, int | None]) -> str:
     """Commit, then rotate: what runs in the background after a save (hashing every file for the
     manifest is most of it)."""
     start = time.perf_counter()
-    final = ckpt.commit(root, step, tmp)
+    try:
+        final = ckpt.commit(root, step, tmp)
+    except BaseException:  # not published: the partial temp folder goes (a full disk at the manifest)
+        ckpt.discard(tmp)
+        raise
     ckpt.rotate(root, keep)
     log.info("saved checkpoint %s (committed in %.2fs)", final, time.perf_counter() - start)
     return final
