@@ -60,6 +60,16 @@ def files(tmp_path_factory):
         "unknown_tool": rows(**{"extra_info.tools_kwargs": {"calculator": {"create_kwargs": {"x": "1"}}}}),
         "no_tools_kwargs": rows(**{"extra_info.tools_kwargs": None}),
         "no_interaction_name": rows(**{"extra_info.interaction_kwargs": {"ground_truth": "1"}}),
+        # tools_kwargs / interaction_kwargs / extra_info of the wrong shape (issue 38, class 4)
+        "tool_entry_str": rows(**{"extra_info.tools_kwargs": {"calc_gsm8k_reward": "7"}}),
+        "create_kwargs_str": rows(
+            **{"extra_info.tools_kwargs": {"calc_gsm8k_reward": {"create_kwargs": "7"}}}
+        ),
+        "create_kwarg_typo": rows(
+            **{"extra_info.tools_kwargs": {"calc_gsm8k_reward": {"create_kwarg": {"ground_truth": "1"}}}}
+        ),
+        "interaction_kwargs_str": rows(**{"extra_info.interaction_kwargs": "gsm8k"}),
+        "extra_info_str": rows(extra_info="index 3"),
     }
     paths = {}
     for name, content in data.items():
@@ -206,6 +216,33 @@ CASES = [
         "loop_timeout_zero",
         lambda f: multi_turn(f) + [f"{AGENT}.loop_timeout=0"],
         f"{AGENT}.loop_timeout=0.0 must be a finite number > 0",
+    ),
+    (
+        "tools_kwargs_entry_not_a_mapping",
+        lambda f: multi_turn(f, data="tool_entry_str"),
+        "data.train_files: {r}/tool_entry_str.parquet row 0 (7 more rows like it): "
+        "extra_info.tools_kwargs.calc_gsm8k_reward='7' must be a mapping with ['create_kwargs',",
+    ),
+    (
+        "tools_kwargs_create_kwargs_not_a_mapping",
+        lambda f: multi_turn(f, data="create_kwargs_str"),
+        "row 0 (7 more rows like it): extra_info.tools_kwargs.calc_gsm8k_reward.create_kwargs='7' must be a "
+        "mapping of keyword arguments",
+    ),
+    (
+        "tools_kwargs_key_misspelled",
+        lambda f: multi_turn(f, data="create_kwarg_typo"),
+        "extra_info.tools_kwargs.calc_gsm8k_reward has keys ['create_kwarg'] that no tool call reads",
+    ),
+    (
+        "interaction_kwargs_not_a_mapping",
+        lambda f: multi_turn(f, data="interaction_kwargs_str"),
+        "row 0 (7 more rows like it): extra_info.interaction_kwargs='gsm8k' must be a mapping",
+    ),
+    (
+        "extra_info_not_a_mapping",
+        lambda f: multi_turn(f, data="extra_info_str"),
+        "{r}/extra_info_str.parquet row 0 (7 more rows like it): extra_info='index 3' must be a mapping",
     ),
     (
         "tool_config_missing",

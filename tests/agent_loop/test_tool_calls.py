@@ -1,11 +1,17 @@
 """Tool calls from the agent loop: concurrent, bounded by the timeout, every failure a message."""
 
 import asyncio
+import logging
 import time
 
+import numpy as np
+import torch
+
 from tests.helpers.agent import tool_entry, user_tool, write_yaml
+from verl_lite.agent_loop.metrics import FailingToolReport, failing_tools
 from verl_lite.agent_loop.tool_calls import ToolRunner, truncate
 from verl_lite.agent_loop.tool_parser import ToolCall
+from verl_lite.protocol import DataProto
 from verl_lite.tools.registry import build_tools
 
 
@@ -98,3 +104,44 @@ def test_truncation_is_verls():
     assert truncate(text, 4, "left") == "abcd...(truncated)"
     assert truncate(text, 4, "right") == "(truncated)...ghij"
     assert truncate(text, 4, "middle") == "ab...(truncated)...ij"
+
+
+def test_a_tool_failing_in_every_call_of_a_step_is_said_once_with_its_cause(tmp_path, caplog):
+    """A result of the wrong type fails every call: the model is told why, each trajectory records
+    its tools' outcomes, and the driver says once per tool and cause on the console (not only in
+    agent_loop/num_tool_errors) which tool failed every call and the first failure's text."""
+    entries = [
+        tool_entry(user_tool("StrTool"), "str", {"text": "t"}),
+        tool_entry(user_tool("EchoTool"), "echo"),
+    ]
+    tools = build_tools(write_yaml(tmp_path / "tools.yaml", {"tools": entries}))
+    r = ToolRunner(tools, timeout_s=5.0, max_response_length=256, truncate_side="middle")
+
+    async def trajectory(calls):
+        session = r.session({})
+        texts = await session.run_turn(calls, max_parallel=4)
+        await session.finish()
+        return texts, session.stats.as_dict()
+
+    one, first = asyncio.run(trajectory([ToolCall("str", {"text": "1"}), ToolCall("echo", {"text": "e"})]))
+    _, second = asyncio.run(trajectory([ToolCall("str", {"text": "2"}), ToolCall("str", {"text": "3"})]))
+    assert one == [
+        "Error when executing tool: str.execute returned str, not a ToolResponse (verl's contract: "
+        "(ToolResponse(text=...), reward, metrics))",
+        "e",
+    ]
+    assert first["tool_outcomes"]["echo"] == [1, 0, None] and second["tool_outcomes"]["str"][:2] == [2, 2]
+    batch = DataProto.from_dict(
+        {"x": torch.zeros(2, 1)}, {"agent_loop_stats": np.array([first, second], dtype=object)}
+    )
+    assert failing_tools(batch) == {"str": (3, one[0].removeprefix("Error when executing tool: "))}
+    report = FailingToolReport()
+    with caplog.at_level(logging.WARNING, logger="verl_lite"):
+        report(batch, 1)
+        report(batch, 2)  # the same tool and cause: not said again
+    said = [rec.getMessage() for rec in caplog.records if rec.getMessage().startswith("tool ")]
+    assert said == [
+        "tool str: all 3 calls of step 1 failed, the first with: str.execute returned str, not a ToolResponse "
+        "(verl's contract: (ToolResponse(text=...), reward, metrics)) (the model is told so and the run goes "
+        "on; see agent_loop/num_tool_errors)"
+    ], said

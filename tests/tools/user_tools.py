@@ -77,3 +77,10 @@ class SyncTool:
 class BrokenInitTool(BaseTool):
     def __init__(self, config, tool_schema):
         raise RuntimeError("cannot reach the license server")
+
+
+class StrTool(BaseTool):
+    """Returns a str where verl's contract asks for a ToolResponse: every call fails."""
+
+    async def execute(self, instance_id, parameters, **kwargs):
+        return f"the answer is {parameters.get('text')}", None, None

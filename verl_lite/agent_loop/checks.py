@@ -6,7 +6,10 @@ agent_loop_config_path and default_agent_loop, and that data.tool_config_path (t
 prompts list) is the tool config the loops run.
 
 `check_agent_rows` (once the datasets are loaded): every row's agent_name names a loop; its
-extra_info.tools_kwargs names configured tools and is present where need_tools_kwargs says so; its
+extra_info is a mapping, its tools_kwargs maps configured tools to {create_kwargs, execute_kwargs,
+calc_reward_kwargs, release_kwargs} mappings and is present where need_tools_kwargs says so, its
+interaction_kwargs is a mapping (a wrong shape would fail every tool call of the run, seen only in a
+counter); its
 interaction_kwargs name a configured interaction where an interaction would start; and verl's silent
 footgun: multi_turn.enable=True with tools or interactions while every row of the training or the
 validation files runs single_turn_agent (no agent_name column, default_agent_loop=single_turn_agent)
@@ -112,6 +115,26 @@ def _row_problems(
 
     name = lambda row: agent_field(row, "agent_name") or default  # noqa: E731
     report(
+        lambda row: row.get("extra_info") is not None and not isinstance(row.get("extra_info"), dict),
+        lambda row: (
+            f"extra_info={row['extra_info']!r} must be a mapping (verl's layout: index, tools_kwargs, "
+            "interaction_kwargs, ...)"
+        ),
+    )
+    report(
+        lambda row: _tools_kwargs_shape(row) is not None,
+        lambda row: _tools_kwargs_shape(row),
+    )
+    report(
+        lambda row: not isinstance(_info(row).get("interaction_kwargs") or {}, dict),
+        lambda row: (
+            f"extra_info.interaction_kwargs={row['extra_info']['interaction_kwargs']!r} must be a mapping "
+            "({name: <interaction>, ...: its keyword arguments})"
+        ),
+    )
+    if problems:  # the checks below read these fields as mappings
+        return problems
+    report(
         lambda row: not _absent(row.get("agent_name")) and not isinstance(row.get("agent_name"), str),
         lambda row: f"agent_name={row['agent_name']!r} must be the name of an agent loop (a string) or null",
     )
@@ -162,6 +185,36 @@ def _row_problems(
             ),
         )
     return problems
+
+
+KWARGS_KEYS = ("create_kwargs", "execute_kwargs", "calc_reward_kwargs", "release_kwargs")
+
+
+def _info(row) -> dict:
+    info = row.get("extra_info")
+    return info if isinstance(info, dict) else {}
+
+
+def _tools_kwargs_shape(row) -> str | None:
+    """What is wrong with the shape of a row's extra_info.tools_kwargs (None: nothing, or absent)."""
+    value = _info(row).get("tools_kwargs")
+    if not isinstance(value, dict):
+        return None  # absent, or not a mapping: the row checks below say so
+    for tool, entry in value.items():
+        if entry is None:  # parquet's union of struct fields: a tool named only by other rows
+            continue
+        where = f"extra_info.tools_kwargs.{tool}"
+        if not isinstance(entry, dict):
+            return f"{where}={entry!r} must be a mapping with {list(KWARGS_KEYS)}"
+        unknown = sorted(k for k, v in entry.items() if k not in KWARGS_KEYS and v is not None)
+        if unknown:
+            return (
+                f"{where} has keys {unknown} that no tool call reads; a tool's entry has {list(KWARGS_KEYS)}"
+            )
+        for key in KWARGS_KEYS:
+            if entry.get(key) is not None and not isinstance(entry[key], dict):
+                return f"{where}.{key}={entry[key]!r} must be a mapping of keyword arguments"
+    return None
 
 
 def check_agent_rows(cfg: PPOTrainerConfig, run: Run, train, val) -> list[str]:

@@ -11,9 +11,15 @@
     agent_loop/masked_response_token_ratio   share of response tokens the policy did not sample
     agent_loop/tokenization_mismatch_ratio   trajectories the sanity check flagged (sanity.py)
 A `prefix` (val-aux/) names a validation batch's.
+
+`failing_tools` reads the same fields for what a counter hides: a tool whose every call of the
+step failed (wrong tools_kwargs, a result of the wrong type, arguments its code rejects...). The
+trainer says so on the console, once per tool and cause, with the first failure's text.
 """
 
 from __future__ import annotations
+
+import logging
 
 import numpy as np
 
@@ -59,3 +65,41 @@ def compute_agent_loop_metrics(batch: DataProto, prefix: str = "") -> dict[str, 
     real = float(b["attention_mask"][:, -width:].sum())
     metrics[f"{a}/masked_response_token_ratio"] = 1.0 - float(b["response_mask"].sum()) / max(real, 1.0)
     return metrics
+
+
+log = logging.getLogger("verl_lite")
+
+
+def failing_tools(batch: DataProto) -> dict[str, tuple[int, str]]:
+    """name -> (calls, the first failure's text) for each tool every call of which failed this step."""
+    stats = batch.non_tensor_batch.get("agent_loop_stats")
+    totals: dict[str, list] = {}
+    for s in stats if stats is not None else []:
+        for name, (calls, failures, first) in s.get("tool_outcomes", {}).items():
+            total = totals.setdefault(name, [0, 0, None])
+            total[0], total[1] = total[0] + calls, total[1] + failures
+            total[2] = total[2] or first
+    return {
+        name: (calls, first) for name, (calls, failures, first) in sorted(totals.items()) if calls == failures
+    }
+
+
+class FailingToolReport:
+    """Says once per (tool, cause) on the console that a step's every call of a tool failed."""
+
+    def __init__(self):
+        self.said: set[tuple[str, str]] = set()
+
+    def __call__(self, batch: DataProto, step: int) -> None:
+        for name, (calls, first) in failing_tools(batch).items():
+            if (name, first) in self.said:
+                continue
+            self.said.add((name, first))
+            log.warning(
+                "tool %s: all %d calls of step %d failed, the first with: %s (the model is told so and "
+                "the run goes on; see agent_loop/num_tool_errors)",
+                name,
+                calls,
+                step,
+                first[:300],
+            )

@@ -19,7 +19,9 @@ are counted. What the model is told for a call, as verl words it where verl has 
   - `Error when executing tool: ...` for an unknown tool name, a malformed call (tool_parser.py), a
     tool that raises, or a result with images or video (text models only);
   - `Error when executing tool: <name> did not finish within <t> s` for a timeout.
-Every call's outcome is counted (ToolStats) for the step's metrics.
+Every call's outcome is counted (ToolStats) for the step's metrics, and per tool the calls, the
+failures and the first failure's text: when every call of a tool in a step fails, the driver says
+so once on the console with that cause (metrics.py), not only in a counter.
 """
 
 from __future__ import annotations
@@ -57,6 +59,14 @@ class ToolStats:
     dropped: int = 0  # beyond max_parallel_calls in a turn: not run
     latencies: list[float] = field(default_factory=list)  # seconds per call run
     seconds: float = 0.0  # wall time of the trajectory's tool turns (verl's agent_loop/tool_calls)
+    per_tool: dict[str, list] = field(default_factory=dict)  # name -> [calls, failures, first failure]
+
+    def outcome(self, name: str, failure: str | None) -> None:
+        entry = self.per_tool.setdefault(name, [0, 0, None])
+        entry[0] += 1
+        if failure is not None:
+            entry[1] += 1
+            entry[2] = entry[2] or failure
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -67,6 +77,7 @@ class ToolStats:
             "tool_dropped": self.dropped,
             "tool_latencies": list(self.latencies),
             "tool_seconds": self.seconds,
+            "tool_outcomes": {name: list(entry) for name, entry in self.per_tool.items()},
         }
 
 
@@ -187,16 +198,19 @@ class ToolSession:
             return f"Error when executing tool: unknown tool {call.name!r}; the tools are {sorted(self.runner.tools)}"
         self.stats.calls += 1
         start = time.perf_counter()
+        failure = None
         try:
-            return self._result(call.name, await self._execute(call))
+            text, failure = self._result(call.name, await self._execute(call))
         except ToolTimeout:
             self.stats.timeouts += 1
-            return f"Error when executing tool: {call.name} did not finish within {self.runner.timeout_s:g} s"
+            failure = f"{call.name} did not finish within {self.runner.timeout_s:g} s"
         except Exception as e:
             self.stats.errors += 1
-            return f"Error when executing tool: {type(e).__name__}: {e}"
+            failure = f"{type(e).__name__}: {e}"
         finally:
             self.stats.latencies.append(time.perf_counter() - start)
+        self.stats.outcome(call.name, failure)
+        return f"Error when executing tool: {failure}" if failure is not None else text
 
     async def _execute(self, call: ToolCall):
         if call.name not in self.instances:
@@ -205,14 +219,21 @@ class ToolSession:
         kwargs = self._kwargs(call.name, "execute_kwargs")
         return await self.runner.call(tool.execute, self.instances[call.name], call.arguments, **kwargs)
 
-    def _result(self, name: str, result) -> str:
+    def _result(self, name: str, result) -> tuple[str | None, str | None]:
+        """(the text for the model, None) or (None, why the result is unusable)."""
         response, reward = (result[0], result[1]) if isinstance(result, tuple) else (result, None)
+        if not hasattr(response, "text"):
+            self.stats.errors += 1
+            return None, (
+                f"{name}.execute returned {type(response).__name__}, not a ToolResponse (verl's contract: "
+                "(ToolResponse(text=...), reward, metrics))"
+            )
         if getattr(response, "image", None) or getattr(response, "video", None):
             self.stats.errors += 1
-            return f"Error when executing tool: {name} returned an image or video; only text results are supported"
+            return None, f"{name} returned an image or video; only text results are supported"
         if reward is not None:
             self.step_rewards.append(float(reward))
-        return self.runner.text_of(response)
+        return self.runner.text_of(response), None
 
     async def finish(self) -> dict[str, float]:
         """calc_reward of each tool used (with calc_reward_kwargs), then release; name -> reward."""

@@ -21,7 +21,7 @@ import logging
 from collections.abc import Callable
 from contextlib import contextmanager
 
-from verl_lite.agent_loop.metrics import compute_agent_loop_metrics
+from verl_lite.agent_loop.metrics import FailingToolReport, compute_agent_loop_metrics
 from verl_lite.algos.kl_ctrl import build_kl_controller
 from verl_lite.config.run import Run
 from verl_lite.config.schema import PPOTrainerConfig
@@ -78,6 +78,7 @@ class RayPPOTrainer:
         # resolved at start-up from the data (trainer/checks.resolve_training_steps)
         self.total_training_steps = config.actor_rollout_ref.actor.optim.total_training_steps
         self.kl_ctrl = None
+        self.report_failing_tools = FailingToolReport()  # a tool failing in every call: said once
         if alg.use_kl_in_reward:
             k = alg.kl_ctrl
             self.kl_ctrl = build_kl_controller(k.type, k.kl_coef, k.target_kl, k.horizon)
@@ -161,6 +162,7 @@ class RayPPOTrainer:
         metrics.update(self.step_phases.dispatch.balance_metrics(batch))
         metrics.update(compute_data_metrics(batch, self.config.data.max_prompt_length, response_length))
         metrics.update(compute_agent_loop_metrics(batch))
+        self.report_failing_tools(batch, self.global_steps)
         metrics.update({f"timing_s/{k}": v for k, v in timings.items()})
         metrics.update(compute_throughput_metrics(batch, timings["step"], self.run.world))
         metrics.update(compute_variance_proxy_metrics(batch, metrics.get("actor/grad_norm")))
