@@ -41,3 +41,17 @@ def test_missing_required_package_fails_with_the_fix(monkeypatch, capsys):
 def test_missing_optional_package_only_warns():
     finding = doctor.check_package("no_such_tracker_xyz", "no-such-tracker", False, "pip install it")
     assert (finding.status, finding.fix) == ("warn", "pip install it")
+
+
+def test_a_bad_omp_num_threads_is_not_reported_as_ready(monkeypatch, capsys):
+    """Every run refuses it at start-up, so the doctor must not say "ready": it fails, with the fix."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "four")
+    assert doctor.main([]) == 1
+    out = capsys.readouterr().out
+    assert "fail  OMP_NUM_THREADS" in out and "OMP_NUM_THREADS='four' is not a positive whole number" in out
+    assert "- OMP_NUM_THREADS: export OMP_NUM_THREADS=<cores per worker>, or unset it" in out
+    assert out.rstrip().endswith("required parts missing: OMP_NUM_THREADS"), out
+    monkeypatch.setenv("OMP_NUM_THREADS", "0")
+    assert [f.status for f in doctor.check_threads()] == ["fail"]
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert [(f.status, f.detail) for f in doctor.check_threads()] == [("ok", "2 threads per worker")]

@@ -179,12 +179,29 @@ def check_rest() -> list[Finding]:
     return found
 
 
+def check_threads() -> list[Finding]:
+    """OMP_NUM_THREADS, when set, as every run reads it (utils/device.requested_threads): a value that
+    is not a positive whole number stops every run at start-up, so the machine is not ready."""
+    from verl_lite.utils import device as dev
+
+    try:
+        requested = dev.requested_threads(os.environ)
+    except ValueError as e:
+        return [
+            Finding(
+                dev.THREADS_ENV, "fail", str(e), f"export {dev.THREADS_ENV}=<cores per worker>, or unset it"
+            )
+        ]
+    return [] if requested is None else [Finding(dev.THREADS_ENV, "ok", f"{requested} threads per worker")]
+
+
 def run_checks() -> list[Finding]:
     return [
         Finding("python", "ok", sys.version.split()[0]),
         *check_torch(),
         *check_rest(),
         *check_vllm(),
+        *check_threads(),
         *check_devices(),
     ]
 

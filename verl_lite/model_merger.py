@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import sys
 import warnings
@@ -37,6 +38,7 @@ from verl_lite.errors import InputError, one_line
 from verl_lite.utils.hf_model import save_hf_folder
 from verl_lite.utils.manifest import manifest_problems
 
+STEP_DIR = re.compile(r"^global_step_\d+$")  # trainer/checkpoint.py's step folders
 # files of a HF folder that describe the model, not the tokenizer
 MODEL_FILES = ("config.json", "generation_config.json", "model.safetensors", "model.safetensors.index.json")
 
@@ -97,8 +99,38 @@ def check_integrity(local_dir: str, read_hf_dir: bool) -> None:
         )
 
 
+def check_local_dir(local_dir: str) -> None:
+    """--local_dir is a role's folder (global_step_N/actor), not the step folder above it."""
+    folder = os.path.abspath(local_dir)
+    roles = [r for r in ("actor", "critic") if os.path.isdir(os.path.join(folder, r))]
+    if STEP_DIR.match(os.path.basename(folder)) or (
+        roles and not os.path.isdir(os.path.join(folder, MODEL_DIR))
+    ):
+        raise InputError(
+            f"--local_dir={local_dir!r} is a step folder; point it at the role folder inside it: "
+            + " or ".join(repr(os.path.join(local_dir, r)) for r in roles or ["actor"])
+        )
+
+
+def fit_problems(config, state: dict[str, torch.Tensor]) -> list[str]:
+    """How the checkpoint's tensors differ from the model `config` describes (names and shapes)."""
+    arch = (getattr(config, "architectures", None) or [None])[0]
+    model_cls = getattr(transformers, arch, None) if arch else None
+    with torch.device("meta"):
+        model = model_cls(config) if isinstance(model_cls, type) else AutoModelForCausalLM.from_config(config)
+    expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    problems = [
+        f"{k} is {list(v.shape)} in the checkpoint, {list(expected[k])} by the config"
+        for k, v in state.items()
+        if k in expected and tuple(v.shape) != expected[k]
+    ]
+    problems += [f"the checkpoint has {k}, the config's model does not" for k in state if k not in expected]
+    return problems
+
+
 def merge(local_dir: str, target_dir: str, hf_model_path: str | None = None) -> str:
     """Write the merged HF folder; returns target_dir."""
+    check_local_dir(local_dir)
     check_integrity(local_dir, read_hf_dir=hf_model_path is None)
     source = hf_model_path or os.path.join(local_dir, HF_DIR)
     if not os.path.exists(os.path.join(source, "config.json")):
@@ -114,6 +146,14 @@ def merge(local_dir: str, target_dir: str, hf_model_path: str | None = None) -> 
         shutil.copytree(lora_dir, os.path.join(target_dir, LORA_DIR), dirs_exist_ok=True)
     else:
         state = load_full_state_dict(os.path.join(local_dir, MODEL_DIR))
+    differ = fit_problems(config, state)
+    if differ:  # else load_state_dict's size-mismatch traceback
+        key = "--hf_model_path" if hf_model_path else "--local_dir"
+        raise InputError(
+            f"{key}: {os.path.join(source, 'config.json')!r} describes a model of another shape than the "
+            f"checkpoint's weights: {'; '.join(differ[:3])}{f' (and {len(differ) - 3} more)' if len(differ) > 3 else ''}; "
+            "pass the model folder the run trained on"
+        )
     try:
         generation_config = GenerationConfig.from_pretrained(source)
     except OSError:  # a model folder without generation_config.json

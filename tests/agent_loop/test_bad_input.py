@@ -144,6 +144,9 @@ def user_code_files(root) -> dict[str, str]:
         "interaction_blocks_when_built": "user_classes_mt38.BlockingInteraction",
     }.items():
         paths[tag] = write_yaml(root / f"{tag}.yaml", {"interaction": [{"name": "gsm8k", "class_name": cls}]})
+    paths["loop_not_async"] = write_yaml(
+        root / "loop_sync.yaml", [{"name": "sync", "_target_": "tests.agent_loop.user_loops.SyncRunLoop"}]
+    )
     paths["loop_exits_at_import"] = write_yaml(
         root / "loop_exits.yaml", [{"name": "mine", "_target_": "exits_at_import_mt38.Loop"}]
     )
@@ -206,6 +209,11 @@ CASES = [
         lambda f: multi_turn(f) + [f"{AGENT}.agent_loop_config_path={f['loop_exits_at_import']}"],
         "exits_at_import_mt38.Loop: importing 'exits_at_import_mt38' ({r}/user_code/exits_at_import_mt38.py) "
         + EXITS,
+    ),
+    (
+        "agent_loop_run_not_async",
+        lambda f: multi_turn(f) + [f"{AGENT}.agent_loop_config_path={f['loop_not_async']}"],
+        "agent loop 'sync': tests.agent_loop.user_loops.SyncRunLoop.run must be an async method",
     ),
     (
         "loop_timeout_below_two_tool_calls",

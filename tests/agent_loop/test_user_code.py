@@ -28,7 +28,7 @@ def run(tmp_path, agent_name, scripts, loop_timeout=600.0, tool_call_timeout=60.
         tmp_path / "loops.yaml",
         [
             {"name": f"{how}_loop", "_target_": f"{LOOPS}.MisbehavingLoop", "how": how}
-            for how in ("hang", "exit", "nan", "empty")
+            for how in ("hang", "exit", "nan", "empty", "beyond_vocab")
         ],
     )
     if interaction is not None:
@@ -126,3 +126,13 @@ def test_a_batch_without_one_policy_token_is_refused(tmp_path):
         run(tmp_path, "empty_loop", [["7"], ["7"]])
     assert "no trajectory of the batch (2) has a token sampled by the policy" in str(info.value)
     assert "['empty_loop']" in str(info.value)
+
+
+def test_a_token_id_outside_the_vocabulary_is_refused_before_the_update(tmp_path):
+    with pytest.raises(ValueError) as info:
+        run(tmp_path, "beyond_vocab_loop", [["7"]])
+    tok = tool_tokenizer()
+    assert str(info.value) == (
+        f"agent loop output 0 (agent loop 'beyond_vocab_loop'): response_ids[1]=1000000 is outside the model's "
+        f"vocabulary [0, {len(tok)}) (1 such ids); a loop must return token ids of the model's tokenizer"
+    )

@@ -27,7 +27,7 @@ class NotALoop:
 
 class MisbehavingLoop(AgentLoopBase):
     """One generation, then what its YAML entry's `how` says: `hang` (row index 1 awaits an event no
-    one sets), `exit` (sys.exit(0)), `nan` (a reward_score of nan), `empty` (returns no response)."""
+    one sets), `exit` (sys.exit(0)), `nan` (a reward_score of nan), `empty` (returns no response), `beyond_vocab` (inserts id 10**6)."""
 
     async def run(self, sampling_params, **kwargs):
         import asyncio
@@ -42,5 +42,17 @@ class MisbehavingLoop(AgentLoopBase):
             sys.exit(0)
         if how == "empty":
             return AgentLoopOutput(prompt, [], [], [], num_turns=2)
+        if how == "beyond_vocab":  # an id a tokenizer never gives, inserted by the loop
+            ids = out.token_ids + [10**6]
+            return AgentLoopOutput(
+                prompt, ids, [1] * len(out.token_ids) + [0], out.log_probs + [0.0], num_turns=2
+            )
         ids, score = out.token_ids, float("nan") if how == "nan" else None
         return AgentLoopOutput(prompt, ids, [1] * len(ids), out.log_probs, num_turns=2, reward_score=score)
+
+
+class SyncRunLoop(AgentLoopBase):
+    """`run` written without async: found when the loop file is checked, not at the first step."""
+
+    def run(self, sampling_params, **kwargs):
+        return None

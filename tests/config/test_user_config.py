@@ -135,6 +135,26 @@ def test_what_hydra_refuses_in_the_file_is_one_line_naming_file_and_key(tmp_path
     )
 
 
+def test_a_defaults_cycle_a_tab_and_an_empty_file_are_one_line_naming_the_file(tmp_path):
+    """Hydra recursed until Python's limit (a cycle), printed a YAML scanner's report (a tab), or let
+    an empty file through to a wrong reason (that its folder held verl's ppo_trainer)."""
+    write(tmp_path, "mine", "defaults:\n  - ppo_trainer\n  - shared\n  - _self_\n")
+    write(tmp_path, "shared", "defaults:\n  - mine\n")
+    assert lines_for(tmp_path, "mine", None) == (
+        f"{tmp_path}/mine.yaml: its defaults form a cycle (mine.yaml -> shared.yaml -> mine.yaml), which "
+        "Hydra would follow forever; a file's defaults list ppo_trainer, other files of yours and _self_, "
+        "never a file that lists it"
+    )
+    head = "defaults:\n  - ppo_trainer\n  - _self_\n"
+    assert lines_for(tmp_path, "tabbed", head + "trainer:\n\ttotal_epochs: 2\n") == (
+        f"{tmp_path}/tabbed.yaml: line 5 has a tab; YAML indents with spaces only"
+    )
+    assert lines_for(tmp_path, "blank", "# nothing yet\n") == (
+        f"{tmp_path}/blank.yaml is empty (or holds only comments): a config file starts with "
+        "`defaults: [ppo_trainer, _self_]` and sets keys below it"
+    )
+
+
 def test_a_command_line_value_of_the_wrong_type_is_one_line_for_verl_lites_own_configs_too():
     """Hydra's own report of these is seven lines (exit 1); for ppo_trainer and demo as well as a
     user's file, the line names the override, Hydra's reason and what to give instead."""

@@ -10,6 +10,7 @@ give the logits of the weights the engine held when it saved. A NaN in the loss 
 from __future__ import annotations
 
 import io
+import json
 import math
 import os
 import pickle
@@ -148,6 +149,39 @@ def test_hf_export_and_model_merger_give_the_engines_logits(saved, tiny_model_di
         assert diff < 1e-5, f"{folder}: logits differ by {diff}"
     base = _logits(tiny_model_dir, ids)
     assert (base - want).abs().max() > 1e-3, "trained weights must differ from the initial ones"
+
+
+def test_the_model_merger_names_a_step_folder_and_a_config_of_another_shape(saved, tmp_path, capsys):
+    """Two mistakes that gave a traceback or an unclear line: --local_dir at the step folder instead of
+    its actor folder, and --hf_model_path whose config describes a model of another shape."""
+    path, _ = saved
+    step = tmp_path / "global_step_4"
+    shutil.copytree(path, step / "actor")
+    other = tmp_path / "other_model"
+    shutil.copytree(f"{path}/huggingface", other)
+    config = json.loads((other / "config.json").read_text())
+    (other / "config.json").write_text(json.dumps(config | {"hidden_size": 2 * config["hidden_size"]}))
+    runs = {
+        "step": ["--local_dir", str(step)],
+        "shape": ["--local_dir", str(step / "actor"), "--hf_model_path", str(other)],
+    }
+    said = {}
+    for name, args in runs.items():
+        with pytest.raises(SystemExit) as info:
+            model_merger.main([*args, "--target_dir", str(tmp_path / f"merged_{name}")])
+        err = capsys.readouterr().err.strip()
+        assert info.value.code == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, err
+        said[name] = err
+        assert not (tmp_path / f"merged_{name}").exists()
+    assert said["step"] == (
+        f"verl_lite.model_merger: --local_dir='{step}' is a step folder; point it at the role folder inside "
+        f"it: '{step}/actor'"
+    )
+    assert said["shape"].startswith(
+        f"verl_lite.model_merger: --hf_model_path: '{other}/config.json' describes a model of another shape "
+        "than the checkpoint's weights: "
+    ), said["shape"]
+    assert f"in the checkpoint, [{2 * config['hidden_size']}] by the config" in said["shape"], said["shape"]
 
 
 def _in_buffers(tensor, buffers) -> bool:

@@ -10,6 +10,7 @@ from tests.helpers.model_configs import HALF_B, SEVEN_B
 from verl_lite.config.errors import ConfigError
 from verl_lite.engine.model_shape import read_shape
 from verl_lite.planner.cli import compose_config
+from verl_lite.planner.cli import main as planner_main
 from verl_lite.planner.recommend import candidates, micro_candidates, plan_rows, proposable_levers, recommend
 from verl_lite.planner.request import LEVERS, Request
 
@@ -272,3 +273,16 @@ def test_the_trainer_keeps_a_colocated_critic_on_the_device_when_the_plan_fits()
     assert idle and "wait in host memory between their phases" in message
     cfg.trainer.device_memory_gb = 80.0  # the key wins over what the workers report
     assert idle_on_host(cfg, [56.0], accelerator=True)[0] is False
+
+
+@pytest.mark.parametrize(
+    "flag, value", [("--device-memory-gb", "nan"), ("--device-memory-gb", "-8"), ("--host-memory-gb", "inf")]
+)
+def test_cli_refuses_a_memory_that_is_not_a_finite_positive_number(flag, value, capsys):
+    """nan passed every comparison (nothing fits, or everything), a negative budget planned nothing:
+    one line naming the flag, exit 2, before any config is composed (in-process: the entry's main)."""
+    assert planner_main([flag, value]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"python -m verl_lite.planner: {flag}={float(value):g} must be a finite number of GB > 0 (e.g. 24)"
+    ), err

@@ -59,6 +59,41 @@ def test_runtime_env_vars_that_are_not_strings_stop_start_up_in_one_line_each(mo
     assert _problems([f'+{ENV_VARS}.OMP_NUM_THREADS="2"', f'+{ENV_VARS}.NCCL_DEBUG="WARN"']) == []
 
 
+RUNTIME_ENV = "ray_kwargs.ray_init.runtime_env"
+
+
+def test_runtime_env_keys_ray_would_drop_and_local_paths_that_do_not_exist_are_named(monkeypatch, tmp_path):
+    """Ray drops a runtime_env key it does not know without a word, and fails in ray.init with a
+    traceback on a local working_dir, py_modules entry or requirements file that is not there."""
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    missing = tmp_path / "nope"
+    problems = _problems(
+        [
+            f"+{RUNTIME_ENV}.workdir={tmp_path}",
+            f"+{RUNTIME_ENV}.working_dir={missing}",
+            f"+{RUNTIME_ENV}.py_modules=[{tmp_path},{missing}/mod,s3://bucket/mod.zip]",
+            f"+{RUNTIME_ENV}.pip={missing}/requirements.txt",
+        ]
+    )
+    assert problems[0].startswith(
+        f"{RUNTIME_ENV}.workdir is not a runtime_env field Ray knows, and Ray would drop it without a word; "
+        "did you mean 'working_dir'?"
+    ), problems
+    assert problems[1:] == [
+        f"{RUNTIME_ENV}.working_dir='{missing}' does not exist here; it must name a local folder (or a remote URI)",
+        f"{RUNTIME_ENV}.py_modules[1]='{missing}/mod' does not exist here; it must name a local folder (or a "
+        "remote URI)",
+        f"{RUNTIME_ENV}.pip='{missing}/requirements.txt' does not exist here; it must name a requirements file",
+    ]
+    good = [
+        f"+{RUNTIME_ENV}.working_dir={tmp_path}",
+        f"+{RUNTIME_ENV}.pip=[numpy]",
+        f"+{RUNTIME_ENV}.excludes=[x]",
+    ]
+    assert _problems(good) == []
+
+
 def test_a_bad_omp_num_threads_in_the_runtime_env_is_named_there(monkeypatch):
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the runtime_env's value is the workers'

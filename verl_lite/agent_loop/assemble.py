@@ -8,7 +8,8 @@ rollout_log_probs (bs, R): the engine's log-probs of the model's tokens, 0 elsew
 rm_scores (bs, R): when every trajectory has a reward_score, on its last model token.
 Each output is checked first (AgentLoopOutput.check: aligned lists, a finite reward_score), and a
 batch in which no trajectory has a single token sampled by the policy is refused: every loss over
-it would be 0/0.
+it would be 0/0. Every id must lie in the model's vocabulary [0, vocab_size): a loop's id beyond it
+would reach the update as an index error deep in the actor, or as a wrong token.
 """
 
 from __future__ import annotations
@@ -23,14 +24,26 @@ def _last_model_token(mask: list[int]) -> int:
     return ones[-1] if ones else max(len(mask) - 1, 0)
 
 
+def _check_vocab(out: AgentLoopOutput, vocab_size: int, where: str) -> None:
+    for field in ("prompt_ids", "response_ids"):
+        bad = [(i, t) for i, t in enumerate(getattr(out, field)) if not 0 <= t < vocab_size]
+        if bad:
+            i, t = bad[0]
+            raise ValueError(
+                f"{where}: {field}[{i}]={t} is outside the model's vocabulary [0, {vocab_size}) ({len(bad)} such "
+                "ids); a loop must return token ids of the model's tokenizer"
+            )
+
+
 def assemble_outputs(
     outputs: list[AgentLoopOutput],
     prompt_length: int,
     response_length: int,
     pad_id: int,
     names: list[str] | None = None,
+    vocab_size: int | None = None,
 ) -> dict[str, torch.Tensor]:
-    """`names`: each trajectory's agent loop, for the messages."""
+    """`names`: each trajectory's agent loop, for the messages; `vocab_size`: the model's."""
     bs, P, R = len(outputs), prompt_length, response_length
     prompts = torch.full((bs, P), pad_id, dtype=torch.long)
     prompt_mask = torch.zeros((bs, P), dtype=torch.long)
@@ -46,6 +59,8 @@ def assemble_outputs(
             raise ValueError(
                 f"{where}: {p} prompt and {r} response ids exceed prompt_length={P} / response_length={R}"
             )
+        if vocab_size is not None:
+            _check_vocab(out, vocab_size, where)
         prompts[i, P - p :] = torch.tensor(out.prompt_ids, dtype=torch.long)
         prompt_mask[i, P - p :] = 1
         responses[i, :r] = torch.tensor(out.response_ids, dtype=torch.long)

@@ -11,6 +11,7 @@ class of a loop is imported only when a loop of that name runs (or start-up chec
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +49,11 @@ class LoopSpec:
         if not issubclass(cls, AgentLoopBase):
             raise ValueError(
                 f"agent loop {self.name!r}: {self.target} is not a subclass of verl_lite.agent_loop.base.AgentLoopBase"
+            )
+        if not inspect.iscoroutinefunction(cls.run):  # else found only when the first step awaits it
+            raise ValueError(
+                f"agent loop {self.name!r}: {self.target}.run must be an async method (async def run(self, "
+                "sampling_params, **kwargs)), as AgentLoopBase.run is"
             )
         return cls
 

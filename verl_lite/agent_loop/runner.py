@@ -39,8 +39,17 @@ NOT_FOR_LOOPS = ("uid",)  # the driver's bookkeeping, not row data
 
 
 class AgentLoopRunner:
-    def __init__(self, rollout: Rollout, tokenizer, rollout_cfg, chat_template_kwargs: dict | None = None):
+    def __init__(
+        self,
+        rollout: Rollout,
+        tokenizer,
+        rollout_cfg,
+        chat_template_kwargs: dict | None = None,
+        vocab_size: int | None = None,
+    ):
+        """`vocab_size`: the model's (every returned id must be below it); None: the tokenizer's length."""
         self.rollout, self.cfg = rollout, rollout_cfg
+        self.vocab_size = vocab_size or len(tokenizer)
         self.context = build_loop_context(rollout_cfg, tokenizer, chat_template_kwargs)
         self.loops = agent_loops(rollout_cfg.agent.agent_loop_config_path)
         self.pad_id = tokenizer.pad_token_id
@@ -53,7 +62,7 @@ class AgentLoopRunner:
         stats = self._stats(outputs, batcher)
         names = [row["agent_name"] for row in rows]
         tensors = assemble_outputs(
-            outputs, self.cfg.prompt_length, self.cfg.response_length, self.pad_id, names
+            outputs, self.cfg.prompt_length, self.cfg.response_length, self.pad_id, names, self.vocab_size
         )
         non_tensors = {
             "__num_turns__": np.array([o.num_turns for o in outputs], dtype=np.int32),

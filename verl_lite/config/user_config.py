@@ -90,8 +90,53 @@ def _file(folder: str, name: str) -> str:
     return os.path.join(folder, name if name.endswith(".yaml") else f"{name}.yaml")
 
 
+def _defaults_cycle(folder: str, name: str) -> list[str] | None:
+    """The files of `folder` whose defaults lists lead back to one of them (Hydra recurses forever)."""
+    import yaml
+
+    def defaults(file: str) -> list[str]:
+        try:
+            with open(_file(folder, file)) as f:
+                content = yaml.safe_load(f)
+        except (OSError, yaml.YAMLError):
+            return []
+        entries = content.get("defaults") if isinstance(content, dict) else None
+        names = [e if isinstance(e, str) else next(iter(e.values()), None) for e in entries or []]
+        return [n for n in names if isinstance(n, str) and os.path.isfile(_file(folder, n))]
+
+    path, todo = [], [(name, 0)]
+    while todo:  # depth-first, the path kept: a name met again on it closes a cycle
+        file, depth = todo.pop()
+        del path[depth:]
+        if file in path:
+            return path[path.index(file) :] + [file]
+        path.append(file)
+        todo += [(n, depth + 1) for n in reversed(defaults(file))]
+    return None
+
+
+def _yaml_line(error: Exception, source: str) -> str | None:
+    """A YAML syntax error as one line: the file, the line and what is wrong there (a tab, mostly)."""
+    text = " ".join(str(error).split())
+    at = re.search(r'in "([^"]+)", line (\d+), column (\d+)', text)
+    file, where = (at.group(1), f"line {at.group(2)}") if at else (source, "")
+    if "'\\t'" in text or "\\t" in text:
+        return f"{file}: {where} has a tab; YAML indents with spaces only"
+    problem = getattr(error, "problem", None) or text
+    return f"{file}: {where + ': ' if where else ''}{problem} (not valid YAML)"
+
+
 def _line(error: Exception, folder: str, name: str) -> str:
     """Hydra's composition error as one line naming the file and the key."""
+    if isinstance(error, RecursionError):
+        cycle = _defaults_cycle(folder, name)
+        chain = " -> ".join(os.path.basename(_file(folder, n)) for n in cycle) if cycle else "a file"
+        return (
+            f"{_file(folder, name)}: its defaults form a cycle ({chain}), which Hydra would follow forever; "
+            "a file's defaults list ppo_trainer, other files of yours and _self_, never a file that lists it"
+        )
+    if type(error).__module__.startswith("yaml"):
+        return _yaml_line(error, _file(folder, name))
     text = str(error)
     if error.__cause__ is not None:  # Hydra keeps OmegaConf's reason as the cause
         text = f"{text}\n{error.__cause__}"
@@ -183,8 +228,13 @@ def check_user_config(argv: list[str]) -> str | None:
         with warnings.catch_warnings(), initialize_config_dir(config_dir=folder, version_base=None):
             _quiet_about_verls_folder()
             config = compose(name, overrides=overrides)
-    except Exception as e:  # Hydra's composition errors, worded for the user
+    except (Exception, RecursionError) as e:  # Hydra's composition errors, worded for the user
         return _line(e, folder, name)
     finally:
         GlobalHydra.instance().clear()
+    if not config:  # an empty file composes to nothing, not even ppo_trainer
+        return (
+            f"{_file(folder, name)} is empty (or holds only comments): a config file starts with "
+            "`defaults: [ppo_trainer, _self_]` and sets keys below it"
+        )
     return not_verl_lites(config, _file(folder, name))

@@ -9,6 +9,7 @@ per device in every phase of a step and per node in host memory, then the recomm
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 from verl_lite.config.common import world_size
@@ -83,6 +84,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     args, overrides = parser.parse_known_args(argv)
     try:
+        for flag in ("device_memory_gb", "host_memory_gb"):
+            value = getattr(args, flag)
+            if value is not None and not (math.isfinite(value) and value > 0):  # nan passes `<= 0`
+                raise ValueError(
+                    f"--{flag.replace('_', '-')}={value:g} must be a finite number of GB > 0 (e.g. 24)"
+                )
         return _plan(args, overrides)
     except ValueError as e:  # a bad override, model folder or size: one line, as main_ppo says it
         print(f"python -m verl_lite.planner: {one_line(e)}", file=sys.stderr)

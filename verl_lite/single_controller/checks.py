@@ -8,6 +8,7 @@ ray.init waits for a GCS that is not there for minutes (it was seen hanging unti
 
 from __future__ import annotations
 
+import difflib
 import os
 import socket
 from collections.abc import Mapping
@@ -92,7 +93,50 @@ LOCAL_RAY_ONLY = {
 }
 
 
+# Ray's runtime_env fields (ray.runtime_env.RuntimeEnv.known_fields, Ray 2.x, less its private ones):
+# any other key is dropped by Ray without a word, so a misspelling would silently change nothing
+RUNTIME_ENV_FIELDS = (
+    "working_dir", "py_modules", "py_executable", "excludes", "pip", "uv", "conda", "container",
+    "image_uri", "env_vars", "worker_process_setup_hook", "config", "java_jars",
+)  # fmt: skip
+REMOTE = ("s3://", "gs://", "https://", "http://", "gcs://", "file://", "azure://", "abfss://")
+
+
 def runtime_env_problems(runtime_env: Mapping) -> list[str]:
+    """Keys Ray knows (it drops others silently), local working_dir / py_modules / requirements files
+    that exist (Ray fails in ray.init with a traceback), and env_vars."""
+    problems = [_unknown_field(key) for key in runtime_env if key not in RUNTIME_ENV_FIELDS]
+    problems += _local_paths(runtime_env)
+    return problems + _env_vars_problems(runtime_env)
+
+
+def _unknown_field(key: str) -> str:
+    close = difflib.get_close_matches(str(key), RUNTIME_ENV_FIELDS, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return (
+        f"{RUNTIME_ENV}.{key} is not a runtime_env field Ray knows, and Ray would drop it without a word; "
+        f"{hint}Ray's fields are {list(RUNTIME_ENV_FIELDS)}"
+    )
+
+
+def _local_paths(runtime_env: Mapping) -> list[str]:
+    """working_dir and py_modules entries that are local paths, and a pip/uv requirements file."""
+    paths = [("working_dir", runtime_env.get("working_dir"))]
+    modules = runtime_env.get("py_modules")
+    paths += [(f"py_modules[{i}]", m) for i, m in enumerate(modules)] if isinstance(modules, list) else []
+    for tool in ("pip", "uv"):
+        spec = runtime_env.get(tool)
+        if isinstance(spec, str) and not spec.startswith(REMOTE):  # a requirements file's path
+            paths.append((tool, spec))
+    problems = []
+    for name, value in paths:
+        if isinstance(value, str) and not value.startswith(REMOTE) and not os.path.exists(value):
+            what = "a requirements file" if name in ("pip", "uv") else "a local folder (or a remote URI)"
+            problems.append(f"{RUNTIME_ENV}.{name}={value!r} does not exist here; it must name {what}")
+    return problems
+
+
+def _env_vars_problems(runtime_env: Mapping) -> list[str]:
     """env_vars must map names to strings: Ray refuses any other value in ray.init, with a traceback.
     Hydra reads OMP_NUM_THREADS=4 as a number, so the fix names the quoted spelling."""
     env_vars = runtime_env.get("env_vars")

@@ -221,8 +221,16 @@ class ActorRolloutRefWorker(Worker):
         if self.agent_loops is None:
             from verl_lite.agent_loop.runner import AgentLoopRunner
 
+            engine = next(iter(self.engines.values()), None)  # none on a rollout-only worker
+            model_config = getattr(getattr(engine, "module", None), "config", None)
             self.agent_loops = AgentLoopRunner(
-                self.rollout, self.tokenizer, self.config.rollout, self.chat_template_kwargs
+                self.rollout,
+                self.tokenizer,
+                self.config.rollout,
+                self.chat_template_kwargs,
+                vocab_size=getattr(
+                    model_config, "vocab_size", None
+                ),  # the model's: ids a loop returns must fit
             )
         return self.agent_loops
 
