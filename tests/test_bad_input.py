@@ -1016,6 +1016,7 @@ REWARD_FAILURES = [
     ("returns_string", "return 'yes'", "returned 'yes' for"),
     ("calls_sys_exit", "__import__('sys').exit()", "called sys.exit(None)"),
     ("calls_sys_exit_0", "__import__('sys').exit(0)", "called sys.exit(0)"),
+    ("raises_keyboard_interrupt", "raise KeyboardInterrupt", "raised KeyboardInterrupt on"),
     ("beyond_float_range", "return 10 ** 400", "returned an integer of 401 digits for"),
     ("returns_inf", "return float('inf')", "returned inf for"),
     (

@@ -24,6 +24,7 @@ from verl_lite.algos.masked import last_policy_token, response_lengths
 from verl_lite.errors import RunError
 from verl_lite.protocol import DataProto
 from verl_lite.reward.deadline import DeadlineExceeded, deadline
+from verl_lite.utils.user_code import PROCESS_EXITS, describe_exit
 
 log = logging.getLogger(__name__)
 
@@ -117,9 +118,9 @@ class NaiveRewardManager:
         name = function_name(self.compute_score)
         try:
             result = self.compute_score(source, text, truth, info)
-        except SystemExit as e:  # sys.exit() in a reward function would end the run with its status
+        except PROCESS_EXITS as e:  # sys.exit() in a reward function would end the run with its status
             raise RewardError(
-                f"reward function {name} called sys.exit({e.code!r}) on {where}, response={text[:200]!r}; "
+                f"reward function {name} {describe_exit(e)} on {where}, response={text[:200]!r}; "
                 "a reward function must return a score (raise an exception to stop the run)"
             ) from e
         except Exception as e:
