@@ -26,7 +26,7 @@ import inspect
 import os
 
 import ray
-from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
+from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError, RuntimeEnvSetupError
 from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
@@ -37,6 +37,13 @@ from verl_lite.utils import host_heap, logs
 
 class WorkerError(RuntimeError):
     """A worker failed (raised or died) while running a group method."""
+
+
+def runtime_env_reason(error: Exception) -> str:
+    """The last line of Ray's runtime_env report that says what failed (pip's or Ray's own error)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    said = [line for line in lines if not line.startswith(("File ", "^", "Traceback", "During handling"))]
+    return said[-1] if said else "(Ray gave no reason)"
 
 
 class RayResourcePool:
@@ -262,6 +269,15 @@ class RayWorkerGroup:
                 raise WorkerError(
                     f"{self.name} rank {rank} died during {method}: {e}{self._log_end(rank)}"
                 ) from e
+            except RuntimeEnvSetupError as e:  # pip packages that cannot install, ...: Ray's traceback
+                self.failed = True
+                error = WorkerError(
+                    f"ray_kwargs.ray_init.runtime_env: Ray could not set up the environment of {self.name} "
+                    f"rank {rank}: {runtime_env_reason(e)}; fix the runtime_env (its pip packages, "
+                    "working_dir, ...) or remove it"
+                )
+                error.detail = f"{error}\n{e}"  # Ray's whole report, for the run's log file
+                raise error from e
         return [results[rank] for rank in range(len(futures))]
 
     def _log_end(self, rank: int) -> str:
