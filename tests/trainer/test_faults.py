@@ -102,10 +102,11 @@ def test_worker_killed_mid_save_leaves_the_previous_checkpoint_and_resume_works(
             trainer.fit()
     finally:
         trainer.shutdown()
-    assert os.path.isdir(os.path.join(out, ".tmp_global_step_2")), "the interrupted save stays a temp folder"
+    # the failed save is discarded: no partial folder is left for a later run to trip on (issue 38)
+    assert not os.path.exists(os.path.join(out, ".tmp_global_step_2")), os.listdir(out)
     _assert_step_1_is_intact(out, tmp_path)
 
-    resumed = _trainer(out)  # resume_mode=auto: from step 1, past the leftover temp folder
+    resumed = _trainer(out)  # resume_mode=auto: from step 1, the newest complete checkpoint
     try:
         assert resumed.resume_path == ckpt.step_dir(os.path.abspath(out), 1)
         resumed.fit()
