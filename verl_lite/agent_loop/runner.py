@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -58,7 +59,7 @@ class AgentLoopRunner:
         """`batch`: left-padded prompts (input_ids, attention_mask) and the rows' non-tensor fields."""
         call = self.rollout.next_call(params.validate)
         rows = self._trajectories(batch, params.n)
-        outputs, batcher = asyncio.run(self._run_all(rows, params, call))
+        outputs, batcher = run_bounded(self._run_all(rows, params, call))
         stats = self._stats(outputs, batcher)
         names = [row["agent_name"] for row in rows]
         tensors = assemble_outputs(
@@ -165,6 +166,30 @@ class AgentLoopRunner:
                 first,
             )
         return stats
+
+
+def run_bounded(coro):
+    """`asyncio.run(coro)`, except that threads a loop left running (`asyncio.to_thread`,
+    `run_in_executor`) are not waited for: asyncio.run joins its default executor, so a loop stuck
+    in a thread would hold the rollout past loop_timeout forever. Such a thread keeps running until
+    it returns (the process waits for it at exit); the rollout has already failed with the line
+    that names it."""
+    loop = asyncio.new_event_loop()
+    executor = ThreadPoolExecutor(thread_name_prefix="verl_lite-agent-loop")
+    loop.set_default_executor(executor)
+    try:
+        return loop.run_until_complete(coro)
+    finally:
+        try:
+            pending = asyncio.all_tasks(loop)
+            for task in pending:
+                task.cancel()
+            if pending:  # bounded: a task may catch its cancellation and await again
+                loop.run_until_complete(asyncio.wait(pending, timeout=5))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            executor.shutdown(wait=False, cancel_futures=True)
+            loop.close()
 
 
 def waiting_in(task: asyncio.Task) -> str:
