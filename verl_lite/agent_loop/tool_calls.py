@@ -123,16 +123,16 @@ class ToolRunner:
         def work():
             with self._slots:
                 inner = asyncio.new_event_loop()
-                holder["loop"], holder["task"] = inner, inner.create_task(fn(*args, **kwargs))
-                started.set()
-                try:
+                try:  # binding the arguments too: a TypeError there is the call's error, at once
+                    holder["loop"], holder["task"] = inner, inner.create_task(fn(*args, **kwargs))
+                    started.set()
                     result = inner.run_until_complete(holder["task"])
                     send(done.set_result, result)
                 except BaseException as e:  # the tool's error (or its cancellation) goes to the caller
                     send(done.set_exception, _as_exception(e))
-                    task = holder["task"]
-                    if isinstance(e, PROCESS_EXITS) and task.done():  # an exit leaves the loop at once:
-                        task.exception()  # retrieved, so asyncio does not print it as never retrieved
+                    task = holder.get("task")
+                    if isinstance(e, PROCESS_EXITS) and task is not None and task.done():
+                        task.exception()  # an exit leaves the loop at once: retrieved, so not printed
                 finally:
                     inner.close()
 
