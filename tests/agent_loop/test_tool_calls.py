@@ -107,6 +107,18 @@ def test_execute_kwargs_the_tool_does_not_accept_fail_the_call_at_once(tmp_path)
     assert (session.stats.errors, session.stats.timeouts) == (1, 0)
 
 
+def test_a_call_queued_for_a_slot_is_timed_from_when_it_starts(tmp_path):
+    """With one slot, three 0.6 s calls run one after another (1.8 s); each is within its 1 s
+    timeout from when it starts, so none times out for the time it waited for the slot."""
+    entries = [tool_entry(user_tool("SleepTool"), "sleep", {"seconds": "s"})]
+    tools = build_tools(write_yaml(tmp_path / "tools.yaml", {"tools": entries}))
+    r = ToolRunner(tools, timeout_s=1.0, max_response_length=256, truncate_side="middle", pool_size=1)
+    session = r.session({})
+    texts = asyncio.run(session.run_turn([ToolCall("sleep", {"seconds": "0.6"})] * 3, 3))
+    assert texts == ["slept"] * 3
+    assert session.stats.timeouts == 0
+
+
 def test_calls_of_a_turn_run_concurrently(tmp_path):
     r = runner(tmp_path, timeout_s=30)
 
