@@ -216,9 +216,11 @@ CASES = [
         "agent loop 'sync': tests.agent_loop.user_loops.SyncRunLoop.run must be an async method",
     ),
     (
-        "loop_timeout_below_two_tool_calls",
-        lambda f: multi_turn(f) + [f"{AGENT}.loop_timeout=100"],
-        f"{AGENT}.loop_timeout=100 is less than twice {MT}.tool_call_timeout=60",
+        "loop_timeout_below_a_trajectorys_last_tool_calls",
+        lambda f: multi_turn(f) + [f"{AGENT}.loop_timeout=299"],
+        f"{AGENT}.loop_timeout=299 is less than (3 + 2 x 1 tools) x {MT}.tool_call_timeout=60 = 300 s, "
+        "what a trajectory's tool calls after its last generation may take (create, execute, calc_reward and "
+        "release per tool, finalize_interaction); raise loop_timeout to 300 or more",
     ),
     (
         "loop_timeout_zero",
