@@ -48,9 +48,10 @@ class AgentLoopRunner:
         chat_template_kwargs: dict | None = None,
         vocab_size: int | None = None,
     ):
-        """`vocab_size`: the model's (every returned id must be below it); None: the tokenizer's length."""
+        """`vocab_size`: the model's (utils/hf_model.model_vocab_size; every returned id must be below
+        it, and at least the tokenizer's length); None: the tokenizer's length."""
         self.rollout, self.cfg = rollout, rollout_cfg
-        self.vocab_size = vocab_size or len(tokenizer)
+        self.vocab_size = max(vocab_size or 0, len(tokenizer))
         self.context = build_loop_context(rollout_cfg, tokenizer, chat_template_kwargs)
         self.loops = agent_loops(rollout_cfg.agent.agent_loop_config_path)
         self.pad_id = tokenizer.pad_token_id

@@ -91,6 +91,14 @@ def model_config(model_cfg, key: str, kind: str):
     return _load_config(model_cfg, key, **(SCORER_FIELDS if kind != "causal_lm" else {}))
 
 
+def model_vocab_size(model_cfg, tokenizer, config=None, key: str = "actor_rollout_ref.model") -> int:
+    """The ids the model takes and a rollout engine may sample: its config's vocab_size (vLLM samples
+    over it, and Qwen2.5's 151936 pads past its tokenizer's 151665), at least the tokenizer's length.
+    `config`: the built model's, when there is one; else read from model_cfg.path."""
+    config = config if config is not None else model_config(model_cfg, key, "causal_lm")
+    return max(int(getattr(config, "vocab_size", 0) or 0), len(tokenizer))
+
+
 def _check_loaded(info: dict, model_cfg, key: str, kind: str) -> None:
     """transformers' loading report: a missing, unexpected or reshaped weight is an error, never a
     layer left at its random initialisation (utils/model_weights.py checks safetensors before Ray)."""
