@@ -18,6 +18,7 @@ import transformers
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForTokenClassification, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
+from verl_lite.errors import InputError
 from verl_lite.utils.model_weights import loading_problems
 from verl_lite.utils.user_code import PROCESS_EXITS, describe_exit, file_of
 
@@ -216,6 +217,39 @@ def load_tokenizer(path: str, trust_remote_code: bool = False, chat_template: st
     return tokenizer
 
 
+def meta_model(config: transformers.PretrainedConfig, model_cls=None) -> torch.nn.Module:
+    """The model `config` describes (its architecture, else a causal LM) on the meta device: names and
+    shapes, no memory."""
+    arch = (getattr(config, "architectures", None) or [None])[0]
+    model_cls = model_cls or (getattr(transformers, arch, None) if arch else None)
+    with torch.device("meta"):
+        return model_cls(config) if isinstance(model_cls, type) else AutoModelForCausalLM.from_config(config)
+
+
+def check_weights_fit(model: torch.nn.Module, state_dict: dict, what: str, fix: str) -> None:
+    """InputError "<what>: <the first 3 differences> (and N more); <fix>" when `state_dict` does not
+    fit `model`: a tensor of another shape, one the model lacks, or one of the model's the weights
+    lack (an lm_head tied to the embeddings excepted: it is re-tied, not stored)."""
+    expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    tied = bool(getattr(model.config, "tie_word_embeddings", False))
+    differ = [
+        f"{k} is {list(v.shape)} in the checkpoint, {list(expected[k])} by the config"
+        for k, v in state_dict.items()
+        if k in expected and tuple(v.shape) != expected[k]
+    ]
+    differ += [
+        f"the checkpoint has {k}, the config's model does not" for k in state_dict if k not in expected
+    ]
+    differ += [
+        f"the config's model has {k}, the checkpoint does not"
+        for k in expected
+        if k not in state_dict and not (tied and k.startswith("lm_head."))
+    ]
+    if differ:
+        more = f" (and {len(differ) - 3} more)" if len(differ) > 3 else ""
+        raise InputError(f"{what}: {'; '.join(differ[:3])}{more}; {fix}")
+
+
 def save_hf_folder(
     target: str,
     config: transformers.PretrainedConfig,
@@ -242,14 +276,8 @@ def save_hf_folder(
         tokenizer.save_pretrained(target)
     if state_dict is None:
         return
-    arch = (getattr(config, "architectures", None) or [None])[0]
-    model_cls = model_cls or (getattr(transformers, arch, None) if arch else None)
-    with torch.device("meta"):
-        model = model_cls(config) if model_cls else AutoModelForCausalLM.from_config(config)
-    missing, unexpected = model.load_state_dict(state_dict, strict=False, assign=True)
-    if unexpected or [k for k in missing if "lm_head" not in k]:
-        raise ValueError(
-            f"weights do not fit {type(model).__name__}: missing {missing}, unexpected {unexpected}"
-        )
+    model = meta_model(config, model_cls)
+    check_weights_fit(model, state_dict, f"the weights saved to {target!r}", "save the model they came from")
+    model.load_state_dict(state_dict, strict=False, assign=True)
     model.tie_weights()
     model.save_pretrained(target)
