@@ -115,9 +115,9 @@ class BlockingTool(BaseTool):
         time.sleep(30)
 
 
-class InterruptingInteraction(BaseInteraction):
+class ExitingInteraction(BaseInteraction):
     def __init__(self, config):
-        raise KeyboardInterrupt
+        raise SystemExit(5)
 
 
 class BlockingInteraction(BaseInteraction):
@@ -140,7 +140,7 @@ def user_code_files(root) -> dict[str, str]:
         paths[tag] = write_yaml(root / f"{tag}.yaml", {"tools": [tool_entry(cls, "calc_gsm8k_reward")]})
     for tag, cls in {
         "interaction_exits_at_import": "exits_at_import_mt38.User",
-        "interaction_interrupts_when_built": "user_classes_mt38.InterruptingInteraction",
+        "interaction_exits_when_built": "user_classes_mt38.ExitingInteraction",
         "interaction_blocks_when_built": "user_classes_mt38.BlockingInteraction",
     }.items():
         paths[tag] = write_yaml(root / f"{tag}.yaml", {"interaction": [{"name": "gsm8k", "class_name": cls}]})
@@ -188,10 +188,10 @@ CASES = [
         "importing 'exits_at_import_mt38' ({r}/user_code/exits_at_import_mt38.py) " + EXITS,
     ),
     (
-        "interaction_interrupts_when_built",
-        lambda f: multi_turn(f) + [f"{MT}.interaction_config_path={f['interaction_interrupts_when_built']}"],
-        "interaction[0]: user_classes_mt38.InterruptingInteraction ({r}/user_code/user_classes_mt38.py).__init__ "
-        "raised KeyboardInterrupt",
+        "interaction_exits_when_built",
+        lambda f: multi_turn(f) + [f"{MT}.interaction_config_path={f['interaction_exits_when_built']}"],
+        "interaction[0]: user_classes_mt38.ExitingInteraction ({r}/user_code/user_classes_mt38.py).__init__ "
+        "called sys.exit(5), which would end the run",
     ),
     (
         "interaction_blocks_when_built",

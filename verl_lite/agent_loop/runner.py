@@ -33,7 +33,7 @@ from verl_lite.agent_loop.sanity import first_mismatch
 from verl_lite.agent_loop.scheduler import TurnBatcher
 from verl_lite.protocol import DataProto
 from verl_lite.rollout.base import Rollout, SamplingParams
-from verl_lite.utils.user_code import PROCESS_EXITS, describe_exit, file_of
+from verl_lite.utils.user_code import exits_as_errors, file_of
 
 log = logging.getLogger(__name__)
 NOT_FOR_LOOPS = ("uid",)  # the driver's bookkeeping, not row data
@@ -127,14 +127,14 @@ class AgentLoopRunner:
                     f"agent_name={row['agent_name']!r} is not a registered agent loop; known: {sorted(self.loops)}"
                 )
             cls = spec.load()
-            try:
+            with exits_as_errors(  # in a task, sys.exit() would end the worker with no word
+                f"agent loop {row['agent_name']!r} ({cls.__module__}.{cls.__qualname__}, {file_of(cls)})",
+                ends="the worker",
+                fix="a loop must return its output or raise",
+                error=RuntimeError,
+            ):
                 loop = cls(self.context, server, **spec.kwargs)
                 return await loop.run(dict(sampling), **row)
-            except PROCESS_EXITS as e:  # in a task, sys.exit() would end the worker with no word
-                raise RuntimeError(
-                    f"agent loop {row['agent_name']!r} ({cls.__module__}.{cls.__qualname__}, {file_of(cls)}) "
-                    f"{describe_exit(e)}, which would end the worker; a loop must return its output or raise"
-                ) from None
         finally:
             batcher.finished(server.trajectory)
 

@@ -25,7 +25,7 @@ from verl_lite.errors import RunError
 from verl_lite.protocol import DataProto
 from verl_lite.reward.deadline import DeadlineExceeded, deadline
 from verl_lite.utils.scores import as_float, short_repr
-from verl_lite.utils.user_code import PROCESS_EXITS, describe_exit
+from verl_lite.utils.user_code import exits_as_errors
 
 log = logging.getLogger(__name__)
 
@@ -117,18 +117,19 @@ class NaiveRewardManager:
 
     def _score(self, source, text, truth, info, where: str) -> tuple[float, dict]:
         name = function_name(self.compute_score)
-        try:
-            result = self.compute_score(source, text, truth, info)
-        except PROCESS_EXITS as e:  # sys.exit() in a reward function would end the run with its status
-            raise RewardError(
-                f"reward function {name} {describe_exit(e)} on {where}, response={text[:200]!r}; "
-                "a reward function must return a score (raise an exception to stop the run)"
-            ) from e
-        except Exception as e:
-            raise RewardError(
-                f"reward function {name} raised {type(e).__name__}: {e} on {where}, "
-                f"response={text[:200]!r}, ground_truth={truth!r}"
-            ) from e
+        with exits_as_errors(  # sys.exit() in a reward function would end the run with its status
+            f"reward function {name}",
+            after=f" on {where}, response={text[:200]!r}",
+            fix="a reward function must return a score (raise an exception to stop the run)",
+            error=RewardError,
+        ):
+            try:
+                result = self.compute_score(source, text, truth, info)
+            except Exception as e:
+                raise RewardError(
+                    f"reward function {name} raised {type(e).__name__}: {e} on {where}, "
+                    f"response={text[:200]!r}, ground_truth={truth!r}"
+                ) from e
         value = result.get("score") if isinstance(result, dict) else result
         number = as_float(value)
         if number is None or not math.isfinite(number):

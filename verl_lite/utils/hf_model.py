@@ -20,7 +20,7 @@ from transformers.utils import logging as hf_logging
 
 from verl_lite.errors import InputError
 from verl_lite.utils.model_weights import loading_problems
-from verl_lite.utils.user_code import PROCESS_EXITS, describe_exit, file_of
+from verl_lite.utils.user_code import exits_as_errors
 
 log = logging.getLogger(__name__)
 hf_logging.disable_progress_bar()  # one bar per weight load per worker drowns the training log
@@ -59,19 +59,20 @@ def model_files(model_cfg) -> str:
 def _load_config(model_cfg, key: str, **fields):
     check_model_dir(model_cfg.path, f"{key}.path")
     if model_cfg.external_lib:
-        try:
-            importlib.import_module(model_cfg.external_lib)
-        except Exception as e:  # the user's module raising on import: one line, not its traceback
-            raise ValueError(
-                f"{key}.external_lib={model_cfg.external_lib!r} fails to import: {type(e).__name__}: "
-                f"{' '.join(str(e).split())[:300]}; fix the module or unset the key"
-            ) from e
-        except PROCESS_EXITS as e:  # sys.exit() at import: the run would end with its status, unexplained
-            where = file_of(model_cfg.external_lib)
-            raise ValueError(
-                f"{key}.external_lib={model_cfg.external_lib!r}{f' ({where})' if where else ''} "
-                f"{describe_exit(e)} when imported, which would end the run; fix the module or unset the key"
-            ) from None
+        with exits_as_errors(  # sys.exit() at import: the run would end with its status, unexplained
+            f"{key}.external_lib={model_cfg.external_lib!r}",
+            model_cfg.external_lib,
+            after=" when imported",
+            fix="fix the module or unset the key",
+            error=ValueError,
+        ):
+            try:
+                importlib.import_module(model_cfg.external_lib)
+            except Exception as e:  # the user's module raising on import: one line, not its traceback
+                raise ValueError(
+                    f"{key}.external_lib={model_cfg.external_lib!r} fails to import: {type(e).__name__}: "
+                    f"{' '.join(str(e).split())[:300]}; fix the module or unset the key"
+                ) from e
     config = AutoConfig.from_pretrained(model_cfg.path, trust_remote_code=model_cfg.trust_remote_code)
     for name, value in (model_cfg.override_config or {}).items():
         if name == "attn_implementation":  # not a config field: the loaders' argument (engine/attention.py)
