@@ -137,13 +137,16 @@ def merge(local_dir: str, target_dir: str, hf_model_path: str | None = None) -> 
         shutil.copytree(lora_dir, os.path.join(target_dir, LORA_DIR), dirs_exist_ok=True)
     else:
         state = load_full_state_dict(os.path.join(local_dir, MODEL_DIR))
-    check_weights_fit(  # before anything is written; else save_hf_folder's refusal in a half-written folder
-        meta_model(config),
-        state,
-        f"{key}: {os.path.join(source, 'config.json')!r} describes a model of another shape than the "
-        "checkpoint's weights",
-        "pass the model folder the run trained on",
-    )
+    try:  # before anything is written; else save_hf_folder's refusal in a half-written folder
+        check_weights_fit(
+            meta_model(config),
+            state,
+            f"{key}: {os.path.join(source, 'config.json')!r} describes a model of another shape than the "
+            "checkpoint's weights",
+            "pass the model folder the run trained on",
+        )
+    except ValueError as e:
+        raise InputError(str(e)) from None
     try:
         generation_config = GenerationConfig.from_pretrained(source)
     except OSError:  # a model folder without generation_config.json

@@ -18,7 +18,6 @@ import transformers
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForTokenClassification, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
-from verl_lite.errors import InputError
 from verl_lite.utils.model_weights import loading_problems
 from verl_lite.utils.user_code import exits_as_errors
 
@@ -228,9 +227,10 @@ def meta_model(config: transformers.PretrainedConfig, model_cls=None) -> torch.n
 
 
 def check_weights_fit(model: torch.nn.Module, state_dict: dict, what: str, fix: str) -> None:
-    """InputError "<what>: <the first 3 differences> (and N more); <fix>" when `state_dict` does not
+    """ValueError "<what>: <the first 3 differences> (and N more); <fix>" when `state_dict` does not
     fit `model`: a tensor of another shape, one the model lacks, or one of the model's the weights
-    lack (an lm_head tied to the embeddings excepted: it is re-tied, not stored)."""
+    lack (an lm_head tied to the embeddings excepted: it is re-tied, not stored). A ValueError, as
+    utils/ sits below errors.py; a CLI raises it again as its InputError (model_merger.py)."""
     expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
     tied = bool(getattr(model.config, "tie_word_embeddings", False))
     differ = [
@@ -248,7 +248,7 @@ def check_weights_fit(model: torch.nn.Module, state_dict: dict, what: str, fix: 
     ]
     if differ:
         more = f" (and {len(differ) - 3} more)" if len(differ) > 3 else ""
-        raise InputError(f"{what}: {'; '.join(differ[:3])}{more}; {fix}")
+        raise ValueError(f"{what}: {'; '.join(differ[:3])}{more}; {fix}")
 
 
 def save_hf_folder(
