@@ -131,6 +131,8 @@ class ToolRunner:
 
         def work():
             with self._slots:
+                if holder.get("abandoned"):  # its caller stopped waiting for a slot: do not run it
+                    return
                 send(running.set_result, None)
                 inner = asyncio.new_event_loop()
                 try:  # binding the arguments too: a TypeError there is the call's error, at once
@@ -147,7 +149,11 @@ class ToolRunner:
                     inner.close()
 
         threading.Thread(target=work, name="verl_lite_tool", daemon=True).start()
-        await running  # the deadline starts with the call, not with the wait for a slot
+        try:
+            await running  # the deadline starts with the call, not with the wait for a slot
+        except asyncio.CancelledError:
+            holder["abandoned"] = True
+            raise
         try:
             return await asyncio.wait_for(done, self.timeout_s)
         except asyncio.TimeoutError:
