@@ -35,7 +35,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
 from verl_lite.engine.checkpoint import HF_DIR, LORA_DIR, MODEL_DIR
 from verl_lite.engine.dcp_safe import read_dcp, read_dcp_metadata
 from verl_lite.errors import InputError, one_line
-from verl_lite.utils.hf_model import save_hf_folder
+from verl_lite.utils.hf_model import check_weights_fit, meta_model, save_hf_folder
 from verl_lite.utils.manifest import manifest_problems
 
 STEP_DIR = re.compile(r"^global_step_\d+$")  # trainer/checkpoint.py's step folders
@@ -112,22 +112,6 @@ def check_local_dir(local_dir: str) -> None:
         )
 
 
-def fit_problems(config, state: dict[str, torch.Tensor]) -> list[str]:
-    """How the checkpoint's tensors differ from the model `config` describes (names and shapes)."""
-    arch = (getattr(config, "architectures", None) or [None])[0]
-    model_cls = getattr(transformers, arch, None) if arch else None
-    with torch.device("meta"):
-        model = model_cls(config) if isinstance(model_cls, type) else AutoModelForCausalLM.from_config(config)
-    expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
-    problems = [
-        f"{k} is {list(v.shape)} in the checkpoint, {list(expected[k])} by the config"
-        for k, v in state.items()
-        if k in expected and tuple(v.shape) != expected[k]
-    ]
-    problems += [f"the checkpoint has {k}, the config's model does not" for k in state if k not in expected]
-    return problems
-
-
 def merge(local_dir: str, target_dir: str, hf_model_path: str | None = None) -> str:
     """Write the merged HF folder; returns target_dir."""
     check_local_dir(local_dir)
@@ -139,21 +123,30 @@ def merge(local_dir: str, target_dir: str, hf_model_path: str | None = None) -> 
             f"{key}: no config.json in {source!r}; the checkpoint's {HF_DIR}/ folder (written with every "
             "checkpoint) or --hf_model_path must hold the model's config"
         )
-    config = AutoConfig.from_pretrained(source)
+    key = "--hf_model_path" if hf_model_path else "--local_dir"
+    try:
+        config = AutoConfig.from_pretrained(source)
+    except Exception as e:  # transformers' validators raise several types
+        raise InputError(
+            f"{key}: {os.path.join(source, 'config.json')!r} is not a config transformers loads: "
+            f"{type(e).__name__}: {one_line(str(e))[:300]}; pass the model folder the run trained on"
+        ) from e
     lora_dir = os.path.join(local_dir, LORA_DIR)
     if os.path.isdir(lora_dir):
         state = merged_lora_state_dict(lora_dir, hf_model_path, config)
         shutil.copytree(lora_dir, os.path.join(target_dir, LORA_DIR), dirs_exist_ok=True)
     else:
         state = load_full_state_dict(os.path.join(local_dir, MODEL_DIR))
-    differ = fit_problems(config, state)
-    if differ:  # else load_state_dict's size-mismatch traceback
-        key = "--hf_model_path" if hf_model_path else "--local_dir"
-        raise InputError(
+    try:  # before anything is written; else save_hf_folder's refusal in a half-written folder
+        check_weights_fit(
+            meta_model(config),
+            state,
             f"{key}: {os.path.join(source, 'config.json')!r} describes a model of another shape than the "
-            f"checkpoint's weights: {'; '.join(differ[:3])}{f' (and {len(differ) - 3} more)' if len(differ) > 3 else ''}; "
-            "pass the model folder the run trained on"
+            "checkpoint's weights",
+            "pass the model folder the run trained on",
         )
+    except ValueError as e:
+        raise InputError(str(e)) from None
     try:
         generation_config = GenerationConfig.from_pretrained(source)
     except OSError:  # a model folder without generation_config.json

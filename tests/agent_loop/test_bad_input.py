@@ -115,9 +115,9 @@ class BlockingTool(BaseTool):
         time.sleep(30)
 
 
-class InterruptingInteraction(BaseInteraction):
+class ExitingInteraction(BaseInteraction):
     def __init__(self, config):
-        raise KeyboardInterrupt
+        raise SystemExit(5)
 
 
 class BlockingInteraction(BaseInteraction):
@@ -140,7 +140,7 @@ def user_code_files(root) -> dict[str, str]:
         paths[tag] = write_yaml(root / f"{tag}.yaml", {"tools": [tool_entry(cls, "calc_gsm8k_reward")]})
     for tag, cls in {
         "interaction_exits_at_import": "exits_at_import_mt38.User",
-        "interaction_interrupts_when_built": "user_classes_mt38.InterruptingInteraction",
+        "interaction_exits_when_built": "user_classes_mt38.ExitingInteraction",
         "interaction_blocks_when_built": "user_classes_mt38.BlockingInteraction",
     }.items():
         paths[tag] = write_yaml(root / f"{tag}.yaml", {"interaction": [{"name": "gsm8k", "class_name": cls}]})
@@ -188,10 +188,10 @@ CASES = [
         "importing 'exits_at_import_mt38' ({r}/user_code/exits_at_import_mt38.py) " + EXITS,
     ),
     (
-        "interaction_interrupts_when_built",
-        lambda f: multi_turn(f) + [f"{MT}.interaction_config_path={f['interaction_interrupts_when_built']}"],
-        "interaction[0]: user_classes_mt38.InterruptingInteraction ({r}/user_code/user_classes_mt38.py).__init__ "
-        "raised KeyboardInterrupt",
+        "interaction_exits_when_built",
+        lambda f: multi_turn(f) + [f"{MT}.interaction_config_path={f['interaction_exits_when_built']}"],
+        "interaction[0]: user_classes_mt38.ExitingInteraction ({r}/user_code/user_classes_mt38.py).__init__ "
+        "called sys.exit(5), which would end the run",
     ),
     (
         "interaction_blocks_when_built",
@@ -216,9 +216,11 @@ CASES = [
         "agent loop 'sync': tests.agent_loop.user_loops.SyncRunLoop.run must be an async method",
     ),
     (
-        "loop_timeout_below_two_tool_calls",
-        lambda f: multi_turn(f) + [f"{AGENT}.loop_timeout=100"],
-        f"{AGENT}.loop_timeout=100 is less than twice {MT}.tool_call_timeout=60",
+        "loop_timeout_below_a_trajectorys_last_tool_calls",
+        lambda f: multi_turn(f) + [f"{AGENT}.loop_timeout=299"],
+        f"{AGENT}.loop_timeout=299 is less than (3 + 2 x 1 tools) x {MT}.tool_call_timeout=60 = 300 s, "
+        "what a trajectory's tool calls after its last generation may take (create, execute, calc_reward and "
+        "release per tool, finalize_interaction); raise loop_timeout to 300 or more",
     ),
     (
         "loop_timeout_zero",

@@ -87,6 +87,38 @@ def test_a_hanging_tool_costs_its_timeout_and_no_more(tmp_path):
     assert (session.stats.timeouts, session.stats.errors, session.stats.calls) == (2, 0, 3)
 
 
+def test_execute_kwargs_the_tool_does_not_accept_fail_the_call_at_once(tmp_path):
+    """The TypeError of binding the arguments is the call's error, told at once; not a thread that
+    dies and a caller that waits the whole timeout and reports a timeout."""
+    entries = [tool_entry(user_tool("StrictTool"), "strict")]
+    tools = build_tools(write_yaml(tmp_path / "tools.yaml", {"tools": entries}))
+    r = ToolRunner(tools, timeout_s=3.0, max_response_length=256, truncate_side="middle")
+    session = r.session({"strict": {"execute_kwargs": {"bogus": 1}}})
+
+    async def turn():
+        start = time.monotonic()
+        texts = await session.run_turn([ToolCall("strict", {})], 1)
+        return texts, time.monotonic() - start
+
+    (text,), seconds = asyncio.run(turn())
+    assert text.startswith("Error when executing tool: TypeError: "), text
+    assert "unexpected keyword argument 'bogus'" in text, text
+    assert seconds < 2, f"the call took {seconds:.1f} s"
+    assert (session.stats.errors, session.stats.timeouts) == (1, 0)
+
+
+def test_a_call_queued_for_a_slot_is_timed_from_when_it_starts(tmp_path):
+    """With one slot, three 0.6 s calls run one after another (1.8 s); each is within its 1 s
+    timeout from when it starts, so none times out for the time it waited for the slot."""
+    entries = [tool_entry(user_tool("SleepTool"), "sleep", {"seconds": "s"})]
+    tools = build_tools(write_yaml(tmp_path / "tools.yaml", {"tools": entries}))
+    r = ToolRunner(tools, timeout_s=1.0, max_response_length=256, truncate_side="middle", pool_size=1)
+    session = r.session({})
+    texts = asyncio.run(session.run_turn([ToolCall("sleep", {"seconds": "0.6"})] * 3, 3))
+    assert texts == ["slept"] * 3
+    assert session.stats.timeouts == 0
+
+
 def test_calls_of_a_turn_run_concurrently(tmp_path):
     r = runner(tmp_path, timeout_s=30)
 

@@ -8,6 +8,7 @@ import time
 import pytest
 
 from tests.agent_loop.scripted import ScriptedRollout, prompt_batch, tool_tokenizer
+from tests.agent_loop.user_loops import THREAD_SECONDS
 from tests.helpers.agent import write_yaml
 from tests.helpers.configs import tiny_rollout
 from verl_lite.agent_loop.runner import AgentLoopRunner
@@ -28,7 +29,7 @@ def run(tmp_path, agent_name, scripts, loop_timeout=600.0, tool_call_timeout=60.
         tmp_path / "loops.yaml",
         [
             {"name": f"{how}_loop", "_target_": f"{LOOPS}.MisbehavingLoop", "how": how}
-            for how in ("hang", "exit", "nan", "empty", "beyond_vocab")
+            for how in ("hang", "hang_thread", "exit", "nan", "empty", "beyond_vocab")
         ],
     )
     if interaction is not None:
@@ -71,6 +72,17 @@ def test_a_loop_that_awaits_forever_fails_the_rollout_at_loop_timeout_naming_it(
         in message
     )
     assert "user_loops.py:" in message
+
+
+def test_a_loop_stuck_in_a_thread_fails_at_loop_timeout_without_waiting_for_the_thread(tmp_path):
+    """asyncio.run would join the default executor and so wait THREAD_SECONDS (forever, for a thread
+    that never returns); the rollout ends at loop_timeout and leaves the thread to end by itself."""
+    start = time.perf_counter()
+    with pytest.raises(LoopTimeout) as info:
+        run(tmp_path, "hang_thread_loop", [["7"], ["7"]], loop_timeout=0.3)
+    seconds = time.perf_counter() - start
+    assert seconds < THREAD_SECONDS - 1, f"the rollout waited {seconds:.1f} s for the loop's thread"
+    assert "trajectory 1 (agent loop 'hang_thread_loop'" in str(info.value), info.value
 
 
 def test_a_loop_that_calls_sys_exit_fails_the_rollout_naming_its_class_and_file(tmp_path):

@@ -25,19 +25,25 @@ class NotALoop:
     pass
 
 
+THREAD_SECONDS = 4.0
+
+
 class MisbehavingLoop(AgentLoopBase):
     """One generation, then what its YAML entry's `how` says: `hang` (row index 1 awaits an event no
-    one sets), `exit` (sys.exit(0)), `nan` (a reward_score of nan), `empty` (returns no response), `beyond_vocab` (inserts id 10**6)."""
+    one sets), `hang_thread` (row index 1 sleeps THREAD_SECONDS in asyncio.to_thread), `exit` (sys.exit(0)), `nan` (a reward_score of nan), `empty` (returns no response), `beyond_vocab` (inserts id 10**6)."""
 
     async def run(self, sampling_params, **kwargs):
         import asyncio
         import sys
+        import time
 
         prompt = list(kwargs["prompt_ids"])
         out = await self.server_manager.generate(prompt_ids=prompt, sampling_params=sampling_params)
         how = self.loop_kwargs.get("how")
         if how == "hang" and kwargs.get("index") == 1:
             await asyncio.Event().wait()
+        if how == "hang_thread" and kwargs.get("index") == 1:  # stuck in a thread; it ends by itself
+            await asyncio.to_thread(time.sleep, THREAD_SECONDS)
         if how == "exit":
             sys.exit(0)
         if how == "empty":

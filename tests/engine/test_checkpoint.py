@@ -153,7 +153,8 @@ def test_hf_export_and_model_merger_give_the_engines_logits(saved, tiny_model_di
 
 def test_the_model_merger_names_a_step_folder_and_a_config_of_another_shape(saved, tmp_path, capsys):
     """Two mistakes that gave a traceback or an unclear line: --local_dir at the step folder instead of
-    its actor folder, and --hf_model_path whose config describes a model of another shape."""
+        its actor folder, and --hf_model_path whose config describes a model of another shape (wider, or
+    with a layer the checkpoint lacks)."""
     path, _ = saved
     step = tmp_path / "global_step_4"
     shutil.copytree(path, step / "actor")
@@ -161,9 +162,21 @@ def test_the_model_merger_names_a_step_folder_and_a_config_of_another_shape(save
     shutil.copytree(f"{path}/huggingface", other)
     config = json.loads((other / "config.json").read_text())
     (other / "config.json").write_text(json.dumps(config | {"hidden_size": 2 * config["hidden_size"]}))
+    deeper = tmp_path / "deeper_model"  # a layer more than the checkpoint: keys it lacks
+    shutil.copytree(f"{path}/huggingface", deeper)
+    layers = config["num_hidden_layers"]
+    deeper_config = {k: v for k, v in config.items() if k != "layer_types"} | {
+        "num_hidden_layers": layers + 1
+    }
+    (deeper / "config.json").write_text(json.dumps(deeper_config))
+    invalid = tmp_path / "invalid_model"  # layer_types no longer matches: transformers refuses the config
+    shutil.copytree(f"{path}/huggingface", invalid)
+    (invalid / "config.json").write_text(json.dumps(config | {"num_hidden_layers": layers + 1}))
     runs = {
         "step": ["--local_dir", str(step)],
+        "invalid": ["--local_dir", str(step / "actor"), "--hf_model_path", str(invalid)],
         "shape": ["--local_dir", str(step / "actor"), "--hf_model_path", str(other)],
+        "layers": ["--local_dir", str(step / "actor"), "--hf_model_path", str(deeper)],
     }
     said = {}
     for name, args in runs.items():
@@ -182,6 +195,14 @@ def test_the_model_merger_names_a_step_folder_and_a_config_of_another_shape(save
         "than the checkpoint's weights: "
     ), said["shape"]
     assert f"in the checkpoint, [{2 * config['hidden_size']}] by the config" in said["shape"], said["shape"]
+    assert said["layers"].startswith(
+        f"verl_lite.model_merger: --hf_model_path: '{deeper}/config.json' describes a model of another shape "
+        f"than the checkpoint's weights: the config's model has model.layers.{layers}."
+    ), said["layers"]
+    assert ", the checkpoint does not" in said["layers"], said["layers"]
+    assert said["invalid"].startswith(
+        f"verl_lite.model_merger: --hf_model_path: '{invalid}/config.json' is not a config transformers loads: "
+    ), said["invalid"]
 
 
 def _in_buffers(tensor, buffers) -> bool:

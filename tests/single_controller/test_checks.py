@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import pytest
 import ray
+from ray._private.runtime_env.plugin import RuntimeEnvPlugin
 
 from verl_lite.single_controller.checks import address_problem
 
@@ -92,6 +94,27 @@ def test_runtime_env_keys_ray_would_drop_and_local_paths_that_do_not_exist_are_n
         f"+{RUNTIME_ENV}.excludes=[x]",
     ]
     assert _problems(good) == []
+
+
+class CountingPlugin(RuntimeEnvPlugin):
+    """A runtime_env plugin as a user registers one through RAY_RUNTIME_ENV_PLUGINS."""
+
+    name = "counting_plugin"
+
+
+def test_ray_s_own_newer_fields_and_a_registered_plugin_s_name_are_runtime_env_keys(monkeypatch):
+    """The fields come from the installed Ray (nsight and rocprof_sys are RuntimeEnv arguments in Ray
+    2.x that a hand-written list missed) and from the plugins RAY_RUNTIME_ENV_PLUGINS registers."""
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("RAY_RUNTIME_ENV_PLUGINS", raising=False)
+    assert _problems([f"+{RUNTIME_ENV}.nsight=default", f"+{RUNTIME_ENV}.rocprof_sys={{}}"]) == []
+    (unknown,) = _problems([f"+{RUNTIME_ENV}.counting_plugin=1"])
+    assert unknown.startswith(f"{RUNTIME_ENV}.counting_plugin is not a runtime_env field Ray knows"), unknown
+    monkeypatch.setenv("RAY_RUNTIME_ENV_PLUGINS", json.dumps([{"class": f"{__name__}.CountingPlugin"}]))
+    assert _problems([f"+{RUNTIME_ENV}.counting_plugin=1"]) == []
+    (misspelt,) = _problems([f"+{RUNTIME_ENV}.countng_plugin=1"])
+    assert "did you mean 'counting_plugin'?" in misspelt, misspelt
 
 
 def test_a_bad_omp_num_threads_in_the_runtime_env_is_named_there(monkeypatch):

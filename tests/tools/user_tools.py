@@ -45,6 +45,13 @@ class AwaitForeverTool(BaseTool):
         await asyncio.Event().wait()
 
 
+class StrictTool(BaseTool):
+    """An execute that takes no extra keyword arguments (execute_kwargs it does not know: a TypeError)."""
+
+    async def execute(self, instance_id, parameters):
+        return ToolResponse(text="strict"), None, None
+
+
 class RaisingTool(BaseTool):
     async def execute(self, instance_id, parameters, **kwargs):
         raise RuntimeError("the service is down")

@@ -24,15 +24,31 @@ def _last_model_token(mask: list[int]) -> int:
     return ones[-1] if ones else max(len(mask) - 1, 0)
 
 
-def _check_vocab(out: AgentLoopOutput, vocab_size: int, where: str) -> None:
-    for field in ("prompt_ids", "response_ids"):
-        bad = [(i, t) for i, t in enumerate(getattr(out, field)) if not 0 <= t < vocab_size]
-        if bad:
-            i, t = bad[0]
-            raise ValueError(
-                f"{where}: {field}[{i}]={t} is outside the model's vocabulary [0, {vocab_size}) ({len(bad)} such "
-                "ids); a loop must return token ids of the model's tokenizer"
-            )
+def _check_vocab(
+    prompts: torch.Tensor,  # (bs, P) left-padded
+    prompt_mask: torch.Tensor,  # (bs, P)
+    responses: torch.Tensor,  # (bs, R) right-padded
+    response_attention: torch.Tensor,  # (bs, R)
+    vocab_size: int,
+    wheres: list[str],
+) -> None:
+    """Every real id (padding aside) in [0, vocab_size), checked on the padded tensors at once; the
+    first trajectory with one outside is located only when there is one."""
+    bad_prompt = ((prompts >= vocab_size) | (prompts < 0)) & prompt_mask.bool()  # (bs, P)
+    bad_response = ((responses >= vocab_size) | (responses < 0)) & response_attention.bool()  # (bs, R)
+    bad_rows = bad_prompt.any(dim=1) | bad_response.any(dim=1)  # (bs,)
+    if not bad_rows.any():
+        return
+    i = int(bad_rows.nonzero()[0])
+    if bad_prompt[i].any():
+        field, ids, bad, start = "prompt_ids", prompts[i], bad_prompt[i], int((prompt_mask[i] == 0).sum())
+    else:
+        field, ids, bad, start = "response_ids", responses[i], bad_response[i], 0
+    col = int(bad.nonzero()[0])
+    raise ValueError(
+        f"{wheres[i]}: {field}[{col - start}]={int(ids[col])} is outside the model's vocabulary "
+        f"[0, {vocab_size}) ({int(bad.sum())} such ids); a loop must return token ids of the model's tokenizer"
+    )
 
 
 def assemble_outputs(
@@ -51,16 +67,15 @@ def assemble_outputs(
     response_attention = torch.zeros((bs, R), dtype=torch.long)
     response_mask = torch.zeros((bs, R), dtype=torch.long)
     log_probs = torch.zeros((bs, R), dtype=torch.float32)
+    wheres = [f"agent loop output {i}" + (f" (agent loop {names[i]!r})" if names else "") for i in range(bs)]
     for i, out in enumerate(outputs):
-        where = f"agent loop output {i}" + (f" (agent loop {names[i]!r})" if names else "")
+        where = wheres[i]
         out.check(where)
         p, r = len(out.prompt_ids), len(out.response_ids)
         if p > P or r > R:
             raise ValueError(
                 f"{where}: {p} prompt and {r} response ids exceed prompt_length={P} / response_length={R}"
             )
-        if vocab_size is not None:
-            _check_vocab(out, vocab_size, where)
         prompts[i, P - p :] = torch.tensor(out.prompt_ids, dtype=torch.long)
         prompt_mask[i, P - p :] = 1
         responses[i, :r] = torch.tensor(out.response_ids, dtype=torch.long)
@@ -68,6 +83,8 @@ def assemble_outputs(
         response_mask[i, :r] = torch.tensor(out.response_mask, dtype=torch.long)
         if out.response_logprobs is not None:
             log_probs[i, :r] = torch.tensor(out.response_logprobs, dtype=torch.float32)
+    if vocab_size is not None:
+        _check_vocab(prompts, prompt_mask, responses, response_attention, vocab_size, wheres)
     if outputs and not response_mask.any():
         loops = sorted(set(names)) if names else "the agent loops"
         raise ValueError(

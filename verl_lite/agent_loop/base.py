@@ -17,10 +17,11 @@ function, as in verl), metrics and extra fields. Everything downstream reads onl
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from verl_lite.utils.scores import finite_score, short_repr
 
 if TYPE_CHECKING:
     from verl_lite.agent_loop.context import LoopContext
@@ -59,11 +60,10 @@ class AgentLoopOutput:
         if any(m not in (0, 1) for m in self.response_mask):
             raise ValueError(f"{where}: response_mask holds values other than 0 and 1")
         score = self.reward_score
-        if score is not None and (
-            isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score)
-        ):  # it becomes the trajectory's reward: a nan would train on nan advantages
+        if score is not None and finite_score(score) is None:  # a nan would train on nan advantages
             raise ValueError(
-                f"{where}: reward_score={score!r} must be a finite number (or None: the reward function scores it)"
+                f"{where}: reward_score={short_repr(score)} must be a finite number, not a bool (or None: the "
+                "reward function scores it)"
             )
 
 

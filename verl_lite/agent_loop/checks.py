@@ -28,6 +28,7 @@ from verl_lite.agent_loop.sanity import MODES
 from verl_lite.agent_loop.tool_calls import TRUNCATE_SIDES
 from verl_lite.interactions.registry import build_interactions, check_interaction_config
 from verl_lite.tools.registry import check_tool_config, read_tool_config
+from verl_lite.utils.class_path import load_yaml
 
 if TYPE_CHECKING:
     from verl_lite.config.run import Run
@@ -55,16 +56,37 @@ def _values(mt) -> list[str]:
     return problems  # the turn, call, length and time limits' domains: config/domains.py
 
 
+def _num_tools(path: str | None) -> int:
+    """The tool config's entries, read without importing them; 1 when unset or unreadable (the
+    file's own check reports why)."""
+    if not path:
+        return 1
+    try:
+        tools = load_yaml(path, f"{MT}.tool_config_path").get("tools")
+    except Exception:
+        return 1
+    return len(tools) if isinstance(tools, list) and tools else 1
+
+
+def _loop_timeout(loop_timeout: float, call_timeout: float, num_tools: int) -> list[str]:
+    """After its last generation a tool_agent trajectory may run a tool's create and execute, then
+    finish (calc_reward and release per tool) and finalize_interaction, each up to call_timeout."""
+    need = (3 + 2 * num_tools) * call_timeout
+    if loop_timeout >= need:
+        return []
+    return [
+        f"{AGENT}.loop_timeout={loop_timeout:g} is less than (3 + 2 x {num_tools} tools) x {MT}.tool_call_timeout="
+        f"{call_timeout:g} = {need:g} s, what a trajectory's tool calls after its last generation may take (create, "
+        f"execute, calc_reward and release per tool, finalize_interaction); raise loop_timeout to {need:g} or more"
+    ]
+
+
 def check_multi_turn(cfg: PPOTrainerConfig, run: Run) -> list[str]:
     r, d = cfg.actor_rollout_ref.rollout, cfg.data
     mt, agent = r.multi_turn, r.agent
     problems = _values(mt)
-    if mt.enable and agent.loop_timeout < 2 * mt.tool_call_timeout:  # a tool turn: create + call
-        problems.append(
-            f"{AGENT}.loop_timeout={agent.loop_timeout:g} is less than twice {MT}.tool_call_timeout="
-            f"{mt.tool_call_timeout:g}: a tool turn (the tool's create, then its call) may take that long and "
-            "would fail the rollout; raise loop_timeout"
-        )
+    if mt.enable:
+        problems += _loop_timeout(agent.loop_timeout, mt.tool_call_timeout, _num_tools(mt.tool_config_path))
     timeout = mt.tool_call_timeout
     problems += check_tool_config(mt.tool_config_path, f"{MT}.tool_config_path", timeout)
     problems += check_interaction_config(mt.interaction_config_path, f"{MT}.interaction_config_path", timeout)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -32,7 +33,7 @@ from verl_lite.agent_loop.sanity import first_mismatch
 from verl_lite.agent_loop.scheduler import TurnBatcher
 from verl_lite.protocol import DataProto
 from verl_lite.rollout.base import Rollout, SamplingParams
-from verl_lite.utils.user_code import PROCESS_EXITS, describe_exit, file_of
+from verl_lite.utils.user_code import exits_as_errors, file_of
 
 log = logging.getLogger(__name__)
 NOT_FOR_LOOPS = ("uid",)  # the driver's bookkeeping, not row data
@@ -47,9 +48,10 @@ class AgentLoopRunner:
         chat_template_kwargs: dict | None = None,
         vocab_size: int | None = None,
     ):
-        """`vocab_size`: the model's (every returned id must be below it); None: the tokenizer's length."""
+        """`vocab_size`: the model's (utils/hf_model.model_vocab_size; every returned id must be below
+        it, and at least the tokenizer's length); None: the tokenizer's length."""
         self.rollout, self.cfg = rollout, rollout_cfg
-        self.vocab_size = vocab_size or len(tokenizer)
+        self.vocab_size = max(vocab_size or 0, len(tokenizer))
         self.context = build_loop_context(rollout_cfg, tokenizer, chat_template_kwargs)
         self.loops = agent_loops(rollout_cfg.agent.agent_loop_config_path)
         self.pad_id = tokenizer.pad_token_id
@@ -58,7 +60,7 @@ class AgentLoopRunner:
         """`batch`: left-padded prompts (input_ids, attention_mask) and the rows' non-tensor fields."""
         call = self.rollout.next_call(params.validate)
         rows = self._trajectories(batch, params.n)
-        outputs, batcher = asyncio.run(self._run_all(rows, params, call))
+        outputs, batcher = run_bounded(self._run_all(rows, params, call))
         stats = self._stats(outputs, batcher)
         names = [row["agent_name"] for row in rows]
         tensors = assemble_outputs(
@@ -125,14 +127,14 @@ class AgentLoopRunner:
                     f"agent_name={row['agent_name']!r} is not a registered agent loop; known: {sorted(self.loops)}"
                 )
             cls = spec.load()
-            try:
+            with exits_as_errors(  # in a task, sys.exit() would end the worker with no word
+                f"agent loop {row['agent_name']!r} ({cls.__module__}.{cls.__qualname__}, {file_of(cls)})",
+                ends="the worker",
+                fix="a loop must return its output or raise",
+                error=RuntimeError,
+            ):
                 loop = cls(self.context, server, **spec.kwargs)
                 return await loop.run(dict(sampling), **row)
-            except PROCESS_EXITS as e:  # in a task, sys.exit() would end the worker with no word
-                raise RuntimeError(
-                    f"agent loop {row['agent_name']!r} ({cls.__module__}.{cls.__qualname__}, {file_of(cls)}) "
-                    f"{describe_exit(e)}, which would end the worker; a loop must return its output or raise"
-                ) from None
         finally:
             batcher.finished(server.trajectory)
 
@@ -165,6 +167,30 @@ class AgentLoopRunner:
                 first,
             )
         return stats
+
+
+def run_bounded(coro):
+    """`asyncio.run(coro)`, except that threads a loop left running (`asyncio.to_thread`,
+    `run_in_executor`) are not waited for: asyncio.run joins its default executor, so a loop stuck
+    in a thread would hold the rollout past loop_timeout forever. Such a thread keeps running until
+    it returns (the process waits for it at exit); the rollout has already failed with the line
+    that names it."""
+    loop = asyncio.new_event_loop()
+    executor = ThreadPoolExecutor(thread_name_prefix="verl_lite-agent-loop")
+    loop.set_default_executor(executor)
+    try:
+        return loop.run_until_complete(coro)
+    finally:
+        try:
+            pending = asyncio.all_tasks(loop)
+            for task in pending:
+                task.cancel()
+            if pending:  # bounded: a task may catch its cancellation and await again
+                loop.run_until_complete(asyncio.wait(pending, timeout=5))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            executor.shutdown(wait=False, cancel_futures=True)
+            loop.close()
 
 
 def waiting_in(task: asyncio.Task) -> str:

@@ -23,11 +23,11 @@ finite number (it is reported as turn_scores).
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from verl_lite.agent_loop.base import AgentLoopBase, AgentLoopOutput
 from verl_lite.agent_loop.tool_calls import ToolTimeout
+from verl_lite.utils.scores import finite_score, short_repr
 from verl_lite.utils.user_code import UserCodeExit
 
 
@@ -94,13 +94,13 @@ class ToolAgentLoop(AgentLoopBase):
                     done, reply, score, _ = await self._interaction(
                         interaction, "generate_response", instance, messages, **interaction_kwargs
                     )
-                    if not isinstance(score, (int, float)) or not math.isfinite(score):
+                    if finite_score(score) is None:
                         raise ValueError(
-                            f"interaction {_name(interaction)}.generate_response returned the score {score!r}; "
-                            "it must be a finite number"
+                            f"interaction {_name(interaction)}.generate_response returned the score "
+                            f"{short_repr(score)}; it must be a finite number, not a bool"
                         )
                     user_turns += 1
-                    turn_scores.append(score)
+                    turn_scores.append(finite_score(score))
                     messages.append({"role": "user", "content": reply})
                     traj.add_inserted(ctx.renderer.inserted([messages[-1]])[: traj.left])
                     if done or traj.left <= 0:

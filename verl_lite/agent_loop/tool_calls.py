@@ -3,7 +3,7 @@ message to the model.
 
 `ToolRunner` (one per worker) runs every tool method in a thread of its own with its own event loop
 (at most POOL_SIZE at once, over all trajectories), and waits for it at most
-`multi_turn.tool_call_timeout` seconds. So a tool that blocks (sleeps, spins, waits on a dead
+`multi_turn.tool_call_timeout` seconds from when it starts (not while it queues for a slot). So a tool that blocks (sleeps, spins, waits on a dead
 server) costs its trajectory that many seconds and no more: the other trajectories' calls go on,
 and the batch's next turn waits for no call longer than the timeout. A call stuck awaiting is
 cancelled at its timeout; one blocking its thread cannot be stopped from Python and keeps its
@@ -95,17 +95,26 @@ def truncate(text: str, limit: int, side: str) -> str:
 
 
 class ToolRunner:
-    def __init__(self, tools: dict, timeout_s: float, max_response_length: int, truncate_side: str):
+    def __init__(
+        self,
+        tools: dict,
+        timeout_s: float,
+        max_response_length: int,
+        truncate_side: str,
+        pool_size: int = POOL_SIZE,
+    ):
         self.tools, self.timeout_s = tools, timeout_s
         self.max_response_length, self.truncate_side = max_response_length, truncate_side
-        self._slots = threading.BoundedSemaphore(POOL_SIZE)
+        self._slots = threading.BoundedSemaphore(pool_size)
 
     async def call(self, fn, *args, **kwargs):
         """`await fn(*args, **kwargs)` in a thread of its own with its own event loop, for at most
-        timeout_s. On a timeout the call's task is cancelled (which frees a call stuck awaiting);
-        a call blocking its thread keeps the thread (a daemon: it never holds the process) until
-        it returns."""
+        timeout_s from when it gets a slot (a call queued behind POOL_SIZE others is not timed out
+        by their time). On a timeout the call's task is cancelled (which frees a call stuck
+        awaiting); a call blocking its thread keeps the thread (a daemon: it never holds the
+        process) and its slot until it returns; the rollout's loop_timeout bounds the queue."""
         loop = asyncio.get_running_loop()
+        running: asyncio.Future = loop.create_future()  # set once the call holds a slot
         done: asyncio.Future = loop.create_future()
         started = threading.Event()
         holder: dict = {}
@@ -122,21 +131,29 @@ class ToolRunner:
 
         def work():
             with self._slots:
+                if holder.get("abandoned"):  # its caller stopped waiting for a slot: do not run it
+                    return
+                send(running.set_result, None)
                 inner = asyncio.new_event_loop()
-                holder["loop"], holder["task"] = inner, inner.create_task(fn(*args, **kwargs))
-                started.set()
-                try:
+                try:  # binding the arguments too: a TypeError there is the call's error, at once
+                    holder["loop"], holder["task"] = inner, inner.create_task(fn(*args, **kwargs))
+                    started.set()
                     result = inner.run_until_complete(holder["task"])
                     send(done.set_result, result)
                 except BaseException as e:  # the tool's error (or its cancellation) goes to the caller
                     send(done.set_exception, _as_exception(e))
-                    task = holder["task"]
-                    if isinstance(e, PROCESS_EXITS) and task.done():  # an exit leaves the loop at once:
-                        task.exception()  # retrieved, so asyncio does not print it as never retrieved
+                    task = holder.get("task")
+                    if isinstance(e, PROCESS_EXITS) and task is not None and task.done():
+                        task.exception()  # an exit leaves the loop at once: retrieved, so not printed
                 finally:
                     inner.close()
 
         threading.Thread(target=work, name="verl_lite_tool", daemon=True).start()
+        try:
+            await running  # the deadline starts with the call, not with the wait for a slot
+        except asyncio.CancelledError:
+            holder["abandoned"] = True
+            raise
         try:
             return await asyncio.wait_for(done, self.timeout_s)
         except asyncio.TimeoutError:

@@ -24,7 +24,8 @@ from verl_lite.algos.masked import last_policy_token, response_lengths
 from verl_lite.errors import RunError
 from verl_lite.protocol import DataProto
 from verl_lite.reward.deadline import DeadlineExceeded, deadline
-from verl_lite.utils.user_code import PROCESS_EXITS, describe_exit
+from verl_lite.utils.scores import as_float, short_repr
+from verl_lite.utils.user_code import exits_as_errors
 
 log = logging.getLogger(__name__)
 
@@ -116,46 +117,27 @@ class NaiveRewardManager:
 
     def _score(self, source, text, truth, info, where: str) -> tuple[float, dict]:
         name = function_name(self.compute_score)
-        try:
-            result = self.compute_score(source, text, truth, info)
-        except PROCESS_EXITS as e:  # sys.exit() in a reward function would end the run with its status
-            raise RewardError(
-                f"reward function {name} {describe_exit(e)} on {where}, response={text[:200]!r}; "
-                "a reward function must return a score (raise an exception to stop the run)"
-            ) from e
-        except Exception as e:
-            raise RewardError(
-                f"reward function {name} raised {type(e).__name__}: {e} on {where}, "
-                f"response={text[:200]!r}, ground_truth={truth!r}"
-            ) from e
+        with exits_as_errors(  # sys.exit() in a reward function would end the run with its status
+            f"reward function {name}",
+            after=f" on {where}, response={text[:200]!r}",
+            fix="a reward function must return a score (raise an exception to stop the run)",
+            error=RewardError,
+        ):
+            try:
+                result = self.compute_score(source, text, truth, info)
+            except Exception as e:
+                raise RewardError(
+                    f"reward function {name} raised {type(e).__name__}: {e} on {where}, "
+                    f"response={text[:200]!r}, ground_truth={truth!r}"
+                ) from e
         value = result.get("score") if isinstance(result, dict) else result
-        number = _as_float(value)
+        number = as_float(value)
         if number is None or not math.isfinite(number):
             beyond = number is None and isinstance(value, numbers.Real)
             raise RewardError(
-                f"reward function {name} returned {_short(result)} for {where}, response={text[:200]!r}; "
+                f"reward function {name} returned {short_repr(result)} for {where}, response={text[:200]!r}; "
                 + ("that is beyond the range of a float; " if beyond else "")
                 + "it must return a finite number or a dict with a numeric 'score'"
             )
         details = {k: v for k, v in result.items() if k != "score"} if isinstance(result, dict) else {}
         return number, details
-
-
-def _as_float(value) -> float | None:
-    """A real number as a float; None for anything else, and for a number no float can hold."""
-    if not isinstance(value, numbers.Real):
-        return None
-    try:
-        return float(value)
-    except (OverflowError, ValueError):
-        return None
-
-
-def _short(value) -> str:
-    """repr of a returned value, cut to fit one line (an int of 400 digits is not read whole)."""
-    text = (
-        repr(value)
-        if not isinstance(value, int) or abs(value) < 10**50
-        else f"an integer of {len(str(abs(value)))} digits"
-    )
-    return text if len(text) <= 120 else text[:117] + "..."

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 
 from verl_lite.reward import gsm8k, math_answer
-from verl_lite.utils.user_code import PROCESS_EXITS, describe_exit
+from verl_lite.utils.user_code import exits_as_errors
 
 _SCORERS: dict[str, Callable] = {}
 
@@ -98,15 +98,18 @@ def load_custom_scorer(path: str | None, name: str) -> Callable:
     if spec is None or spec.loader is None:
         raise ValueError(f"custom_reward_function.path={path!r} is not a Python file (it needs a .py name)")
     module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-    except Exception as e:  # whatever the module raises at import: SyntaxError, ImportError, NameError, ...
-        raise ValueError(_import_error(path, e)) from e
-    except PROCESS_EXITS as e:  # sys.exit() at import would end the run with its status, unexplained
-        raise ValueError(
-            f"custom_reward_function.path={path!r} {describe_exit(e)} when imported, which would end the run; "
-            "a reward file must define its function without exiting"
-        ) from None
+    with exits_as_errors(  # sys.exit() at import would end the run with its status, unexplained
+        f"custom_reward_function.path={path!r}",
+        after=" when imported",
+        fix="a reward file must define its function without exiting",
+        error=ValueError,
+    ):
+        try:
+            spec.loader.exec_module(module)
+        except (
+            Exception
+        ) as e:  # whatever the module raises at import: SyntaxError, ImportError, NameError, ...
+            raise ValueError(_import_error(path, e)) from e
     if not callable(getattr(module, name, None)):
         found = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_"))
         raise AttributeError(

@@ -9,6 +9,8 @@ ray.init waits for a GCS that is not there for minutes (it was seen hanging unti
 from __future__ import annotations
 
 import difflib
+import importlib
+import json
 import os
 import socket
 from collections.abc import Mapping
@@ -93,29 +95,51 @@ LOCAL_RAY_ONLY = {
 }
 
 
-# Ray's runtime_env fields (ray.runtime_env.RuntimeEnv.known_fields, Ray 2.x, less its private ones):
-# any other key is dropped by Ray without a word, so a misspelling would silently change nothing
-RUNTIME_ENV_FIELDS = (
-    "working_dir", "py_modules", "py_executable", "excludes", "pip", "uv", "conda", "container",
-    "image_uri", "env_vars", "worker_process_setup_hook", "config", "java_jars",
-)  # fmt: skip
+PLUGINS_VAR = "RAY_RUNTIME_ENV_PLUGINS"  # Ray's: a JSON list of {"class": "pkg.mod.Plugin", ...}
+
+
+def runtime_env_fields() -> set[str] | None:
+    """The runtime_env keys the installed Ray takes: RuntimeEnv's constructor arguments and its
+    known_fields, plus the names of the plugins RAY_RUNTIME_ENV_PLUGINS lists. Any other key Ray drops
+    without a word. None when a listed plugin cannot be read here (then any key may be its name)."""
+    import inspect
+
+    from ray.runtime_env import RuntimeEnv  # here: this module is imported before Ray is needed
+
+    params = inspect.signature(RuntimeEnv.__init__).parameters.values()
+    fields = {p.name for p in params if p.kind is p.KEYWORD_ONLY and not p.name.startswith("_")}
+    fields |= set(RuntimeEnv.known_fields)
+    plugins = os.environ.get(PLUGINS_VAR)
+    if not plugins:
+        return fields
+    try:  # Ray's plugin manager imports each class and takes its `name`, as here
+        classes = [entry["class"].rsplit(".", 1) for entry in json.loads(plugins)]
+        return fields | {str(getattr(importlib.import_module(m), c).name) for m, c in classes}
+    except (Exception, SystemExit):  # Ray's agent reports a bad plugin list; here any key may be one
+        return None
+
+
 REMOTE = ("s3://", "gs://", "https://", "http://", "gcs://", "file://", "azure://", "abfss://")
 
 
 def runtime_env_problems(runtime_env: Mapping) -> list[str]:
     """Keys Ray knows (it drops others silently), local working_dir / py_modules / requirements files
     that exist (Ray fails in ray.init with a traceback), and env_vars."""
-    problems = [_unknown_field(key) for key in runtime_env if key not in RUNTIME_ENV_FIELDS]
+    fields = runtime_env_fields()
+    problems = [
+        _unknown_field(key, fields) for key in runtime_env if fields is not None and key not in fields
+    ]
     problems += _local_paths(runtime_env)
     return problems + _env_vars_problems(runtime_env)
 
 
-def _unknown_field(key: str) -> str:
-    close = difflib.get_close_matches(str(key), RUNTIME_ENV_FIELDS, n=1)
+def _unknown_field(key: str, fields: set[str]) -> str:
+    close = difflib.get_close_matches(str(key), sorted(fields), n=1)
     hint = f"did you mean {close[0]!r}? " if close else ""
+    public = sorted(f for f in fields if not f.startswith("_"))
     return (
         f"{RUNTIME_ENV}.{key} is not a runtime_env field Ray knows, and Ray would drop it without a word; "
-        f"{hint}Ray's fields are {list(RUNTIME_ENV_FIELDS)}"
+        f"{hint}Ray's fields are {public} (a plugin's name counts when {PLUGINS_VAR} lists it)"
     )
 
 

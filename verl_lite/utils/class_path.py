@@ -13,7 +13,7 @@ import importlib
 import inspect
 import os
 
-from verl_lite.utils.user_code import PROCESS_EXITS, describe_exit, file_of
+from verl_lite.utils.user_code import exits_as_errors
 
 
 def load_yaml(path: str, key: str) -> object:
@@ -35,20 +35,20 @@ def import_class(dotted: str) -> type:
     if not isinstance(dotted, str) or "." not in dotted.strip("."):
         raise ValueError(f"{dotted!r} is not a dotted class path like package.module.ClassName")
     module_name, _, name = dotted.rpartition(".")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as e:
-        raise ValueError(
-            f"{dotted}: module {module_name!r} cannot be imported ({e}); put its package on PYTHONPATH"
-        ) from e
-    except Exception as e:
-        raise ValueError(f"{dotted}: importing {module_name!r} raised {type(e).__name__}: {e}") from e
-    except PROCESS_EXITS as e:  # sys.exit() at import: the run would end with its status, unexplained
-        where = file_of(module_name)
-        raise ValueError(
-            f"{dotted}: importing {module_name!r}{f' ({where})' if where else ''} {describe_exit(e)}, which "
-            "would end the run; a module must not exit when imported"
-        ) from None
+    with exits_as_errors(  # sys.exit() at import: the run would end with its status, unexplained
+        f"{dotted}: importing {module_name!r}",
+        module_name,
+        fix="a module must not exit when imported",
+        error=ValueError,
+    ):
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as e:
+            raise ValueError(
+                f"{dotted}: module {module_name!r} cannot be imported ({e}); put its package on PYTHONPATH"
+            ) from e
+        except Exception as e:
+            raise ValueError(f"{dotted}: importing {module_name!r} raised {type(e).__name__}: {e}") from e
     found = getattr(module, name, None)
     if not isinstance(found, type):
         raise ValueError(f"{dotted}: module {module_name!r} has no class {name!r}")

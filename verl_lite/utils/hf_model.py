@@ -19,7 +19,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForTokenClas
 from transformers.utils import logging as hf_logging
 
 from verl_lite.utils.model_weights import loading_problems
-from verl_lite.utils.user_code import PROCESS_EXITS, describe_exit, file_of
+from verl_lite.utils.user_code import exits_as_errors
 
 log = logging.getLogger(__name__)
 hf_logging.disable_progress_bar()  # one bar per weight load per worker drowns the training log
@@ -58,19 +58,20 @@ def model_files(model_cfg) -> str:
 def _load_config(model_cfg, key: str, **fields):
     check_model_dir(model_cfg.path, f"{key}.path")
     if model_cfg.external_lib:
-        try:
-            importlib.import_module(model_cfg.external_lib)
-        except Exception as e:  # the user's module raising on import: one line, not its traceback
-            raise ValueError(
-                f"{key}.external_lib={model_cfg.external_lib!r} fails to import: {type(e).__name__}: "
-                f"{' '.join(str(e).split())[:300]}; fix the module or unset the key"
-            ) from e
-        except PROCESS_EXITS as e:  # sys.exit() at import: the run would end with its status, unexplained
-            where = file_of(model_cfg.external_lib)
-            raise ValueError(
-                f"{key}.external_lib={model_cfg.external_lib!r}{f' ({where})' if where else ''} "
-                f"{describe_exit(e)} when imported, which would end the run; fix the module or unset the key"
-            ) from None
+        with exits_as_errors(  # sys.exit() at import: the run would end with its status, unexplained
+            f"{key}.external_lib={model_cfg.external_lib!r}",
+            model_cfg.external_lib,
+            after=" when imported",
+            fix="fix the module or unset the key",
+            error=ValueError,
+        ):
+            try:
+                importlib.import_module(model_cfg.external_lib)
+            except Exception as e:  # the user's module raising on import: one line, not its traceback
+                raise ValueError(
+                    f"{key}.external_lib={model_cfg.external_lib!r} fails to import: {type(e).__name__}: "
+                    f"{' '.join(str(e).split())[:300]}; fix the module or unset the key"
+                ) from e
     config = AutoConfig.from_pretrained(model_cfg.path, trust_remote_code=model_cfg.trust_remote_code)
     for name, value in (model_cfg.override_config or {}).items():
         if name == "attn_implementation":  # not a config field: the loaders' argument (engine/attention.py)
@@ -89,6 +90,14 @@ SCORER_FIELDS = {"num_labels": 1, "classifier_dropout": 0.0}  # a value or rewar
 def model_config(model_cfg, key: str, kind: str):
     """The config a role's model is built from (`kind`: causal_lm, value or reward), overrides applied."""
     return _load_config(model_cfg, key, **(SCORER_FIELDS if kind != "causal_lm" else {}))
+
+
+def model_vocab_size(model_cfg, tokenizer, config=None, key: str = "actor_rollout_ref.model") -> int:
+    """The ids the model takes and a rollout engine may sample: its config's vocab_size (vLLM samples
+    over it, and Qwen2.5's 151936 pads past its tokenizer's 151665), at least the tokenizer's length.
+    `config`: the built model's, when there is one; else read from model_cfg.path."""
+    config = config if config is not None else model_config(model_cfg, key, "causal_lm")
+    return max(int(getattr(config, "vocab_size", 0) or 0), len(tokenizer))
 
 
 def _check_loaded(info: dict, model_cfg, key: str, kind: str) -> None:
@@ -208,6 +217,40 @@ def load_tokenizer(path: str, trust_remote_code: bool = False, chat_template: st
     return tokenizer
 
 
+def meta_model(config: transformers.PretrainedConfig, model_cls=None) -> torch.nn.Module:
+    """The model `config` describes (its architecture, else a causal LM) on the meta device: names and
+    shapes, no memory."""
+    arch = (getattr(config, "architectures", None) or [None])[0]
+    model_cls = model_cls or (getattr(transformers, arch, None) if arch else None)
+    with torch.device("meta"):
+        return model_cls(config) if isinstance(model_cls, type) else AutoModelForCausalLM.from_config(config)
+
+
+def check_weights_fit(model: torch.nn.Module, state_dict: dict, what: str, fix: str) -> None:
+    """ValueError "<what>: <the first 3 differences> (and N more); <fix>" when `state_dict` does not
+    fit `model`: a tensor of another shape, one the model lacks, or one of the model's the weights
+    lack (an lm_head tied to the embeddings excepted: it is re-tied, not stored). A ValueError, as
+    utils/ sits below errors.py; a CLI raises it again as its InputError (model_merger.py)."""
+    expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    tied = bool(getattr(model.config, "tie_word_embeddings", False))
+    differ = [
+        f"{k} is {list(v.shape)} in the checkpoint, {list(expected[k])} by the config"
+        for k, v in state_dict.items()
+        if k in expected and tuple(v.shape) != expected[k]
+    ]
+    differ += [
+        f"the checkpoint has {k}, the config's model does not" for k in state_dict if k not in expected
+    ]
+    differ += [
+        f"the config's model has {k}, the checkpoint does not"
+        for k in expected
+        if k not in state_dict and not (tied and k.startswith("lm_head."))
+    ]
+    if differ:
+        more = f" (and {len(differ) - 3} more)" if len(differ) > 3 else ""
+        raise ValueError(f"{what}: {'; '.join(differ[:3])}{more}; {fix}")
+
+
 def save_hf_folder(
     target: str,
     config: transformers.PretrainedConfig,
@@ -234,14 +277,8 @@ def save_hf_folder(
         tokenizer.save_pretrained(target)
     if state_dict is None:
         return
-    arch = (getattr(config, "architectures", None) or [None])[0]
-    model_cls = model_cls or (getattr(transformers, arch, None) if arch else None)
-    with torch.device("meta"):
-        model = model_cls(config) if model_cls else AutoModelForCausalLM.from_config(config)
-    missing, unexpected = model.load_state_dict(state_dict, strict=False, assign=True)
-    if unexpected or [k for k in missing if "lm_head" not in k]:
-        raise ValueError(
-            f"weights do not fit {type(model).__name__}: missing {missing}, unexpected {unexpected}"
-        )
+    model = meta_model(config, model_cls)
+    check_weights_fit(model, state_dict, f"the weights saved to {target!r}", "save the model they came from")
+    model.load_state_dict(state_dict, strict=False, assign=True)
     model.tie_weights()
     model.save_pretrained(target)

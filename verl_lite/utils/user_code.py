@@ -1,11 +1,12 @@
 """Running a user's code (model.external_lib, a reward file, tool, interaction and agent-loop classes):
 what ends the process and what never returns become one-line errors naming the code.
 
-`sys.exit()` raises SystemExit and Ctrl-C-like code raises KeyboardInterrupt: both derive from
-BaseException, so an `except Exception` around a user's import or constructor lets them through,
-and a CLI run then ends with the user's status (often 0) and no word of why. `exits_as_errors`
-turns them into a RuntimeError (subclasses ValueError at start-up, so the caller's usual one-line
-path reports them) that says which code did it and where its file is.
+`sys.exit()` raises SystemExit, which derives from BaseException, so an `except Exception` around
+a user's import or constructor lets it through, and a CLI run then ends with the user's status
+(often 0) and no word of why. `exits_as_errors` (every site that runs a user's code uses it) turns
+it into an error of the caller's type (UserCodeExit, a ValueError, unless told) that says which
+code did it and where its file is. KeyboardInterrupt is not converted: a real Ctrl-C must stop
+the run as Ctrl-C, not be blamed on the user's code.
 
 `call_with_deadline` runs a synchronous call (a constructor) in a daemon thread and waits at most
 its deadline: a constructor that blocks costs that many seconds and an error naming it, never a
@@ -21,11 +22,11 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from typing import Any
 
-PROCESS_EXITS = (SystemExit, KeyboardInterrupt)
+PROCESS_EXITS = (SystemExit,)  # KeyboardInterrupt propagates: it is a real Ctrl-C far more often
 
 
 class UserCodeExit(ValueError):
-    """A user's code raised SystemExit or KeyboardInterrupt where it was imported, built or called."""
+    """A user's code raised SystemExit where it was imported, built or called."""
 
 
 class UserCodeTimeout(ValueError):
@@ -33,7 +34,7 @@ class UserCodeTimeout(ValueError):
 
 
 def describe_exit(e: BaseException) -> str:
-    """`called sys.exit(0)` / `raised KeyboardInterrupt`."""
+    """`called sys.exit(0)` (any other BaseException: `raised <its type>`)."""
     if isinstance(e, SystemExit):
         return f"called sys.exit({e.code!r})"
     return f"raised {type(e).__name__}"
@@ -54,16 +55,23 @@ def file_of(obj: Any) -> str | None:
 
 
 @contextmanager
-def exits_as_errors(what: str, obj: Any = None):
-    """The body's SystemExit / KeyboardInterrupt as a UserCodeExit: "<what> (<file>) called sys.exit(0)
-    ...". `obj`: the class, module or module name whose file is named."""
+def exits_as_errors(
+    what: str,
+    obj: Any = None,
+    *,
+    after: str = "",
+    ends: str = "the run",
+    fix: str = "raise an exception instead to report a problem",
+    error: type[Exception] = UserCodeExit,
+):
+    """The body's SystemExit as `error`: "<what> (<file>) called sys.exit(0)<after>, which would end
+    <ends>; <fix>". `obj`: the class, module or module name whose file is named (none: no file)."""
     try:
         yield
     except PROCESS_EXITS as e:
         where = file_of(obj) if obj is not None else None
-        raise UserCodeExit(
-            f"{what}{f' ({where})' if where else ''} {describe_exit(e)}, which would end the run; "
-            "raise an exception instead to report a problem"
+        raise error(
+            f"{what}{f' ({where})' if where else ''} {describe_exit(e)}{after}, which would end {ends}; {fix}"
         ) from None
 
 

@@ -220,17 +220,16 @@ class ActorRolloutRefWorker(Worker):
     def _agent_loop_runner(self):
         if self.agent_loops is None:
             from verl_lite.agent_loop.runner import AgentLoopRunner
+            from verl_lite.utils.hf_model import model_vocab_size
 
             engine = next(iter(self.engines.values()), None)  # none on a rollout-only worker
-            model_config = getattr(getattr(engine, "module", None), "config", None)
+            config = getattr(getattr(engine, "module", None), "config", None)
             self.agent_loops = AgentLoopRunner(
                 self.rollout,
                 self.tokenizer,
                 self.config.rollout,
                 self.chat_template_kwargs,
-                vocab_size=getattr(
-                    model_config, "vocab_size", None
-                ),  # the model's: ids a loop returns must fit
+                vocab_size=model_vocab_size(self.config.model, self.tokenizer, config),  # ids must fit it
             )
         return self.agent_loops
 
