@@ -428,3 +428,40 @@ def test_rows_without_agent_name_beside_tool_rows_are_logged_with_their_count(
         f"WARNING: data.train_files: 3 of 8 rows (the first: {files['some_agent_name']} row 5) have no "
         f"agent_name and run {AGENT}.default_agent_loop=single_turn_agent: no tool calls for them"
     ), said
+
+
+def test_a_tool_config_of_five_tools_passes_at_the_default_loop_timeout_and_derives_it(
+    files, tmp_path, monkeypatch, capsys
+):
+    """loop_timeout's null default is (3 + 2 x tools) x tool_call_timeout: no number of tools is refused
+    at verl's defaults, and the rollout's deadline grows with the tools (an explicit value below the
+    rule is refused: loop_timeout_below_a_trajectorys_last_tool_calls)."""
+    import copy
+
+    import yaml
+
+    from verl_lite.agent_loop.checks import loop_timeout_s
+
+    one = yaml.safe_load(VERL_GSM8K_TOOL_CONFIG)["tools"][0]
+    tools = [one]
+    for i in range(4):
+        other = copy.deepcopy(one)
+        other["tool_schema"]["function"]["name"] = f"calc_gsm8k_reward_{i}"
+        tools.append(other)
+    files = dict(files, five_tools=write_yaml(tmp_path / "five_tools.yaml", {"tools": tools}))
+    reached = []
+
+    def stop(cfg):
+        reached.append(cfg)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(main_ppo, "start_ray", stop)
+    argv = [*BASE, f"trainer.default_local_dir={tmp_path}/run", *multi_turn(files, tools="five_tools")]
+    from verl_lite.config.compose import compose_config
+
+    with pytest.raises(SystemExit) as info:
+        main_ppo.run(compose_config(argv, "demo"))
+    assert info.value.code == 0 and reached, capsys.readouterr().err
+    rollout = reached[0].actor_rollout_ref.rollout
+    assert rollout.agent.loop_timeout is None
+    assert loop_timeout_s(rollout) == (3 + 2 * 5) * rollout.multi_turn.tool_call_timeout == 780

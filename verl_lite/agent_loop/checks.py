@@ -81,11 +81,19 @@ def _loop_timeout(loop_timeout: float, call_timeout: float, num_tools: int) -> l
     ]
 
 
+def loop_timeout_s(rollout) -> float:
+    """`rollout.agent.loop_timeout`, or where it is null what a tool_agent trajectory's calls after its
+    last generation may take: (3 + 2 x tools) x tool_call_timeout (so no number of tools is refused
+    at the defaults)."""
+    mt, given = rollout.multi_turn, rollout.agent.loop_timeout
+    return given if given is not None else (3 + 2 * _num_tools(mt.tool_config_path)) * mt.tool_call_timeout
+
+
 def check_multi_turn(cfg: PPOTrainerConfig, run: Run) -> list[str]:
     r, d = cfg.actor_rollout_ref.rollout, cfg.data
     mt, agent = r.multi_turn, r.agent
     problems = _values(mt)
-    if mt.enable:
+    if mt.enable and agent.loop_timeout is not None:
         problems += _loop_timeout(agent.loop_timeout, mt.tool_call_timeout, _num_tools(mt.tool_config_path))
     timeout = mt.tool_call_timeout
     problems += check_tool_config(mt.tool_config_path, f"{MT}.tool_config_path", timeout)

@@ -27,6 +27,7 @@ import numpy as np
 
 from verl_lite.agent_loop.assemble import assemble_outputs
 from verl_lite.agent_loop.base import AgentLoopOutput
+from verl_lite.agent_loop.checks import loop_timeout_s
 from verl_lite.agent_loop.context import build_loop_context
 from verl_lite.agent_loop.registry import agent_loops
 from verl_lite.agent_loop.sanity import first_mismatch
@@ -97,7 +98,7 @@ class AgentLoopRunner:
             lambda reqs: self.rollout.generate_requests(reqs, call),
             params,
             context_length,
-            loop_timeout=self.cfg.agent.loop_timeout,
+            loop_timeout=loop_timeout_s(self.cfg),
             describe=lambda t: f"trajectory {t} ({self._loop_name(rows[t])}) waits in {waiting_in(tasks[t])}",
         )
         sampling = {

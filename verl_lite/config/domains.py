@@ -206,7 +206,7 @@ DOMAINS: dict[str, Domain] = {
     f"{ARR}.rollout.multi_turn.max_parallel_calls": POS_INT,
     f"{ARR}.rollout.multi_turn.max_tool_response_length": POS_INT,
     f"{ARR}.rollout.multi_turn.tool_call_timeout": POS,
-    f"{ARR}.rollout.agent.loop_timeout": POS,
+    f"{ARR}.rollout.agent.loop_timeout": POS.or_null("(3 + 2 x tools) x tool_call_timeout"),
     # the memory levers; engine/checks.py checks them against the number of workers
     **{f"{s}.ulysses_sequence_parallel_size": POS_INT for s in (f"{ARR}.actor", f"{ARR}.ref", "critic")},
     **{f"{s}.fsdp_size": SHARDS for s in FSDP_SECTIONS.values()},

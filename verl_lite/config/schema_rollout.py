@@ -69,7 +69,9 @@ class AgentLoopConfig(ConfigNode):
     )
     custom_async_server: CustomAsyncServerConfig = field(default_factory=CustomAsyncServerConfig)
     # verl_lite's own key
-    loop_timeout: float = 600.0  # seconds a trajectory's loop may run between two generations (its own code, its tool and interaction calls); then the rollout fails naming the loop and what it waits in
+    loop_timeout: float | None = (
+        None  # seconds a trajectory's loop may run between two generations (its own code, its tool and interaction calls); then the rollout fails naming the loop and what it waits in; null: (3 + 2 x tools) x multi_turn.tool_call_timeout
+    )
 
 
 @dataclass
