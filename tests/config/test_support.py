@@ -100,7 +100,7 @@ def test_keys_under_dict_fields_are_the_users():
         "demo",
     )
     assert cfg.actor_rollout_ref.model.override_config == {"rope_theta": 10000}
-    assert cfg.ray_kwargs.ray_init.runtime_env == {"env_vars": {"FOO": "bar"}}
+    assert cfg.ray_kwargs.ray_init.runtime_env == {"py_executable": None, "env_vars": {"FOO": "bar"}}
     assert cfg.data.apply_chat_template_kwargs == {"enable_thinking": False}
     assert cfg.actor_rollout_ref.rollout.engine_kwargs.vllm == {"swap_space": 0}
 

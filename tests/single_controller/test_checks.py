@@ -9,7 +9,7 @@ import pytest
 import ray
 from ray._private.runtime_env.plugin import RuntimeEnvPlugin
 
-from verl_lite.single_controller.checks import address_problem
+from verl_lite.single_controller.checks import address_problem, runtime_env_problems
 
 
 def _cfg(address):
@@ -175,3 +175,23 @@ def test_ray_init_gets_the_runtime_env_whether_the_run_starts_ray_or_joins_a_clu
     }
     monkeypatch.setenv("RAY_ADDRESS", "head:6379")
     assert ray_init_kwargs(load_config([], "demo")) == {"address": "head:6379"}
+
+
+def test_verl_0_9_s_py_executable_is_a_runtime_env_key_null_being_ray_s_default(monkeypatch, tmp_path):
+    """Every verl 0.9 launch script passes ray_kwargs.ray_init.runtime_env.py_executable (its uv
+    launcher's interpreter, null without uv), without a `+`: the key is in the config, a null reaches
+    Ray as no value (Ray's default), a path reaches it as written, joined cluster or local Ray."""
+    from verl_lite.config.compose import load_config
+    from verl_lite.trainer.ray_start import ray_init_kwargs
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    key = "ray_kwargs.ray_init.runtime_env.py_executable"
+    plain = ray_init_kwargs(load_config([f"{key}=null"], "demo"))
+    assert plain["runtime_env"] == {"env_vars": {"TOKENIZERS_PARALLELISM": "false"}}
+    assert ray_init_kwargs(load_config([f"{key}=null", "ray_kwargs.ray_init.address=head:6379"], "demo")) == {
+        "address": "head:6379"
+    }
+    python = str(tmp_path / "bin" / "python")
+    given = load_config([f"{key}={python}"], "demo")
+    assert ray_init_kwargs(given)["runtime_env"]["py_executable"] == python
+    assert runtime_env_problems(given.ray_kwargs.ray_init.runtime_env) == []

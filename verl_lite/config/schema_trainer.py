@@ -189,8 +189,8 @@ class TrainerConfig(ConfigNode):
 class RayInitConfig(ConfigNode):
     num_cpus: int | None = None  # CPUs for a local Ray; null: all
     runtime_env: dict[str, Any] = field(
-        default_factory=dict
-    )  # the run's Ray runtime_env, local Ray or cluster (env_vars: str values; they win over verl_lite's)
+        default_factory=lambda: {"py_executable": None}
+    )  # the run's Ray runtime_env, local Ray or cluster, fields as Ray names them (env_vars: str values; they win over verl_lite's); py_executable as in verl 0.9 (its uv launcher's interpreter); a null field is Ray's default
     address: str | None = None  # join this cluster (also RAY_ADDRESS); null: start a local Ray
     include_dashboard: bool = False  # start Ray's dashboard with a local Ray (needs ray[default])
 

@@ -39,7 +39,8 @@ def ray_init_kwargs(config: PPOTrainerConfig) -> dict:
         # the run is a job of that cluster: its runtime_env as the user wrote it, nothing of ours added
         # (under `ray job submit` Ray refuses a key both envs set); the workers get our defaults
         # where it sets none (single_controller/ray_group.worker_env)
-        return {"address": address, **({"runtime_env": dict(r.runtime_env)} if r.runtime_env else {})}
+        given = set_fields(r.runtime_env)
+        return {"address": address, **({"runtime_env": given} if given else {})}
     return {
         # "local": a new Ray of its own. Without it ray.init() joins any cluster `ray start` left
         # running on this machine (another job's), which is only wanted when asked for by address.
@@ -51,9 +52,15 @@ def ray_init_kwargs(config: PPOTrainerConfig) -> dict:
     }
 
 
+def set_fields(user: dict | None) -> dict:
+    """The runtime_env fields given a value: a null field is Ray's default (verl's config carries
+    `py_executable: null`, the Ray side of its uv launcher, set only under `uv run`)."""
+    return {k: v for k, v in (user or {}).items() if v is not None}
+
+
 def runtime_env(user: dict) -> dict:
     """ray_kwargs.ray_init.runtime_env with verl_lite's env_vars added (the user's win)."""
-    env = dict(user or {})
+    env = set_fields(user)
     env["env_vars"] = {"TOKENIZERS_PARALLELISM": "false", **dict(env.get("env_vars") or {})}
     return env
 
