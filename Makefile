@@ -39,9 +39,10 @@ run: install
 	$(PY) -m verl_lite.main_ppo --config-name demo $(ARGS)
 
 # Two pytest workers, each given whole files (module fixtures such as a shared CLI run stay in one
-# process); the 15 slowest tests are printed at the end, so a test that grows shows up in every run.
+# process), in collection order (tests/conftest.py puts the long end-to-end files first; xdist would
+# otherwise start with the files of most tests); the 15 slowest tests are printed at the end.
 test: install
-	$(PY) -m pytest -q tests -n 2 --dist loadfile --durations=15 $(PYTEST_ARGS)
+	$(PY) -m pytest -q tests -n 2 --dist loadfile --no-loadscope-reorder --durations=15 $(PYTEST_ARGS)
 
 lint: install
 	$(PY) -m ruff check verl_lite tests scripts
