@@ -83,6 +83,17 @@ def _end(psutil, known: dict[int, float]) -> None:
             pass
 
 
+def _running(psutil, driver) -> bool:
+    """Whether the driver is still running. An exited driver whose parent has not collected its
+    status yet (`subprocess.run(..., capture_output=True)` reads the pipes to their end first) is a
+    zombie, which psutil's `is_running()` counts as running: waiting on it held the pipes this guard
+    inherited open for the full 10 s, so every such caller got the run's output 10 s late."""
+    try:
+        return driver.is_running() and driver.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
 def _watch(driver_pid: int) -> None:
     import psutil
 
@@ -103,7 +114,7 @@ def _watch(driver_pid: int) -> None:
             break
         last_words = line[5:].strip() if line.startswith("note ") else None
     deadline = time.monotonic() + 10  # a driver still closing down: let it finish its own shutdown
-    while driver.is_running() and time.monotonic() < deadline:
+    while _running(psutil, driver) and time.monotonic() < deadline:
         time.sleep(0.1)
     if last_words:
         print(last_words, file=sys.stderr, flush=True)

@@ -1,0 +1,88 @@
+"""utils/process_guard.py: the guard lets a finished driver go at once, and still ends what it leaves.
+
+The guard inherits the driver's stderr. A caller that reads a run's output to its end before it
+collects the exit status (`subprocess.run(..., capture_output=True)`) leaves the exited driver a
+zombie meanwhile; a guard that counted the zombie as running held the pipe open for its full 10 s
+wait, so every such caller got the run's end 10 s late (every CLI test did).
+"""
+
+import os
+import select
+import subprocess
+import sys
+import time
+
+import psutil
+
+from verl_lite.utils import process_guard
+
+# a driver that starts its guard and a grandchild that would outlive it, prints the grandchild's
+# pid and exits without waiting for it, once the guard has had time to record it (it looks every
+# POLL_S)
+DRIVER = f"""
+import subprocess, sys, time
+from verl_lite.utils import process_guard
+process_guard.start()
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+print(child.pid, flush=True)
+time.sleep({4 * process_guard.POLL_S})
+"""
+
+
+def _read_to_end(proc: subprocess.Popen, timeout: float) -> bool:
+    """Read the process's stdout and stderr to their end without collecting its exit status (as
+    `communicate` would); False if they are still open after `timeout` seconds."""
+    pipes = {proc.stdout, proc.stderr}
+    deadline = time.monotonic() + timeout
+    while pipes and time.monotonic() < deadline:
+        ready, _, _ = select.select(list(pipes), [], [], 0.5)
+        for pipe in ready:
+            if not os.read(pipe.fileno(), 65536):
+                pipes.discard(pipe)
+    return not pipes
+
+
+def _zombie() -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    while psutil.Process(proc.pid).status() != psutil.STATUS_ZOMBIE:
+        time.sleep(0.05)
+    return proc
+
+
+def test_an_exited_driver_not_yet_collected_is_not_running():
+    zombie = _zombie()
+    try:
+        assert psutil.Process(
+            zombie.pid
+        ).is_running()  # psutil's own view: why the guard must not use it alone
+        assert not process_guard._running(psutil, psutil.Process(zombie.pid))
+    finally:
+        zombie.wait()
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert process_guard._running(psutil, psutil.Process(alive.pid))
+    finally:
+        alive.kill()
+        alive.wait()
+
+
+def test_the_guard_ends_the_drivers_leftovers_while_the_driver_is_still_uncollected():
+    """End to end, as `subprocess.run(capture_output=True)` runs the CLI: the driver exits and is
+    left uncollected while the caller reads the pipe, which the guard and the driver's leftover
+    grandchild hold too; the pipe still reaches its end, with the grandchild ended by the guard."""
+    driver = subprocess.Popen(
+        [sys.executable, "-c", DRIVER], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    grandchild = int(driver.stdout.readline())
+    if not _read_to_end(driver, timeout=60):  # the end of the pipes: the guard and the grandchild are gone
+        psutil.Process(grandchild).kill()
+        raise AssertionError("the driver's grandchild still held its pipe 60 s after the driver exited")
+    try:
+        assert psutil.Process(driver.pid).status() == psutil.STATUS_ZOMBIE  # not collected yet
+        try:
+            gone = psutil.Process(grandchild).status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            gone = True
+        assert gone, "the guard left the driver's grandchild running"
+    finally:
+        assert driver.wait() == 0
