@@ -177,3 +177,74 @@ def test_a_tool_failing_in_every_call_of_a_step_is_said_once_with_its_cause(tmp_
         "(verl's contract: (ToolResponse(text=...), reward, metrics)) (the model is told so and the run goes "
         "on; see agent_loop/num_tool_errors)"
     ], said
+
+
+def _many_trajectories(tmp_path, entry, calls: int, timeout_s: float = 10.0):
+    """`calls` trajectories, each calling the one tool once, all at once (as a turn of a batch does)."""
+    tools = build_tools(write_yaml(tmp_path / "tools.yaml", {"tools": [entry]}))
+    r = ToolRunner(tools, timeout_s=timeout_s, max_response_length=256, truncate_side="middle")
+    name = next(iter(tools))
+
+    async def trajectory():
+        session = r.session({})
+        texts = await session.run_turn([ToolCall(name, {})], 1)
+        await session.finish()
+        return texts[0], session.stats
+
+    async def all_of_them():
+        return await asyncio.gather(*(trajectory() for _ in range(calls)))
+
+    return tools[name], asyncio.run(all_of_them())
+
+
+def test_a_semaphore_made_in_init_limits_every_call(tmp_path):
+    """16 concurrent calls through one asyncio.Semaphore(4) of the tool: all 16 succeed (on a fresh
+    loop per call, 14 of 16 failed with "bound to a different event loop"), at most 4 inside at once."""
+    entry = tool_entry(user_tool("SemaphoreTool"), "api", limit=4)
+    tool, results = _many_trajectories(tmp_path, entry, 16)
+    assert [text for text, _ in results] == ["ok"] * 16
+    assert sum(stats.errors + stats.timeouts for _, stats in results) == 0
+    assert tool.most_inside == 4
+
+
+def test_a_lock_made_in_init_serialises_calls_without_hanging(tmp_path):
+    """16 concurrent calls through one asyncio.Lock of the tool all return, well within the timeout
+    (on a fresh loop per call, 15 of 16 hung until it)."""
+    tool, results = _many_trajectories(tmp_path, tool_entry(user_tool("LockTool"), "locked"), 16, 5.0)
+    assert sorted(int(text) for text, _ in results) == list(range(1, 17))
+    assert tool.count == 16
+
+
+def test_tools_share_one_loop_across_rollout_calls(tmp_path):
+    """A tool's semaphore keeps working when the next rollout call runs on a new agent-loop event loop."""
+    entry = tool_entry(user_tool("SemaphoreTool"), "api", limit=2)
+    tools = build_tools(write_yaml(tmp_path / "tools.yaml", {"tools": [entry]}))
+    r = ToolRunner(tools, timeout_s=10.0, max_response_length=256, truncate_side="middle")
+
+    async def turn():
+        return await asyncio.gather(*(r.session({}).run_turn([ToolCall("api", {})], 1) for _ in range(6)))
+
+    for _ in range(3):  # asyncio.run: a new event loop each time, as each rollout call has
+        assert asyncio.run(turn()) == [["ok"]] * 6
+
+
+def test_a_blocking_plain_method_stalls_no_async_call(tmp_path):
+    """A plain `def` method that blocks runs in a thread: the async calls of the same turn finish at
+    once, and the blocking one still times out."""
+    entries = [
+        tool_entry(user_tool("SleepTool"), "sleep", {"seconds": "s"}),
+        tool_entry(user_tool("SemaphoreTool"), "api"),
+    ]
+    tools = build_tools(write_yaml(tmp_path / "tools.yaml", {"tools": entries}))
+    r = ToolRunner(tools, timeout_s=1.0, max_response_length=256, truncate_side="middle")
+
+    async def turn():
+        session = r.session({})
+        start = time.monotonic()
+        slow = asyncio.ensure_future(session.run_turn([ToolCall("sleep", {"seconds": "5"})], 1))
+        fast = await r.session({}).run_turn([ToolCall("api", {})] * 4, 4)
+        return fast, time.monotonic() - start, await slow
+
+    fast, seconds, slow = asyncio.run(turn())
+    assert fast == ["ok"] * 4 and seconds < 0.9, seconds
+    assert slow == ["Error when executing tool: sleep did not finish within 1 s"]

@@ -79,7 +79,7 @@ def test_a_users_class_by_dotted_path(tmp_path):
         ),
         ({"tools": [tool_entry("tests.tools.user_tools.Missing", "e")]}, "has no class 'Missing'"),
         ({"tools": [tool_entry("NoDots", "e")]}, "is not a dotted class path"),
-        ({"tools": [tool_entry(user_tool("SyncTool"), "e")]}, "['execute'] must be async methods"),
+        ({"tools": [tool_entry(user_tool("NoExecuteTool"), "e")]}, "has no methods ['execute']"),
         (
             {"tools": [tool_entry(user_tool("BrokenInitTool"), "e")]},
             "building the tool raised RuntimeError: cannot reach",

@@ -33,9 +33,9 @@ class EchoTool(BaseTool):
 
 
 class SleepTool(BaseTool):
-    """Blocks its thread for `seconds` (a tool that hangs without ever awaiting)."""
+    """Blocks its thread for `seconds`: blocking code, so a plain method (run in a thread of its own)."""
 
-    async def execute(self, instance_id, parameters, **kwargs):
+    def execute(self, instance_id, parameters, **kwargs):
         time.sleep(float(parameters.get("seconds", 0)))
         return ToolResponse(text="slept"), None, None
 
@@ -63,7 +63,7 @@ class ImageTool(BaseTool):
 
 
 class SyncTool:
-    """Not verl's contract: execute is not async."""
+    """execute is a plain method (blocking code: run in a thread); the others async."""
 
     def __init__(self, config, tool_schema):
         pass
@@ -79,6 +79,55 @@ class SyncTool:
 
     async def release(self, instance_id, **kwargs):
         return None
+
+
+class NoExecuteTool:
+    """Not a tool: it has no execute."""
+
+    def __init__(self, config, tool_schema):
+        pass
+
+    async def create(self, instance_id=None, **kwargs):
+        return instance_id, ToolResponse()
+
+    async def calc_reward(self, instance_id, **kwargs):
+        return 0.0
+
+    async def release(self, instance_id, **kwargs):
+        return None
+
+
+class SemaphoreTool(BaseTool):
+    """Rate-limits its calls with an asyncio.Semaphore made in __init__, as a tool calling an API does;
+    records the most calls inside at once."""
+
+    def __init__(self, config, tool_schema):
+        super().__init__(config, tool_schema)
+        self.limit = asyncio.Semaphore(int(config.get("limit", 4)))
+        self.inside = self.most_inside = 0
+
+    async def execute(self, instance_id, parameters, **kwargs):
+        async with self.limit:
+            self.inside += 1
+            self.most_inside = max(self.most_inside, self.inside)
+            await asyncio.sleep(0.05)
+            self.inside -= 1
+        return ToolResponse(text="ok"), None, None
+
+
+class LockTool(BaseTool):
+    """Serialises its calls with an asyncio.Lock made in __init__; counts the calls."""
+
+    def __init__(self, config, tool_schema):
+        super().__init__(config, tool_schema)
+        self.lock = asyncio.Lock()
+        self.count = 0
+
+    async def execute(self, instance_id, parameters, **kwargs):
+        async with self.lock:
+            await asyncio.sleep(0.01)
+            self.count += 1
+            return ToolResponse(text=str(self.count)), None, None
 
 
 class BrokenInitTool(BaseTool):

@@ -21,7 +21,8 @@ A loop that neither asks for a generation nor finishes within `loop_timeout` sec
 turn (rollout.agent.loop_timeout: its own code, its tools' and interaction's calls) would hold every
 other trajectory at the barrier forever: the turn fails instead, naming each such trajectory's loop
 and the call it waits in (`describe`). A loop that blocks the event loop itself (a synchronous
-sleep) cannot be interrupted from here; tool and interaction calls run in threads for that reason.
+sleep) cannot be interrupted from here; tool and interaction calls run off this loop for that reason
+(on the tool loop, or in threads: tool_calls.py).
 """
 
 from __future__ import annotations

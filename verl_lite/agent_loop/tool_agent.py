@@ -15,8 +15,8 @@ sampled (and decoded only to find tool calls and to give the interaction the con
 inserted messages are rendered by the chat template alone (data/chat_render.py). num_turns counts user and
 assistant turns plus one (the prompt), as verl does.
 
-The interaction's methods are a user's code: each call runs as a tool call does (a thread of its
-own, at most multi_turn.tool_call_timeout seconds, tool_calls.ToolRunner), and one that times out,
+The interaction's methods are a user's code: each call runs as a tool call does (on the worker's
+tool loop, at most multi_turn.tool_call_timeout seconds, tool_calls.ToolRunner), and one that times out,
 ends the process or raises fails the rollout naming the class and the method; its score must be a
 finite number (it is reported as turn_scores).
 """
@@ -107,10 +107,19 @@ class ToolAgentLoop(AgentLoopBase):
                         break
                 else:
                     break
-        finally:
-            tool_rewards = await session.finish()
+        except BaseException:
+            # the episode's own error is the one to tell: a finalize that fails too (after an
+            # interaction that blocked the tool loop, it times out as well) must not replace it
+            await session.finish()
             if interaction is not None:
-                await self._interaction(interaction, "finalize_interaction", instance)
+                try:
+                    await self._interaction(interaction, "finalize_interaction", instance)
+                except Exception:
+                    pass
+            raise
+        tool_rewards = await session.finish()
+        if interaction is not None:
+            await self._interaction(interaction, "finalize_interaction", instance)
         return AgentLoopOutput(
             prompt_ids=traj.prompt_ids,
             response_ids=traj.ids,
@@ -137,7 +146,7 @@ class ToolAgentLoop(AgentLoopBase):
         return interaction, instance, interaction_kwargs
 
     async def _interaction(self, interaction, method: str, *args, **kwargs):
-        """`await interaction.<method>(...)` as a tool call is run: in a thread, under tool_call_timeout."""
+        """`await interaction.<method>(...)` as a tool call is run: on the tool loop, under tool_call_timeout."""
         runner = self.context.tool_runner
         what = f"interaction {_name(interaction)}.{method}"
         try:

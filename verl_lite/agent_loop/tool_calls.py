@@ -1,13 +1,17 @@
 """Calling tools for the agent loop: concurrently, each call bounded by a timeout, every failure a
 message to the model.
 
-`ToolRunner` (one per worker) runs every tool method in a thread of its own with its own event loop
-(at most POOL_SIZE at once, over all trajectories), and waits for it at most
-`multi_turn.tool_call_timeout` seconds from when it starts (not while it queues for a slot). So a tool that blocks (sleeps, spins, waits on a dead
-server) costs its trajectory that many seconds and no more: the other trajectories' calls go on,
-and the batch's next turn waits for no call longer than the timeout. A call stuck awaiting is
-cancelled at its timeout; one blocking its thread cannot be stopped from Python and keeps its
-(daemon) thread and slot until it returns.
+`ToolRunner` (one per worker) runs every async tool method as a task of the worker's one tool loop
+(tool_loop.py: so asyncio objects a tool keeps across calls, a semaphore or a lock, work as in
+verl), and every plain (`def`) method in a thread of its own (at most POOL_SIZE at once, over all
+trajectories: a blocking tool stalls no other call). It waits for a call at most
+`multi_turn.tool_call_timeout` seconds from when it starts (not while it queues for a thread). So a
+tool that hangs costs its trajectory that many seconds and no more: the other trajectories' calls
+go on, and the batch's next turn waits for no call longer than the timeout. A call stuck awaiting
+is cancelled at its timeout; a thread blocked in a call cannot be stopped from Python and keeps its
+(daemon) thread and slot until it returns. An async method that blocks (time.sleep inside
+`async def`) holds the tool loop, as in verl: each call still times out, but the worker's other
+async calls wait for it.
 
 `ToolSession` (one per trajectory) holds the trajectory's tool instances: a tool's instance is
 created at its first call (with the row's `tools_kwargs.<tool>.create_kwargs`), serves the
@@ -27,11 +31,14 @@ so once on the console with that cause (metrics.py), not only in a counter.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
+from verl_lite.agent_loop.tool_loop import ToolLoop
 from verl_lite.agent_loop.tool_parser import ToolCall
 from verl_lite.utils.user_code import PROCESS_EXITS, UserCodeExit, describe_exit
 
@@ -44,10 +51,24 @@ class ToolTimeout(Exception):
 
 
 def _as_exception(e: BaseException) -> Exception:
-    """A tool's cancellation or exit is an error of that call, not of the loop awaiting it."""
+    """A tool's exit is an error of that call, not of the loop awaiting it."""
     if isinstance(e, PROCESS_EXITS):
         return UserCodeExit(f"the call {describe_exit(e)}")
     return e if isinstance(e, Exception) else RuntimeError(f"the tool call ended with {type(e).__name__}")
+
+
+async def _guarded(fn, args, kwargs):
+    """`await fn(*args, **kwargs)` with an exit turned into the call's error: a task that raises
+    SystemExit would otherwise stop the tool loop itself (asyncio re-raises it out of run_forever).
+    Binding the arguments happens here too, so a TypeError is the call's error, told at once."""
+    try:
+        return await fn(*args, **kwargs)
+    except PROCESS_EXITS as e:
+        raise _as_exception(e) from None
+
+
+async def _awaited(awaitable):
+    return await _guarded(lambda: awaitable, (), {})
 
 
 @dataclass
@@ -106,17 +127,28 @@ class ToolRunner:
         self.tools, self.timeout_s = tools, timeout_s
         self.max_response_length, self.truncate_side = max_response_length, truncate_side
         self._slots = threading.BoundedSemaphore(pool_size)
+        self.loop = ToolLoop()
+        weakref.finalize(self, self.loop.close)  # its thread ends with the runner
 
     async def call(self, fn, *args, **kwargs):
-        """`await fn(*args, **kwargs)` in a thread of its own with its own event loop, for at most
-        timeout_s from when it gets a slot (a call queued behind POOL_SIZE others is not timed out
-        by their time). On a timeout the call's task is cancelled (which frees a call stuck
-        awaiting); a call blocking its thread keeps the thread (a daemon: it never holds the
-        process) and its slot until it returns; the rollout's loop_timeout bounds the queue."""
+        """`fn(*args, **kwargs)` for at most timeout_s, its result or its exception here: an async
+        `fn` as a task of the worker's tool loop (tool_loop.py), a plain one in a thread of its own
+        (at most pool_size at once; a blocking tool then stalls no other call). The deadline starts
+        when the call starts, not while it waits for a thread. On a timeout an async call is
+        cancelled; a thread blocked in a call cannot be stopped from Python and keeps its (daemon)
+        thread and slot until it returns; the rollout's loop_timeout bounds the queue."""
+        if inspect.iscoroutinefunction(fn):
+            future = self.loop.submit(_guarded(fn, args, kwargs))
+            try:  # wait_for cancels the wrapped future at the deadline, and so the task on the tool loop
+                return await asyncio.wait_for(asyncio.wrap_future(future), self.timeout_s)
+            except asyncio.TimeoutError:
+                raise ToolTimeout() from None
+        return await self._in_thread(fn, args, kwargs)
+
+    async def _in_thread(self, fn, args, kwargs):
         loop = asyncio.get_running_loop()
         running: asyncio.Future = loop.create_future()  # set once the call holds a slot
         done: asyncio.Future = loop.create_future()
-        started = threading.Event()
         holder: dict = {}
 
         def deliver(setter, value):
@@ -134,19 +166,13 @@ class ToolRunner:
                 if holder.get("abandoned"):  # its caller stopped waiting for a slot: do not run it
                     return
                 send(running.set_result, None)
-                inner = asyncio.new_event_loop()
-                try:  # binding the arguments too: a TypeError there is the call's error, at once
-                    holder["loop"], holder["task"] = inner, inner.create_task(fn(*args, **kwargs))
-                    started.set()
-                    result = inner.run_until_complete(holder["task"])
+                try:
+                    result = fn(*args, **kwargs)
+                    if inspect.isawaitable(result):  # a plain function that hands back a coroutine
+                        result = self.loop.submit(_awaited(result)).result()
                     send(done.set_result, result)
-                except BaseException as e:  # the tool's error (or its cancellation) goes to the caller
+                except BaseException as e:  # the tool's error goes to the caller
                     send(done.set_exception, _as_exception(e))
-                    task = holder.get("task")
-                    if isinstance(e, PROCESS_EXITS) and task is not None and task.done():
-                        task.exception()  # an exit leaves the loop at once: retrieved, so not printed
-                finally:
-                    inner.close()
 
         threading.Thread(target=work, name="verl_lite_tool", daemon=True).start()
         try:
@@ -157,11 +183,6 @@ class ToolRunner:
         try:
             return await asyncio.wait_for(done, self.timeout_s)
         except asyncio.TimeoutError:
-            if started.is_set():
-                try:
-                    holder["loop"].call_soon_threadsafe(holder["task"].cancel)
-                except RuntimeError:  # it finished meanwhile
-                    pass
             raise ToolTimeout() from None
 
     def session(self, tools_kwargs: dict | None) -> ToolSession:

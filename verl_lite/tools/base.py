@@ -11,8 +11,12 @@ and serves every trajectory of that worker. Per trajectory the agent loop calls 
 `create_kwargs` (and the others) are the row's `extra_info.tools_kwargs.<tool name>.*` (verl's data
 fields); `create` receives them as one keyword `create_kwargs`, as verl's agent loop passes them.
 `parameters` is the JSON object the model wrote as the call's arguments. A tool keeps its
-per-trajectory state under the instance id (calls of different trajectories run concurrently,
-each in its own thread; a dict keyed by instance id is safe for that).
+per-trajectory state under the instance id (calls of different trajectories run concurrently).
+
+Async methods run on the worker's one tool loop (agent_loop/tool_loop.py), as in verl: asyncio
+objects made in `__init__` (a Semaphore rate-limiting an API, a Lock) work across calls, and an
+async method must not block. Blocking code goes in a plain `def` method (verl_lite's extension of
+verl's contract): it runs in a thread of its own, so it stalls no other call.
 
 A user's tool subclasses `BaseTool` (or only provides the same methods) and is named in the YAML by
 its dotted path. Anything a call raises becomes an error message to the model (agent_loop/), never

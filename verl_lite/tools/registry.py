@@ -6,7 +6,7 @@
         tool_schema: {type: function, function: {...}}  # tools/schema.py
 
 A user's class is imported by its dotted path and must follow verl's tool contract (tools/base.py:
-async create, execute, calc_reward, release). verl's own shipped classes are not importable here
+async create, execute, calc_reward, release; a plain `def` method is run in a thread, for blocking code). verl's own shipped classes are not importable here
 (verl is not installed) and resolve by name: to verl_lite's equivalent where one exists
 (VERL_EQUIVALENTS), else to a one-line refusal naming the class. `read_tool_config` checks the
 whole file (every problem a ValueError naming the file, the entry and the field) and `build_tools`
@@ -64,7 +64,9 @@ def _entry(item, where: str) -> ToolEntry:
         )
     schema = ToolSchema.from_dict(item["tool_schema"], f"{where}.tool_schema")
     try:
-        cls = resolve_extension_class(class_name, BaseTool, TOOL_METHODS, VERL_EQUIVALENTS, VERL_REFUSED)
+        cls = resolve_extension_class(
+            class_name, BaseTool, TOOL_METHODS, VERL_EQUIVALENTS, VERL_REFUSED, plain_ok=True
+        )
     except ValueError as e:
         raise ValueError(f"{where}: {e}") from None
     return ToolEntry(class_name, cls, config, schema)

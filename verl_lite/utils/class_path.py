@@ -78,11 +78,17 @@ def read_entry(item, where: str, keys: tuple[str, ...]) -> tuple[str, dict]:
 
 
 def resolve_extension_class(
-    class_name: str, base: type, methods: tuple[str, ...], equivalents: dict, refused: dict | None = None
+    class_name: str,
+    base: type,
+    methods: tuple[str, ...],
+    equivalents: dict,
+    refused: dict | None = None,
+    plain_ok: bool = False,
 ) -> type:
     """The class `class_name` names: verl's shipped ones by name (`equivalents`: to verl_lite's
     "module:Class"; `refused`: the reason), anything else imported by its dotted path, with
-    `methods` async as `base` (verl's contract) has them."""
+    `methods` async as `base` (verl's contract) has them, or, where `plain_ok`, plain methods too
+    (a tool's blocking code, run in a thread: agent_loop/tool_calls.py)."""
     kind = base.__name__.removeprefix("Base").lower()  # tool, interaction
     if class_name in equivalents:
         return load_target(equivalents[class_name])
@@ -95,6 +101,14 @@ def resolve_extension_class(
             f"(equivalents exist for {sorted(equivalents)}); write {article} {kind} class of your own"
         )
     cls = import_class(class_name)
+    if plain_ok:
+        missing = [m for m in methods if not callable(getattr(cls, m, None))]
+        if missing:
+            raise ValueError(
+                f"class_name {class_name}: has no methods {missing} (verl's {kind} contract, "
+                f"{base.__module__}.{base.__name__}); subclass {base.__name__}"
+            )
+        return cls
     not_async = [m for m in methods if not inspect.iscoroutinefunction(getattr(cls, m, None))]
     if not_async:
         raise ValueError(
