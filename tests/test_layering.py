@@ -51,6 +51,8 @@ ALLOWED: dict[str, set[str]] = {
         "data",
         "agent_loop",
     },  # fmt: skip
+    # verl's module paths (verl.tools.base_tool, ...): re-exports of the units that implement them
+    "compat": {"tools", "interactions", "agent_loop", "reward", "utils"},
     "planner": {"config", "data", "engine", "rollout", "utils", "roles"},  # the memory model, and its CLI
     "trainer": BELOW_PREFLIGHT - {"trainer"},
     # start-up's first phase, light (no torch): the placeholder paths and the values' domains

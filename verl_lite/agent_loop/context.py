@@ -12,6 +12,7 @@ from verl_lite.agent_loop.tool_parser import build_tool_parser
 from verl_lite.data.chat_render import ChatRenderer
 from verl_lite.interactions.registry import build_interactions
 from verl_lite.tools.registry import build_tools
+from verl_lite.tools.schema import schema_dict
 
 
 @dataclass
@@ -51,7 +52,7 @@ def build_loop_context(rollout_cfg, tokenizer, chat_template_kwargs: dict | None
         renderer=ChatRenderer(tokenizer, chat_template_kwargs),
         parser=build_tool_parser(mt.format),
         tools=tools,
-        tool_schemas=[t.tool_schema.as_dict() for t in tools.values()] or None,
+        tool_schemas=[schema_dict(t.tool_schema) for t in tools.values()] or None,
         interactions=interactions,
         tool_runner=runner,
     )

@@ -5,8 +5,11 @@ from `rollout.agent.agent_loop_config_path` (verl's format, a YAML list):
       _target_: my_package.my_module.MyAgentLoop   # a subclass of agent_loop.base.AgentLoopBase
       max_steps: 4                                 # further keys: keyword arguments of the class
 
-A row's `agent_name` picks its loop; rows without one run `rollout.agent.default_agent_loop`. The
-class of a loop is imported only when a loop of that name runs (or start-up checks the file).
+A loop class decorated with verl's `@register("name")` (agent_loop.registry.register, also at
+verl.experimental.agent_loop.register) joins the loops once its module is imported. A row's
+`agent_name` picks its loop; rows without one run `rollout.agent.default_agent_loop`. The class of
+a loop is imported only when a loop of that name runs (or start-up checks the file); a `verl.*`
+_target_ imports through verl_lite's answers to verl's paths (compat/) or an installed verl.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 
 from verl_lite.agent_loop.base import AgentLoopBase
 from verl_lite.utils.class_path import import_class, load_target, load_yaml
+from verl_lite.utils.verl_paths import verl_installed
 
 KEY = "actor_rollout_ref.rollout.agent.agent_loop_config_path"
 SINGLE_TURN = "single_turn_agent"
@@ -31,6 +35,20 @@ VERL_EQUIVALENTS = {
 }
 
 
+REGISTERED: dict[str, str] = {}  # name -> dotted class path, by @register (verl's decorator)
+
+
+def register(agent_name: str):
+    """verl's `@register("name")`: the decorated loop class runs rows whose agent_name is `name`, once
+    its module has been imported (agent_loop_config_path names it, or a module it imports)."""
+
+    def decorator(cls: type) -> type:
+        REGISTERED[agent_name] = f"{cls.__module__}.{cls.__qualname__}"
+        return cls
+
+    return decorator
+
+
 @dataclass(frozen=True)
 class LoopSpec:
     name: str
@@ -40,12 +58,15 @@ class LoopSpec:
     def load(self) -> type:
         if ":" in self.target:
             return load_target(self.target)
-        if self.target.startswith("verl."):
+        try:  # a verl path too: verl_lite answers some of verl's modules (compat/), an installed verl all
+            cls = import_class(self.target)
+        except ValueError:
+            if not self.target.startswith("verl.") or verl_installed():
+                raise
             raise ValueError(
                 f"agent loop {self.name!r}: _target_ {self.target} is not supported by verl_lite: verl's class "
                 f"has no equivalent here (equivalents exist for {sorted(VERL_EQUIVALENTS)})"
-            )
-        cls = import_class(self.target)
+            ) from None
         if not issubclass(cls, AgentLoopBase):
             raise ValueError(
                 f"agent loop {self.name!r}: {self.target} is not a subclass of verl_lite.agent_loop.base.AgentLoopBase"
@@ -73,7 +94,7 @@ def _user_spec(item, where: str) -> LoopSpec:
 
 def agent_loops(config_path: str | None) -> dict[str, LoopSpec]:
     """The loops by name: built-in ones, then the file's (which may replace a built-in, as in verl)."""
-    loops = {name: LoopSpec(name, target) for name, target in BUILT_IN.items()}
+    loops = {name: LoopSpec(name, target) for name, target in {**BUILT_IN, **REGISTERED}.items()}
     if not config_path:
         return loops
     content = load_yaml(config_path, KEY)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from verl_lite.reward import gsm8k, math_answer
 from verl_lite.utils.user_code import exits_as_errors
+from verl_lite.utils.verl_paths import missing_verl_module
 
 _SCORERS: dict[str, Callable] = {}
 
@@ -80,6 +81,9 @@ def known_sources() -> list[str]:
 def _import_error(path: str, e: BaseException) -> str:
     if isinstance(e, SyntaxError):
         return f"custom_reward_function.path={path!r} has a syntax error at line {e.lineno}: {e.msg}; fix the file"
+    verl = missing_verl_module(e)
+    if verl is not None:
+        return f"custom_reward_function.path={path!r} fails to import: {verl}"
     return (
         f"custom_reward_function.path={path!r} fails to import: {type(e).__name__}: {e}; "
         "fix the file (or install what it imports)"

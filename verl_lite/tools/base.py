@@ -1,6 +1,6 @@
 """verl's tool contract: what a tool class provides, and what one call returns.
 
-A tool is built once per worker from its YAML entry, `cls(config: dict, tool_schema: ToolSchema)`,
+A tool is built once per worker from its YAML entry, `cls(config: dict, tool_schema: OpenAIFunctionToolSchema)`,
 and serves every trajectory of that worker. Per trajectory the agent loop calls (all async):
 
     create(instance_id=None, create_kwargs=...)   -> (instance_id, ToolResponse)   first use in a trajectory
@@ -26,22 +26,12 @@ an exception in the trainer.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 from typing import Any
 
-from verl_lite.tools.schema import ToolSchema
+from verl_lite.tools.schema import OpenAIFunctionToolSchema, ToolResponse
 
 TOOL_METHODS = ("create", "execute", "calc_reward", "release")
-
-
-@dataclass
-class ToolResponse:
-    """What a tool hands back to the model. verl_lite trains text models: `image` and `video` are
-    kept for verl's signature and refused by the agent loop when set (an error message to the model)."""
-
-    text: str | None = None
-    image: list[Any] | None = None
-    video: list[Any] | None = None
+__all__ = ["TOOL_METHODS", "BaseTool", "ToolResponse", "refuse_unread_keys"]
 
 
 def refuse_unread_keys(config: dict, reads: tuple[str, ...], what: str) -> None:
@@ -56,12 +46,12 @@ def refuse_unread_keys(config: dict, reads: tuple[str, ...], what: str) -> None:
 class BaseTool:
     """A tool that does nothing; subclasses override `execute` (and the others as needed)."""
 
-    def __init__(self, config: dict, tool_schema: ToolSchema):
+    def __init__(self, config: dict, tool_schema: OpenAIFunctionToolSchema):
         self.config = dict(config)
-        self.tool_schema = tool_schema
-        self.name = tool_schema.name
+        self.tool_schema = tool_schema or self.get_openai_tool_schema()
+        self.name = self.tool_schema.function.name
 
-    def get_openai_tool_schema(self) -> ToolSchema:
+    def get_openai_tool_schema(self) -> OpenAIFunctionToolSchema:
         return self.tool_schema
 
     async def create(self, instance_id: str | None = None, **kwargs) -> tuple[str, ToolResponse]:

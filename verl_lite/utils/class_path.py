@@ -1,6 +1,7 @@
 """What verl's extension YAMLs (tools, interactions, agent loops) need: read a YAML file, check an
 entry's `class_name` and `config`, and import the class it names (verl's shipped classes resolve by
-name to verl_lite's equivalents), each failing with one line that says which and why.
+name to verl_lite's equivalents; other `verl.*` paths import through compat/ or an installed verl),
+each failing with one line that says which and why.
 
 YAML is read by OmegaConf, as verl reads these files, so `${...}` interpolations resolve the same
 way; nothing in the file runs code. The class a file names is imported: that is the file's purpose
@@ -14,6 +15,7 @@ import inspect
 import os
 
 from verl_lite.utils.user_code import exits_as_errors
+from verl_lite.utils.verl_paths import missing_verl_module, verl_installed
 
 
 def load_yaml(path: str, key: str) -> object:
@@ -45,7 +47,8 @@ def import_class(dotted: str) -> type:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as e:
             raise ValueError(
-                f"{dotted}: module {module_name!r} cannot be imported ({e}); put its package on PYTHONPATH"
+                f"{dotted}: module {module_name!r} cannot be imported ({e}); "
+                + (missing_verl_module(e) or "put its package on PYTHONPATH")
             ) from e
         except Exception as e:
             raise ValueError(f"{dotted}: importing {module_name!r} raised {type(e).__name__}: {e}") from e
@@ -94,13 +97,16 @@ def resolve_extension_class(
         return load_target(equivalents[class_name])
     if class_name in (refused or {}):
         raise ValueError(f"class_name {class_name} is not supported by verl_lite: {refused[class_name]}")
-    if class_name.startswith("verl."):
+    try:  # a verl path too: verl_lite answers some of verl's modules (compat/), an installed verl all
+        cls = import_class(class_name)
+    except ValueError:
+        if not class_name.startswith("verl.") or verl_installed():
+            raise
         article = "an" if kind[0] in "aeiou" else "a"
         raise ValueError(
             f"class_name {class_name} is not supported by verl_lite: verl's class has no equivalent here "
             f"(equivalents exist for {sorted(equivalents)}); write {article} {kind} class of your own"
-        )
-    cls = import_class(class_name)
+        ) from None
     if plain_ok:
         missing = [m for m in methods if not callable(getattr(cls, m, None))]
         if missing:

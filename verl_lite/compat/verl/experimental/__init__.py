@@ -1,0 +1,1 @@
+"""verl.experimental: only agent_loop is provided."""

@@ -1,0 +1,1 @@
+"""verl.utils: only reward_score is provided."""
