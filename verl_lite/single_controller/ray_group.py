@@ -11,8 +11,9 @@ roles of one rank sit in separate processes on the same device and take turns, d
 by the driver. Each group has its own process group (its own rendezvous), so their collectives
 never mix.
 
-A RayWorkerGroup starts one actor per bundle: rank 0 first, which picks the rendezvous address,
-then the others with it in their environment. Every method the worker class marks with
+A RayWorkerGroup starts one actor per bundle, all at once (each process imports torch and the
+engine, seconds each: started one after another, a group of N ranks took N times that to come up),
+then asks rank 0 for the rendezvous address and gives it to every rank before any other call. Every method the worker class marks with
 `@register` is bound onto the group, so `group.update_actor(batch)` dispatches, runs on all ranks
 in parallel, and gathers; `group.submit("update_actor", batch)` dispatches and returns at once (the
 driver can queue the next call behind it and gather both later). A failure names the worker, the
@@ -180,14 +181,11 @@ class RayWorkerGroup:
         self.workers = []
         self.log_files = [logs.worker_log_path(name, rank) for rank in range(len(slots))]
         self.failed = False  # a method raised or a worker died: shutdown kills at once
-        master = None
         common = worker_env(pool, run_environ())
         for rank, (pg, bundle_index) in enumerate(slots):
             env = {**rank_env(rank, len(slots), pool.n_workers_per_node), **common}
             if self.log_files[rank]:  # the worker's output goes to its file in the run folder
                 env[logs.WORKER_LOG_ENV] = self.log_files[rank]
-            if master is not None:
-                env["MASTER_ADDR"], env["MASTER_PORT"] = master[0], str(master[1])
             share = pool.actor_resources()
             actor = remote_cls.options(
                 num_cpus=share.get("CPU", 0),
@@ -198,11 +196,11 @@ class RayWorkerGroup:
                 runtime_env={"env_vars": env},
                 name=None,
             ).remote(*args, **kwargs)
-            if rank == 0:
-                # rank 0 hosts the rendezvous: it picks the address, and the others get it at start
-                master = self._get_all("get_master_addr_port", [actor.get_master_addr_port.remote()])[0]
-                self._get_all("set_master_addr_port", [actor.set_master_addr_port.remote(*master)])
             self.workers.append(actor)
+        # rank 0 hosts the rendezvous: it picks the address (on its node), every rank gets it before
+        # any later call (an actor runs one caller's calls in order)
+        master = self._get_all("get_master_addr_port", [self.workers[0].get_master_addr_port.remote()])[0]
+        self._get_all("set_master_addr_port", [w.set_master_addr_port.remote(*master) for w in self.workers])
         self._bind_methods(worker_cls)
 
     @property

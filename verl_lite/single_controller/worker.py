@@ -1,7 +1,7 @@
 """Worker: the base of every Ray worker actor, one per data-parallel rank.
 
-The group passes RANK, WORLD_SIZE, NODE_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT as
-environment variables. The worker adds LOCAL_RANK itself: the ordinal of its device among the
+The group passes RANK, WORLD_SIZE, NODE_RANK and LOCAL_WORLD_SIZE as environment variables, and
+MASTER_ADDR and MASTER_PORT (rank 0's choice) by `set_master_addr_port` before anything else runs. The worker adds LOCAL_RANK itself: the ordinal of its device among the
 devices visible to its process, which is what torch (`set_device`, DeviceMesh) and vLLM's external
 launcher (it asserts LOCAL_RANK < the visible device count) read it as. Ray shows each GPU worker
 only its own GPU, so that is 0 on every rank of every node, not the rank's index on its node.

@@ -27,8 +27,11 @@ from verl_lite.utils import process_guard
 
 log = logging.getLogger(__name__)
 
-# Ray's system config for a Ray this run starts: workers at nice 0, as the driver (module docstring)
-LOCAL_SYSTEM_CONFIG = {"worker_niceness": 0}
+# Ray's system config for a Ray this run starts: workers at nice 0, as the driver (module docstring),
+# and no idle workers started ahead for the driver: Ray starts one per CPU (each importing Ray, ~0.5 s
+# of CPU) for tasks, but every worker here is an actor with an environment of its own (its rank's
+# variables), which an idle worker cannot take, so they only competed with the real workers' start
+LOCAL_SYSTEM_CONFIG = {"worker_niceness": 0, "prestart_worker_first_driver": False}
 
 
 def ray_init_kwargs(config: PPOTrainerConfig) -> dict:
