@@ -339,9 +339,10 @@ CASES = [
         f"{MT}.use_inference_chat_template=True is not supported by verl_lite",
     ),
     (
-        "format_gpt_oss",
-        lambda f: multi_turn(f) + [f"{MT}.format=gpt-oss"],
-        f"{MT}.format=gpt-oss is not supported by verl_lite: tool calls are parsed in hermes format",
+        "format_unknown",
+        lambda f: multi_turn(f) + [f"{MT}.format=llama3_json"],
+        f"{MT}.format='llama3_json' is not a tool-call format; the formats are ['glm', 'gpt-oss', 'hermes', "
+        "'qwen3_coder']",
     ),
     (
         "repeat_rollouts",

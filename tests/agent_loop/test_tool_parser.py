@@ -1,46 +1,116 @@
-"""The hermes tool-call parser: well-formed calls in order; malformed ones kept with their error."""
+"""The parser registry: multi_turn.format picks a parser by name; an unknown name is refused in one
+line naming the formats; a user's parser written for verl registers from its file and runs in the
+tool agent loop, as does each built-in format."""
 
-from verl_lite.agent_loop.tool_parser import HermesToolParser, ToolCall, build_tool_parser
+import asyncio
+import sys
 
-P = HermesToolParser()
+import pytest
+
+from tests.agent_loop.scripted import tool_tokenizer
+from tests.agent_loop.test_tool_agent import ANSWER, TOOL_7, run
+from verl_lite.agent_loop.parsers.hermes import HermesToolParser
+from verl_lite.agent_loop.tool_parser import (
+    FunctionCall,
+    ToolCall,
+    ToolParser,
+    as_tool_call,
+    check_format,
+    known_formats,
+)
+
+FORMATS = ["glm", "gpt-oss", "hermes", "qwen3_coder"]
+# a user's parser, written for verl: calls as `CALL name {json}` lines, returned as verl's FunctionCall
+USER_PARSER = """
+import json
+
+from verl.experimental.agent_loop.tool_parser import FunctionCall, ToolParser
 
 
-def test_calls_in_order_and_the_rest_of_the_text():
-    text = (
-        'Let me check.\n<tool_call>\n{"name": "calc", "arguments": {"a": "3", "b": 4}}\n</tool_call>'
-        '<tool_call>{"name": "now", "arguments": {}}</tool_call>done<|im_end|>'
+@ToolParser.register("call_lines")
+class CallLineParser(ToolParser):
+    async def extract_tool_calls(self, responses_ids, tools=None):
+        text = self.tokenizer.decode(responses_ids, skip_special_tokens=True)
+        calls = [line.split(" ", 2)[1:] for line in text.splitlines() if line.startswith("CALL ")]
+        content = "\\n".join(line for line in text.splitlines() if not line.startswith("CALL "))
+        return content, [FunctionCall(name=name, arguments=arguments) for name, arguments in calls]
+"""
+
+
+@pytest.fixture
+def registry(monkeypatch):
+    """The registry as it is, restored after the test (a user's parser registers into it)."""
+    monkeypatch.setattr(ToolParser, "_registry", dict(ToolParser._registry))
+    monkeypatch.delenv("VERL_USE_EXTERNAL_MODULES", raising=False)
+
+
+@pytest.fixture
+def user_parser(tmp_path, monkeypatch, registry):
+    (tmp_path / "my_tool_parser.py").write_text(USER_PARSER)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("VERL_USE_EXTERNAL_MODULES", "my_tool_parser")
+    sys.modules.pop("my_tool_parser", None)  # imported afresh: it registers into this test's registry
+    yield
+    sys.modules.pop("my_tool_parser", None)
+
+
+def test_formats_by_name_and_an_unknown_one_refused_in_one_line(registry):
+    assert known_formats() == FORMATS
+    assert isinstance(ToolParser.get_tool_parser("hermes", None), HermesToolParser)
+    assert check_format("hermes") == []
+    [line] = check_format("llama3_json")
+    assert line.startswith(
+        "actor_rollout_ref.rollout.multi_turn.format='llama3_json' is not a tool-call format; "
+        f"the formats are {FORMATS} (your own: @ToolParser.register('llama3_json') in a module that "
+        "VERL_USE_EXTERNAL_MODULES"
     )
-    content, calls = P.parse(text)
-    assert calls == [ToolCall("calc", {"a": "3", "b": 4}), ToolCall("now", {})]
-    assert content == "Let me check.\ndone<|im_end|>"
+    with pytest.raises(
+        ValueError, match=r"format='llama3_json' is not a tool-call format; the formats are \["
+    ):
+        ToolParser.get_tool_parser("llama3_json", None)
 
 
-def test_no_call():
-    assert P.parse("#### 72") == ("#### 72", [])
+def test_a_function_call_becomes_a_tool_call_or_a_malformed_one():
+    assert as_tool_call(FunctionCall(name="add", arguments='{"a": 1}')) == ToolCall("add", {"a": 1})
+    assert as_tool_call(FunctionCall(name="now", arguments="")) == ToolCall("now", {})
+    assert "not valid JSON" in as_tool_call(FunctionCall(name="add", arguments="{a")).error
+    assert "JSON object" in as_tool_call(FunctionCall(name="add", arguments="[1]")).error
 
 
-def test_malformed_calls_are_kept_with_what_is_wrong():
-    text = (
-        "<tool_call>{not json}</tool_call>"
-        "<tool_call>[1, 2]</tool_call>"
-        '<tool_call>{"arguments": {}}</tool_call>'
-        '<tool_call>{"name": "calc", "arguments": "{\\"a\\": 1}"}</tool_call>'
-        '<tool_call>{"name": "calc", "arguments": {"a": 1}}</tool_call>'
-        '<tool_call>{"name": "calc"'
-    )
-    _, calls = P.parse(text)
-    assert [c.error is None for c in calls] == [False, False, False, False, True, False]
-    assert "not valid JSON" in calls[0].error and "JSON object" in calls[1].error
-    assert '"name"' in calls[2].error and '"arguments" must be a JSON object' in calls[3].error
-    assert calls[4] == ToolCall("calc", {"a": 1})
-    assert "was not closed" in calls[5].error
-
-
-def test_formats_by_name():
-    assert isinstance(build_tool_parser("hermes"), HermesToolParser)
+def test_a_users_parser_registers_from_its_file_as_in_verl(user_parser):
+    assert check_format("call_lines") == [] and "call_lines" in known_formats()
+    tok = tool_tokenizer()
+    parser = ToolParser.get_tool_parser("call_lines", tok)
+    ids = tok('sure\nCALL add {"a": 1}', add_special_tokens=False)["input_ids"]
+    loop = asyncio.new_event_loop()
     try:
-        build_tool_parser("gpt-oss")
-    except ValueError as e:
-        assert "multi_turn.format='gpt-oss' is not supported by verl_lite" in str(e)
-    else:
-        raise AssertionError("gpt-oss accepted")
+        content, calls = loop.run_until_complete(parser.extract_tool_calls(ids))
+    finally:
+        loop.close()
+    assert content == "sure" and [as_tool_call(c) for c in calls] == [ToolCall("add", {"a": 1})]
+
+
+def test_a_module_that_does_not_import_is_named(registry, monkeypatch):
+    monkeypatch.setenv("VERL_USE_EXTERNAL_MODULES", "no_such_parser_module")
+    [line] = check_format("hermes")
+    assert line.startswith("VERL_USE_EXTERNAL_MODULES='no_such_parser_module': ModuleNotFoundError")
+
+
+CALLS_7 = {
+    "hermes": '<tool_call>{"name": "calc_gsm8k_reward", "arguments": {"answer": "7"}}</tool_call><|im_end|>',
+    "gpt-oss": '<|channel|>commentary to=functions.calc_gsm8k_reward <|constrain|>json<|message|>{"answer": "7"}<|call|>',
+    "qwen3_coder": "<tool_call>\n<function=calc_gsm8k_reward>\n<parameter=answer>\n7\n</parameter>\n</function>\n</tool_call>",
+    "glm": '<tool_call>calc_gsm8k_reward\n<arg_key>answer</arg_key>\n<arg_value>"7"</arg_value>\n</tool_call>',
+    "call_lines": 'CALL calc_gsm8k_reward {"answer": "7"}<|im_end|>',
+}
+
+
+@pytest.mark.parametrize("fmt", [*FORMATS, "call_lines"])
+def test_the_tool_agent_loop_calls_the_tool_in_each_format(tmp_path, fmt, request):
+    if fmt == "call_lines":
+        request.getfixturevalue("user_parser")
+    tok, engine, out = run(tmp_path, [[CALLS_7[fmt], ANSWER]], format=fmt)
+    assert out.non_tensor_batch["__num_turns__"].tolist() == [4]  # a call, its result, the answer
+    assert out.non_tensor_batch["agent_loop_stats"][0]["tool_malformed"] == 0
+    second = tok.decode(list(engine.calls[1][0].prompt_ids))
+    assert second.endswith(CALLS_7[fmt] + TOOL_7)  # the tool's answer: reward 1.0 for "7"

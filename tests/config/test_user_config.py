@@ -93,9 +93,12 @@ def test_the_files_values_meet_the_support_table_and_the_domains(tmp_path):
     folder = write(
         tmp_path,
         "mt",
-        "defaults: [ppo_trainer, _self_]\nactor_rollout_ref:\n  rollout:\n    multi_turn:\n      format: llama3_json\n",
+        "defaults: [ppo_trainer, _self_]\nactor_rollout_ref:\n  rollout:\n    multi_turn:\n"
+        "      use_inference_chat_template: true\n",
     )
-    with pytest.raises(ConfigError, match=r"multi_turn.format=llama3_json is not supported by verl_lite"):
+    with pytest.raises(
+        ConfigError, match=r"multi_turn.use_inference_chat_template=True is not supported by verl_lite"
+    ):
         build_config(composed(folder, "mt"))
     write(folder, "bad", "defaults: [ppo_trainer, _self_]\ndata:\n  max_prompt_length: -1\n")
     raw = composed(folder, "bad")

@@ -10,7 +10,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from verl_lite.agent_loop.tool_parser import HermesToolParser
+from verl_lite.agent_loop.parsers.hermes import HermesToolParser
 from verl_lite.data import arith_tool
 from verl_lite.data.chat_render import ChatRenderer
 from verl_lite.data.tool_traces import trace_examples

@@ -3,7 +3,7 @@
 `check_multi_turn` (the config): rollout.multi_turn's values, the tool and interaction config files
 (each loads, every class resolves and builds, every schema is valid), the agent loops of
 agent_loop_config_path and default_agent_loop, and that data.tool_config_path (the tools the
-prompts list) is the tool config the loops run.
+prompts list) is the tool config the loops run; last, that multi_turn.format names a parser (tool_parser.py).
 
 `check_agent_rows` (once the datasets are loaded): every row's agent_name names a loop; its
 extra_info is a mapping, its tools_kwargs maps configured tools to {create_kwargs, execute_kwargs,
@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from verl_lite.agent_loop.registry import SINGLE_TURN, agent_loops, check_agent_loops
 from verl_lite.agent_loop.sanity import MODES
 from verl_lite.agent_loop.tool_calls import TRUNCATE_SIDES
+from verl_lite.agent_loop.tool_parser import check_format
 from verl_lite.interactions.registry import build_interactions, check_interaction_config
 from verl_lite.tools.registry import check_tool_config, read_tool_config
 from verl_lite.utils.class_path import load_yaml
@@ -113,7 +114,7 @@ def check_multi_turn(cfg: PPOTrainerConfig, run: Run) -> list[str]:
         )
     elif d.tool_config_path and not mt.tool_config_path:
         problems += check_tool_config(d.tool_config_path, "data.tool_config_path", mt.tool_call_timeout)
-    return problems
+    return problems + check_format(mt.format)  # last: the modules imported above may register parsers
 
 
 def _absent(value) -> bool:

@@ -1,5 +1,5 @@
 """What every agent loop of a worker shares, built once per worker from the rollout config: the
-tokenizer and its chat-template renderer, the tool-call parser, the tools (and the runner that calls
+tokenizer and its chat-template renderer, the tool-call parser of multi_turn.format, the tools (and the runner that calls
 them with a timeout), their schemas, and the interactions."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verl_lite.agent_loop.tool_calls import ToolRunner
-from verl_lite.agent_loop.tool_parser import build_tool_parser
+from verl_lite.agent_loop.tool_parser import ToolParser
 from verl_lite.data.chat_render import ChatRenderer
 from verl_lite.interactions.registry import build_interactions
 from verl_lite.tools.registry import build_tools
@@ -20,11 +20,16 @@ class LoopContext:
     rollout_cfg: Any  # actor_rollout_ref.rollout (multi_turn, agent, prompt_length, response_length)
     tokenizer: Any
     renderer: ChatRenderer
-    parser: Any
+    parser: ToolParser
     tools: dict[str, Any] = field(default_factory=dict)
     tool_schemas: list[dict] | None = None
     interactions: dict[str, Any] = field(default_factory=dict)
     tool_runner: ToolRunner | None = None
+
+    @property
+    def tool_schema_models(self) -> list:
+        """The tools' schemas as verl passes them to a parser (its pydantic models)."""
+        return [t.tool_schema for t in self.tools.values()]
 
     @property
     def multi_turn(self):
@@ -50,7 +55,7 @@ def build_loop_context(rollout_cfg, tokenizer, chat_template_kwargs: dict | None
         rollout_cfg=rollout_cfg,
         tokenizer=tokenizer,
         renderer=ChatRenderer(tokenizer, chat_template_kwargs),
-        parser=build_tool_parser(mt.format),
+        parser=ToolParser.get_tool_parser(mt.format, tokenizer),
         tools=tools,
         tool_schemas=[schema_dict(t.tool_schema) for t in tools.values()] or None,
         interactions=interactions,

@@ -27,6 +27,7 @@ from typing import Any
 
 from verl_lite.agent_loop.base import AgentLoopBase, AgentLoopOutput
 from verl_lite.agent_loop.tool_calls import ToolTimeout
+from verl_lite.agent_loop.tool_parser import as_tool_call
 from verl_lite.utils.scores import finite_score, short_repr
 from verl_lite.utils.user_code import UserCodeExit
 
@@ -80,7 +81,8 @@ class ToolAgentLoop(AgentLoopBase):
                     break
                 if _reached(mt.max_user_turns, user_turns):
                     break
-                _, calls = ctx.parser.parse(self.tokenizer.decode(out.token_ids))
+                _, parsed = await ctx.parser.extract_tool_calls(out.token_ids, ctx.tool_schema_models)
+                calls = [as_tool_call(c) for c in parsed]
                 if calls:
                     texts = await session.run_turn(calls, mt.max_parallel_calls)
                     tool_messages = [{"role": "tool", "content": t} for t in texts]

@@ -1,24 +1,39 @@
-"""Tool calls in the model's text, in the formats `multi_turn.format` names (verl's `hermes`).
+"""Tool-call parsers by name, as `multi_turn.format` names them: verl's `ToolParser` registry.
 
-hermes (Qwen2.5, Hermes): each call is a JSON object between <tool_call> and </tool_call>:
+verl's API, so a parser written for verl registers and runs here unchanged:
 
-    <tool_call>
-    {"name": "calc_gsm8k_reward", "arguments": {"answer": "72"}}
-    </tool_call>
+    @ToolParser.register("my_format")
+    class MyParser(ToolParser):
+        async def extract_tool_calls(self, responses_ids, tools=None) -> tuple[str, list[FunctionCall]]: ...
 
-The text parsed is the decoding of the model's own tokens (for reading only: those tokens are
-trained as sampled, never re-encoded). Unlike verl, which logs a malformed call and drops it, a
-malformed call is kept, in order, with what is wrong with it, so the loop can tell the model (a
-tool-error message) instead of silently ending the episode: JSON that does not parse, an object
-without a string `name` or a JSON-object `arguments`, or a <tool_call> never closed.
+    ToolParser.get_tool_parser("my_format", tokenizer)
+
+The built-in formats are one file each in agent_loop/parsers/ (hermes, gpt-oss, qwen3_coder, glm).
+A user's parser registers the way verl lets it: its module is imported before the parser is looked
+up, either because `VERL_USE_EXTERNAL_MODULES` names it (comma-separated modules, imported by
+`import verl` in verl and by the first look-up here) or because a module the run imports anyway
+(an agent loop of agent_loop_config_path, a tool's class) defines it.
+
+A parser returns verl's `FunctionCall` (arguments as the model's JSON text) or verl_lite's
+`ToolCall`. Unlike verl, which logs a malformed call and drops it, the built-in parsers keep it, in
+order, with what is wrong with it, so the loop tells the model (a tool-error message) instead of
+silently ending the episode; a `FunctionCall` whose arguments are not a JSON object becomes such a
+call too (`as_tool_call`).
 """
 
 from __future__ import annotations
 
+import importlib
 import json
-import re
+import os
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
+
+from pydantic import BaseModel
+
+KEY = "actor_rollout_ref.rollout.multi_turn.format"
+EXTERNAL_MODULES = "VERL_USE_EXTERNAL_MODULES"
 
 
 @dataclass(frozen=True)
@@ -28,40 +43,130 @@ class ToolCall:
     error: str | None = None  # set for a malformed call: what the model is told
 
 
-class HermesToolParser:
-    START, END = "<tool_call>", "</tool_call>"
-    _CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+class FunctionCall(BaseModel):
+    """verl's parsed call: `arguments` is the JSON text the model wrote (not validated)."""
 
-    def parse(self, text: str) -> tuple[str, list[ToolCall]]:
-        """(the text without its tool calls, the calls in order, malformed ones included)."""
-        calls = [self._call(m.group(1)) for m in self._CALL.finditer(text)]
-        content = self._CALL.sub("", text)
-        if self.START in content:  # opened and never closed
-            calls.append(ToolCall("", error=f"a {self.START} was not closed by {self.END}"))
-        return content, calls
-
-    def _call(self, body: str) -> ToolCall:
-        try:
-            value = json.loads(body.strip())
-        except json.JSONDecodeError as e:
-            return ToolCall("", error=f"the tool call is not valid JSON ({e.msg} at char {e.pos})")
-        if not isinstance(value, dict):
-            return ToolCall("", error='the tool call must be a JSON object {"name": ..., "arguments": {...}}')
-        name, arguments = value.get("name"), value.get("arguments", {})
-        if not isinstance(name, str) or not name:
-            return ToolCall("", error='the tool call has no "name" string')
-        if not isinstance(arguments, dict):
-            return ToolCall(name, error='the tool call\'s "arguments" must be a JSON object')
-        return ToolCall(name, arguments)
+    arguments: str
+    name: str
+    tool_call_id: str | None = None
 
 
-TOOL_PARSERS = {"hermes": HermesToolParser}
+class ToolParser(ABC):
+    _registry: ClassVar[dict[str, type[ToolParser]]] = {}
+
+    def __init__(self, tokenizer=None) -> None:
+        self.tokenizer = tokenizer
+
+    @property
+    def stop_token_ids(self) -> list[int]:
+        """Token ids that end a generation so the parser can run (none: the model's EOS does)."""
+        return []
+
+    @abstractmethod
+    async def extract_tool_calls(
+        self, responses_ids: list[int], tools: list | None = None
+    ) -> tuple[str, list]:
+        """(the text without its tool calls, the calls in order: FunctionCall or ToolCall)."""
+
+    @classmethod
+    def register(cls, name: str):
+        def decorator(subclass: type[ToolParser]) -> type[ToolParser]:
+            cls._registry[name] = subclass
+            return subclass
+
+        return decorator
+
+    @classmethod
+    def get_tool_parser(cls, name: str, tokenizer) -> ToolParser:
+        formats = known_formats()
+        if name not in formats:
+            raise ValueError(f"{KEY}={name!r} is not a tool-call format; the formats are {formats}")
+        return cls._registry[name](tokenizer)
 
 
-def build_tool_parser(name: str):
-    if name not in TOOL_PARSERS:
-        raise ValueError(
-            f"actor_rollout_ref.rollout.multi_turn.format={name!r} is not supported by verl_lite: "
-            f"tool calls are parsed in {sorted(TOOL_PARSERS)} format"
-        )
-    return TOOL_PARSERS[name]()
+class TextToolParser(ToolParser):
+    """A parser of the decoded text: `parse(text)` is the format; decoding keeps special tokens (the
+    markup of gpt-oss and GLM is special tokens) and drops the pad token."""
+
+    @abstractmethod
+    def parse(self, text: str, tools: list | None = None) -> tuple[str, list[ToolCall]]:
+        """(the text without its tool calls, the calls in order, malformed ones included); `tools`:
+        the tool schemas, for a format whose values are typed by them."""
+
+    async def extract_tool_calls(
+        self, responses_ids: list[int], tools: list | None = None
+    ) -> tuple[str, list]:
+        text = self.tokenizer.decode(responses_ids, skip_special_tokens=False)  # read, never re-encoded
+        pad = getattr(self.tokenizer, "pad_token", None)
+        return self.parse(text.replace(pad, "") if pad else text, tools)
+
+
+def as_tool_call(call) -> ToolCall:
+    """A parser's call as the tool runner takes it: a FunctionCall's JSON arguments parsed."""
+    if isinstance(call, ToolCall):
+        return call
+    name = call.name
+    try:
+        arguments = json.loads(call.arguments) if call.arguments.strip() else {}
+    except json.JSONDecodeError as e:
+        return ToolCall(name, error=f"the tool call's arguments are not valid JSON ({e.msg} at char {e.pos})")
+    if not isinstance(arguments, dict):
+        return ToolCall(name, error="the tool call's arguments must be a JSON object")
+    return ToolCall(name, arguments)
+
+
+def json_call(name, arguments) -> ToolCall:
+    """A call whose name and arguments were read from the text: checked as every format needs."""
+    if not isinstance(name, str) or not name:
+        return ToolCall("", error='the tool call has no "name" string')
+    if not isinstance(arguments, dict):
+        return ToolCall(name, error='the tool call\'s "arguments" must be a JSON object')
+    return ToolCall(name, arguments)
+
+
+def load_external_modules() -> None:
+    """Import the modules `VERL_USE_EXTERNAL_MODULES` names (verl's plug-in hook), so the parsers
+    they register are known; an import error propagates with the module's name."""
+    for module in filter(None, (m.strip() for m in os.environ.get(EXTERNAL_MODULES, "").split(","))):
+        importlib.import_module(module)
+
+
+def known_formats() -> list[str]:
+    importlib.import_module("verl_lite.agent_loop.parsers")  # the built-in formats register themselves
+    load_external_modules()
+    return sorted(ToolParser._registry)
+
+
+def check_format(name: str) -> list[str]:
+    """The start-up check of multi_turn.format: one line, naming the known formats."""
+    try:
+        formats = known_formats()
+    except Exception as e:
+        return [
+            f"{EXTERNAL_MODULES}={os.environ[EXTERNAL_MODULES]!r}: {type(e).__name__}: {e}; fix the module"
+        ]
+    if name in formats:
+        return []
+    return [
+        f"{KEY}={name!r} is not a tool-call format; the formats are {formats} (your own: "
+        f"@ToolParser.register({name!r}) in a module that {EXTERNAL_MODULES}, a tool or an agent loop imports)"
+    ]
+
+
+def tagged_blocks(text: str, start: str, end: str) -> tuple[str, list[str], bool]:
+    """(the text without its start...end blocks, the blocks' bodies in order, whether a last start
+    was never closed: its body is the rest of the text, dropped from the content)."""
+    content, bodies, at = [], [], 0
+    while (i := text.find(start, at)) >= 0:
+        content.append(text[at:i])
+        j = text.find(end, i + len(start))
+        if j < 0:
+            return "".join(content), bodies, True
+        bodies.append(text[i + len(start) : j])
+        at = j + len(end)
+    content.append(text[at:])
+    return "".join(content), bodies, False
+
+
+def unclosed(start: str, end: str) -> ToolCall:
+    return ToolCall("", error=f"a {start} was not closed by {end}")

@@ -48,7 +48,7 @@ class MultiTurnConfig(ConfigNode):
     interaction_config_path: str | None = None  # interactions' (simulated users') config file, verl's format
     use_inference_chat_template: bool = False  # False: every turn continues from the sampled token ids
     tokenization_sanity_check_mode: str = "strict"  # compare each trajectory with its conversation rendered whole: disable | strict | ignore_strippable
-    format: str = "hermes"  # tool-call format: <tool_call>{"name": ..., "arguments": ...}</tool_call>
+    format: str = "hermes"  # tool-call parser by its registered name (agent_loop/parsers/): hermes | gpt-oss | qwen3_coder | glm | a user's (@ToolParser.register in a module VERL_USE_EXTERNAL_MODULES names)
     num_repeat_rollouts: int | None = None  # repeats per interaction (CollabLLM's recipe loop)
     # verl_lite's own key
     tool_call_timeout: float = 60.0  # seconds a tool call may run before the model is told it timed out

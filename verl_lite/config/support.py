@@ -192,7 +192,6 @@ RULES: list[Rule] = [
         instead="only CollabLLM's recipe agent loop reads it (repeated user-simulator rollouts per turn); "
         "verl_lite's agent loop has no such step: use rollout.n for more samples per prompt",
     ),
-    Rule(f"{ARR}.rollout.multi_turn.format", ("hermes",), instead="tool calls are parsed in hermes format"),
     Rule(
         f"{ARR}.rollout.calculate_log_probs",
         ANY,
