@@ -90,6 +90,18 @@ def test_a_users_parser_registers_from_its_file_as_in_verl(user_parser):
     assert content == "sure" and [as_tool_call(c) for c in calls] == [ToolCall("add", {"a": 1})]
 
 
+def test_with_verl_installed_a_parser_registered_with_verls_toolparser_is_found(registry, monkeypatch):
+    class VerlToolParser:  # verl's own class, as `import verl` gives it where verl is installed
+        _registry = {"call_lines": object, "hermes": object}
+
+    monkeypatch.setitem(sys.modules, "verl.experimental.agent_loop.tool_parser", type(sys)("verl_tp"))
+    monkeypatch.setattr(
+        sys.modules["verl.experimental.agent_loop.tool_parser"], "ToolParser", VerlToolParser, raising=False
+    )
+    assert known_formats() == ["call_lines", *FORMATS]
+    assert isinstance(ToolParser.get_tool_parser("hermes", None), HermesToolParser)  # ours win a shared name
+
+
 def test_a_module_that_does_not_import_is_named(registry, monkeypatch):
     monkeypatch.setenv("VERL_USE_EXTERNAL_MODULES", "no_such_parser_module")
     [line] = check_format("hermes")

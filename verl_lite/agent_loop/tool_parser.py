@@ -12,7 +12,8 @@ The built-in formats are one file each in agent_loop/parsers/ (hermes, gpt-oss, 
 A user's parser registers the way verl lets it: its module is imported before the parser is looked
 up, either because `VERL_USE_EXTERNAL_MODULES` names it (comma-separated modules, imported by
 `import verl` in verl and by the first look-up here) or because a module the run imports anyway
-(an agent loop of agent_loop_config_path, a tool's class) defines it.
+(an agent loop of agent_loop_config_path, a tool's class) defines it. Where verl is installed, the
+user's file gets verl's own ToolParser: the parsers registered with it are found too.
 
 A parser returns verl's `FunctionCall` (arguments as the model's JSON text) or verl_lite's
 `ToolCall`. Unlike verl, which logs a malformed call and drops it, the built-in parsers keep it, in
@@ -26,6 +27,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import sys
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -34,6 +36,7 @@ from pydantic import BaseModel
 
 KEY = "actor_rollout_ref.rollout.multi_turn.format"
 EXTERNAL_MODULES = "VERL_USE_EXTERNAL_MODULES"
+VERL_MODULE = "verl.experimental.agent_loop.tool_parser"
 
 
 @dataclass(frozen=True)
@@ -78,10 +81,10 @@ class ToolParser(ABC):
 
     @classmethod
     def get_tool_parser(cls, name: str, tokenizer) -> ToolParser:
-        formats = known_formats()
-        if name not in formats:
-            raise ValueError(f"{KEY}={name!r} is not a tool-call format; the formats are {formats}")
-        return cls._registry[name](tokenizer)
+        parsers = registered()
+        if name not in parsers:
+            raise ValueError(f"{KEY}={name!r} is not a tool-call format; the formats are {sorted(parsers)}")
+        return parsers[name](tokenizer)
 
 
 class TextToolParser(ToolParser):
@@ -131,10 +134,17 @@ def load_external_modules() -> None:
         importlib.import_module(module)
 
 
-def known_formats() -> list[str]:
+def registered() -> dict[str, type]:
+    """Every parser by name: the built-in ones, the user's modules', and where verl is installed, those
+    registered with verl's own ToolParser (a user's file imports verl's then; ours win a shared name)."""
     importlib.import_module("verl_lite.agent_loop.parsers")  # the built-in formats register themselves
     load_external_modules()
-    return sorted(ToolParser._registry)
+    verls = getattr(sys.modules.get(VERL_MODULE), "ToolParser", ToolParser)
+    return {**(verls._registry if verls is not ToolParser else {}), **ToolParser._registry}
+
+
+def known_formats() -> list[str]:
+    return sorted(registered())
 
 
 def check_format(name: str) -> list[str]:
