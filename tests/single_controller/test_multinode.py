@@ -38,8 +38,8 @@ GROUP_SCRIPT = textwrap.dedent(
     ray.init(address=sys.argv[1])
     pool = RayResourcePool(2, 1, use_gpu=False)
     group = RayWorkerGroup(pool, SumWorker)
+    print("NODES", *group.node_ids())  # a group call first: the ranks get the rendezvous address
     sums = ray.get([w.rank_sum.remote() for w in group.workers])
-    print("NODES", *group.node_ids())
     print("SUMS", *sums)
     print("ENVS", *[e.replace(" ", ",") for e in ray.get([w.launch_env.remote() for w in group.workers])])
     group.shutdown()

@@ -73,16 +73,30 @@ def normalize_override(line: str) -> str:
     return line
 
 
+def _refused_together(problems: list[OverrideError]) -> OverrideError:
+    """Every refused override of a command in one line (a script with three stale keys learns all
+    three at once, not one per try)."""
+    if len(problems) == 1:
+        return problems[0]
+    return OverrideError(f"{len(problems)} overrides are refused: " + "; ".join(str(p) for p in problems))
+
+
 def normalize_overrides(lines: list[str]) -> list[str]:
-    return [normalize_override(line) for line in lines]
+    return normalize_argv(lines)
 
 
 def normalize_argv(argv: list[str]) -> list[str]:
-    """main_ppo's argv: every `key=value` token normalized; flags (-m, --config-name X, ...) kept."""
-    out = []
+    """main_ppo's argv: every `key=value` token normalized; flags (-m, --config-name X, ...) kept.
+    Raises one OverrideError naming every refused override."""
+    out, problems = [], []
     for token in argv:
         is_override = not token.startswith("-") and ("=" in token or token.startswith("~"))
-        out.append(normalize_override(token) if is_override else token)
+        try:
+            out.append(normalize_override(token) if is_override else token)
+        except OverrideError as e:
+            problems.append(e)
+    if problems:
+        raise _refused_together(problems)
     return out
 
 

@@ -36,18 +36,11 @@ import random
 import numpy as np
 import torch
 import torch.distributed as dist
-import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint.api import CheckpointException
-from torch.distributed.checkpoint.state_dict import (
-    StateDictOptions,
-    get_model_state_dict,
-    get_optimizer_state_dict,
-    set_model_state_dict,
-)
 from torch.distributed.fsdp import FSDPModule
-from transformers import PreTrainedModel
 
-from verl_lite.engine.dcp_safe import read_dcp
+# DCP (torch.distributed.checkpoint) and transformers' PreTrainedModel are imported in the functions
+# that save and load: ~1 s of imports (PreTrainedModel pulls in torch._dynamo) that a worker pays only
+# when it checkpoints, and the driver, which imports the workers' classes, never
 from verl_lite.engine.lora import adapter_file_state, hf_module, merged_state_dict, save_adapter
 from verl_lite.utils import device as dev
 from verl_lite.utils.hf_model import save_hf_folder
@@ -94,6 +87,8 @@ def write_failure(error: BaseException | None, depth: int = 0) -> OSError | None
         return None
     if isinstance(error, OSError):
         return error
+    from torch.distributed.checkpoint.api import CheckpointException
+
     inner = [e for e, _ in error.failures.values()] if isinstance(error, CheckpointException) else []
     for candidate in [*inner, error.__cause__, error.__context__]:
         found = write_failure(candidate, depth + 1)
@@ -120,6 +115,8 @@ def save_engine(engine, path: str, contents: list[str], *, extra: dict | None = 
     are collectives). `extra` is this rank's worker state, stored beside the scheduler and RNGs.
     A write that fails (no space left, a read-only folder) raises CheckpointWriteError naming the
     folder and the reason in one line, DCP's per-rank tracebacks left out."""
+    from torch.distributed.checkpoint.api import CheckpointException
+
     try:
         _save_engine(engine, path, contents, extra, tokenizer)
     except (OSError, CheckpointException, RuntimeError) as e:
@@ -134,6 +131,9 @@ def save_engine(engine, path: str, contents: list[str], *, extra: dict | None = 
 
 
 def _save_engine(engine, path: str, contents: list[str], extra: dict | None, tokenizer) -> None:
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
+
     with engine.phase("save_checkpoint"):
         if "model" in contents:
             dcp.save(_trained_state(engine), checkpoint_id=os.path.join(path, MODEL_DIR))
@@ -162,6 +162,8 @@ def _save_engine(engine, path: str, contents: list[str], extra: dict | None, tok
 
 def hf_model_class(module: torch.nn.Module) -> type:
     """The HF class under FSDP2's wrapper (fully_shard swaps in a subclass of FSDPModule and it)."""
+    from transformers import PreTrainedModel
+
     return next(
         c for c in type(module).__mro__ if issubclass(c, PreTrainedModel) and not issubclass(c, FSDPModule)
     )
@@ -169,12 +171,16 @@ def hf_model_class(module: torch.nn.Module) -> type:
 
 def _trained_state(engine) -> dict:
     """The sharded model state a checkpoint keeps: everything but frozen parameters (LoRA's base)."""
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict
+
     return {k: v for k, v in get_model_state_dict(engine.module).items() if k not in engine.frozen_names}
 
 
 def _hf_state_dict(engine) -> dict[str, torch.Tensor]:
     """Unsharded HF weights on rank 0's host (the other ranks take part in the gather, keep nothing);
     with LoRA, the adapter merged into the base."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
     options = StateDictOptions(full_state_dict=True, cpu_offload=True)
     full = get_model_state_dict(engine.module, options=options)
     if engine.lora_config is None or engine.dp_rank != 0:
@@ -191,6 +197,14 @@ def _adapter_state(engine) -> dict[str, torch.Tensor]:
 def load_engine(engine, path: str, contents: list[str]) -> dict:
     """Restore what `contents` names from `path` (written by `save_engine` with the same world size
     for `extra`); returns the worker's part of this rank's extras ({} without `extra`)."""
+    from torch.distributed.checkpoint.state_dict import (
+        StateDictOptions,
+        get_optimizer_state_dict,
+        set_model_state_dict,
+    )
+
+    from verl_lite.engine.dcp_safe import read_dcp
+
     with engine.phase("load_checkpoint"):
         if "model" in contents:
             state = _trained_state(engine)  # DCP raises if the checkpoint lacks any of these

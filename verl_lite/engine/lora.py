@@ -23,18 +23,23 @@ from __future__ import annotations
 import copy
 import json
 import os
+import sys
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import torch
-from peft import LoraConfig, PeftConfig, PeftModel, TaskType, get_peft_model, get_peft_model_state_dict
 from safetensors.torch import save_file
 
 from verl_lite.engine.lora_spec import LoraSpec
 
+if TYPE_CHECKING:  # PEFT itself is imported where LoRA is used: ~0.3-1 s that a run without LoRA, and
+    # the driver (it imports the workers' classes), never needs
+    from peft import LoraConfig, PeftConfig, PeftModel
+
 PEFT_PREFIX = "base_model.model."
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 INIT_SEED = 0
-TASK_TYPES = {"causal_lm": TaskType.CAUSAL_LM, "value": TaskType.TOKEN_CLS}
+TASK_TYPES = {"causal_lm": "CAUSAL_LM", "value": "TOKEN_CLS"}  # PEFT's TaskType values (a str enum)
 VALUE_HEAD = "score"  # the critic's per-token value head (utils/hf_model.py)
 
 
@@ -52,6 +57,8 @@ def build_lora_config(spec: LoraSpec) -> LoraConfig:
         raise ValueError(f"{spec.key}.lora_rank={spec.rank}: LoRA needs a positive rank (e.g. 8, 16, 32)")
     if spec.alpha <= 0:
         raise ValueError(f"{spec.key}.lora_alpha={spec.alpha}: must be positive (verl's default is 16)")
+    from peft import LoraConfig
+
     exclude = spec.exclude_modules
     return LoraConfig(
         task_type=TASK_TYPES[spec.model_kind],
@@ -68,6 +75,8 @@ def apply_lora(module: torch.nn.Module, spec: LoraSpec) -> PeftModel:
     exclude_modules) or those saved in `lora_adapter_path` (which then decides rank and targets),
     trainable; every base parameter frozen. The critic's value head (`score`) is trained in full
     (PEFT's modules_to_save for token classification)."""
+    from peft import PeftModel, get_peft_model
+
     path = spec.adapter_path
     spec.saved_config()  # a missing adapter folder: one line naming the key
     config = None if path is not None else build_lora_config(spec)
@@ -93,6 +102,8 @@ def base_param_name(name: str) -> str:
 def adapter_file_state(peft_model: PeftModel, tensors: Iterable[tuple[str, torch.Tensor]]) -> dict:
     """Trainable tensors (parameter names) in PEFT's file format: names without the adapter name,
     as `save_pretrained` writes them and vLLM reads them."""
+    from peft import get_peft_model_state_dict
+
     state = dict(tensors)
     return get_peft_model_state_dict(peft_model, state_dict=state, save_embedding_layers=False)
 
@@ -115,8 +126,10 @@ def save_adapter(folder: str, state: dict[str, torch.Tensor], config: PeftConfig
 
 
 def hf_module(module: torch.nn.Module) -> torch.nn.Module:
-    """The HF model under PEFT's wrapper (the module itself without LoRA)."""
-    return module.get_base_model() if isinstance(module, PeftModel) else module
+    """The HF model under PEFT's wrapper (the module itself without LoRA: where PEFT was never
+    imported, no module is a PeftModel)."""
+    peft = sys.modules.get("peft")
+    return module.get_base_model() if peft is not None and isinstance(module, peft.PeftModel) else module
 
 
 def merged_state_dict(full_state: dict[str, torch.Tensor], config: PeftConfig, hf_config) -> dict:
@@ -125,10 +138,11 @@ def merged_state_dict(full_state: dict[str, torch.Tensor], config: PeftConfig, h
     assigned, so no copy of the weights is allocated beyond the merged ones; `full_state` is left as
     it is (safe_merge: each merged weight is a new tensor). On one CPU rank the full state dict's
     tensors are the engine's own params, which an in-place merge would change under the run."""
+    from peft import get_peft_model
     from transformers import AutoModelForCausalLM, AutoModelForTokenClassification
 
     builder = (
-        AutoModelForTokenClassification if config.task_type == TaskType.TOKEN_CLS else AutoModelForCausalLM
+        AutoModelForTokenClassification if config.task_type == TASK_TYPES["value"] else AutoModelForCausalLM
     )
     with torch.device("meta"):  # a copy of the config: PEFT's merge may edit it (tie_word_embeddings)
         peft_model = get_peft_model(builder.from_config(copy.deepcopy(hf_config)), copy.deepcopy(config))

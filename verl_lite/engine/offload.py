@@ -44,7 +44,6 @@ import time
 
 import torch
 from torch import nn
-from torch.distributed.checkpoint.state_dict import set_optimizer_state_dict
 from torch.distributed.fsdp import OffloadPolicy
 from torch.distributed.tensor import DTensor
 
@@ -122,6 +121,8 @@ class NoOffload:
 
     def load_optimizer_state(self, state: dict) -> None:
         """Install a checkpoint's optimizer state (`get_optimizer_state_dict`'s layout, read in place)."""
+        from torch.distributed.checkpoint.state_dict import set_optimizer_state_dict  # DCP: only on resume
+
         set_optimizer_state_dict(self.module, self.optimizer, state)
 
     def pinned_bytes(self) -> int:

@@ -13,7 +13,9 @@ never mix.
 
 A RayWorkerGroup starts one actor per bundle, all at once (each process imports torch and the
 engine, seconds each: started one after another, a group of N ranks took N times that to come up),
-then asks rank 0 for the rendezvous address and gives it to every rank before any other call. Every method the worker class marks with
+and returns without waiting for them, so the trainer starts every group's processes before it
+builds the first group's model. Before the group's first call, rank 0's rendezvous address (asked
+for at start) is handed to every rank. Every method the worker class marks with
 `@register` is bound onto the group, so `group.update_actor(batch)` dispatches, runs on all ranks
 in parallel, and gathers; `group.submit("update_actor", batch)` dispatches and returns at once (the
 driver can queue the next call behind it and gather both later). A failure names the worker, the
@@ -197,11 +199,18 @@ class RayWorkerGroup:
                 name=None,
             ).remote(*args, **kwargs)
             self.workers.append(actor)
-        # rank 0 hosts the rendezvous: it picks the address (on its node), every rank gets it before
-        # any later call (an actor runs one caller's calls in order)
-        master = self._get_all("get_master_addr_port", [self.workers[0].get_master_addr_port.remote()])[0]
-        self._get_all("set_master_addr_port", [w.set_master_addr_port.remote(*master) for w in self.workers])
+        # rank 0 hosts the rendezvous: it picks the address (on its node) once its process is up
+        self._master = self.workers[0].get_master_addr_port.remote() if self.workers else None
         self._bind_methods(worker_cls)
+
+    def _rendezvous(self) -> None:
+        """Every rank gets rank 0's address before the group's first call (an actor runs one caller's
+        calls in the order they were made): once, waiting for rank 0's process to be up."""
+        if self._master is None:
+            return
+        master = self._get_all("get_master_addr_port", [self._master])[0]
+        self._master = None
+        self._get_all("set_master_addr_port", [w.set_master_addr_port.remote(*master) for w in self.workers])
 
     @property
     def world_size(self) -> int:
@@ -209,6 +218,7 @@ class RayWorkerGroup:
 
     def node_ids(self) -> list[str]:
         """The Ray node id of each rank, in rank order."""
+        self._rendezvous()
         return self._get_all("get_node_id", [w.get_node_id.remote() for w in self.workers])
 
     def set_data_layout(self, mesh: str, ranks_per_shard: int) -> None:
@@ -239,6 +249,7 @@ class RayWorkerGroup:
         Each worker runs the calls it gets in the order they were submitted (one caller, an actor
         with one thread), so a second call submitted before the first's result is taken runs right
         after it, without a round trip through the driver in between."""
+        self._rendezvous()
         mode, mesh = self.registered[method]
         shard = self.ranks_per_shard.get(mesh, 1)
         per_rank = dispatch_args(mode, self.world_size, args, kwargs, shard)

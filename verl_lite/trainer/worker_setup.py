@@ -69,6 +69,22 @@ class WorkerSet:
             name="actor_rollout_ref",
             rollout_correction=self.config.algorithm.rollout_correction,  # the actor's bypass-mode loss
         )
+        # the critic's and reward model's processes start now too (their imports overlap the actor's
+        # model build); each group builds its model in turn below
+        idle = self.colocated_idle_on_host([device for device, _ in self.slot_memory_gb])
+        if self.use_critic:
+            rollout = self.config.actor_rollout_ref.rollout
+            args = (self.config.critic, rollout.response_length, rollout.n, t.dist_timeout_s)
+            self.critic_wg = RayWorkerGroup(self.pool, CriticWorker, *args, name="critic", idle_on_host=idle)
+        if self.config.reward_model.enable:
+            self.rm_wg = RayWorkerGroup(
+                self.pool,
+                RewardModelWorker,
+                self.config.reward_model,
+                t.dist_timeout_s,
+                name="reward_model",
+                idle_on_host=idle,
+            )
         # log-probs and updates go to data-parallel ranks: a sequence-parallel group shares its rows
         self.actor_rollout_wg.set_data_layout("actor", self.world_size // dp_size(self.config, "actor"))
         info = self.actor_rollout_wg.init_model()
@@ -83,24 +99,12 @@ class WorkerSet:
             info[0]["num_trainable_params"],
             info[0]["ref_engines"],
         )
-        idle = self.colocated_idle_on_host([device for device, _ in self.slot_memory_gb])
-        if self.use_critic:
-            rollout = self.config.actor_rollout_ref.rollout
-            args = (self.config.critic, rollout.response_length, rollout.n, t.dist_timeout_s)
-            self.critic_wg = RayWorkerGroup(self.pool, CriticWorker, *args, name="critic", idle_on_host=idle)
+        if self.critic_wg is not None:
             self.critic_wg.set_data_layout("critic", self.world_size // dp_size(self.config, "critic"))
             info = self.critic_wg.init_model()
             self.checkpoint_wgs["critic"] = self.critic_wg
             log.info("critic ready: %d workers, %s params", self.world_size, info[0]["num_params"])
-        if self.config.reward_model.enable:
-            self.rm_wg = RayWorkerGroup(
-                self.pool,
-                RewardModelWorker,
-                self.config.reward_model,
-                t.dist_timeout_s,
-                name="reward_model",
-                idle_on_host=idle,
-            )
+        if self.rm_wg is not None:
             info = self.rm_wg.init_model()
             log.info("reward model ready: %d workers, %s params", self.world_size, info[0]["num_params"])
 
