@@ -54,6 +54,18 @@ def user_parser(tmp_path, monkeypatch, registry):
     sys.modules.pop("my_tool_parser", None)
 
 
+def test_a_format_that_needs_a_stop_token_is_refused_until_the_rollouts_stop_at_it(registry):
+    """GLM ends a tool-calling turn with <|observation|>, not EOS: without stopping there the model
+    would generate past its call, so start-up refuses it by name, naming the formats that work."""
+    [line] = check_format("glm")
+    assert line == (
+        "actor_rollout_ref.rollout.multi_turn.format='glm' ends a tool-calling turn with <|observation|>, a "
+        "token verl_lite's rollouts do not stop at yet (only the model's EOS ends a turn), so the model would "
+        "generate past its call; use one of ['gpt-oss', 'hermes', 'qwen3_coder']"
+    )
+    assert check_format("gpt-oss") == [] and check_format("qwen3_coder") == []
+
+
 def test_formats_by_name_and_an_unknown_one_refused_in_one_line(registry):
     assert known_formats() == FORMATS
     assert isinstance(ToolParser.get_tool_parser("hermes", None), HermesToolParser)

@@ -57,6 +57,10 @@ class FunctionCall(BaseModel):
 class ToolParser(ABC):
     _registry: ClassVar[dict[str, type[ToolParser]]] = {}
 
+    # the special tokens the format ends a tool-calling turn with instead of the model's EOS (GLM's
+    # <|observation|>): the rollouts here stop at EOS only, so start-up refuses such a format
+    STOP_TOKENS: ClassVar[tuple[str, ...]] = ()
+
     def __init__(self, tokenizer=None) -> None:
         self.tokenizer = tokenizer
 
@@ -156,7 +160,15 @@ def check_format(name: str) -> list[str]:
             f"{EXTERNAL_MODULES}={os.environ[EXTERNAL_MODULES]!r}: {type(e).__name__}: {e}; fix the module"
         ]
     if name in formats:
-        return []
+        stops = ToolParser._registry[name].STOP_TOKENS if name in ToolParser._registry else ()
+        if not stops:
+            return []
+        usable = [f for f in formats if not getattr(ToolParser._registry.get(f), "STOP_TOKENS", ())]
+        return [
+            f"{KEY}={name!r} ends a tool-calling turn with {', '.join(stops)}, a token verl_lite's rollouts do "
+            f"not stop at yet (only the model's EOS ends a turn), so the model would generate past its call; "
+            f"use one of {usable}"
+        ]
     return [
         f"{KEY}={name!r} is not a tool-call format; the formats are {formats} (your own: "
         f"@ToolParser.register({name!r}) in a module that {EXTERNAL_MODULES}, a tool or an agent loop imports)"

@@ -23,6 +23,8 @@ _PAIR = re.compile(r"<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>", r
 
 @ToolParser.register("glm")
 class GlmToolParser(TextToolParser):
+    STOP_TOKENS = (OBSERVATION,)  # refused at start-up until the rollouts stop at it (tool_parser.py)
+
     @property
     def stop_token_ids(self) -> list[int]:
         token_id = self.tokenizer.convert_tokens_to_ids(OBSERVATION) if self.tokenizer is not None else None
