@@ -1025,7 +1025,7 @@ def _reward_step(cfg, links=None):
     main_ppo.build_trainer, with its reward manager and data file), the real phase wrapper and
     reward phase, on the first 4 prompts answered "7" (generation needs workers; it is not what is
     tested here: the slow CLI test below runs the whole step)."""
-    trainer = main_ppo.build_trainer(cfg, links)
+    trainer = main_ppo.build_trainer(cfg)
     tok = trainer.tokenizer
     answer = tok("7")["input_ids"] + [tok.eos_token_id]
     width = cfg.actor_rollout_ref.rollout.response_length

@@ -342,7 +342,7 @@ def test_gen_batch_size_may_differ_only_for_dapos_dynamic_sampling():
 
 def test_every_registered_step_lives_next_to_its_component():
     """preflight.py only registers: each step is a function of a component's module, returning lines;
-    the checks live in its checks (or the config's validate / domains) modules."""
+    the checks live in its checks (or the config's validate / domains / values) modules."""
     from verl_lite import preflight
 
     for phase in (
@@ -355,7 +355,7 @@ def test_every_registered_step_lives_next_to_its_component():
         for step in phase:
             module = step.fn.__module__
             assert module.startswith("verl_lite.") and not module.startswith("verl_lite.preflight"), step.name
-            assert module.endswith(("checks", ".validate", ".domains")), f"{step.name}: {module}"
+            assert module.endswith(("checks", ".validate", ".domains", ".values")), f"{step.name}: {module}"
     for phase in preflight.RESOLVE_PHASES:
         for step in phase:
             assert not step.fn.__module__.startswith("verl_lite.preflight"), step.name

@@ -30,10 +30,9 @@ from typing import TYPE_CHECKING
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from verl_lite.config.compose import build_config, register_schema
-from verl_lite.config.domains import linked_keys
 from verl_lite.config.hydra_job import apply_job_output_dir
 from verl_lite.config.overrides import OverrideError, normalize_argv
 from verl_lite.config.schema import PPOTrainerConfig
@@ -112,9 +111,8 @@ def _setup_error(e: Exception) -> SetupError:
     return SetupError(problems[0] if len(problems) == 1 else str(e))
 
 
-def build_trainer(cfg: PPOTrainerConfig, links: dict[str, str] | None = None) -> RayPPOTrainer:
-    """Everything that can fail on bad input, checked before Ray starts (preflight.py lists what).
-    `links`: the composed config's `${...}` links, so a bad value is named once, where it was set."""
+def build_trainer(cfg: PPOTrainerConfig) -> RayPPOTrainer:
+    """Everything that can fail on bad input, checked before Ray starts (preflight.py lists what)."""
     from verl_lite import preflight
     from verl_lite.reward.scorers import load_custom_scorer
     from verl_lite.trainer.ppo_trainer import RayPPOTrainer
@@ -122,7 +120,7 @@ def build_trainer(cfg: PPOTrainerConfig, links: dict[str, str] | None = None) ->
     from verl_lite.workers.checks import actor_tokenizer_path
 
     try:
-        run = preflight.prepare(cfg, links=links)
+        run = preflight.prepare(cfg)
         model = cfg.actor_rollout_ref.model
         tokenizer = load_tokenizer(
             actor_tokenizer_path(cfg), cfg.data.trust_remote_code, model.custom_chat_template
@@ -165,10 +163,10 @@ def start_ray(cfg: PPOTrainerConfig) -> None:
     start(cfg)
 
 
-def run_ppo(cfg: PPOTrainerConfig, links: dict[str, str] | None = None) -> dict[str, float]:
+def run_ppo(cfg: PPOTrainerConfig) -> dict[str, float]:
     import ray
 
-    trainer = build_trainer(cfg, links)
+    trainer = build_trainer(cfg)
     started_ray = not ray.is_initialized()
     start_ray(cfg)
     try:
@@ -198,10 +196,9 @@ def run(config: DictConfig) -> None:
             wrong_config = not_verl_lites(config)
             if wrong_config:
                 raise SetupError(wrong_config)
-            links = linked_keys(OmegaConf.to_container(config, resolve=False))
             cfg = build_config(config)
             apply_job_output_dir(cfg)
-            check_early(cfg, links)  # placeholder paths and value domains, before the imports
+            check_early(cfg)  # placeholder paths and value domains, before the imports
         except ValueError as e:
             raise _setup_error(e) from e
         import_components()
@@ -214,7 +211,7 @@ def run(config: DictConfig) -> None:
             raise SetupError(f"{key}={folder!r} {unusable}; point {key} at a folder this run can write")
         log_file = setup_driver_logging(folder)
         log.info("logs: %s (driver), %s (workers)", log_file, os.path.join(folder, "logs"))
-        run_ppo(cfg, links)
+        run_ppo(cfg)
     except SetupError as e:
         print(f"verl_lite: {e}", file=sys.stderr)
         sys.exit(2)

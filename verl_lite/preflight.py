@@ -38,6 +38,7 @@ from verl_lite.config.freeze import freeze
 from verl_lite.config.normalize import derive_values
 from verl_lite.config.run import Run
 from verl_lite.config.validate import check_batch_geometry, check_critic_geometry, check_relations
+from verl_lite.config.values import check_choices
 from verl_lite.data.assets import resolve_paths
 from verl_lite.data.checks import check_batch, check_data
 from verl_lite.engine.checks import check_engines, check_levers
@@ -61,6 +62,7 @@ RESOLVE: list[Step] = [
 ]
 
 CHECKS: list[Step] = [
+    Step("choices", check_choices),  # with the rest, so a misspelled mode is one line of one refusal
     Step("values together", check_relations),
     Step("memory levers", check_levers),
     Step("rollout", check_rollout),
@@ -99,11 +101,10 @@ RESOLVE_DEVICES: list[Step] = [
 RESOLVE_PHASES = (RESOLVE, RESOLVE_DATA, RESOLVE_DEVICES)  # the config's only writers outside config/
 
 
-def prepare(cfg: PPOTrainerConfig, num_gpus: int | None = None, links: dict[str, str] | None = None) -> Run:
+def prepare(cfg: PPOTrainerConfig, num_gpus: int | None = None) -> Run:
     """Resolve and check `cfg` in place (the placeholders, VALUES, RESOLVE, CHECKS); the Run it amounts
-    to. `num_gpus`: GPUs visible (default: here); `links`: the composed config's `${...}` links
-    (config/domains.linked_keys)."""
-    run = placeholders_first(cfg, num_gpus, links) or run_of(cfg, num_gpus, links)
+    to. `num_gpus`: GPUs visible (default: here)."""
+    run = placeholders_first(cfg, num_gpus) or run_of(cfg, num_gpus)
     for phase in (VALUES, RESOLVE, CHECKS):
         run_phase(phase, cfg, run)
     return run

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from verl_lite.config.domains import check_values
 from verl_lite.config.errors import ConfigError
+from verl_lite.config.keys import links_of
 from verl_lite.config.run import Run
 from verl_lite.config.schema import VERL_MODEL, VERL_REWARD_MODEL, VERL_TRAIN, VERL_VAL
+from verl_lite.config.values import check_values
 
 if TYPE_CHECKING:
     from verl_lite.config.schema import PPOTrainerConfig
@@ -48,13 +49,12 @@ def run_phase(steps: list[Step], cfg: PPOTrainerConfig, run: Run, *loaded) -> No
         raise ConfigError(problems)
 
 
-def run_of(cfg: PPOTrainerConfig, num_gpus: int | None = None, links: dict[str, str] | None = None) -> Run:
+def run_of(cfg: PPOTrainerConfig, num_gpus: int | None = None) -> Run:
     """What the config amounts to (roles.py); `num_gpus`: GPUs visible (default: here)."""
     from verl_lite.roles import run_of as roles_run_of  # the estimators' registry: torch
     from verl_lite.utils import device as dev
 
-    run = roles_run_of(cfg, dev.num_visible_gpus() if num_gpus is None else num_gpus)
-    return replace(run, links=dict(links or {}))
+    return roles_run_of(cfg, dev.num_visible_gpus() if num_gpus is None else num_gpus)
 
 
 def may_hold_placeholders(cfg: PPOTrainerConfig) -> bool:
@@ -89,21 +89,32 @@ def check_placeholders(cfg: PPOTrainerConfig, run: Run) -> list[str]:
     ]
 
 
-def placeholders_first(cfg: PPOTrainerConfig, num_gpus: int | None, links) -> Run | None:
+def placeholders_first(cfg: PPOTrainerConfig, num_gpus: int | None) -> Run | None:
     """verl's placeholder paths (verl's defaults, not a user's mistakes): this one message only. The
     roles (which decide whether the critic's path counts) are worked out only when a path is one."""
     if not may_hold_placeholders(cfg):
         return None
-    run = run_of(cfg, num_gpus, links)
+    run = run_of(cfg, num_gpus)
     placeholders = check_placeholders(cfg, run)
     if placeholders:
         raise ConfigError(placeholders)
     return run
 
 
-def check_early(cfg: PPOTrainerConfig, links: dict[str, str] | None = None) -> None:
-    """The placeholder paths and VALUES, needing no component. The values' steps need only the
-    links of the Run."""
-    placeholders_first(cfg, None, links)
-    links_only = Run(world=0, critic=False, ref=False, reward_model=False, num_gpus=0, use_gpu=False)
-    run_phase(VALUES, cfg, replace(links_only, links=dict(links or {})))
+def check_early(cfg: PPOTrainerConfig) -> None:
+    """The placeholder paths and VALUES, needing no component (no role is known yet: a role's keys
+    count as unread)."""
+    placeholders_first(cfg, None)
+    run_phase(
+        VALUES,
+        cfg,
+        Run(
+            world=0,
+            critic=False,
+            ref=False,
+            reward_model=False,
+            num_gpus=0,
+            use_gpu=False,
+            links=links_of(cfg),
+        ),
+    )

@@ -38,4 +38,13 @@ def run_of(cfg: PPOTrainerConfig, num_gpus: int) -> Run:
         reward_model=uses_reward_model(cfg),
         num_gpus=num_gpus,
         use_gpu=dev.wants_accelerator(cfg.trainer.device),
+        links=_links_of(cfg),
     )
+
+
+def _links_of(cfg) -> dict[str, str]:
+    """config.keys.links_of, imported here: config/keys.py needs OmegaConf, which the planner's path
+    on the GPU machine (scripts/gpu_check.py: no Hydra, no OmegaConf) imports this module without."""
+    from verl_lite.config.keys import links_of
+
+    return links_of(cfg)

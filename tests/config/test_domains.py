@@ -6,8 +6,11 @@ import math
 import pytest
 
 from verl_lite.config.compose import load_config
-from verl_lite.config.domains import BETAS, DOMAINS, POS, POS_INT, UNIT_OPEN, check_domains, lookup
+from verl_lite.config.domains import DOMAINS
+from verl_lite.config.fields import BETAS, POS, POS_INT, UNIT_OPEN
+from verl_lite.config.keys import lookup
 from verl_lite.config.schema import PPOTrainerConfig
+from verl_lite.config.values import check_values
 
 ARR = "actor_rollout_ref"
 
@@ -20,7 +23,10 @@ def test_every_key_in_the_table_exists_in_the_schema():
 
 @pytest.mark.parametrize("config_name", ["ppo_trainer", "demo"])
 def test_the_composed_defaults_are_inside_their_domains(config_name):
-    assert check_domains(load_config([], config_name)) == []
+    from verl_lite.roles import run_of
+
+    cfg = load_config([], config_name)
+    assert check_values(cfg, run_of(cfg, 0)) == []
 
 
 @pytest.mark.parametrize(
@@ -44,7 +50,8 @@ def test_problems_name_key_value_and_domain():
     cfg.actor_rollout_ref.actor.optim.betas = [0.9]
     cfg.critic.optim.lr = math.nan
     cfg.actor_rollout_ref.rollout.response_length = 0
-    assert check_domains(cfg) == [
+    cfg.algorithm.filter_groups.metric = "acc"  # run=None reads every key, DAPO's too
+    assert check_values(cfg) == [
         "actor_rollout_ref.actor.optim.betas=[0.9] must be two numbers in [0, 1), e.g. [0.9, 0.999]",
         "actor_rollout_ref.rollout.response_length=0 must be a positive integer",
         "critic.optim.lr=nan must be a finite number > 0",
@@ -52,16 +59,15 @@ def test_problems_name_key_value_and_domain():
 
 
 def test_a_bad_value_is_named_once_where_it_was_set():
-    from omegaconf import OmegaConf
-
     from verl_lite.config.compose import compose_config, to_config
-    from verl_lite.config.domains import linked_keys
+    from verl_lite.config.keys import links_in
 
-    raw = compose_config(["actor_rollout_ref.actor.ppo_epochs=0", "critic.ppo_micro_batch_size=0"], "demo")
-    links = linked_keys(OmegaConf.to_container(raw, resolve=False))
+    bad = ["actor_rollout_ref.actor.ppo_epochs=0", "critic.ppo_micro_batch_size=0"]
+    raw = compose_config([*bad, "algorithm.filter_groups.metric=acc"], "demo")  # every key is read
+    links = links_in(raw)
     assert links["critic.forward_micro_batch_size_per_gpu"] == "critic.ppo_micro_batch_size_per_gpu"
     assert links["critic.ppo_epochs"] == "actor_rollout_ref.actor.ppo_epochs"
-    assert check_domains(to_config(raw), links=links) == [
+    assert check_values(to_config(raw), links=links) == [
         "actor_rollout_ref.actor.ppo_epochs=0 must be a positive integer",
         "critic.ppo_micro_batch_size=0 must be a positive integer or null (unset)",
     ]
@@ -97,9 +103,15 @@ def test_every_numeric_key_has_a_domain_or_a_reason_not_to():
 
 
 def test_lora_rank_and_alpha_domains():
-    problems = check_domains(
+    problems = check_values(
         load_config(
-            [f"{ARR}.model.lora_rank=-1", "critic.model.lora_rank=-2", "critic.model.lora_alpha=0"], "demo"
+            [
+                f"{ARR}.model.lora_rank=-1",
+                "critic.model.lora_rank=-2",
+                "critic.model.lora_alpha=0",
+                "algorithm.filter_groups.metric=acc",  # every key is read
+            ],
+            "demo",
         )
     )
     assert problems == [
@@ -156,18 +168,11 @@ FEATURES = [
 
 
 def _values_problems(overrides: list[str]) -> list[str]:
-    import dataclasses
-
-    from omegaconf import OmegaConf
-
-    from verl_lite.config.compose import build_config, compose_config
-    from verl_lite.config.domains import check_values, linked_keys
+    from verl_lite.config.compose import load_config
     from verl_lite.roles import run_of
 
-    raw = compose_config(overrides, "demo")
-    cfg = build_config(raw)
-    links = linked_keys(OmegaConf.to_container(raw, resolve=False))
-    return check_values(cfg, dataclasses.replace(run_of(cfg, 0), links=links))
+    cfg = load_config(overrides, "demo")
+    return check_values(cfg, run_of(cfg, 0))
 
 
 @pytest.mark.parametrize("off, on, bad", FEATURES, ids=[bad.split("=")[0] for _, _, bad in FEATURES])

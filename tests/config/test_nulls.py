@@ -4,18 +4,15 @@ one line naming the key; a key whose verl default is null takes it silently. The
 verl's main CI script (tests/special_e2e/ppo_trainer/run_function_reward.sh) passes
 `custom_reward_function.name=null` in its default mode."""
 
-import dataclasses
-
 import pytest
 from omegaconf import OmegaConf
 
 from tests.config.verl_nullable import VERL_NULLABLE
 from verl_lite.config import keys
 from verl_lite.config.compose import build_config, compose_config
-from verl_lite.config.domains import check_values, linked_keys
 from verl_lite.config.errors import ConfigError
-from verl_lite.config.nulls import check_nulls
 from verl_lite.config.run import Run
+from verl_lite.config.values import check_values
 from verl_lite.roles import run_of
 
 SHARED = [k for k in VERL_NULLABLE if keys.is_known(k)]
@@ -29,9 +26,8 @@ def problems_of(raw) -> list[str]:
         cfg = build_config(raw)
     except ConfigError as e:
         return list(e.problems)
-    links = linked_keys(OmegaConf.to_container(raw, resolve=False))
-    early = check_values(cfg, Run(0, False, False, False, 0, False, links=links))
-    return early or check_values(cfg, dataclasses.replace(run_of(cfg, 0), links=links))
+    early = check_values(cfg, Run(0, False, False, False, 0, False, links=keys.links_of(cfg)))
+    return early or check_values(cfg, run_of(cfg, 0))
 
 
 @pytest.fixture(scope="module")
@@ -77,8 +73,15 @@ def test_a_null_that_means_nothing_is_one_line_naming_the_key(composed):
     raw = compose_config([], "demo")
     OmegaConf.update(raw, "trainer.val_before_train", None, merge=True)
     OmegaConf.update(raw, "data.max_prompt_length", None, merge=True)
+    OmegaConf.update(
+        raw, "algorithm.filter_groups.metric", "acc", merge=True
+    )  # check_values(cfg) reads every key
     assert problems_of(raw) == [
         "data.max_prompt_length=null must be a positive integer",
         "trainer.val_before_train=null must be true or false",
     ]
-    assert check_nulls(build_config(raw)) == ["trainer.val_before_train=null must be true or false"]
+    cfg = build_config(raw)
+    assert check_values(cfg, links=keys.links_of(cfg)) == [
+        "data.max_prompt_length=null must be a positive integer",
+        "trainer.val_before_train=null must be true or false",
+    ]

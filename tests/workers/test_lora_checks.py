@@ -4,6 +4,7 @@ import pytest
 
 from verl_lite.config.compose import load_config
 from verl_lite.config.errors import ConfigError
+from verl_lite.config.values import check_choices
 from verl_lite.preflight import prepare
 from verl_lite.roles import run_of
 from verl_lite.workers.lora_checks import check_lora
@@ -12,9 +13,11 @@ ARR = "actor_rollout_ref"
 
 
 def check(*overrides) -> str:
-    """The LoRA and load_format problems of the demo config with `overrides` ('' when there are none)."""
+    """The LoRA and load_format problems of the demo config with `overrides` ('' when there are none):
+    LoRA's checks and the choice sets' (load_format's is one, config/values.py)."""
     cfg = load_config(list(overrides), "demo")
-    return "\n".join(check_lora(cfg, run_of(cfg, 0)))
+    run = run_of(cfg, 0)
+    return "\n".join(check_lora(cfg, run) + check_choices(cfg, run))
 
 
 def test_start_up_reports_them_with_the_rest():

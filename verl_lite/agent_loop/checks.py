@@ -24,8 +24,6 @@ import math
 from typing import TYPE_CHECKING
 
 from verl_lite.agent_loop.registry import SINGLE_TURN, agent_loops, check_agent_loops
-from verl_lite.agent_loop.sanity import MODES
-from verl_lite.agent_loop.tool_calls import TRUNCATE_SIDES
 from verl_lite.agent_loop.tool_parser import check_format
 from verl_lite.interactions.registry import build_interactions, check_interaction_config
 from verl_lite.tools.registry import check_tool_config, read_tool_config
@@ -42,19 +40,6 @@ FIX_FOOTGUN = (
     f"set {AGENT}.default_agent_loop=tool_agent, or give the data an agent_name column naming tool_agent "
     "(scripts/data_preprocess/gsm8k_tool_agent_loop.py writes one)"
 )
-
-
-def _values(mt) -> list[str]:
-    problems = []
-    if mt.tool_response_truncate_side not in TRUNCATE_SIDES:
-        problems.append(
-            f"{MT}.tool_response_truncate_side={mt.tool_response_truncate_side!r} is not one of {list(TRUNCATE_SIDES)}"
-        )
-    if mt.tokenization_sanity_check_mode not in MODES:
-        problems.append(
-            f"{MT}.tokenization_sanity_check_mode={mt.tokenization_sanity_check_mode!r} is not one of {list(MODES)}"
-        )
-    return problems  # the turn, call, length and time limits' domains: config/domains.py
 
 
 def _num_tools(path: str | None) -> int:
@@ -93,7 +78,7 @@ def loop_timeout_s(rollout) -> float:
 def check_multi_turn(cfg: PPOTrainerConfig, run: Run) -> list[str]:
     r, d = cfg.actor_rollout_ref.rollout, cfg.data
     mt, agent = r.multi_turn, r.agent
-    problems = _values(mt)
+    problems: list[str] = []  # the choices of its options: config/values.py
     if mt.enable and agent.loop_timeout is not None:
         problems += _loop_timeout(agent.loop_timeout, mt.tool_call_timeout, _num_tools(mt.tool_config_path))
     timeout = mt.tool_call_timeout

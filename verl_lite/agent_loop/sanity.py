@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import difflib
 
-MODES = ("disable", "strict", "ignore_strippable")
-
 
 def first_mismatch(renderer, messages: list[dict], tools, response_ids: list[int], mode: str) -> str | None:
     """A description of the first counted difference between the prompt messages (those before the

@@ -43,7 +43,6 @@ from verl_lite.agent_loop.tool_parser import ToolCall
 from verl_lite.utils.user_code import PROCESS_EXITS, UserCodeExit, describe_exit
 
 POOL_SIZE = 64  # tool calls running at once per worker, over all its trajectories
-TRUNCATE_SIDES = ("left", "middle", "right")
 
 
 class ToolTimeout(Exception):

@@ -10,11 +10,9 @@ import logging
 from typing import TYPE_CHECKING
 
 from verl_lite.algos import ADV_ESTIMATORS, POLICY_LOSSES
-from verl_lite.algos.kl import KL_TYPES, is_kl_type
 from verl_lite.algos.kl_ctrl import kl_ctrl_problems
-from verl_lite.algos.loss_agg import LOSS_AGG_MODES
 from verl_lite.algos.registry import select
-from verl_lite.algos.rollout_corr import LOSS_TYPES, is_problems
+from verl_lite.algos.rollout_corr import is_problems
 from verl_lite.algos.rollout_rs import rs_problems
 
 if TYPE_CHECKING:
@@ -22,7 +20,6 @@ if TYPE_CHECKING:
     from verl_lite.config.schema import PPOTrainerConfig
 
 ARR = "actor_rollout_ref"
-FILTER_METRICS = ("seq_reward", "seq_final_reward", "acc", "score")
 log = logging.getLogger("verl_lite.algos")
 
 
@@ -83,48 +80,29 @@ def _policy_loss(actor) -> list[str]:
     return list(POLICY_LOSSES.check_values(spec, actor))
 
 
-def _options(cfg: PPOTrainerConfig, run: Run) -> list[str]:
+def _options(cfg: PPOTrainerConfig) -> list[str]:
+    """The KL terms (their types' and loss_agg_mode's choices, gamma and lam: config/values.py)."""
     a, alg = cfg.actor_rollout_ref.actor, cfg.algorithm
-    aggs = [(f"{ARR}.actor.loss_agg_mode", a.loss_agg_mode)]
-    if run.critic:
-        aggs.append(("critic.loss_agg_mode", cfg.critic.loss_agg_mode))
-    problems = [
-        f"{key}={value!r} is not one of {list(LOSS_AGG_MODES)}"
-        for key, value in aggs
-        if value not in LOSS_AGG_MODES
-    ]
-    # a KL option is read only with its KL term on (verl's scripts leave the others at any value)
-    if a.use_kl_loss and not is_kl_type(a.kl_loss_type):
-        problems.append(
-            f"{ARR}.actor.kl_loss_type={a.kl_loss_type!r} is not one of {list(KL_TYPES)} (optionally with '+')"
-        )
     if not alg.use_kl_in_reward:
-        return problems  # gamma and lam in [0, 1]: config/domains.py
-    if not is_kl_type(alg.kl_penalty):
-        problems.append(f"algorithm.kl_penalty={alg.kl_penalty!r} is not one of {list(KL_TYPES)}")
+        return []
     if a.use_kl_loss:  # verl says so too: both apply, not one instead of the other
         log.info(
             "both KL terms apply, as in verl: algorithm.use_kl_in_reward=True subtracts kl_ctrl.kl_coef x KL "
             "from the rewards and %s.actor.use_kl_loss=True adds kl_loss_coef x KL to the actor's loss",
             ARR,
         )
-    return problems + kl_ctrl_problems(alg.kl_ctrl.type, alg.kl_ctrl.target_kl, alg.kl_ctrl.horizon)
+    return kl_ctrl_problems(alg.kl_ctrl.type, alg.kl_ctrl.target_kl, alg.kl_ctrl.horizon)
 
 
 def _filter_groups(cfg: PPOTrainerConfig) -> list[str]:
-    fg, n, problems = cfg.algorithm.filter_groups, cfg.actor_rollout_ref.rollout.n, []
-    if fg.enable and fg.metric not in FILTER_METRICS:
-        problems.append(
-            f"algorithm.filter_groups.metric={fg.metric!r} is not one of {list(FILTER_METRICS)} "
-            "(needed with algorithm.filter_groups.enable=True)"
-        )
+    fg, n = cfg.algorithm.filter_groups, cfg.actor_rollout_ref.rollout.n  # metric's choices: config/values.py
     if fg.enable and n == 1:  # verl keeps a group of one (its DAPO trainer: std > 0 or len == 1)
         log.warning(
             "algorithm.filter_groups.enable=True with %s.rollout.n=1: a group of one response is always "
             "kept (verl's rule), so nothing is filtered; dynamic sampling needs rollout.n >= 2",
             ARR,
         )
-    return problems
+    return []
 
 
 def _rollout_correction(cfg: PPOTrainerConfig) -> list[str]:
@@ -132,10 +110,6 @@ def _rollout_correction(cfg: PPOTrainerConfig) -> list[str]:
     rc, key = cfg.algorithm.rollout_correction, "algorithm.rollout_correction"
     problems = is_problems(rc.rollout_is, rc.rollout_is_threshold)
     problems += rs_problems(rc.rollout_rs, rc.rollout_rs_threshold)
-    if rc.bypass_mode and rc.loss_type not in LOSS_TYPES:
-        problems.append(
-            f"{key}.loss_type={rc.loss_type!r} is not one of {list(LOSS_TYPES)} (bypass mode's loss)"
-        )
     mode = cfg.actor_rollout_ref.actor.policy_loss.loss_mode
     if rc.bypass_mode and mode != "vanilla":
         problems.append(
@@ -150,7 +124,7 @@ def check_algorithm(cfg: PPOTrainerConfig, run: Run) -> list[str]:
     return (
         _estimator(cfg)
         + _policy_loss(cfg.actor_rollout_ref.actor)
-        + _options(cfg, run)
+        + _options(cfg)
         + _filter_groups(cfg)
         + _rollout_correction(cfg)
     )

@@ -15,12 +15,9 @@ from __future__ import annotations
 
 import torch
 
-KL_TYPES = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3")
+from verl_lite.config.schema_actor import KL_TYPES, is_kl_type
 
-
-def is_kl_type(name: str) -> bool:
-    """A known estimator, optionally with one trailing '+'."""
-    return (name[:-1] if name.endswith("+") else name) in KL_TYPES
+__all__ = ["KL_TYPES", "is_kl_type", "kl_penalty"]
 
 
 def _k2(diff: torch.Tensor) -> torch.Tensor:

@@ -13,8 +13,7 @@ import torch
 
 from verl_lite.algos.kl import kl_penalty as kl_estimate
 from verl_lite.algos.masked import masked_mean
-
-KL_CTRL_TYPES = ("fixed", "adaptive")
+from verl_lite.config.schema_trainer import KL_CTRL_TYPES
 
 
 class FixedKLController:

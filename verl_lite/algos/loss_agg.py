@@ -23,13 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
-LOSS_AGG_MODES = (
-    "token-mean",
-    "token-sum",
-    "seq-mean-token-sum",
-    "seq-mean-token-mean",
-    "seq-mean-token-sum-norm",
-)
+from verl_lite.config.schema_actor import LOSS_AGG_MODES
 
 
 @dataclass(frozen=True)

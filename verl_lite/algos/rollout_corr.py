@@ -29,7 +29,6 @@ from verl_lite.algos.masked import masked_mean
 from verl_lite.algos.rollout_rs import SAFETY_BOUND, rejection_mask
 
 IS_LEVELS = ("token", "sequence")
-LOSS_TYPES = ("ppo_clip", "reinforce")
 PREFIX = "rollout_corr/"
 
 

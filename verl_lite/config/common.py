@@ -8,8 +8,6 @@ split that many ways (verl's rule). That sp and fsdp_size tile the workers is th
 
 from __future__ import annotations
 
-import functools
-
 from verl_lite.config.schema import PPOTrainerConfig
 
 ARR = "actor_rollout_ref"
@@ -26,11 +24,6 @@ FSDP_SECTIONS = {
 def world_size(cfg: PPOTrainerConfig) -> int:
     """nnodes x n_gpus_per_node; 0 while either is null (config/domains.py reports it, before any use)."""
     return (cfg.trainer.nnodes or 0) * (cfg.trainer.n_gpus_per_node or 0)
-
-
-def section_at(cfg: PPOTrainerConfig, key: str):
-    """The config's section at a dotted key (`critic.model.fsdp_config`)."""
-    return functools.reduce(getattr, key.split("."), cfg)
 
 
 def sp_size(cfg: PPOTrainerConfig, role: str) -> int:

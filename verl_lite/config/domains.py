@@ -1,21 +1,14 @@
-"""Value domains: every number in the config that has one, checked once, before anything is derived.
+"""Value domains: every value in the config that has one, as one table: a domain declared beside its
+field in the schema (config/fields.key, choice sets included), or listed here.
 
 A size must be a positive integer, a rate a finite number in its interval, AdamW's betas two numbers
-in [0, 1), a clip range positive, a coefficient finite and not negative. The table `DOMAINS` maps
-each key to its domain; `check_domains` reads the composed config as the user wrote it (before
-normalisation fills derived values, so `rollout.response_length=0` is reported instead of being
-taken for "unset") and returns one line per value outside its domain, naming key, value and what
-is allowed. Hydra already refuses a value of the wrong type (`lr=fast`), but not `lr=nan` or
-`lr=-1`, and a wrong value here would otherwise train silently wrong or fail late in a worker.
+in [0, 1), a clip range positive, a coefficient finite and not negative, a mode one of its choices.
+config/values.py checks every value the run reads against it, once, before anything is derived.
 
 A domain applies only while the run reads its key (config/features.py): `lora_alpha` only with
 LoRA on, the critic's sizes only with a critic, a token budget only with dynamic batching, as in
 verl, whose scripts leave such keys at "off" values (`lora_alpha=0` with `lora_rank=0`). Nulls of the
 keys without a domain are config/nulls.py's.
-
-A key whose value is a link to another key (`critic.ppo_epochs: ${actor_rollout_ref.actor.ppo_epochs}`)
-is not checked when the key it follows is in the table: a bad value is reported once, under the
-key the user set. `linked_keys` finds the links in the composed config before it is resolved.
 
 Rules that relate several keys (batch geometry, lengths against the model) live with the checks of
 the component they concern; this table holds only what one value alone can get wrong. Keys whose
@@ -26,61 +19,34 @@ algos/kl_ctrl.kl_ctrl_problems (target_kl and horizon matter only for the adapti
 
 from __future__ import annotations
 
-import math
-import numbers
-import re
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+import dataclasses
+import functools
 
 from verl_lite.config.common import FSDP_SECTIONS
-from verl_lite.config.features import reads
-from verl_lite.config.nulls import check_nulls
-
-if TYPE_CHECKING:
-    from verl_lite.config.run import Run
+from verl_lite.config.fields import (
+    BETAS,
+    FINITE,
+    FOLLOWS_ACTOR,
+    FREQ,
+    LORA_RANK,
+    MAX_SAMPLES,
+    MICRO,
+    NON_NEG,
+    NON_NEG_INT,
+    POS,
+    POS_INT,
+    SHARDS,
+    SHARE,
+    TOP_K,
+    UNIT,
+    UNIT_OPEN,
+    WARMUP_STEPS,
+    Domain,
+    _is_int,
+)
+from verl_lite.config.schema import PPOTrainerConfig
 
 ARR = "actor_rollout_ref"
-
-
-def _is_int(v) -> bool:
-    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
-
-
-def _is_num(v) -> bool:
-    return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
-
-
-@dataclass(frozen=True)
-class Domain:
-    test: Callable[[Any], bool]
-    says: str  # "must be <says>"
-    nullable: bool = False  # null is allowed (and means what the schema's comment says)
-
-    def holds(self, value) -> bool:
-        return (self.nullable and value is None) or (value is not None and self.test(value))
-
-    def or_null(self, meaning: str) -> Domain:
-        return Domain(self.test, f"{self.says} or null ({meaning})", nullable=True)
-
-
-POS_INT = Domain(lambda v: _is_int(v) and v > 0, "a positive integer")
-NON_NEG_INT = Domain(lambda v: _is_int(v) and v >= 0, "an integer >= 0")
-POS = Domain(lambda v: _is_num(v) and v > 0, "a finite number > 0")
-NON_NEG = Domain(lambda v: _is_num(v) and v >= 0, "a finite number >= 0")
-UNIT = Domain(lambda v: _is_num(v) and 0 <= v <= 1, "a number in [0, 1]")
-UNIT_OPEN = Domain(lambda v: _is_num(v) and 0 < v < 1, "a number in (0, 1)")
-SHARE = Domain(lambda v: _is_num(v) and 0 < v <= 1, "a number in (0, 1]")
-BETAS = Domain(
-    lambda v: isinstance(v, (list, tuple)) and len(v) == 2 and all(_is_num(b) and 0 <= b < 1 for b in v),
-    "two numbers in [0, 1), e.g. [0.9, 0.999]",
-)
-TOP_K = Domain(lambda v: _is_int(v) and v >= -1, "-1 (no top-k) or a positive integer")
-WARMUP_STEPS = Domain(lambda v: _is_int(v) and v >= -1, "-1 (use lr_warmup_steps_ratio) or an integer >= 0")
-FREQ = Domain(_is_int, "an integer (a step count; <= 0: never)")
-MAX_SAMPLES = Domain(lambda v: _is_int(v) and (v == -1 or v > 0), "-1 (all rows) or a positive integer")
-FINITE = Domain(_is_num, "a finite number")
-LORA_RANK = Domain(lambda v: _is_int(v) and v >= 0, "0 (full fine-tuning) or a positive LoRA rank")
 
 
 def _optim(prefix: str) -> dict[str, Domain]:
@@ -105,11 +71,7 @@ def _sampling(prefix: str) -> dict[str, Domain]:
     }
 
 
-MICRO = POS_INT.or_null("unset")
-SHARDS = Domain(lambda v: _is_int(v) and (v == -1 or v > 0), "-1 (all ranks) or a positive integer")
-FOLLOWS_ACTOR = POS_INT.or_null("the actor's")
-
-DOMAINS: dict[str, Domain] = {
+_LISTED: dict[str, Domain] = {
     # data
     "data.train_batch_size": POS_INT,
     "data.val_batch_size": POS_INT.or_null("the whole validation set in one batch"),
@@ -230,72 +192,25 @@ NO_DOMAIN = {
 }
 
 
-def lookup(cfg, key: str):
-    """The value at dotted `key` of a dataclass (or dict) tree; KeyError when a part is missing."""
-    node = cfg
-    for part in key.split("."):
-        if isinstance(node, dict):
-            node = node[part]
-        elif hasattr(node, part):
-            node = getattr(node, part)
-        else:
-            raise KeyError(key)
-    return node
+def _declared(cls: type, prefix: str = "") -> dict[str, Domain]:
+    """{key: domain} of every field of the schema that declares one beside itself (config/fields.key)."""
+    found: dict[str, Domain] = {}
+    instance = cls()
+    for f in dataclasses.fields(cls):
+        value = getattr(instance, f.name)
+        if dataclasses.is_dataclass(value):
+            found |= _declared(type(value), f"{prefix}{f.name}.")
+        elif f.metadata.get("domain") is not None:
+            found[f"{prefix}{f.name}"] = f.metadata["domain"]
+    return found
 
 
-_LINK = re.compile(r"^\$\{(\.*)([\w.]+)\}$")
+@functools.cache
+def domains() -> dict[str, Domain]:
+    """Every key's domain: declared beside its field, or listed above."""
+    declared = _declared(PPOTrainerConfig)
+    assert not set(declared) & set(_LISTED), set(declared) & set(_LISTED)
+    return declared | _LISTED
 
 
-def _target(prefix: str, dots: str, name: str) -> str:
-    """The absolute key of a link: `${a.b}` is absolute; `${.b}` is in the same node, `${..b}` above it."""
-    if not dots:
-        return name
-    parts = prefix.rstrip(".").split(".") if prefix else []
-    base = parts[: len(parts) - (len(dots) - 1)]
-    return ".".join([*base, name])
-
-
-def linked_keys(raw: dict, prefix: str = "") -> dict[str, str]:
-    """{key: the key it links to} for every value of the unresolved config (a nested dict, as
-    OmegaConf.to_container(cfg, resolve=False) gives it) that is exactly `${other.key}` (or relative)."""
-    links = {}
-    for name, value in raw.items():
-        key = f"{prefix}{name}"
-        if isinstance(value, dict):
-            links |= linked_keys(value, key + ".")
-        elif isinstance(value, str) and (m := _LINK.match(value)):
-            links[key] = _target(prefix, m.group(1), m.group(2))
-    return links
-
-
-def check_domains(
-    cfg, domains: dict[str, Domain] = DOMAINS, links: dict[str, str] | None = None, run: Run | None = None
-) -> list[str]:
-    """One line per value outside its domain: `<key>=<value> must be <domain>`, for the keys the run
-    reads (config/features.py; `run=None`: every key). A key in `links` that follows a key of the
-    table is left to that key, when that key is read."""
-
-    def read(key: str) -> bool:
-        return run is None or reads(cfg, run, key)
-
-    problems = []
-    for key, domain in domains.items():
-        target = (links or {}).get(key)
-        if not read(key) or (target in domains and read(target)):
-            continue
-        value = lookup(cfg, key)
-        if not domain.holds(value):
-            problems.append(f"{key}={_show(value)} must be {domain.says}")
-    return problems
-
-
-def _show(value) -> str:
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_show(v) for v in value) + "]"
-    return "null" if value is None else str(value) if not isinstance(value, str) else repr(value)
-
-
-def check_values(cfg, run: Run) -> list[str]:
-    """The start-up step (verl_lite/preflight.py VALUES): every domain and every null of the keys the
-    run reads, a linked key named once."""
-    return check_domains(cfg, links=run.links, run=run) + check_nulls(cfg, run)
+DOMAINS = domains()

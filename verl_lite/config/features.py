@@ -182,6 +182,13 @@ FEATURES: tuple[Feature, ...] = (
             f"algorithm.rollout_correction.{k}" for k in ("rollout_is", "rollout_rs", "bypass_mode")
         ),
     ),
+    Feature(
+        "rollout correction's bypass mode",
+        ("algorithm.rollout_correction.loss_type",),
+        lambda c, r: (
+            c.algorithm.rollout_correction is not None and bool(c.algorithm.rollout_correction.bypass_mode)
+        ),
+    ),
 )
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import re
 from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
@@ -106,11 +107,16 @@ def written_value(cfg: DictConfig, key: str) -> Any:
     return value
 
 
+# `${key}`, `${.key}` / `${..key}` (relative), or `${oc.select:key,default}`: a value that follows one key
+_LINK = re.compile(r"^\$\{(?:oc\.select:)?\s*(\.*[\w.]*\w)\s*(?:,[^{}]*)?\}$")
+
+
 def link_target(written: Any, key: str) -> str | None:
-    """The absolute key a `${key}` / `${oc.select:key,default}` value links to; None for a plain value."""
-    if not (isinstance(written, str) and written.startswith("${") and written.endswith("}")):
+    """The absolute key the value `written` of `key` links to; None for a plain value (or another resolver)."""
+    match = _LINK.match(written) if isinstance(written, str) else None
+    if match is None:
         return None
-    target = written[2:-1].removeprefix("oc.select:").split(",")[0].strip()
+    target = match.group(1)
     if not target.startswith("."):
         return target
     parent = key.rsplit(".", 1)[0]
@@ -119,25 +125,41 @@ def link_target(written: Any, key: str) -> str | None:
     return f"{parent}{target}"
 
 
-def at(container: dict, key: str, default: Any = None) -> Any:
-    """The value at dotted `key` of a plain nested dict (`default` when a part is missing)."""
-    node: Any = container
+_MISSING = object()
+
+
+def lookup(tree: Any, key: str, default: Any = _MISSING) -> Any:
+    """The value at dotted `key` of a config tree (dataclasses, dicts, or both): `default` where a part
+    is missing or a section on the way is null (without one, KeyError)."""
+    node = tree
     for part in key.split("."):
-        if not isinstance(node, dict) or part not in node:
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif node is not None and not isinstance(node, dict) and hasattr(node, part):
+            node = getattr(node, part)
+        elif default is _MISSING:
+            raise KeyError(key)
+        else:
             return default
-        node = node[part]
     return node
 
 
 def links_in(cfg: DictConfig) -> dict[str, str]:
-    """{key: the key it links to} for every leaf of `cfg` whose value is a `${...}` link."""
+    """{key: the key it links to} for every leaf of the composed `cfg` whose value is a `${...}` link:
+    the one reading of the links (the value checks name a bad value once, where it was set; a value
+    set at start-up reaches the keys that follow it, config/overrides.apply_to_config)."""
     written = OmegaConf.to_container(cfg, resolve=False)
     found = {}
     for key in leaf_keys():
-        target = link_target(at(written, key), key)
+        target = link_target(lookup(written, key, None), key)
         if target is not None:
             found[key] = target
     return found
+
+
+def links_of(config: Any) -> dict[str, str]:
+    """The links of the composed config a typed one was built from (recorded by compose.build_config)."""
+    return config.__dict__.get("_links", {})
 
 
 @functools.cache
@@ -147,7 +169,4 @@ def resolved_defaults() -> dict:
 
 
 def resolved_default(key: str) -> Any:
-    node: Any = resolved_defaults()
-    for part in key.split("."):
-        node = node[part]
-    return node
+    return lookup(resolved_defaults(), key)

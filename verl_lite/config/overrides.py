@@ -113,7 +113,7 @@ def _set(cfg, key: str, value) -> None:
 def apply_to_config(cfg, changes: dict[str, object]) -> None:
     """Set dotted keys of a built (not yet frozen) config as if given on the command line: keys whose
     composed value linked one of them (recorded by compose.build_config) follow the new value."""
-    links: dict[str, str] = cfg.__dict__.get("_links", {})
+    links = keys.links_of(cfg)
     pending = list(changes.items())
     while pending:
         key, value = pending.pop()

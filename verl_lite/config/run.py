@@ -16,5 +16,5 @@ class Run:
     num_gpus: int  # GPUs visible here (0: a CPU-only machine)
     use_gpu: bool  # the workers run on GPUs (trainer.device)
     # keys that follow another key in the composed config (`${...}`), so a bad value is named once,
-    # where it was set (config/domains.linked_keys)
+    # where it was set (config/keys.links_in)
     links: dict[str, str] = field(default_factory=dict, compare=False)

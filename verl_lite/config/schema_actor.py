@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from verl_lite.config.fields import choice, key
 from verl_lite.config.freeze import ConfigNode
 from verl_lite.config.schema_engine import (
     CheckpointConfig,
@@ -18,6 +19,19 @@ from verl_lite.config.schema_engine import (
 )
 
 ARR = "actor_rollout_ref"
+LOSS_AGG_MODES = (
+    "token-mean",
+    "token-sum",
+    "seq-mean-token-sum",
+    "seq-mean-token-mean",
+    "seq-mean-token-sum-norm",
+)
+KL_TYPES = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3")  # algos/kl.py
+
+
+def is_kl_type(name) -> bool:
+    """A known KL estimator, optionally with one trailing '+' (k2's gradient: algos/kl.py)."""
+    return isinstance(name, str) and (name[:-1] if name.endswith("+") else name) in KL_TYPES
 
 
 @dataclass
@@ -49,7 +63,9 @@ class ActorConfig(ConfigNode):
     freeze_vision_tower: bool = False  # vision-language models: do not train the vision tower
     policy_loss: PolicyLossConfig = field(default_factory=PolicyLossConfig)
     clip_ratio_c: float = 3.0  # dual-clip cap (> 1) on the ratio for negative advantages
-    loss_agg_mode: str = "token-mean"  # token-mean | token-sum | seq-mean-token-sum | seq-mean-token-mean | seq-mean-token-sum-norm
+    loss_agg_mode: str = key(
+        "token-mean", choice(LOSS_AGG_MODES)
+    )  # token-mean | token-sum | seq-mean-token-sum | seq-mean-token-mean | seq-mean-token-sum-norm
     loss_scale_factor: int | None = None  # seq-mean-token-sum-norm's divisor; null: the response length
     entropy_coeff: float = 0.0  # entropy bonus weight
     calculate_entropy: bool = False  # compute the entropy even when entropy_coeff is 0 (it always is here)
@@ -57,7 +73,9 @@ class ActorConfig(ConfigNode):
     use_prefix_grouper: bool = False  # share the forward of a prompt prefix across its responses
     use_torch_compile: bool = True  # torch.compile the entropy/log-prob kernels (speed only)
     kl_loss_coef: float = 0.001  # weight of the KL loss
-    kl_loss_type: str = "low_var_kl"  # kl | abs | mse | low_var_kl (k1 | k2 | k3); '+': k2's gradient
+    kl_loss_type: str = key(
+        "low_var_kl", choice(KL_TYPES, "(optionally with '+')", is_kl_type)
+    )  # kl | abs | mse | low_var_kl (k1 | k2 | k3); '+': k2's gradient
     ppo_epochs: int = 1  # passes over each training batch
     shuffle: bool = False  # verl's new worker: shuffle responses before splitting into mini-batches
     data_loader_seed: int = 42  # seed of that shuffle

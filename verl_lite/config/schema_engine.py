@@ -11,7 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from verl_lite.config.fields import choice, key
 from verl_lite.config.freeze import ConfigNode
+
+# torch dtypes by the names the config takes (engine/parallelize.py maps them)
+DTYPES = ("bf16", "bfloat16", "float16", "float32", "fp16", "fp32")
+LR_SCHEDULER_TYPES = ("constant", "cosine")
 
 
 @dataclass
@@ -21,11 +26,13 @@ class WrapPolicyConfig(ConfigNode):
 
 @dataclass
 class MixedPrecisionConfig(ConfigNode):
-    param_dtype: str = (
-        "${..dtype}"  # dtype params are gathered in for forward/backward (fp32 on CPUs: bf16 is slow there)
-    )
-    reduce_dtype: str = "fp32"  # dtype gradients are reduce-scattered in
-    buffer_dtype: str = "fp32"  # dtype of module buffers (rotary tables stay fp32 unless set)
+    param_dtype: str = key(
+        "${..dtype}", choice(DTYPES)
+    )  # dtype params are gathered in for forward/backward (fp32 on CPUs: bf16 is slow there)
+    reduce_dtype: str = key("fp32", choice(DTYPES))  # dtype gradients are reduce-scattered in
+    buffer_dtype: str = key(
+        "fp32", choice(DTYPES)
+    )  # dtype of module buffers (rotary tables stay fp32 unless set)
 
 
 @dataclass
@@ -43,7 +50,9 @@ class FSDPConfig(ConfigNode):
     forward_prefetch: bool = (
         False  # explicitly prefetch the next layer's all-gather (and the previous in backward)
     )
-    model_dtype: str = "fp32"  # dtype the sharded (master) params are kept in; a frozen engine (ref, reward model) keeps fp32 ones in mixed_precision.param_dtype (same numbers, fewer bytes)
+    model_dtype: str = key(
+        "fp32", choice(DTYPES)
+    )  # dtype the sharded (master) params are kept in; a frozen engine (ref, reward model) keeps fp32 ones in mixed_precision.param_dtype (same numbers, fewer bytes)
     use_orig_params: bool = False  # FSDP1 key: accepted; FSDP2 always keeps the original parameters
     seed: int = (
         42  # verl's new engine: seed of full_determinism (the legacy worker, verl's default, ignores it)
@@ -83,7 +92,9 @@ class OptimConfig(ConfigNode):
     )
     min_lr_ratio: float | None = 0.0  # cosine floor as a fraction of lr
     num_cycles: float = 0.5  # cosine cycles over the run
-    lr_scheduler_type: str = "constant"  # schedule after warm-up: constant | cosine
+    lr_scheduler_type: str = key(
+        "constant", choice(LR_SCHEDULER_TYPES)
+    )  # schedule after warm-up: constant | cosine
     warmup_style: str | None = None  # verl's deprecated name of lr_scheduler_type; set: it wins
     override_optimizer_config: dict[str, Any] | None = None  # extra keyword arguments for the optimizer
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from verl_lite.config.fields import TEXT, key
 from verl_lite.config.freeze import ConfigNode
 from verl_lite.config.schema_engine import FSDPConfig
 
@@ -85,9 +86,9 @@ class CriticModelConfig(ModelBase):
 
     fsdp_config: FSDPConfig = field(default_factory=FSDPConfig)  # the critic's own FSDP2 and offload modes
     path: str | None = VERL_MODEL  # value model folder (its LM backbone + a new scalar head)
-    tokenizer_path: str | None = (
-        "${actor_rollout_ref.model.path}"  # tokenizer folder (must give the actor's ids); null: path
-    )
+    tokenizer_path: str | None = key(
+        "${actor_rollout_ref.model.path}", TEXT.or_null("path")
+    )  # tokenizer folder (must give the actor's ids); null: path
     external_lib: str | None = "${actor_rollout_ref.model.external_lib}"  # module imported before loading
     trust_remote_code: bool | None = (
         "${actor_rollout_ref.model.trust_remote_code}"  # passed to the model loader

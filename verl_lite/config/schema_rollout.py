@@ -10,8 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from verl_lite.config.fields import choice, key
 from verl_lite.config.freeze import ConfigNode
-from verl_lite.config.schema_engine import RolloutProfilerConfig
+from verl_lite.config.schema_engine import DTYPES, RolloutProfilerConfig
+
+TRUNCATE_SIDES = ("left", "middle", "right")  # a tool's response over max_tool_response_length
+SANITY_CHECK_MODES = ("disable", "strict", "ignore_strippable")
+# dummy starts vLLM without weights (the first sync brings them); the others read model.path at
+# start-up (the HF rollout always does)
+LOAD_FORMATS = ("dummy", "auto", "safetensors")
 
 ARR = "actor_rollout_ref"
 
@@ -44,10 +51,14 @@ class MultiTurnConfig(ConfigNode):
         1  # tool calls run per turn (concurrently); further calls of the turn are not run, and counted
     )
     max_tool_response_length: int = 256  # characters kept of a tool's text (verl's truncation)
-    tool_response_truncate_side: str = "middle"  # left (keep the start) | middle | right (keep the end)
+    tool_response_truncate_side: str = key(
+        "middle", choice(TRUNCATE_SIDES)
+    )  # left (keep the start) | middle | right (keep the end)
     interaction_config_path: str | None = None  # interactions' (simulated users') config file, verl's format
     use_inference_chat_template: bool = False  # False: every turn continues from the sampled token ids
-    tokenization_sanity_check_mode: str = "strict"  # compare each trajectory with its conversation rendered whole: disable | strict | ignore_strippable
+    tokenization_sanity_check_mode: str = key(
+        "strict", choice(SANITY_CHECK_MODES)
+    )  # compare each trajectory with its conversation rendered whole: disable | strict | ignore_strippable
     format: str = "hermes"  # tool-call parser by its registered name (agent_loop/parsers/): hermes | gpt-oss | qwen3_coder | glm | a user's (@ToolParser.register in a module VERL_USE_EXTERNAL_MODULES names)
     num_repeat_rollouts: int | None = None  # repeats per interaction (CollabLLM's recipe loop)
     # verl_lite's own key
@@ -109,7 +120,7 @@ class RolloutConfig(ConfigNode):
     top_p: float = 1.0  # nucleus sampling mass (1.0: off)
     prompt_length: int | None = "${data.max_prompt_length}"  # prompt tokens the rollout takes (left-padded)
     response_length: int | None = "${data.max_response_length}"  # most tokens generated per response
-    dtype: str = "bfloat16"  # dtype of the rollout copy of the weights
+    dtype: str = key("bfloat16", choice(DTYPES))  # dtype of the rollout copy of the weights
     gpu_memory_utilization: float = 0.5  # share of the GPU vLLM may use for weights and KV cache
     ignore_eos: bool = False  # keep generating past EOS up to response_length
     enforce_eager: bool = (
@@ -130,7 +141,9 @@ class RolloutConfig(ConfigNode):
     enable_prefix_caching: bool = True  # reuse KV of shared prompt prefixes (reset at every weight sync)
     logprobs_mode: str | None = "processed_logprobs"  # the rollout's log-probs: after temperature/top-k/top-p
     scheduling_policy: str | None = "fcfs"  # vLLM scheduling: fcfs | priority
-    load_format: str = "dummy"  # vLLM's start-up weights: dummy (random; the first sync brings the actor's) | auto | safetensors (read from model.path; with LoRA no base weights are ever synced)
+    load_format: str = key(
+        "dummy", choice(LOAD_FORMATS)
+    )  # vLLM's start-up weights: dummy (random; the first sync brings the actor's) | auto | safetensors (read from model.path; with LoRA no base weights are ever synced)
     log_prob_micro_batch_size: int | None = None  # deprecated global size; use the per-GPU key
     log_prob_micro_batch_size_per_gpu: int | None = None  # responses per old-log-prob forward
     log_prob_use_dynamic_bsz: bool = (

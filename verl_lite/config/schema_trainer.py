@@ -10,11 +10,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from verl_lite.config.fields import choice, key
 from verl_lite.config.freeze import ConfigNode
+from verl_lite.config.schema_actor import KL_TYPES, is_kl_type
 
 # verl's placeholder data paths: defaults a real run must replace (start-up names them when missing)
 VERL_TRAIN = "~/data/rlhf/gsm8k/train.parquet"
 VERL_VAL = "~/data/rlhf/gsm8k/test.parquet"
+TRUNCATIONS = ("error", "left", "right")
+KL_CTRL_TYPES = ("fixed", "adaptive")
+FILTER_METRICS = ("seq_reward", "seq_final_reward", "acc", "score")
+BYPASS_LOSS_TYPES = ("ppo_clip", "reinforce")
 
 
 @dataclass
@@ -60,7 +66,9 @@ class DataConfig(ConfigNode):
         False  # drop prompts over max_prompt_length at load (counted, logged)
     )
     filter_overlong_prompts_workers: int | None = 1  # processes for that filter
-    truncation: str | None = "error"  # prompt over max_prompt_length: error | left | right
+    truncation: str | None = key(
+        "error", choice(TRUNCATIONS)
+    )  # prompt over max_prompt_length: error | left | right
     image_key: str | None = "images"  # column of images (vision-language data)
     video_key: str | None = "videos"  # column of videos
     trust_remote_code: bool | None = False  # passed to the tokenizer loader
@@ -76,7 +84,9 @@ class DataConfig(ConfigNode):
 
 @dataclass
 class KLControlConfig(ConfigNode):
-    type: str = "fixed"  # fixed: constant kl_coef | adaptive: steer the KL towards target_kl
+    type: str = key(
+        "fixed", choice(KL_CTRL_TYPES)
+    )  # fixed: constant kl_coef | adaptive: steer the KL towards target_kl
     kl_coef: float = 0.001  # (initial) weight of the KL penalty in the reward
     horizon: int = 10000  # adaptive: responses over which the coefficient adapts
     target_kl: float = 0.1  # adaptive: the KL the coefficient steers towards
@@ -85,7 +95,9 @@ class KLControlConfig(ConfigNode):
 @dataclass
 class FilterGroupsConfig(ConfigNode):
     enable: bool = False  # DAPO dynamic sampling: drop groups whose metric is equal for all responses
-    metric: str | None = None  # seq_reward (scores) | seq_final_reward (rewards after KL) | acc | score
+    metric: str | None = key(
+        None, choice(FILTER_METRICS, "(needed with algorithm.filter_groups.enable=True)")
+    )  # seq_reward (scores) | seq_final_reward (rewards after KL) | acc | score
     max_num_gen_batches: int = 0  # generation batches allowed per step; <= 0: no limit
 
 
@@ -104,7 +116,9 @@ class RolloutCorrectionConfig(ConfigNode):
     bypass_mode: bool | None = (
         False  # the rollout's log-probs as the old policy's: no old-log-prob pass (algos/policy_loss_bypass.py)
     )
-    loss_type: str | None = "ppo_clip"  # bypass mode's loss: ppo_clip | reinforce
+    loss_type: str | None = key(
+        "ppo_clip", choice(BYPASS_LOSS_TYPES, "(bypass mode's loss)")
+    )  # bypass mode's loss: ppo_clip | reinforce
     rollout_is_batch_normalize: bool | None = False  # normalise the weights to mean 1 over the batch
 
 
@@ -123,7 +137,9 @@ class AlgorithmConfig(ConfigNode):
     adv_estimator: str = "gae"  # advantage estimator (docs/algorithms.md); gae trains a critic
     norm_adv_by_std_in_grpo: bool = True  # GRPO: divide by the group's std (False: Dr.GRPO)
     use_kl_in_reward: bool = False  # subtract kl_coef x KL(actor || ref) from the token-level rewards
-    kl_penalty: str = "kl"  # estimator of the in-reward KL: kl | abs | mse | low_var_kl (algos/kl.py)
+    kl_penalty: str = key(
+        "kl", choice(KL_TYPES, test=is_kl_type)
+    )  # estimator of the in-reward KL: kl | abs | mse | low_var_kl (algos/kl.py)
     kl_ctrl: KLControlConfig = field(default_factory=KLControlConfig)
     use_pf_ppo: bool = False  # policy-filtered PPO: resample the batch by reward
     pf_ppo: PFPPOConfig = field(default_factory=PFPPOConfig)

@@ -333,19 +333,21 @@ def _accepted(rule: Rule, key: str, value, values: Values) -> bool:
         return value == keys.resolved_default(key)
     if rule.accepted == FOLLOWS:
         target = keys.link_target(keys.written_default(key), key)
-        return value == keys.at(values.resolved, target) or value in rule.also
+        return value == keys.lookup(values.resolved, target, None) or value in rule.also
     return value in rule.accepted
 
 
 def _governed_through_link(values: Values, key: str) -> bool:
     """Not set, and following a key that a rule governs: that key is judged instead."""
-    target = keys.link_target(keys.at(values.written, key), key)
+    target = keys.link_target(keys.lookup(values.written, key, None), key)
     return target is not None and rule_for(target) is not None
 
 
 def _applies(rule: Rule, values: Values) -> bool:
     """Whether the features the rule's key belongs to are on (`when`)."""
-    return all(bool(keys.at(values.resolved, w.lstrip("!"))) != w.startswith("!") for w in rule.when)
+    return all(
+        bool(keys.lookup(values.resolved, w.lstrip("!"), None)) != w.startswith("!") for w in rule.when
+    )
 
 
 def check_support(cfg: DictConfig) -> list[str]:
@@ -359,7 +361,7 @@ def check_support(cfg: DictConfig) -> list[str]:
             continue
         if _governed_through_link(values, key) and rule.accepted != FOLLOWS:
             continue
-        value = keys.at(values.resolved, key)
+        value = keys.lookup(values.resolved, key, None)
         if not _accepted(rule, key, value, values):
             problems.append(f"{key}={format_value(value)} is not supported by verl_lite: {rule.instead}")
         elif rule.note and rule.key not in noted and value != keys.resolved_default(key):

@@ -1,4 +1,4 @@
-"""The data's start-up steps (registered in verl_lite/preflight.py): the truncation mode, the
+"""The data's start-up steps (registered in verl_lite/preflight.py): the
 parquet files the run reads (data/files.py; their rows are read later, before Ray, by RLHFDataset),
 and, once the datasets are loaded, that a training batch fits the data."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from verl_lite.data.files import check_parquet_files
-from verl_lite.data.rlhf_dataset import TRUNCATIONS, RLHFDataset, check_batch_fits
+from verl_lite.data.rlhf_dataset import RLHFDataset, check_batch_fits
 
 if TYPE_CHECKING:
     from verl_lite.config.run import Run
@@ -15,10 +15,8 @@ if TYPE_CHECKING:
 
 
 def check_data(cfg: PPOTrainerConfig, run: Run) -> list[str]:
-    d, problems = cfg.data, []
-    if d.truncation not in TRUNCATIONS:
-        problems.append(f"data.truncation={d.truncation!r} is not one of {list(TRUNCATIONS)}")
-    problems += check_parquet_files(d.train_files, "data.train_files")
+    d = cfg.data  # data.truncation's choices: config/values.py
+    problems = check_parquet_files(d.train_files, "data.train_files")
     problems += check_parquet_files(d.val_files, "data.val_files", required=False)
     return problems
 

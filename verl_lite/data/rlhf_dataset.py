@@ -19,12 +19,11 @@ import numpy as np
 import pandas as pd
 import torch
 
+from verl_lite.config.schema_trainer import TRUNCATIONS
 from verl_lite.data.files import locate_invalid_utf8, lost_characters
 from verl_lite.protocol import DataProto
 
 log = logging.getLogger(__name__)
-
-TRUNCATIONS = ("error", "left", "right")
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,11 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from verl_lite.config.common import FSDP_SECTIONS, section_at
+from verl_lite.config.common import FSDP_SECTIONS
+from verl_lite.config.keys import lookup
 from verl_lite.engine.attention import attention_problem
 from verl_lite.engine.mesh import fsdp_size_problem, sp_size_problem
 from verl_lite.engine.offload import offload_problems
-from verl_lite.engine.optim import WARMUP_STYLES
-from verl_lite.engine.parallelize import DTYPES
 
 if TYPE_CHECKING:
     from verl_lite.config.run import Run
@@ -28,7 +27,7 @@ log = logging.getLogger("verl_lite.engine")
 def fsdp_sections(cfg: PPOTrainerConfig, run: Run) -> list[tuple[str, object]]:
     """(key, fsdp_config) of every engine the run builds."""
     built = {"actor": True, "ref": run.ref, "critic": run.critic, "reward_model": run.reward_model}
-    return [(key, section_at(cfg, key)) for role, key in FSDP_SECTIONS.items() if built[role]]
+    return [(key, lookup(cfg, key)) for role, key in FSDP_SECTIONS.items() if built[role]]
 
 
 def check_levers(cfg: PPOTrainerConfig, run: Run) -> list[str]:
@@ -57,25 +56,13 @@ def check_levers(cfg: PPOTrainerConfig, run: Run) -> list[str]:
 
 
 def _fsdp_problems(key: str, fsdp) -> list[str]:
-    mp = fsdp.mixed_precision
-    dtypes = [
-        ("model_dtype", fsdp.model_dtype),
-        ("mixed_precision.param_dtype", mp.param_dtype),
-        ("mixed_precision.reduce_dtype", mp.reduce_dtype),
-        ("mixed_precision.buffer_dtype", mp.buffer_dtype),
-    ]
-    problems = [
-        f"{key}.{name}={value!r} is not one of {sorted(DTYPES)}"
-        for name, value in dtypes
-        if value not in DTYPES
-    ]
     if fsdp.offload_policy and (fsdp.param_offload or fsdp.optimizer_offload):
         log.info(
             "%s.offload_policy=True already keeps params, grads and optimizer state on the host; "
             "param_offload / optimizer_offload have nothing left to move and are ignored",
             key,
         )
-    return problems + offload_problems(fsdp, key)
+    return offload_problems(fsdp, key)  # the dtypes' choices: config/values.py
 
 
 def model_sections(cfg: PPOTrainerConfig, run: Run) -> list[tuple[str, object]]:
@@ -94,12 +81,4 @@ def check_engines(cfg: PPOTrainerConfig, run: Run) -> list[str]:
     for key, model in model_sections(cfg, run):
         problem = attention_problem(model.override_config, key)
         problems += [problem] if problem else []
-    optims = [(f"{ARR}.actor.optim", cfg.actor_rollout_ref.actor.optim)]
-    if run.critic:
-        optims.append(("critic.optim", cfg.critic.optim))
-    for key, optim in optims:
-        if optim.lr_scheduler_type not in WARMUP_STYLES:
-            problems.append(
-                f"{key}.lr_scheduler_type={optim.lr_scheduler_type!r} is not one of {list(WARMUP_STYLES)}"
-            )
     return problems

@@ -21,7 +21,7 @@ import torch
 from torch.distributed.tensor import DTensor
 from torch.optim.adam import adam
 
-WARMUP_STYLES = ("constant", "cosine")
+from verl_lite.config.schema_engine import LR_SCHEDULER_TYPES
 
 
 def _local(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -80,8 +80,8 @@ def build_lr_scheduler(
     min_lr_ratio: float = 0.0,
     num_cycles: float = 0.5,
 ) -> torch.optim.lr_scheduler.LambdaLR:
-    if style not in WARMUP_STYLES:
-        raise ValueError(f"optim.lr_scheduler_type={style!r} must be one of {WARMUP_STYLES}")
+    if style not in LR_SCHEDULER_TYPES:
+        raise ValueError(f"optim.lr_scheduler_type={style!r} is not one of {list(LR_SCHEDULER_TYPES)}")
 
     def factor(step: int) -> float:
         if step < warmup_steps:

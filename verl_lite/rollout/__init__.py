@@ -18,9 +18,6 @@ from verl_lite.rollout.memory import RolloutMemory, hf_memory, vllm_memory
 from verl_lite.utils.class_path import load_target
 
 KEY = "actor_rollout_ref.rollout.name"
-# rollout.load_format: dummy starts vLLM without weights (the first sync brings them); the others read
-# model.path at start-up (the HF rollout always does)
-LOAD_FORMATS = ("dummy", "auto", "safetensors")
 # the max_lora_rank values vLLM 0.32 accepts (vllm.config.lora.MaxLoRARanks): a LoRA rank is served
 # at the smallest that holds it; kept here so the config check needs no vLLM import
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)

@@ -23,7 +23,7 @@ from difflib import get_close_matches
 from typing import TYPE_CHECKING
 
 from verl_lite.engine.lora_spec import ADAPTER_CONFIG, LoraSpec
-from verl_lite.rollout import LOAD_FORMATS, VLLM_LORA_RANKS, resolve_rollout_name
+from verl_lite.rollout import VLLM_LORA_RANKS, resolve_rollout_name
 
 if TYPE_CHECKING:
     from verl_lite.config.run import Run
@@ -119,8 +119,6 @@ def _check_model(key: str, model, kind: str, problems: list[str]) -> bool:
 def check_lora(cfg: PPOTrainerConfig, run: Run) -> list[str]:
     problems: list[str] = []
     r = cfg.actor_rollout_ref.rollout
-    if r.load_format not in LOAD_FORMATS:
-        problems.append(f"{ARR}.rollout.load_format={r.load_format!r} is not one of {list(LOAD_FORMATS)}")
     if run.critic:  # verl reads the critic's LoRA keys only when there is a critic
         _check_model("critic.model", cfg.critic.model, "value", problems)
     model = cfg.actor_rollout_ref.model

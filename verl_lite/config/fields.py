@@ -1,0 +1,88 @@
+"""What a schema field declares beside itself: the values it takes (its domain, a choice set
+included). `key(default, domain)` is a dataclass field whose metadata holds them; config/domains.py
+builds the table from the schema once and config/values.py checks every value against it.
+
+A domain says what one value alone may be: a size a positive integer, a rate a finite number in its
+interval, a mode one of its choices. Hydra already refuses a value of the wrong type (`lr=fast`), not
+`lr=nan`, `lr=-1` or `loss_agg_mode=token-avg`. Imports nothing of config/: the schema modules use it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+def _is_num(v) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def show(value) -> str:
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(show(v) for v in value) + "]"
+    return "null" if value is None else str(value) if not isinstance(value, str) else repr(value)
+
+
+@dataclass(frozen=True)
+class Domain:
+    test: Callable[[Any], bool]
+    says: str  # "must be <says>"
+    nullable: bool = False  # null is allowed (and means what `says` says)
+    choices: tuple = ()  # a choice set: the message lists it
+
+    def holds(self, value) -> bool:
+        return (self.nullable and value is None) or (value is not None and self.test(value))
+
+    def or_null(self, meaning: str) -> Domain:
+        return dataclasses.replace(self, says=f"{self.says} or null ({meaning})", nullable=True)
+
+    def problem(self, key: str, value) -> str | None:
+        """One line naming the key, the value and what is allowed; None when the value holds."""
+        if self.holds(value):
+            return None
+        if self.choices:
+            return f"{key}={value!r} is not one of {list(self.choices)}{self.says}"
+        return f"{key}={show(value)} must be {self.says}"
+
+
+def choice(values: tuple, note: str = "", test: Callable[[Any], bool] | None = None) -> Domain:
+    """One of `values` (`test`: a wider rule, e.g. a KL type with a trailing '+'); `note` ends the message."""
+    return Domain(test or (lambda v: v in values), f" {note}" if note else "", choices=values)
+
+
+def key(
+    default: Any = dataclasses.MISSING, domain: Domain | None = None, *, factory: Any = dataclasses.MISSING
+):
+    """A schema field with its domain beside it (`factory`: a mutable default's factory)."""
+    return dataclasses.field(default=default, default_factory=factory, metadata={"domain": domain})
+
+
+POS_INT = Domain(lambda v: _is_int(v) and v > 0, "a positive integer")
+NON_NEG_INT = Domain(lambda v: _is_int(v) and v >= 0, "an integer >= 0")
+POS = Domain(lambda v: _is_num(v) and v > 0, "a finite number > 0")
+NON_NEG = Domain(lambda v: _is_num(v) and v >= 0, "a finite number >= 0")
+UNIT = Domain(lambda v: _is_num(v) and 0 <= v <= 1, "a number in [0, 1]")
+UNIT_OPEN = Domain(lambda v: _is_num(v) and 0 < v < 1, "a number in (0, 1)")
+SHARE = Domain(lambda v: _is_num(v) and 0 < v <= 1, "a number in (0, 1]")
+BETAS = Domain(
+    lambda v: isinstance(v, (list, tuple)) and len(v) == 2 and all(_is_num(b) and 0 <= b < 1 for b in v),
+    "two numbers in [0, 1), e.g. [0.9, 0.999]",
+)
+TOP_K = Domain(lambda v: _is_int(v) and v >= -1, "-1 (no top-k) or a positive integer")
+WARMUP_STEPS = Domain(lambda v: _is_int(v) and v >= -1, "-1 (use lr_warmup_steps_ratio) or an integer >= 0")
+FREQ = Domain(_is_int, "an integer (a step count; <= 0: never)")
+MAX_SAMPLES = Domain(lambda v: _is_int(v) and (v == -1 or v > 0), "-1 (all rows) or a positive integer")
+FINITE = Domain(_is_num, "a finite number")
+TEXT = Domain(lambda v: isinstance(v, str), "a string")
+LORA_RANK = Domain(lambda v: _is_int(v) and v >= 0, "0 (full fine-tuning) or a positive LoRA rank")
+MICRO = POS_INT.or_null("unset")
+SHARDS = Domain(lambda v: _is_int(v) and (v == -1 or v > 0), "-1 (all ranks) or a positive integer")
+FOLLOWS_ACTOR = POS_INT.or_null("the actor's")
