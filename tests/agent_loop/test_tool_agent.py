@@ -82,7 +82,9 @@ def test_three_turns_worked_by_hand(tmp_path):
     nt = out.non_tensor_batch
     assert nt["__num_turns__"].tolist() == [6]  # 3 assistant + 2 tool (user) turns + 1
     assert nt["tool_call_counts"].tolist() == [2]
-    assert nt["tool_rewards"][0] == {"calc_gsm8k_reward": 1.0}
+    # verl's names: each call's step reward (8: no improvement, -0.05; then 7: 0.0), calc_reward by tool
+    assert nt["tool_rewards"][0] == [-0.05, 0.0] and nt["turn_scores"][0] == []
+    assert nt["reward_scores"][0] == {"calc_gsm8k_reward": 1.0, "user_turn_rewards": []}
     stats = nt["agent_loop_stats"][0]
     assert (stats["tool_errors"], stats["tool_timeouts"], stats["tool_dropped"]) == (0, 0, 0)
 

@@ -61,7 +61,10 @@ def test_results_errors_and_counts_in_call_order(tmp_path):
     assert rewards == {"echo": 20.0, "fail": 0.0, "image": 0.0}
     s = session.stats
     assert (s.calls, s.errors, s.timeouts, s.malformed, s.dropped) == (4, 4, 0, 1, 1)
-    assert len(s.latencies) == 4 and session.step_rewards == [0.5, 0.5]
+    assert len(s.latencies) == 4
+    # verl's tool_rewards: each call's step reward in call order, 0.0 for each failed call (malformed,
+    # unknown, raised, image); none for the dropped call
+    assert session.tool_rewards == [0.5, 0.0, 0.0, 0.0, 0.0, 0.5]
     echo = r.tools["echo"]
     assert len(echo.released) == 1 and echo.state == {}
 

@@ -13,6 +13,9 @@ the response mask (1 = sampled by the policy, 0 = inserted), the rollout log-pro
 (0 at inserted tokens), the number of turns (user + assistant + 1, as verl counts), an optional
 reward score for the whole trajectory (when every row of a batch has one, it replaces the reward
 function, as in verl), metrics and extra fields. Everything downstream reads only response_mask.
+The extra fields reach the reward function's extra_info as verl 0.9 passes them (reward/extra_info.py):
+verl's `tool_rewards` (step rewards of the tool calls) and `turn_scores` (interaction scores), any
+field of the loop's own, and `reward_scores` (a dict) as `rollout_reward_scores`.
 """
 
 from __future__ import annotations

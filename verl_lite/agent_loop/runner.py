@@ -8,8 +8,11 @@ Seeds derive from (rollout.seed, rank, the rollout call, trajectory, request), s
 same trajectories every run. The batch that comes back (assemble.py) carries, besides the tensors,
 per trajectory: `__num_turns__` and `tool_call_counts` (verl's names), `agent_loop_stats` (tool
 errors, timeouts, malformed and dropped calls, latencies, seconds generating and in tools, whether
-the tokenization sanity check found a difference), `turn_scores` and `tool_rewards`; the driver
-turns them into metrics (metrics.py).
+the tokenization sanity check found a difference), which the driver turns into metrics
+(metrics.py); and what the reward function reads (reward/extra_info.py), by verl's names:
+`turn_scores` and `tool_rewards` ([] for a loop that sets none), `reward_scores` (a loop's
+extra_fields["reward_scores"], verl's rollout reward scores; {} when none), and `tool_extra_fields`
+(the rest of the loop's extra_fields, whole: a user loop's own fields reach the reward function too).
 
 A loop is a user's code: one that ends the process (sys.exit) fails the rollout with a line naming
 its class and file, and one that waits forever is ended by the batcher's loop_timeout
@@ -71,8 +74,7 @@ class AgentLoopRunner:
             "__num_turns__": np.array([o.num_turns for o in outputs], dtype=np.int32),
             "tool_call_counts": np.array([o.metrics.get("tool_calls", 0) for o in outputs], dtype=np.int32),
             "agent_loop_stats": stats,
-            "turn_scores": [o.extra_fields.get("turn_scores", []) for o in outputs],
-            "tool_rewards": [o.extra_fields.get("tool_rewards", {}) for o in outputs],
+            **reward_fields(outputs),
         }
         meta = {"metrics": {"agent_loop/engine_calls": batcher.num_engine_calls}}
         return DataProto.from_dict(tensors, non_tensors, meta)
@@ -168,6 +170,24 @@ class AgentLoopRunner:
                 first,
             )
         return stats
+
+
+def reward_fields(outputs: list[AgentLoopOutput]) -> dict[str, list]:
+    """The per-trajectory columns the reward function's extra_info is built from (the loops'
+    extra_fields, once `messages` is taken out for the sanity check)."""
+    columns: dict[str, list] = {
+        "turn_scores": [],
+        "tool_rewards": [],
+        "reward_scores": [],
+        "tool_extra_fields": [],
+    }
+    for out in outputs:
+        fields = {"turn_scores": [], "tool_rewards": [], **out.extra_fields}
+        columns["reward_scores"].append(fields.pop("reward_scores", None) or {})
+        columns["turn_scores"].append(fields["turn_scores"])
+        columns["tool_rewards"].append(fields["tool_rewards"])
+        columns["tool_extra_fields"].append(fields)
+    return columns
 
 
 def run_bounded(coro):

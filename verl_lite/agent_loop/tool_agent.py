@@ -18,7 +18,13 @@ assistant turns plus one (the prompt), as verl does.
 The interaction's methods are a user's code: each call runs as a tool call does (on the worker's
 tool loop, at most multi_turn.tool_call_timeout seconds, tool_calls.ToolRunner), and one that times out,
 ends the process or raises fails the rollout naming the class and the method; its score must be a
-finite number (it is reported as turn_scores).
+finite number.
+
+The rewards it collects go out in extra_fields under verl's names, for the reward function
+(reward/extra_info.py): `turn_scores` (the interaction's score of each user turn), `tool_rewards`
+(the step reward of each tool call, in order), and `reward_scores` (each used tool's `calc_reward`
+by tool name, and `user_turn_rewards`: the turn scores again), the dict verl's multi-turn rollout
+filled and its reward managers hand on as `rollout_reward_scores`.
 """
 
 from __future__ import annotations
@@ -119,7 +125,7 @@ class ToolAgentLoop(AgentLoopBase):
                 except Exception:
                     pass
             raise
-        tool_rewards = await session.finish()
+        calc_rewards = await session.finish()
         if interaction is not None:
             await self._interaction(interaction, "finalize_interaction", instance)
         return AgentLoopOutput(
@@ -129,7 +135,12 @@ class ToolAgentLoop(AgentLoopBase):
             response_logprobs=traj.log_probs,
             num_turns=user_turns + assistant_turns + 1,
             metrics=session.stats.as_dict(),
-            extra_fields={"turn_scores": turn_scores, "tool_rewards": tool_rewards, "messages": messages},
+            extra_fields={
+                "turn_scores": turn_scores,
+                "tool_rewards": session.tool_rewards,
+                "reward_scores": {**calc_rewards, "user_turn_rewards": turn_scores},
+                "messages": messages,
+            },
         )
 
     async def _start_interaction(self, kwargs: dict):

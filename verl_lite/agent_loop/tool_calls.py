@@ -18,7 +18,11 @@ created at its first call (with the row's `tools_kwargs.<tool>.create_kwargs`), 
 trajectory's later calls (so a tool's state spans the episode, as verl's contract describes it),
 and is scored (`calc_reward`) and released when the trajectory ends. A turn's calls run
 concurrently, at most `max_parallel_calls` of them; the turn's further calls are not run (verl) and
-are counted. What the model is told for a call, as verl words it where verl has a message:
+are counted. Every call run leaves its step reward in `tool_rewards`, in the order the model made
+the calls (verl 0.9's ToolAgentLoop): the reward `execute` returned, 0.0 for a call that failed
+(verl's `_call_tool` returns 0.0 on an error), nothing when `execute` returned None as its reward;
+`finish` returns each tool's `calc_reward` (reward/extra_info.py: where both reach the reward function).
+What the model is told for a call, as verl words it where verl has a message:
   - the tool's text, truncated to max_tool_response_length characters on tool_response_truncate_side;
   - `Error when executing tool: ...` for an unknown tool name, a malformed call (tool_parser.py), a
     tool that raises, or a result with images or video (text models only);
@@ -40,6 +44,7 @@ from typing import Any
 
 from verl_lite.agent_loop.tool_loop import ToolLoop
 from verl_lite.agent_loop.tool_parser import ToolCall
+from verl_lite.utils.scores import as_float
 from verl_lite.utils.user_code import PROCESS_EXITS, UserCodeExit, describe_exit
 
 POOL_SIZE = 64  # tool calls running at once per worker, over all its trajectories
@@ -112,6 +117,13 @@ def truncate(text: str, limit: int, side: str) -> str:
         return "(truncated)..." + text[-limit:]
     half = limit // 2
     return text[:half] + "...(truncated)..." + text[-half:]
+
+
+def as_reward(value):
+    """A tool's reward for the reward function: a number as a plain float, anything else (None, a
+    list, a dict) as the tool returned it, as verl passes it on."""
+    number = as_float(value)
+    return value if number is None or isinstance(value, bool) else number
 
 
 class ToolRunner:
@@ -197,7 +209,7 @@ class ToolSession:
         self.runner, self.tools_kwargs = runner, tools_kwargs
         self.instances: dict[str, str] = {}  # tool name -> instance id
         self.stats = ToolStats()
-        self.step_rewards: list[float] = []
+        self.tool_rewards: list = []  # step rewards of the calls run, in call order (verl's tool_rewards)
 
     def _kwargs(self, name: str, which: str) -> dict:
         return dict((self.tools_kwargs.get(name) or {}).get(which) or {})
@@ -211,9 +223,10 @@ class ToolSession:
         )
         names = {c.name for c in taken if c.error is None and c.name in self.runner.tools}
         await asyncio.gather(*(self._create(n) for n in sorted(names - set(self.instances))))
-        texts = list(await asyncio.gather(*(self._one(c) for c in taken)))
+        results = await asyncio.gather(*(self._one(c) for c in taken))  # (text, step reward) per call
+        self.tool_rewards += [reward for _, reward in results if reward is not None]
         self.stats.seconds += time.perf_counter() - start
-        return texts
+        return [text for text, _ in results]
 
     async def _create(self, name: str) -> None:
         tool = self.runner.tools[name]
@@ -225,19 +238,23 @@ class ToolSession:
         except Exception:  # ToolTimeout too; the calls of this tool then report it
             return
 
-    async def _one(self, call: ToolCall) -> str:
+    async def _one(self, call: ToolCall) -> tuple[str, Any]:
+        """The text for the model and the call's step reward (0.0 for a failed call, as in verl)."""
         if call.error is not None:
             self.stats.malformed += 1
             self.stats.errors += 1
-            return f"Error when executing tool: {call.error}"
+            return f"Error when executing tool: {call.error}", 0.0
         if call.name not in self.runner.tools:
             self.stats.errors += 1
-            return f"Error when executing tool: unknown tool {call.name!r}; the tools are {sorted(self.runner.tools)}"
+            return (
+                f"Error when executing tool: unknown tool {call.name!r}; the tools are {sorted(self.runner.tools)}",
+                0.0,
+            )
         self.stats.calls += 1
         start = time.perf_counter()
-        failure = None
+        failure = reward = None
         try:
-            text, failure = self._result(call.name, await self._execute(call))
+            text, reward, failure = self._result(call.name, await self._execute(call))
         except ToolTimeout:
             self.stats.timeouts += 1
             failure = f"{call.name} did not finish within {self.runner.timeout_s:g} s"
@@ -247,7 +264,9 @@ class ToolSession:
         finally:
             self.stats.latencies.append(time.perf_counter() - start)
         self.stats.outcome(call.name, failure)
-        return f"Error when executing tool: {failure}" if failure is not None else text
+        if failure is not None:
+            return f"Error when executing tool: {failure}", 0.0
+        return text, reward
 
     async def _execute(self, call: ToolCall):
         if call.name not in self.instances:
@@ -256,33 +275,33 @@ class ToolSession:
         kwargs = self._kwargs(call.name, "execute_kwargs")
         return await self.runner.call(tool.execute, self.instances[call.name], call.arguments, **kwargs)
 
-    def _result(self, name: str, result) -> tuple[str | None, str | None]:
-        """(the text for the model, None) or (None, why the result is unusable)."""
+    def _result(self, name: str, result) -> tuple[str | None, Any, str | None]:
+        """(the text for the model, the step reward, None) or (None, None, why the result is unusable)."""
         response, reward = (result[0], result[1]) if isinstance(result, tuple) else (result, None)
+        why = None
         if not hasattr(response, "text"):
-            self.stats.errors += 1
-            return None, (
+            why = (
                 f"{name}.execute returned {type(response).__name__}, not a ToolResponse (verl's contract: "
                 "(ToolResponse(text=...), reward, metrics))"
             )
-        if getattr(response, "image", None) or getattr(response, "video", None):
+        elif getattr(response, "image", None) or getattr(response, "video", None):
+            why = f"{name} returned an image or video; only text results are supported"
+        if why is not None:
             self.stats.errors += 1
-            return None, f"{name} returned an image or video; only text results are supported"
-        if reward is not None:
-            self.step_rewards.append(float(reward))
-        return self.runner.text_of(response), None
+            return None, None, why
+        return self.runner.text_of(response), as_reward(reward), None
 
-    async def finish(self) -> dict[str, float]:
-        """calc_reward of each tool used (with calc_reward_kwargs), then release; name -> reward."""
-        rewards: dict[str, float] = {}
+    async def finish(self) -> dict[str, Any]:
+        """calc_reward of each tool used (with calc_reward_kwargs), then release; name -> reward, as
+        the tool returned it (a number as a float), as verl's rollout collected them."""
+        rewards: dict[str, Any] = {}
         for name, instance_id in self.instances.items():
             tool = self.runner.tools[name]
             try:
                 reward = await self.runner.call(
                     tool.calc_reward, instance_id, **self._kwargs(name, "calc_reward_kwargs")
                 )
-                if isinstance(reward, (int, float)) and not isinstance(reward, bool):
-                    rewards[name] = float(reward)
+                rewards[name] = as_reward(reward)
                 await self.runner.call(tool.release, instance_id, **self._kwargs(name, "release_kwargs"))
             except Exception:  # ToolTimeout too
                 self.stats.errors += 1

@@ -3,7 +3,8 @@
 verl's `naive` manager: the response is decoded up to its length (a multi-turn response with its
 tool and user turns, as verl decodes it) and its score is placed on its last token the policy
 sampled (the last valid token of a single-turn response) of a (batch, response_len) tensor, which
-the advantage estimators sum. A scorer that raises, calls sys.exit, returns something that is not a
+the advantage estimators sum. The scorer's extra_info is verl's: the row's, with the agent loop's
+num_turns, tool rewards and turn scores (extra_info.py). A scorer that raises, calls sys.exit, returns something that is not a
 finite number (or a number beyond float range), or runs past `timeout` seconds for a batch
 (reward_model.timeout) stops the run with a RewardError naming the function and its file, the
 sample's parquet file and row (through `locate`, set from the dataset) and its data_source: a
@@ -24,6 +25,7 @@ from verl_lite.algos.masked import last_policy_token, response_lengths
 from verl_lite.errors import RunError
 from verl_lite.protocol import DataProto
 from verl_lite.reward.deadline import DeadlineExceeded, deadline
+from verl_lite.reward.extra_info import build_extra_info
 from verl_lite.utils.scores import as_float, short_repr
 from verl_lite.utils.user_code import exits_as_errors
 
@@ -90,7 +92,7 @@ class NaiveRewardManager:
             text = self.tokenizer.decode(responses[i, :n].tolist(), skip_special_tokens=True)
             source = data.non_tensor_batch[self.reward_fn_key][i]
             truth = data.non_tensor_batch["reward_model"][i].get("ground_truth")
-            info = data.non_tensor_batch["extra_info"][i] if "extra_info" in data.non_tensor_batch else None
+            info = build_extra_info(data.non_tensor_batch, i)
             score, details = self._score(source, text, truth, info, self._where(data, i, source))
             score = self.shape(score, n, details)
             for key, value in details.items():

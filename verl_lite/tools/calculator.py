@@ -7,8 +7,9 @@ else raises ValueError, which the agent loop hands to the model as a tool error 
 
 It serves the embedded tool demo (data/arith_tool.py). With `ground_truth` in the row's
 create_kwargs, `calc_reward` says whether the last value computed equals it (1.0) or not (0.0): a
-signal of whether the model asked the right question, which the trajectory's extra fields carry
-(`tool_rewards`); the demo's reward is the final answer's score.
+signal of whether the model asked the right question, which the reward function gets as
+`extra_info["rollout_reward_scores"][<tool name>]` (reward/extra_info.py); the demo's reward is the
+final answer's score.
 """
 
 from __future__ import annotations

@@ -221,7 +221,8 @@ class StepPhases:
         prompts.meta_info["greedy_baseline"] = True
         gen = self.workers.actor_rollout_wg.generate_sequences(prompts)
         gen.meta_info.pop("metrics", None)
-        baseline = DataProto(dict(gen.batch), dict(rows.non_tensor_batch), {})
+        # the rollout's own fields too (num_turns, tool rewards), as the reward function reads them (verl: union)
+        baseline = DataProto(dict(gen.batch), {**rows.non_tensor_batch, **gen.non_tensor_batch}, {})
         scores, _ = self._compute_scores(baseline, {})
         batch.batch["reward_baselines"] = scores.sum(-1).repeat_interleave(n)  # (bs,)
         metrics["critic/reward_baselines/mean"] = scores.sum(-1).mean().item()
