@@ -2,7 +2,8 @@
 
 It runs no code: each POST's JSON is recorded, and the answer is what the test's `respond(payload)`
 returns, `(HTTP status, JSON body)` (default: a finished run whose stdout names the code). A GET of
-/run_code is answered 405 and any other path 404, as SandboxFusion's FastAPI app answers them.
+/run_code is answered 405 (`get_status`) and any other path 404, as SandboxFusion's FastAPI app
+answers them.
 Requests are served each in its own thread, so concurrency can be measured (`max_in_flight`).
 """
 
@@ -45,6 +46,7 @@ class SandboxServer:
         self.respond, self.delay_s = respond, delay_s
         self.requests: list[dict] = []
         self.gets = 0
+        self.get_status = 405  # what a GET of /run_code is answered (a gateway may say 404)
         self.in_flight = self.max_in_flight = 0
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -57,7 +59,8 @@ class SandboxServer:
             def do_GET(self):
                 with server._lock:
                     server.gets += 1
-                self._send(405 if self.path == "/run_code" else 404, {"detail": "Method Not Allowed"})
+                status = server.get_status if self.path == "/run_code" else 404
+                self._send(status, {"detail": "Method Not Allowed" if status == 405 else "Not Found"})
 
             def do_POST(self):
                 if self.path != "/run_code":

@@ -121,7 +121,10 @@ def test_at_most_min_workers_and_rate_limit_calls_are_in_flight(no_local_runs):
             {"sandbox_fusion_url": "{closed}"},
             "config.sandbox_fusion_url='{closed}' cannot be reached (Connection",
         ),
-        ({"sandbox_fusion_url": "{wrong_path}"}, "answers HTTP 404 Not Found: no /nope endpoint there"),
+        (
+            {"sandbox_fusion_url": "{wrong_path}"},
+            "answers HTTP 404 Not Found to GET and POST: no /nope endpoint there",
+        ),
         ({"sandbox_fusion_url": "sandbox:8080/run_code"}, "is not an http:// or https:// URL"),
         ({"run_code_locally": "yes"}, "config.run_code_locally='yes' must be true or false"),
         ({"default_language": "cobol", "sandbox_fusion_url": "{url}"}, "config.default_language='cobol': "),
@@ -145,7 +148,7 @@ def test_a_sandbox_that_does_not_answer_is_refused_when_built_naming_the_url_and
     assert fragment.format(**fill) in message and "\n" not in message, message
     if "sandbox_fusion_url=" in fragment or "not set" in fragment:
         assert "or set config.run_code_locally=true" in message
-    assert server.requests == []  # the probe is a GET: no code is run to check the URL
+    assert server.requests == []  # the probe is a GET (and a POST only where the GET gets 404): no code runs
 
 
 def test_run_code_locally_runs_here_says_so_once_and_contacts_no_url(caplog):
@@ -161,3 +164,15 @@ def test_run_code_locally_runs_here_says_so_once_and_contacts_no_url(caplog):
     assert f"sandbox_fusion_url {server.url!r} is not contacted" in said and "not a security sandbox" in said
     network = "no network (a namespace of its own)" if local_sandbox.network_closed() else "Python audit hook"
     assert network in said
+
+
+def test_a_gateway_that_answers_get_with_404_is_probed_with_an_empty_program(no_local_runs):
+    """Some API gateways route POST only: a 404 to the GET is not a refusal when a POST is answered."""
+    with SandboxServer() as server:
+        server.get_status = 404
+        t = tool(sandbox_fusion_url=server.url, default_language="cpp")
+        assert call(t, {"code": "int main() {}"}) == ["ran cpp: int main() {}\n"]
+    assert server.gets == 1 and [(r["code"], r["language"]) for r in server.requests] == [
+        ("", "cpp"),
+        ("int main() {}", "cpp"),
+    ]

@@ -34,6 +34,10 @@ PROBE_TIMEOUT_S = 5.0
 class SandboxAPIError(RuntimeError):
     """The sandbox did not answer a call with a response: the message names the URL and why."""
 
+    def __init__(self, message: str, http_status: int | None = None):
+        super().__init__(message)
+        self.http_status = http_status
+
 
 def run_code(
     url: str, code: str, language: str, run_timeout: float, memory_limit_mb: int, stdin: str | None = None
@@ -65,7 +69,7 @@ def run_code(
             if e.code == 504 and attempt < MAX_RETRIES - 1:
                 time.sleep(RETRY_DELAY_S * (attempt + 1))
                 continue
-            raise SandboxAPIError(f"the sandbox at {url} answered HTTP {e.code} {e.reason}") from None
+            raise SandboxAPIError(f"the sandbox at {url} answered HTTP {e.code} {e.reason}", e.code) from None
         except (urllib.error.URLError, OSError) as e:
             raise SandboxAPIError(f"the sandbox at {url} cannot be reached ({_reason(e)})") from None
         try:
@@ -87,19 +91,28 @@ def tool_text(response: dict) -> str:
     return "no stdout here"
 
 
-def probe(url: str, timeout_s: float = PROBE_TIMEOUT_S) -> str | None:
+def probe(url: str, language: str = "python", timeout_s: float = PROBE_TIMEOUT_S) -> str | None:
     """Why nothing usable answers at `url`, or None when something does. A GET runs no code: a
     SandboxFusion server answers it 405 (POST only), a gateway may answer 401/403 without a token,
-    both fine; 404 means no such endpoint there; no answer at all means nothing listens."""
+    all fine. A 404 may be a gateway that routes POST only, so an empty program is then POSTed
+    (run on the sandbox, not here); a 404 to that too means no such endpoint there. No answer at
+    all means nothing listens."""
     if not url.startswith(("http://", "https://")):
         return "is not an http:// or https:// URL"
     try:
         with urllib.request.urlopen(urllib.request.Request(url, method="GET"), timeout=timeout_s):
             return None
     except urllib.error.HTTPError as e:
-        return f"answers HTTP 404 Not Found: no {_path(url)} endpoint there" if e.code == 404 else None
+        if e.code != 404:
+            return None
     except (urllib.error.URLError, OSError, ValueError) as e:
         return f"cannot be reached ({_reason(e)})"
+    try:
+        run_code(url, "", language, timeout_s, 128)
+    except SandboxAPIError as e:
+        if e.http_status == 404:
+            return f"answers HTTP 404 Not Found to GET and POST: no {_path(url)} endpoint there"
+    return None
 
 
 def _reason(e: Exception) -> str:

@@ -83,7 +83,7 @@ class SandboxFusionTool(BaseTool):
                 f"config.sandbox_fusion_url is not set: give the URL of a SandboxFusion /run_code endpoint, "
                 f"or set config.{LOCAL_KEY}=true to run the model's code on this machine ({DOCS})"
             )
-        problem = sandbox_api.probe(self.url)
+        problem = sandbox_api.probe(self.url, self.language)
         if problem:
             raise ValueError(
                 f"config.sandbox_fusion_url={self.url!r} {problem}; start SandboxFusion there or fix the URL, "
