@@ -12,10 +12,12 @@ import pytest
 from tests.helpers.agent import (
     VERL_GSM8K_INTERACTION_CONFIG,
     VERL_GSM8K_TOOL_CONFIG,
+    VERL_SANDBOX_TOOL_CONFIG,
     tool_entry,
     user_tool,
     write_yaml,
 )
+from tests.helpers.sandbox_server import closed_url
 from tests.test_bad_input import BASE, run_in_process
 from verl_lite import main_ppo
 
@@ -466,3 +468,58 @@ def test_a_tool_config_of_five_tools_passes_at_the_default_loop_timeout_and_deri
     rollout = reached[0].actor_rollout_ref.rollout
     assert rollout.agent.loop_timeout is None
     assert loop_timeout_s(rollout) == (3 + 2 * 5) * rollout.multi_turn.tool_call_timeout == 780
+
+
+def _with_sandbox(files, tmp_path, **sandbox_config) -> dict:
+    """`files` plus `sandbox`: verl's GSM8K tool beside verl's SandboxFusionTool configured so."""
+    import yaml
+
+    gsm8k = yaml.safe_load(VERL_GSM8K_TOOL_CONFIG)["tools"][0]
+    sandbox = yaml.safe_load(VERL_SANDBOX_TOOL_CONFIG)["tools"][0]
+    sandbox["config"].update(sandbox_config)
+    return dict(files, sandbox=write_yaml(tmp_path / "sandbox_tools.yaml", {"tools": [gsm8k, sandbox]}))
+
+
+def test_a_sandbox_tool_with_no_sandbox_answering_is_refused_before_ray_naming_the_url(
+    files, tmp_path, monkeypatch, capsys
+):
+    """Issue 37's done-when: sandbox_fusion configured, nothing reachable at its URL: one line naming
+    the file, the URL and the fix, before Ray; no model-written code is started on this machine."""
+    from verl_lite.tools import local_sandbox
+
+    monkeypatch.setattr(local_sandbox, "run_python", lambda *a, **k: pytest.fail("code ran on the host"))
+    url = closed_url()
+    files = _with_sandbox(files, tmp_path, sandbox_fusion_url=url)
+    argv = [*BASE, f"trainer.default_local_dir={tmp_path}/run", *multi_turn(files, tools="sandbox")]
+    code, message, seconds = run_in_process(argv, monkeypatch, capsys)
+    assert code == 2 and len(message.splitlines()) == 1 and "Traceback" not in message, message
+    assert message.startswith(
+        f"verl_lite: {files['sandbox']}: tools[1] (verl.tools.sandbox_fusion_tools.SandboxFusionTool): building "
+        f"the tool raised ValueError: config.sandbox_fusion_url={url!r} cannot be reached ("
+    ), message
+    assert message.endswith(
+        "; start SandboxFusion there or fix the URL, or set config.run_code_locally=true to run the model's "
+        "code on this machine (docs/multi_turn.md, 'The code sandbox')"
+    ), message
+
+
+def test_run_code_locally_passes_start_up_and_says_so_in_one_line(files, tmp_path, monkeypatch, capsys):
+    """The opt-in key: start-up passes with nothing at the URL, and the console says once, before Ray,
+    that the model's code runs on this machine and that the URL is not contacted."""
+    monkeypatch.setattr(main_ppo, "start_ray", lambda cfg: (_ for _ in ()).throw(SystemExit(0)))
+    url = closed_url()
+    files = _with_sandbox(files, tmp_path, sandbox_fusion_url=url, run_code_locally=True)
+    argv = [*BASE, f"trainer.default_local_dir={tmp_path}/run", *multi_turn(files, tools="sandbox")]
+    from verl_lite.config.compose import compose_config
+
+    with pytest.raises(SystemExit) as info:
+        main_ppo.run(compose_config(argv, "demo"))
+    out, err = capsys.readouterr()
+    assert info.value.code == 0, err
+    said = [line for line in out.splitlines() if "config.run_code_locally=true" in line]
+    assert (
+        len(said) == 1
+        and "code_interpreter: config.run_code_locally=true: the model's Python runs on this machine"
+        in said[0]
+        and f"sandbox_fusion_url {url!r} is not contacted" in said[0]
+    ), out

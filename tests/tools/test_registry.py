@@ -10,17 +10,23 @@ from tests.helpers.agent import (
     user_tool,
     write_yaml,
 )
-from verl_lite.tools.code_interpreter import CodeInterpreterTool
+from tests.helpers.sandbox_server import SandboxServer
 from verl_lite.tools.gsm8k import Gsm8kTool
 from verl_lite.tools.registry import build_tools, check_tool_config, tool_schemas
+from verl_lite.tools.sandbox_fusion import SandboxFusionTool
 
 
 def test_verls_shipped_configs_build_the_equivalents(tmp_path):
     gsm8k = build_tools(write_yaml(tmp_path / "gsm8k.yaml", VERL_GSM8K_TOOL_CONFIG))
     assert list(gsm8k) == ["calc_gsm8k_reward"] and isinstance(gsm8k["calc_gsm8k_reward"], Gsm8kTool)
-    sandbox = build_tools(write_yaml(tmp_path / "sandbox.yaml", VERL_SANDBOX_TOOL_CONFIG))
+    with SandboxServer() as server:  # verl's file, its placeholder URL pointed at a local sandbox
+        text = VERL_SANDBOX_TOOL_CONFIG.replace(
+            "https://xxx.apigateway-cn-beijing.volceapi.com/run_code", server.url
+        )
+        sandbox = build_tools(write_yaml(tmp_path / "sandbox.yaml", text))
     tool = sandbox["code_interpreter"]
-    assert isinstance(tool, CodeInterpreterTool) and tool.timeout_s == 30 and tool.memory_mb == 1024
+    assert isinstance(tool, SandboxFusionTool) and tool.timeout_s == 30 and tool.memory_mb == 1024
+    assert tool.url == server.url
 
 
 def test_schemas_go_to_the_chat_template_as_written(tmp_path):
@@ -96,7 +102,10 @@ def test_a_users_class_by_dotted_path(tmp_path):
             {
                 "tools": [
                     tool_entry(
-                        "verl.tools.sandbox_fusion_tools.SandboxFusionTool", "c", default_language="java"
+                        "verl.tools.sandbox_fusion_tools.SandboxFusionTool",
+                        "c",
+                        default_language="java",
+                        run_code_locally=True,
                     )
                 ]
             },

@@ -5,6 +5,7 @@ base.py              the contract: async create / execute / calc_reward / releas
 registry.py          a tool config YAML (`tools: - class_name, config, tool_schema`) -> tools;
                      verl's shipped class names mapped to verl_lite's equivalents or refused
 gsm8k.py             the GSM8K answer tool (`calc_gsm8k_reward`)
-code_interpreter.py  Python in a separate, limited process: the local stand-in for verl's
-                     SandboxFusionTool (sandbox_child.py is the program that process runs)
+sandbox_fusion.py    verl's SandboxFusionTool: code sent to the SandboxFusion service (sandbox_api.py
+                     speaks its HTTP API), or with `run_code_locally: true` run here in a limited
+                     child process (local_sandbox.py; sandbox_child.py is the program it runs)
 """

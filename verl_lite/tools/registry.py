@@ -29,7 +29,7 @@ TIMEOUT_KEY = "actor_rollout_ref.rollout.multi_turn.tool_call_timeout"
 KEY = "actor_rollout_ref.rollout.multi_turn.tool_config_path"
 VERL_EQUIVALENTS = {
     "verl.tools.gsm8k_tool.Gsm8kTool": "verl_lite.tools.gsm8k:Gsm8kTool",
-    "verl.tools.sandbox_fusion_tools.SandboxFusionTool": "verl_lite.tools.code_interpreter:CodeInterpreterTool",
+    "verl.tools.sandbox_fusion_tools.SandboxFusionTool": "verl_lite.tools.sandbox_fusion:SandboxFusionTool",
 }
 VERL_REFUSED = {
     "verl.tools.search_tool.SearchTool": "it queries a search_r1 retrieval server; write a tool class for your retriever",

@@ -1,4 +1,5 @@
-"""The program the code interpreter's child process runs: untrusted Python from stdin, under limits.
+"""The program the local sandbox's child process runs (tools/local_sandbox.py): untrusted Python
+from stdin, under limits.
 
     python -I -u sandbox_child.py <memory_mb> <cpu_seconds> <file_bytes>   (code on stdin)
 

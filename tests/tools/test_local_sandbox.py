@@ -1,11 +1,13 @@
-"""The local code interpreter: each call a limited child process. Every limit is hit for real."""
+"""The local sandbox (opt-in: `run_code_locally: true`): each call a limited child process. Every
+limit is hit for real."""
 
 import asyncio
 import os
 import time
 
 from tests.helpers.agent import schema
-from verl_lite.tools.code_interpreter import OUTPUT_LIMIT_BYTES, CodeInterpreterTool, run_python
+from verl_lite.tools.local_sandbox import OUTPUT_LIMIT_BYTES, run_python
+from verl_lite.tools.sandbox_fusion import SandboxFusionTool
 from verl_lite.tools.schema import ToolSchema
 
 
@@ -63,8 +65,8 @@ def test_output_is_capped_and_the_environment_not_inherited():
 
 
 def test_the_tool_follows_verls_call_and_caps_the_models_timeout():
-    tool = CodeInterpreterTool(
-        {"type": "native", "default_timeout": 2, "memory_limit_mb": 256, "sandbox_fusion_url": "http://x"},
+    tool = SandboxFusionTool(
+        {"type": "native", "default_timeout": 2, "memory_limit_mb": 256, "run_code_locally": True},
         ToolSchema.from_dict(schema("code_interpreter", {"code": "c"})),
     )
 
