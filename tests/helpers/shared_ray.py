@@ -92,5 +92,10 @@ def address() -> str:
 
 
 def joined_env(env: dict[str, str]) -> dict[str, str]:
-    """`env` with RAY_ADDRESS set to the shared cluster: the run joins it instead of starting Ray."""
-    return {**env, "RAY_ADDRESS": address()}
+    """`env` with RAY_ADDRESS set to the shared cluster: the run joins it instead of starting Ray.
+
+    RAY_AUTH_MODE is the cluster's (disabled): a test process that started a local Ray in-process
+    (the ray_local fixture) has RAY_AUTH_MODE=token in its environment from Ray, and a driver in token
+    mode rejects the cluster's unauthenticated calls, so the cluster takes it for dead and cancels
+    its actors ("Missing authorization header in request!" in the driver's log)."""
+    return {**env, "RAY_ADDRESS": address(), "RAY_AUTH_MODE": "disabled"}

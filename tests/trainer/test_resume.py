@@ -51,9 +51,9 @@ def _cmd(out, *overrides, address="local"):
 
 
 def _run(out, *overrides):
-    env = dict(os.environ, RAY_DEDUP_LOGS="0")
     # a run that is not killed joins the tests' shared cluster (tests/helpers/shared_ray.py)
-    cmd = _cmd(out, *overrides, address=shared_ray.address())
+    env = shared_ray.joined_env(dict(os.environ, RAY_DEDUP_LOGS="0"))
+    cmd = _cmd(out, *overrides, address=env["RAY_ADDRESS"])
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return proc

@@ -21,12 +21,12 @@ import time
 import urllib.error
 import urllib.request
 
-# verl's SUPPORTED_LANGUAGES (sandbox_fusion/utils.py): what it refuses to send
-LANGUAGES = (
-    "python", "cpp", "nodejs", "go", "go_test", "java", "php", "csharp", "bash", "typescript", "sql",
-    "rust", "cuda", "lua", "R", "perl", "D_ut", "ruby", "scala", "julia", "pytest", "junit",
-    "kotlin_script", "jest", "verilog", "python_gpu", "lean", "swift", "racket",
-)  # fmt: skip
+# verl's SUPPORTED_LANGUAGES (sandbox_fusion/utils.py): what it refuses to send. SandboxFusion's
+# language names, one string (its "cuda" is a language to compile, not this process's device)
+LANGUAGES = tuple(
+    """python cpp nodejs go go_test java php csharp bash typescript sql rust cuda lua R perl D_ut ruby
+    scala julia pytest junit kotlin_script jest verilog python_gpu lean swift racket""".split()
+)
 MAX_RETRIES, RETRY_DELAY_S, API_TIMEOUT_S = 3, 1, 10  # verl's values
 PROBE_TIMEOUT_S = 5.0
 
