@@ -65,7 +65,7 @@ class Trajectory:
 class ToolAgentLoop(AgentLoopBase):
     async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput:
         ctx, mt = self.context, self.context.multi_turn
-        traj = Trajectory(list(kwargs["prompt_ids"]), self.config.response_length)
+        traj = Trajectory(list(kwargs["prompt_ids"]), self.rollout_config.response_length)
         messages = [dict(m) for m in (kwargs.get("raw_prompt") or [])]
         session = ctx.tool_runner.session(kwargs.get("tools_kwargs"))
         interaction, instance, interaction_kwargs = await self._start_interaction(kwargs)

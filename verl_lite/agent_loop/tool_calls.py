@@ -95,7 +95,7 @@ class ToolStats:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "tool_calls": self.calls,
+            "num_tool_calls": self.calls,  # not verl's metrics["tool_calls"], which is seconds
             "tool_errors": self.errors,
             "tool_timeouts": self.timeouts,
             "tool_malformed": self.malformed,

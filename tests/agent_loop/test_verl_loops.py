@@ -1,0 +1,195 @@
+"""Agent loops written against verl's AgentLoopBase run unchanged on the real rollout (issue 37 part 2).
+
+The user's file below is what a verl user writes (imports from `verl.*`, `@register`, verl's
+constructor taking `*args, **kwargs` plus a YAML key, `self.server_manager.generate(request_id=...)`,
+AgentLoopOutput by keywords with AgentLoopMetrics). One loop uses verl 0.9.1's Continuous Token
+helpers, the other verl 0.9.0's `apply_chat_template(remove_system_prompt=True)` and
+`system_prompt`. Both run through the real runner on the HF reference rollout of the tiny model;
+every token at mask 1 in the batch is the engine's sampled token with its log-prob, every request
+was the dataset's prompt plus the response so far (so the loops rendered the prompt as the dataset
+did), and what the loops read from verl's attributes (self.config, the YAML key) reaches the batch.
+"""
+
+import textwrap
+
+import pytest
+import torch
+
+from tests.agent_loop.scripted import prompt_batch, tool_tokenizer
+from tests.helpers.agent import write_yaml
+from tests.helpers.configs import tiny_model, tiny_rollout
+from verl_lite.agent_loop.base import AgentLoopOutput
+from verl_lite.agent_loop.runner import AgentLoopRunner
+from verl_lite.config.schema import PPOTrainerConfig
+from verl_lite.rollout.base import SamplingParams
+from verl_lite.utils.verl_paths import verl_installed
+
+pytestmark = pytest.mark.skipif(verl_installed(), reason="verl is installed: its own classes answer")
+P, R = 16, 40
+QUESTIONS = ["3+4=", "25+17=", "60+31="]
+
+USER_FILE = '''
+from typing import Any
+from uuid import uuid4
+
+from verl.experimental.agent_loop import AgentLoopBase, AgentLoopOutput
+from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, register
+
+
+@register("ask_twice")
+class AskTwiceAgentLoop(AgentLoopBase):
+    """Answers, is asked `follow_up`, answers again (verl 0.9.1's Continuous Token helpers)."""
+
+    def __init__(self, *args, follow_up: str = "Sure?", max_answer: int = 8, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.follow_up, self.max_answer = follow_up, max_answer
+        self.response_length = self.rollout_config.response_length
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput:
+        messages = list(kwargs["raw_prompt"])
+        request_id = uuid4().hex
+        prompt_ids = await self.ct_build_initial_tokens(messages)
+        runtime, mask, logprobs = prompt_ids, [], []
+        for turn in range(2):
+            output = await self.server_manager.generate(
+                request_id=request_id, prompt_ids=runtime, sampling_params={**sampling_params, "max_tokens": self.max_answer}
+            )
+            merged, mask, logprobs = await self.ct_merge_assistant_token(
+                runtime, output.token_ids, mask, logprobs, assistant_logprobs=output.log_probs
+            )
+            runtime = merged.token_ids
+            text = self.tokenizer.decode(output.token_ids, skip_special_tokens=True)
+            messages.append({"role": "assistant", "content": text})
+            if turn == 0:
+                previous = list(messages)
+                messages.append({"role": "user", "content": self.follow_up})
+                merged, mask, logprobs = await self.ct_merge_context_msg(previous, messages, runtime, mask, logprobs)
+                runtime = merged.token_ids
+        response_ids = runtime[len(prompt_ids):]
+        output = AgentLoopOutput(
+            prompt_ids=prompt_ids,
+            response_ids=response_ids[: self.response_length],
+            response_mask=mask[: self.response_length],
+            response_logprobs=logprobs[: self.response_length],
+            num_turns=4,
+            metrics=AgentLoopMetrics(),
+        )
+        output.extra_fields.update(
+            {"turn_scores": [], "tool_rewards": [], "model_path": self.config.actor_rollout_ref.model.path}
+        )
+        return output
+
+
+@register("legacy_again")
+class AgainAgentLoop(AgentLoopBase):
+    """verl 0.9.0's helpers: apply_chat_template, remove_system_prompt, self.loop."""
+
+    async def run(self, sampling_params, **kwargs):
+        prompt_ids = await self.apply_chat_template(list(kwargs["raw_prompt"]))
+        first = await self.server_manager.generate("a", prompt_ids=prompt_ids, sampling_params=sampling_params)
+        again = await self.apply_chat_template([{"role": "user", "content": "Again."}], remove_system_prompt=True)
+        ids = list(first.token_ids) + again
+        second = await self.server_manager.generate("a", prompt_ids=prompt_ids + ids, sampling_params=sampling_params)
+        mask = [1] * len(first.token_ids) + [0] * len(again) + [1] * len(second.token_ids)
+        logprobs = list(first.log_probs) + [0.0] * len(again) + list(second.log_probs)
+        ids += second.token_ids
+        n = self.rollout_config.response_length
+        extra = {"system_prompt_len": len(self.system_prompt), "processor": self.processor}
+        return AgentLoopOutput(
+            prompt_ids=prompt_ids, response_ids=ids[:n], response_mask=mask[:n], response_logprobs=logprobs[:n],
+            num_turns=4, metrics={}, extra_fields=extra,
+        )
+'''
+
+
+class Recorder:
+    """The rollout's generate_requests, recording every (request, result) the engine itself gave."""
+
+    def __init__(self, rollout):
+        self.inner, self.calls = rollout.generate_requests, []
+
+    def __call__(self, requests, call):
+        results, active = self.inner(requests, call)
+        self.calls += list(zip(requests, results))
+        return results, active
+
+
+@pytest.fixture()
+def user_file(tmp_path, monkeypatch):
+    (tmp_path / "my_verl_loops.py").write_text(textwrap.dedent(USER_FILE))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return write_yaml(
+        tmp_path / "loops.yaml",
+        [
+            {
+                "name": "ask_twice",
+                "_target_": "my_verl_loops.AskTwiceAgentLoop",
+                "follow_up": "Are you sure?",
+            },
+            {"name": "legacy_again", "_target_": "my_verl_loops.AgainAgentLoop"},
+        ],
+    )
+
+
+def test_verl_style_loops_train_token_exact_on_the_hf_rollout(user_file, tiny_model_dir):
+    from verl_lite.rollout.hf_rollout import HFRollout
+
+    tok = tool_tokenizer()
+    rollout = HFRollout(tiny_model(tiny_model_dir), tiny_rollout(seed=5), tok, rank=0)
+    recorder = rollout.generate_requests = Recorder(rollout)
+    cfg = tiny_rollout(prompt_length=P, response_length=R)
+    cfg.agent.agent_loop_config_path = user_file
+    trainer = PPOTrainerConfig()  # the whole config, as the worker passes it
+    trainer.actor_rollout_ref.model.path, trainer.actor_rollout_ref.rollout = tiny_model_dir, cfg
+    runner = AgentLoopRunner(rollout, tok, cfg, trainer_config=trainer)
+    names = ["ask_twice", "legacy_again", "ask_twice"]
+    batch = prompt_batch(tok, [[{"role": "user", "content": q}] for q in QUESTIONS], P, agent_name=names)
+    out = runner.run(batch, SamplingParams(n=2, temperature=1.0, response_length=R))
+
+    b, nt = out.batch, out.non_tensor_batch
+    by_trajectory: dict[int, list] = {}
+    for request, result in recorder.calls:
+        by_trajectory.setdefault(request.key[0], []).append((request, result))
+    assert sorted(by_trajectory) == list(range(6))
+    assert [len(by_trajectory[t]) for t in (0, 1, 4, 5)] == [2] * 4, "ask_twice generates twice"
+    for t, pairs in by_trajectory.items():
+        row = t // 2
+        prompt = batch.batch["input_ids"][row][batch.batch["attention_mask"][row].bool()].tolist()
+        response = b["responses"][t].tolist()
+        sampled = torch.zeros(R, dtype=torch.long)
+        for request, result in pairs:
+            offset = len(request.prompt_ids) - len(prompt)
+            assert list(request.prompt_ids) == prompt + response[:offset], f"trajectory {t}: re-encoded input"
+            end = min(offset + len(result.token_ids), R)
+            assert response[offset:end] == result.token_ids[: end - offset], (
+                f"trajectory {t}: not the sampled ids"
+            )
+            assert torch.equal(
+                b["rollout_log_probs"][t][offset:end], torch.tensor(result.log_probs[: end - offset])
+            )
+            sampled[offset:end] = 1
+        assert torch.equal(b["response_mask"][t], sampled), (
+            f"trajectory {t}: mask 1 exactly at the engine's tokens"
+        )
+        if len(pairs) == 2:
+            inserted = (1 - sampled)[: len(pairs[1][0].prompt_ids) - len(prompt)].sum()
+            assert inserted > 0, f"trajectory {t}: the follow-up turn was inserted at mask 0"
+    follow_up = tok("Are you sure?", add_special_tokens=False)["input_ids"]
+    first = by_trajectory[0]
+    between = list(first[1][0].prompt_ids[len(first[0][0].prompt_ids) + len(first[0][1].token_ids) :])
+    assert any(between[i : i + len(follow_up)] == follow_up for i in range(len(between))), "the YAML key"
+    assert nt["__num_turns__"].tolist() == [4] * 6
+    extras = list(nt["tool_extra_fields"])
+    assert extras[0]["model_path"] == tiny_model_dir, extras[0]  # self.config: the trainer config
+    assert extras[2]["processor"] is None and extras[2]["system_prompt_len"] == len(
+        runner.context.renderer.system_prefix
+    )
+
+
+def test_what_a_text_trainer_cannot_hold_is_refused_by_name():
+    """verl's multimodal and MoE fields: accepted empty (verl's loops set them so), refused when set."""
+    AgentLoopOutput(prompt_ids=[1], response_ids=[2], response_mask=[1], multi_modal_data={}).check("t")
+    with pytest.raises(ValueError, match="t: AgentLoopOutput.routed_experts is set, which is not supported"):
+        AgentLoopOutput(prompt_ids=[1], response_ids=[2], response_mask=[1], routed_experts=[[0]]).check("t")
+    with pytest.raises(ValueError, match="multi_modal_data is set.*text models only"):
+        AgentLoopOutput([1], [2], [1], multi_modal_data={"images": ["x"]}).check("t")
