@@ -15,8 +15,8 @@ import textwrap
 import pytest
 import torch
 
-from tests.agent_loop.scripted import prompt_batch, tool_tokenizer
-from tests.helpers.agent import write_yaml
+from tests.agent_loop.scripted import ScriptedRollout, prompt_batch, tool_tokenizer
+from tests.helpers.agent import tool_entry, write_yaml
 from tests.helpers.configs import tiny_model, tiny_rollout
 from verl_lite.agent_loop.base import AgentLoopOutput
 from verl_lite.agent_loop.runner import AgentLoopRunner
@@ -193,3 +193,48 @@ def test_what_a_text_trainer_cannot_hold_is_refused_by_name():
         AgentLoopOutput(prompt_ids=[1], response_ids=[2], response_mask=[1], routed_experts=[[0]]).check("t")
     with pytest.raises(ValueError, match="multi_modal_data is set.*text models only"):
         AgentLoopOutput([1], [2], [1], multi_modal_data={"images": ["x"]}).check("t")
+
+
+class SessionTool:
+    """A tool in verl 0.9's style: execute(instance_id, parameters, agent_data=...) reads the history
+    and keeps session data in agent_data.extra_fields."""
+
+    def __init__(self, config, tool_schema):
+        self.tool_schema, self.name = tool_schema, tool_schema.function.name
+
+    async def create(self, instance_id=None, **kwargs):
+        return "i", None
+
+    async def execute(self, instance_id, parameters, agent_data=None):
+        from verl.tools.schemas import ToolResponse
+
+        seen = agent_data.extra_fields.setdefault("seen", [])
+        seen.append([agent_data.assistant_turns, len(agent_data.messages), agent_data.request_id != ""])
+        # the stream (prompt and response so far) ends with the last generation, as in verl
+        done = agent_data.prompt_ids[-len(agent_data.response_ids) :] == agent_data.response_ids
+        return ToolResponse(text=f"turn {agent_data.assistant_turns} {done}"), 0.5, {}
+
+    async def calc_reward(self, instance_id, **kwargs):
+        return 0.0
+
+    async def release(self, instance_id, **kwargs):
+        return None
+
+
+def test_agent_data_reaches_execute_and_its_extra_fields_reach_the_batch(tmp_path):
+    """verl's ToolAgentLoop passes AgentData to execute(agent_data=...) and returns its extra_fields."""
+    tok = tool_tokenizer()
+    call = '<tool_call>{"name": "session", "arguments": {}}</tool_call><|im_end|>'
+    engine = ScriptedRollout(tok, [[call, call, "done<|im_end|>"]])
+    cfg = tiny_rollout(prompt_length=P, response_length=400)
+    tools = [tool_entry(f"{__name__}.SessionTool", "session")]
+    cfg.multi_turn.tool_config_path = write_yaml(tmp_path / "t.yaml", {"tools": tools})
+    runner = AgentLoopRunner(engine, tok, cfg)
+    batch = prompt_batch(tok, [[{"role": "user", "content": "3+4="}]], P, agent_name=["tool_agent"])
+    out = runner.run(batch, SamplingParams(n=1, temperature=1.0, response_length=400))
+    extra = out.non_tensor_batch["tool_extra_fields"][0]
+    # at each call: the assistant turns so far, the messages so far (user, assistant[, tool, assistant])
+    assert extra["seen"] == [[1, 2, True], [2, 4, True]]
+    assert out.non_tensor_batch["tool_rewards"][0] == [0.5, 0.5]
+    text = tok.decode(out.batch["responses"][0][out.batch["attention_mask"][0, P:].bool()])
+    assert "turn 1 True" in text and "turn 2 True" in text
