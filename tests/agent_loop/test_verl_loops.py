@@ -238,3 +238,21 @@ def test_agent_data_reaches_execute_and_its_extra_fields_reach_the_batch(tmp_pat
     assert out.non_tensor_batch["tool_rewards"][0] == [0.5, 0.5]
     text = tok.decode(out.batch["responses"][0][out.batch["attention_mask"][0, P:].bool()])
     assert "turn 1 True" in text and "turn 2 True" in text
+
+
+def test_the_frozen_trainer_config_is_the_loops_self_config():
+    """The worker hands loops the final, frozen config (FrozenList / FrozenDict inside): a verl loop
+    reads it as verl's DictConfig (attribute access, `.get`), read-only."""
+    from omegaconf import OmegaConf
+
+    from verl_lite.agent_loop.verl_args import config_tree
+    from verl_lite.config.compose import load_config
+    from verl_lite.config.freeze import freeze
+
+    config = freeze(load_config(["data.train_files=[a.parquet,b.parquet]"], config_name="demo"))
+    tree = config_tree(config)
+    assert list(tree.data.train_files) == ["a.parquet", "b.parquet"]
+    assert (
+        tree.actor_rollout_ref.rollout.get("prompt_length") == config.actor_rollout_ref.rollout.prompt_length
+    )
+    assert OmegaConf.is_readonly(tree)

@@ -15,6 +15,7 @@ line, not at the first rollout.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from typing import Any
 
@@ -53,14 +54,26 @@ def config_tree(trainer_config=None, rollout_cfg=None, chat_template_kwargs: dic
     if trainer_config is None:
         from verl_lite.config.schema import PPOTrainerConfig
 
-        tree = OmegaConf.structured(PPOTrainerConfig())
+        plain = _plain(PPOTrainerConfig())
         if rollout_cfg is not None:
-            tree.actor_rollout_ref.rollout = OmegaConf.structured(rollout_cfg)
-        tree.data.apply_chat_template_kwargs = dict(chat_template_kwargs or {})
+            plain["actor_rollout_ref"]["rollout"] = _plain(rollout_cfg)
+        plain["data"]["apply_chat_template_kwargs"] = dict(chat_template_kwargs or {})
     else:
-        tree = OmegaConf.structured(trainer_config)
+        plain = _plain(trainer_config)
+    tree = OmegaConf.create(plain, flags={"allow_objects": True})
     OmegaConf.set_readonly(tree, True)
     return tree
+
+
+def _plain(value):
+    """Dataclasses as dicts, the frozen config's FrozenList / FrozenDict as lists and dicts."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
 
 
 def loop_arguments(tree, server_manager, context, hf_model_type: str | None) -> dict[str, Any]:
