@@ -15,7 +15,7 @@ import textwrap
 import pytest
 import torch
 
-from tests.agent_loop.scripted import ScriptedRollout, prompt_batch, tool_tokenizer
+from tests.agent_loop.scripted import ScriptedRollout, prompt_batch, scripted_log_probs, tool_tokenizer
 from tests.helpers.agent import tool_entry, write_yaml
 from tests.helpers.configs import tiny_model, tiny_rollout
 from verl_lite.agent_loop.base import AgentLoopOutput
@@ -256,3 +256,41 @@ def test_the_frozen_trainer_config_is_the_loops_self_config():
         tree.actor_rollout_ref.rollout.get("prompt_length") == config.actor_rollout_ref.rollout.prompt_length
     )
     assert OmegaConf.is_readonly(tree)
+
+
+def test_verls_own_single_turn_loop_runs_as_it_is(tmp_path):
+    """verl 0.9.1's SingleTurnAgentLoop source (verl_single_turn_agent_loop.py: its imports of
+    simple_timer, rollout_trace_op and TokenOutput, its multimodal no-ops, request_id, priority,
+    ct_* helpers, metrics) through the real runner: the dataset's prompt in, the engine's tokens out."""
+    tok = tool_tokenizer()
+    engine = ScriptedRollout(tok, [["7 is the answer<|im_end|>"], ["no<|im_end|>"]])
+    cfg = tiny_rollout(prompt_length=P, response_length=R)
+    cfg.agent.agent_loop_config_path = write_yaml(
+        tmp_path / "loops.yaml",
+        [
+            {
+                "name": "verl_single_turn_agent",
+                "_target_": "tests.agent_loop.verl_single_turn_agent_loop.SingleTurnAgentLoop",
+            }
+        ],
+    )
+    runner = AgentLoopRunner(engine, tok, cfg)
+    batch = prompt_batch(
+        tok, [[{"role": "user", "content": "3+4="}]] * 2, P, agent_name=["verl_single_turn_agent"] * 2
+    )
+    out = runner.run(batch, SamplingParams(n=1, temperature=1.0, response_length=R))
+    prompt = batch.batch["input_ids"][0][batch.batch["attention_mask"][0].bool()].tolist()
+    (requests,) = engine.calls
+    assert [list(r.prompt_ids) for r in requests] == [prompt, prompt] and requests[0].max_tokens == R
+    for t, text in enumerate(["7 is the answer<|im_end|>", "no<|im_end|>"]):
+        want = tok(text, add_special_tokens=False)["input_ids"]
+        n = len(want)
+        assert out.batch["responses"][t][:n].tolist() == want and out.batch["response_mask"][t].sum() == n
+        assert torch.allclose(
+            out.batch["rollout_log_probs"][t][:n], torch.tensor(scripted_log_probs(t, 0, n))
+        )
+    assert out.non_tensor_batch["__num_turns__"].tolist() == [2, 2]
+    stats = out.non_tensor_batch["agent_loop_stats"][0]
+    assert (
+        stats["num_preempted"] == -1 and stats["generate_sequences"] >= 0
+    )  # verl's metrics, as it sets them
