@@ -7,6 +7,10 @@ import torch
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+# the tests' local servers (SandboxFusion's API, MCP, Ray's GCS) are never reached through a proxy
+# that a machine's http_proxy names
+for _name in ("NO_PROXY", "no_proxy"):
+    os.environ[_name] = ",".join(filter(None, [os.environ.get(_name, ""), "127.0.0.1,localhost"]))
 torch.set_num_threads(1)
 
 

@@ -736,17 +736,20 @@ def bad(tmp_path_factory):
     return paths | {"marker": marker, "root": root}
 
 
-def _compose(overrides: list[str]):
-    return compose_config(overrides, "demo")
+def _compose(overrides: list[str], config_name: str = "demo"):
+    return compose_config(overrides, config_name)
 
 
 def _no_ray(cfg):
     raise AssertionError("bad input reached Ray: it must be refused before Ray starts")
 
 
-def run_in_process(overrides: list[str], monkeypatch, capsys) -> tuple[int, str, float]:
+def run_in_process(
+    overrides: list[str], monkeypatch, capsys, config_name: str = "demo"
+) -> tuple[int, str, float]:
     """(exit status, the stderr line(s) of verl_lite, seconds) of the CLI on these overrides: the argv
-    check main_ppo's `__main__` makes before Hydra (verl's '+' spellings, unknown keys), then main_ppo.run."""
+    check main_ppo's `__main__` makes before Hydra (verl's '+' spellings, unknown keys), then main_ppo.run.
+    config_name: `--config-name` (the bare command's is verl's ppo_trainer)."""
     monkeypatch.setattr(main_ppo, "start_ray", _no_ray)
     import ray
 
@@ -757,7 +760,7 @@ def run_in_process(overrides: list[str], monkeypatch, capsys) -> tuple[int, str,
         overrides = normalize_argv(overrides)
     except OverrideError as e:  # main_ppo's `__main__`: this line, exit 2
         return 2, f"verl_lite: {e}", time.perf_counter() - start
-    config = _compose(overrides)
+    config = _compose(overrides, config_name)
     with pytest.raises(SystemExit) as info:
         main_ppo.run(config)
     seconds = time.perf_counter() - start

@@ -19,6 +19,7 @@ import sys
 import pandas as pd
 import pytest
 
+from tests.helpers import shared_ray
 from tests.helpers.models import make_tiny_reward_model_dir
 from verl_lite.config.schema import TINY_VAL
 from verl_lite.data import assets
@@ -116,7 +117,8 @@ def run_example(script: str, out, *overrides) -> subprocess.CompletedProcess:
         f"hydra.run.dir={out}",
         f"trainer.default_local_dir={out}",
     ]
-    env = dict(os.environ, PYTHON=sys.executable, RAY_DEDUP_LOGS="0", ENGINE="hf")
+    # the script's run joins the tests' shared cluster, as under `ray start` (tests/helpers/shared_ray.py)
+    env = shared_ray.joined_env(dict(os.environ, PYTHON=sys.executable, RAY_DEDUP_LOGS="0", ENGINE="hf"))
     return subprocess.run([*cmd, *overrides], capture_output=True, text=True, timeout=900, env=env, cwd=ROOT)
 
 

@@ -60,7 +60,7 @@ def adapter_bytes() -> int:
 @pytest.fixture(scope="module")
 def hf_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("lora_hf")
-    _ok(run_cli(tmp, *LORA, *SAVE))
+    _ok(run_cli(tmp, *LORA, *SAVE, join=True))
     return tmp
 
 
@@ -108,7 +108,7 @@ def test_resume_from_a_lora_checkpoint_is_exact(hf_run, tmp_path):
         f"trainer.resume_from_path={path}",
         "trainer.val_before_train=False",
     ]
-    _ok(run_cli(tmp_path, *LORA, *resume))
+    _ok(run_cli(tmp_path, *LORA, *resume, join=True))
     resumed = [r for r in read_metrics(tmp_path) if r["step"] == 2]
     reference = [r for r in read_metrics(hf_run) if r["step"] == 2]
     assert resumed and stable(resumed) == stable(reference)
@@ -118,7 +118,7 @@ def test_resume_from_a_lora_checkpoint_is_exact(hf_run, tmp_path):
 def vllm_run(tmp_path_factory):
     pytest.importorskip("vllm", reason="the vLLM rollout needs vllm (make install)")
     tmp = tmp_path_factory.mktemp("lora_vllm")
-    _ok(run_cli(tmp, *VLLM))
+    _ok(run_cli(tmp, *VLLM, join=True))
     return tmp
 
 

@@ -16,6 +16,7 @@ import time
 import pandas as pd
 import pytest
 
+from tests.helpers import shared_ray
 from tests.helpers.console import assert_console_is_readable, assert_console_shows_the_run
 
 pytestmark = pytest.mark.slow
@@ -63,9 +64,13 @@ REQUIRED = [
 ]
 
 
-def run_cli(tmp_path, *overrides, timeout=600, config_name="demo", env=None) -> subprocess.CompletedProcess:
+def run_cli(
+    tmp_path, *overrides, timeout=600, config_name="demo", env=None, join=False
+) -> subprocess.CompletedProcess:
     """main_ppo with the named config (None: the bare command, verl's ppo_trainer config); `env` adds
-    environment variables."""
+    environment variables. `join`: the run joins this pytest process's Ray cluster, as a run joins a
+    cluster that `ray start` made, instead of starting its own (tests/helpers/shared_ray.py says
+    which runs may)."""
     out = tmp_path / "run"
     cmd = [
         sys.executable,
@@ -77,6 +82,8 @@ def run_cli(tmp_path, *overrides, timeout=600, config_name="demo", env=None) -> 
         *overrides,
     ]
     env = dict(os.environ, RAY_DEDUP_LOGS="0", **(env or {}))
+    if join:
+        env = shared_ray.joined_env(env)
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
 
 
@@ -137,7 +144,8 @@ def test_a_worker_error_is_shown_on_the_console(tmp_path):
 
 def test_same_config_gives_identical_metrics(two_step_run, tmp_path):
     first_tmp, _ = two_step_run
-    proc = run_cli(tmp_path, *SMALL)
+    # the second run joins a running cluster (as under `ray start` or Slurm): the same numbers
+    proc = run_cli(tmp_path, *SMALL, join=True)
     assert proc.returncode == 0, proc.stderr[-4000:]
 
     def stable(rows):
@@ -148,18 +156,25 @@ def test_same_config_gives_identical_metrics(two_step_run, tmp_path):
     assert first[1]["actor/grad_norm"] > 0, "a trivially empty update would also be 'deterministic'"
 
 
-def _fails_fast(tmp_path, *overrides, match: str, config_name="demo"):
-    start = time.time()
-    proc = run_cli(tmp_path, *overrides, timeout=120, config_name=config_name)
-    assert proc.returncode == 2, proc.stderr[-3000:]
-    assert match in proc.stderr, proc.stderr[-3000:]
-    assert "started a local Ray" not in proc.stderr + proc.stdout, "bad input must fail before Ray starts"
-    return time.time() - start
+def _fails_fast(tmp_path, monkeypatch, capsys, *overrides, match: str, config_name="demo"):
+    """Refused with exit 2 and `match` in the message, before Ray (start_ray fails the test if called):
+    the CLI's own path in this process (tests/test_bad_input.run_in_process); the process boundary
+    (exit status, stderr, no Ray started) is checked by test_bad_input's process-level tests."""
+    from tests.test_bad_input import run_in_process
+
+    overrides = (f"trainer.default_local_dir={tmp_path}/run", *overrides)
+    code, message, seconds = run_in_process(
+        list(overrides), monkeypatch, capsys, config_name or "ppo_trainer"
+    )
+    assert code == 2 and match in message, message
+    return message
 
 
-def test_impossible_batch_geometry_fails_fast(tmp_path):
+def test_impossible_batch_geometry_fails_fast(tmp_path, monkeypatch, capsys):
     _fails_fast(
         tmp_path,
+        monkeypatch,
+        capsys,
         "data.train_batch_size=8",
         "actor_rollout_ref.actor.ppo_mini_batch_size=4",
         "actor_rollout_ref.rollout.n=3",
@@ -170,24 +185,29 @@ def test_impossible_batch_geometry_fails_fast(tmp_path):
 
 
 def test_bare_command_names_verls_placeholder_paths_and_the_demo(tmp_path):
-    """verl's defaults name placeholder paths: one message naming each and the demo command."""
-    _fails_fast(
-        tmp_path,
-        config_name=None,
-        match="actor_rollout_ref.model.path=~/models/deepseek-llm-7b-chat, critic.model.path="
-        "~/models/deepseek-llm-7b-chat, data.train_files=~/data/rlhf/gsm8k/train.parquet, data.val_files="
-        "~/data/rlhf/gsm8k/test.parquet: verl's placeholder paths",
-    )
+    """verl's defaults name placeholder paths: one message naming each and the demo command (the
+    bare command as a user types it, in its own process)."""
+    start = time.time()
     proc = run_cli(tmp_path, timeout=120, config_name=None)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "started a local Ray" not in proc.stderr + proc.stdout, "bad input must fail before Ray starts"
     lines = [line for line in proc.stderr.splitlines() if line.startswith("verl_lite:")]
     assert len(lines) == 1 and "python -m verl_lite.main_ppo --config-name demo" in lines[0], proc.stderr
+    assert (
+        "actor_rollout_ref.model.path=~/models/deepseek-llm-7b-chat, critic.model.path="
+        "~/models/deepseek-llm-7b-chat, data.train_files=~/data/rlhf/gsm8k/train.parquet, data.val_files="
+        "~/data/rlhf/gsm8k/test.parquet: verl's placeholder paths" in lines[0]
+    ), lines
+    assert time.time() - start < 120
 
 
-def test_missing_data_file_fails_fast(tmp_path):
-    _fails_fast(tmp_path, f"data.train_files={tmp_path}/nope.parquet", match="data.train_files")
+def test_missing_data_file_fails_fast(tmp_path, monkeypatch, capsys):
+    _fails_fast(
+        tmp_path, monkeypatch, capsys, f"data.train_files={tmp_path}/nope.parquet", match="data.train_files"
+    )
 
 
-def test_overlong_prompt_with_truncation_error_fails_fast(tmp_path):
+def test_overlong_prompt_with_truncation_error_fails_fast(tmp_path, monkeypatch, capsys):
     long_prompt = [{"role": "user", "content": "1+" * 40 + "1="}]
     rows = [
         {
@@ -201,7 +221,12 @@ def test_overlong_prompt_with_truncation_error_fails_fast(tmp_path):
     path = tmp_path / "long.parquet"
     pd.DataFrame(rows).to_parquet(path)
     _fails_fast(
-        tmp_path, f"data.train_files={path}", "data.truncation=error", match="over data.max_prompt_length=16"
+        tmp_path,
+        monkeypatch,
+        capsys,
+        f"data.train_files={path}",
+        "data.truncation=error",
+        match="over data.max_prompt_length=16",
     )
 
 
@@ -225,7 +250,7 @@ def test_unknown_key_is_named_with_the_nearest_before_hydra(tmp_path):
 )
 def test_offload_modes_give_the_same_training(two_step_run, tmp_path, mode):
     base_tmp, _ = two_step_run
-    proc = run_cli(tmp_path, *SMALL, *mode)
+    proc = run_cli(tmp_path, *SMALL, *mode, join=True)
     assert proc.returncode == 0, proc.stderr[-4000:]
     base, offloaded = read_metrics(base_tmp), read_metrics(tmp_path)
     for b, o in zip(base[1:], offloaded[1:]):

@@ -38,7 +38,7 @@ LEVERS = [
 
 
 def test_every_lever_at_once_trains_and_matches_the_rollouts_log_probs(tmp_path):
-    proc = run_cli(tmp_path, *SMALL, *LEVERS)
+    proc = run_cli(tmp_path, *SMALL, *LEVERS, join=True)
     assert proc.returncode == 0, proc.stderr[-4000:]
     rows = read_metrics(tmp_path)
     assert [r["step"] for r in rows] == [0, 1, 2]

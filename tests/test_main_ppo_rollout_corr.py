@@ -22,6 +22,7 @@ def test_decoupled_correction_weights_rejects_and_reports(tmp_path):
         f"{RC}.rollout_is=token",
         f"{RC}.rollout_rs=token_k2",
         f"{RC}.rollout_rs_threshold=1e-16",
+        join=True,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     (row,) = [r for r in read_metrics(tmp_path) if r["step"] == 1]

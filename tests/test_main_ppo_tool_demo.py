@@ -27,7 +27,7 @@ SMALL = [
 @pytest.fixture(scope="module")
 def tool_demo_run(tmp_path_factory, tool_demo_assets):
     tmp = tmp_path_factory.mktemp("tool_demo")
-    proc = run_cli(tmp, *SMALL, config_name="tool_demo")
+    proc = run_cli(tmp, *SMALL, config_name="tool_demo", join=True)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return read_metrics(tmp), proc
 

@@ -32,7 +32,7 @@ VLLM = [o for o in SMALL if not o.startswith(("actor_rollout_ref.rollout.name=",
 @pytest.fixture(scope="module")
 def vllm_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("cli_vllm")
-    proc = run_cli(tmp, *VLLM)
+    proc = run_cli(tmp, *VLLM, join=True)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return tmp, proc
 
@@ -63,7 +63,7 @@ def test_rollout_runs_the_current_policy_and_reports_the_sync(vllm_run):
 
 
 def test_same_config_gives_identical_metrics_with_vllm(vllm_run, tmp_path):
-    proc = run_cli(tmp_path, *VLLM)
+    proc = run_cli(tmp_path, *VLLM, join=True)
     assert proc.returncode == 0, proc.stderr[-4000:]
 
     def stable(rows):
@@ -74,7 +74,7 @@ def test_same_config_gives_identical_metrics_with_vllm(vllm_run, tmp_path):
 
 def test_tensor_parallel_rollout_matches_the_one_engine_per_rank_run(vllm_run, tmp_path):
     """TP=2: both workers run one engine together, on the prompts of both; same seeds, same samples."""
-    proc = run_cli(tmp_path, *VLLM, "actor_rollout_ref.rollout.tensor_model_parallel_size=2")
+    proc = run_cli(tmp_path, *VLLM, "actor_rollout_ref.rollout.tensor_model_parallel_size=2", join=True)
     assert proc.returncode == 0, proc.stderr[-4000:]
     rows, reference = read_metrics(tmp_path), read_metrics(vllm_run[0])
     assert [r["step"] for r in rows] == [0, 1, 2]

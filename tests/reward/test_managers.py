@@ -101,6 +101,7 @@ def test_cli_dapo_overlong_with_gspo(tmp_path):
         "+reward_model.reward_kwargs.max_resp_len=8",
         "actor_rollout_ref.actor.policy_loss.loss_mode=gspo",
         "actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean",
+        join=True,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     steps = read_metrics(tmp_path)

@@ -35,7 +35,9 @@ def _budget_forcing_offload_policy() -> tuple[float, int]:
 def test_auto_offload_applies_the_planner_choice(tmp_path):
     budget, rec = _budget_forcing_offload_policy()
     micro = rec.micro
-    proc = run_cli(tmp_path, *SMALL, "trainer.auto_offload=True", f"trainer.device_memory_gb={budget}")
+    proc = run_cli(
+        tmp_path, *SMALL, "trainer.auto_offload=True", f"trainer.device_memory_gb={budget}", join=True
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     out = proc.stdout + proc.stderr
     line = next((x for x in out.splitlines() if "auto_offload:" in x), "")

@@ -126,9 +126,11 @@ def test_a_resume_that_would_load_no_weights_is_refused(tmp_path):
 
 
 @pytest.mark.slow
-def test_cli_with_a_missing_resume_path_fails_before_ray(tmp_path):
+def test_cli_with_a_missing_resume_path_fails_before_ray(tmp_path, monkeypatch, capsys):
     _fails_fast(
         tmp_path,
+        monkeypatch,
+        capsys,
         "trainer.resume_mode=resume_path",
         f"trainer.resume_from_path={tmp_path}/global_step_3",
         match="trainer.resume_from_path: checkpoint folder",

@@ -33,6 +33,7 @@ def tracked_run(tmp_path_factory):
         "trainer.log_val_generations=3",
         f"trainer.rollout_data_dir={tmp}/rollout",
         f"trainer.validation_data_dir={tmp}/val",
+        join=True,
     )
     env.undo()
     assert proc.returncode == 0, proc.stderr[-4000:]

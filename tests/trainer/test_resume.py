@@ -22,6 +22,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
+from tests.helpers import shared_ray
 from tests.test_main_ppo import NONDETERMINISTIC, SMALL
 from verl_lite.trainer import checkpoint as ckpt
 
@@ -32,7 +33,7 @@ FOUR_STEPS = [o for o in SMALL if not o.startswith("trainer.total_training_steps
 ]
 
 
-def _cmd(out, *overrides):
+def _cmd(out, *overrides, address="local"):
     given = {o.split("=")[0] for o in overrides}
     return [
         sys.executable,
@@ -41,8 +42,9 @@ def _cmd(out, *overrides):
         "--config-name=demo",
         f"hydra.run.dir={out}",
         f"trainer.default_local_dir={out}",
-        # a Ray of its own: without an address, ray.init() joins any cluster `ray start` left running here
-        "ray_kwargs.ray_init.address=local",
+        # a Ray of its own (a killed run's Ray ends with it), or the tests' shared one (_run): without
+        # an address, ray.init() joins any cluster `ray start` left running here
+        f"ray_kwargs.ray_init.address={address}",
         *[o for o in FOUR_STEPS if o.split("=")[0] not in given],
         *overrides,
     ]
@@ -50,7 +52,9 @@ def _cmd(out, *overrides):
 
 def _run(out, *overrides):
     env = dict(os.environ, RAY_DEDUP_LOGS="0")
-    proc = subprocess.run(_cmd(out, *overrides), capture_output=True, text=True, timeout=600, env=env)
+    # a run that is not killed joins the tests' shared cluster (tests/helpers/shared_ray.py)
+    cmd = _cmd(out, *overrides, address=shared_ray.address())
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return proc
 

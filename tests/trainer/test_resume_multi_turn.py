@@ -18,6 +18,7 @@ import sys
 
 import pytest
 
+from tests.helpers import shared_ray
 from tests.trainer.test_resume import _training_rows, _wait_for_checkpoint
 from verl_lite.trainer import checkpoint as ckpt
 
@@ -37,7 +38,7 @@ TOOL_DEMO = [
 TIMINGS = ("agent_loop/tool_calls/", "agent_loop/generate_sequences/", "agent_loop/tool_latency_s/")
 
 
-def _cmd(out, *overrides):
+def _cmd(out, *overrides, address="local"):
     return [
         sys.executable,
         "-m",
@@ -45,7 +46,7 @@ def _cmd(out, *overrides):
         "--config-name=tool_demo",
         f"hydra.run.dir={out}",
         f"trainer.default_local_dir={out}",
-        "ray_kwargs.ray_init.address=local",  # a Ray of its own, as test_resume.py's runs
+        f"ray_kwargs.ray_init.address={address}",  # as test_resume.py's runs
         *TOOL_DEMO,
         *overrides,
     ]
@@ -53,7 +54,9 @@ def _cmd(out, *overrides):
 
 def _run(out, *overrides):
     env = dict(os.environ, RAY_DEDUP_LOGS="0")
-    proc = subprocess.run(_cmd(out, *overrides), capture_output=True, text=True, timeout=600, env=env)
+    # a run that is not killed joins the tests' shared cluster (tests/helpers/shared_ray.py)
+    cmd = _cmd(out, *overrides, address=shared_ray.address())
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return proc
 
