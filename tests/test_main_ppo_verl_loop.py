@@ -1,17 +1,15 @@
 """An agent loop written for verl trains through the real CLI (issue 37 part 2's done-when): two
-GRPO steps on two CPU workers, the user's file from tests/agent_loop/test_verl_loops.py (imports from
-`verl.*`, `@register`, verl's constructor and Continuous Token helpers, reading self.config) on
-PYTHONPATH, named by agent_loop_config_path and run for every row as the default loop. It checks the
-worker side of the contract the in-process test cannot: the whole trainer config reaches the loop
-through Ray, and the trained tokens are the ones the rollout sampled (the actor's log-probs match)."""
+GRPO steps on two CPU workers, the user's file tests/agent_loop/verl_style_loops.py (imports from
+`verl.*`, `@register`, verl's constructor and Continuous Token helpers, reading self.config) named
+by agent_loop_config_path and run for every row as the default loop. It checks the worker side of
+the contract the in-process test (tests/agent_loop/test_verl_loops.py) cannot: the whole trainer
+config reaches the loop through Ray, and the trained tokens are the ones the rollout sampled (the
+actor's log-probs match). The run joins the tests' shared Ray cluster."""
 
 import math
-import os
-import textwrap
 
 import pytest
 
-from tests.agent_loop.test_verl_loops import USER_FILE
 from tests.helpers.agent import write_yaml
 from tests.test_main_ppo import SMALL, read_metrics, run_cli
 
@@ -20,16 +18,19 @@ AGENT = "actor_rollout_ref.rollout.agent"
 
 
 def test_a_verl_style_loop_trains_two_steps(tmp_path):
-    (tmp_path / "my_verl_loops.py").write_text(textwrap.dedent(USER_FILE))
     loops = write_yaml(
         tmp_path / "loops.yaml",
-        [{"name": "ask_twice", "_target_": "my_verl_loops.AskTwiceAgentLoop", "follow_up": "Are you sure?"}],
+        [
+            {
+                "name": "ask_twice",
+                "_target_": "tests.agent_loop.verl_style_loops.AskTwiceAgentLoop",
+                "follow_up": "Are you sure?",
+            }
+        ],
     )
-    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
     overrides = [f"{AGENT}.agent_loop_config_path={loops}", f"{AGENT}.default_agent_loop=ask_twice"]
-    proc = run_cli(
-        tmp_path, *SMALL, *overrides, "trainer.val_before_train=False", "trainer.test_freq=-1", env=env
-    )
+    no_validation = ["trainer.val_before_train=False", "trainer.test_freq=-1"]
+    proc = run_cli(tmp_path, *SMALL, *overrides, *no_validation, join=True)
     assert proc.returncode == 0, proc.stderr[-4000:]
     rows = read_metrics(tmp_path)
     assert [r["step"] for r in rows] == [1, 2], [r["step"] for r in rows]

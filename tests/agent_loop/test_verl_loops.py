@@ -1,7 +1,7 @@
 """Agent loops written against verl's AgentLoopBase run unchanged on the real rollout (issue 37 part 2).
 
-The user's file below is what a verl user writes (imports from `verl.*`, `@register`, verl's
-constructor taking `*args, **kwargs` plus a YAML key, `self.server_manager.generate(request_id=...)`,
+The user's file verl_style_loops.py is what a verl user writes (imports from `verl.*`, `@register`,
+verl's constructor taking `*args, **kwargs` plus a YAML key, `self.server_manager.generate(request_id=...)`,
 AgentLoopOutput by keywords with AgentLoopMetrics). One loop uses verl 0.9.1's Continuous Token
 helpers, the other verl 0.9.0's `apply_chat_template(remove_system_prompt=True)` and
 `system_prompt`. Both run through the real runner on the HF reference rollout of the tiny model;
@@ -9,8 +9,6 @@ every token at mask 1 in the batch is the engine's sampled token with its log-pr
 was the dataset's prompt plus the response so far (so the loops rendered the prompt as the dataset
 did), and what the loops read from verl's attributes (self.config, the YAML key) reaches the batch.
 """
-
-import textwrap
 
 import pytest
 import torch
@@ -28,78 +26,7 @@ pytestmark = pytest.mark.skipif(verl_installed(), reason="verl is installed: its
 P, R = 16, 40
 QUESTIONS = ["3+4=", "25+17=", "60+31="]
 
-USER_FILE = '''
-from typing import Any
-from uuid import uuid4
-
-from verl.experimental.agent_loop import AgentLoopBase, AgentLoopOutput
-from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, register
-
-
-@register("ask_twice")
-class AskTwiceAgentLoop(AgentLoopBase):
-    """Answers, is asked `follow_up`, answers again (verl 0.9.1's Continuous Token helpers)."""
-
-    def __init__(self, *args, follow_up: str = "Sure?", max_answer: int = 8, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.follow_up, self.max_answer = follow_up, max_answer
-        self.response_length = self.rollout_config.response_length
-
-    async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput:
-        messages = list(kwargs["raw_prompt"])
-        request_id = uuid4().hex
-        prompt_ids = await self.ct_build_initial_tokens(messages)
-        runtime, mask, logprobs = prompt_ids, [], []
-        for turn in range(2):
-            output = await self.server_manager.generate(
-                request_id=request_id, prompt_ids=runtime, sampling_params={**sampling_params, "max_tokens": self.max_answer}
-            )
-            merged, mask, logprobs = await self.ct_merge_assistant_token(
-                runtime, output.token_ids, mask, logprobs, assistant_logprobs=output.log_probs
-            )
-            runtime = merged.token_ids
-            text = self.tokenizer.decode(output.token_ids, skip_special_tokens=True)
-            messages.append({"role": "assistant", "content": text})
-            if turn == 0:
-                previous = list(messages)
-                messages.append({"role": "user", "content": self.follow_up})
-                merged, mask, logprobs = await self.ct_merge_context_msg(previous, messages, runtime, mask, logprobs)
-                runtime = merged.token_ids
-        response_ids = runtime[len(prompt_ids):]
-        output = AgentLoopOutput(
-            prompt_ids=prompt_ids,
-            response_ids=response_ids[: self.response_length],
-            response_mask=mask[: self.response_length],
-            response_logprobs=logprobs[: self.response_length],
-            num_turns=4,
-            metrics=AgentLoopMetrics(),
-        )
-        output.extra_fields.update(
-            {"turn_scores": [], "tool_rewards": [], "model_path": self.config.actor_rollout_ref.model.path}
-        )
-        return output
-
-
-@register("legacy_again")
-class AgainAgentLoop(AgentLoopBase):
-    """verl 0.9.0's helpers: apply_chat_template, remove_system_prompt, self.loop."""
-
-    async def run(self, sampling_params, **kwargs):
-        prompt_ids = await self.apply_chat_template(list(kwargs["raw_prompt"]))
-        first = await self.server_manager.generate("a", prompt_ids=prompt_ids, sampling_params=sampling_params)
-        again = await self.apply_chat_template([{"role": "user", "content": "Again."}], remove_system_prompt=True)
-        ids = list(first.token_ids) + again
-        second = await self.server_manager.generate("a", prompt_ids=prompt_ids + ids, sampling_params=sampling_params)
-        mask = [1] * len(first.token_ids) + [0] * len(again) + [1] * len(second.token_ids)
-        logprobs = list(first.log_probs) + [0.0] * len(again) + list(second.log_probs)
-        ids += second.token_ids
-        n = self.rollout_config.response_length
-        extra = {"system_prompt_len": len(self.system_prompt), "processor": self.processor}
-        return AgentLoopOutput(
-            prompt_ids=prompt_ids, response_ids=ids[:n], response_mask=mask[:n], response_logprobs=logprobs[:n],
-            num_turns=4, metrics={}, extra_fields=extra,
-        )
-'''
+LOOPS = "tests.agent_loop.verl_style_loops"
 
 
 class Recorder:
@@ -114,31 +41,24 @@ class Recorder:
         return results, active
 
 
-@pytest.fixture()
-def user_file(tmp_path, monkeypatch):
-    (tmp_path / "my_verl_loops.py").write_text(textwrap.dedent(USER_FILE))
-    monkeypatch.syspath_prepend(str(tmp_path))
+def loops_yaml(path) -> str:
     return write_yaml(
-        tmp_path / "loops.yaml",
+        path,
         [
-            {
-                "name": "ask_twice",
-                "_target_": "my_verl_loops.AskTwiceAgentLoop",
-                "follow_up": "Are you sure?",
-            },
-            {"name": "legacy_again", "_target_": "my_verl_loops.AgainAgentLoop"},
+            {"name": "ask_twice", "_target_": f"{LOOPS}.AskTwiceAgentLoop", "follow_up": "Are you sure?"},
+            {"name": "legacy_again", "_target_": f"{LOOPS}.AgainAgentLoop"},
         ],
     )
 
 
-def test_verl_style_loops_train_token_exact_on_the_hf_rollout(user_file, tiny_model_dir):
+def test_verl_style_loops_train_token_exact_on_the_hf_rollout(tmp_path, tiny_model_dir):
     from verl_lite.rollout.hf_rollout import HFRollout
 
     tok = tool_tokenizer()
     rollout = HFRollout(tiny_model(tiny_model_dir), tiny_rollout(seed=5), tok, rank=0)
     recorder = rollout.generate_requests = Recorder(rollout)
     cfg = tiny_rollout(prompt_length=P, response_length=R)
-    cfg.agent.agent_loop_config_path = user_file
+    cfg.agent.agent_loop_config_path = loops_yaml(tmp_path / "loops.yaml")
     trainer = PPOTrainerConfig()  # the whole config, as the worker passes it
     trainer.actor_rollout_ref.model.path, trainer.actor_rollout_ref.rollout = tiny_model_dir, cfg
     runner = AgentLoopRunner(rollout, tok, cfg, trainer_config=trainer)
