@@ -149,6 +149,10 @@ def user_code_files(root) -> dict[str, str]:
     paths["loop_not_async"] = write_yaml(
         root / "loop_sync.yaml", [{"name": "sync", "_target_": "tests.agent_loop.user_loops.SyncRunLoop"}]
     )
+    paths["loop_old_constructor"] = write_yaml(
+        root / "loop_old.yaml",
+        [{"name": "old", "_target_": "tests.agent_loop.user_loops.OldConstructorLoop"}],
+    )
     paths["loop_exits_at_import"] = write_yaml(
         root / "loop_exits.yaml", [{"name": "mine", "_target_": "exits_at_import_mt38.Loop"}]
     )
@@ -216,6 +220,12 @@ CASES = [
         "agent_loop_run_not_async",
         lambda f: multi_turn(f) + [f"{AGENT}.agent_loop_config_path={f['loop_not_async']}"],
         "agent loop 'sync': tests.agent_loop.user_loops.SyncRunLoop.run must be an async method",
+    ),
+    (
+        "agent_loop_constructor_not_verls",
+        lambda f: multi_turn(f) + [f"{AGENT}.agent_loop_config_path={f['loop_old_constructor']}"],
+        "agent loop 'old': tests.agent_loop.user_loops.OldConstructorLoop.__init__ does not accept verl's "
+        "constructor arguments (",
     ),
     (
         "loop_timeout_below_a_trajectorys_last_tool_calls",

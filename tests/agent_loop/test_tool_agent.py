@@ -105,7 +105,7 @@ def test_a_malformed_call_is_answered_and_the_episode_goes_on(tmp_path):
     second = list(engine.calls[1][0].prompt_ids)
     assert any(second[i : i + len(error)] == error for i in range(len(second)))
     stats = out.non_tensor_batch["agent_loop_stats"][0]
-    assert (stats["tool_malformed"], stats["tool_errors"], stats["tool_calls"]) == (1, 1, 0)
+    assert (stats["tool_malformed"], stats["tool_errors"], stats["num_tool_calls"]) == (1, 1, 0)
     assert out.non_tensor_batch["__num_turns__"].tolist() == [4]
 
 
@@ -129,8 +129,9 @@ def test_the_response_never_exceeds_response_length(tmp_path):
     tok = tool_tokenizer()
     cut = len(ids(tok, CALL_8)) + 10  # room for the call, not for its 71-token result
     engine = ScriptedRollout(tok, [[CALL_8, ANSWER], ["x" * 500]])
-    runner = AgentLoopRunner(engine, tok, rollout_cfg(tmp_path, response_length=cut))
-    runner.cfg.response_length = cut
+    cfg = rollout_cfg(tmp_path)
+    cfg.response_length = cut  # before the runner exists: a worker's config is final (frozen) by then
+    runner = AgentLoopRunner(engine, tok, cfg)
     batch = prompt_batch(
         tok,
         [QUESTION, QUESTION],

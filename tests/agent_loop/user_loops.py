@@ -62,3 +62,13 @@ class SyncRunLoop(AgentLoopBase):
 
     def run(self, sampling_params, **kwargs):
         return None
+
+
+class OldConstructorLoop(AgentLoopBase):
+    """verl_lite's constructor before it took verl's (context, server_manager): refused at start-up."""
+
+    def __init__(self, context, server_manager):
+        self.context, self.server_manager = context, server_manager
+
+    async def run(self, sampling_params, **kwargs):
+        return None

@@ -16,14 +16,25 @@ function, as in verl), metrics and extra fields. Everything downstream reads onl
 The extra fields reach the reward function's extra_info as verl 0.9 passes them (reward/extra_info.py):
 verl's `tool_rewards` (step rewards of the tool calls) and `turn_scores` (interaction scores), any
 field of the loop's own, and `reward_scores` (a dict) as `rollout_reward_scores`.
+
+A loop is built as verl 0.9 builds it (agent_loop/verl_args.py): `cls(trainer_config=DictConfigWrap,
+server_manager=..., tokenizer=..., processor=None, dataset_cls=..., data_config=DictConfigWrap,
+hf_model_type=..., tools=ToolListWrap, **its YAML keys)`, so a loop written for verl runs unchanged;
+verl's helpers are here (verl_helpers.py). verl_lite adds `context` (the worker's tools, parser and
+renderer, which the built-in loops use) and `loop_kwargs` (the YAML keys). Text only: multimodal
+inputs, a processor and routed experts are refused by name (see VerlHelpers and AgentLoopOutput.check).
 """
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel
+
+from verl_lite.agent_loop.verl_helpers import VerlHelpers
 from verl_lite.utils.scores import finite_score, short_repr
 
 if TYPE_CHECKING:
@@ -37,6 +48,18 @@ class TokenOutput:
     token_ids: list[int]
     log_probs: list[float]
     stop_reason: str = "eos"
+    num_preempted: int | None = None  # verl's field; never preempted here (one batched call per turn)
+    routed_experts: Any = None  # verl's field; always None (no MoE router replay)
+    extra_fields: dict[str, Any] = field(default_factory=dict)  # verl's field; empty
+
+
+class AgentLoopMetrics(BaseModel):
+    """verl's per-trajectory performance numbers (seconds; num_preempted -1: not available)."""
+
+    generate_sequences: float = 0.0
+    tool_calls: float = 0.0
+    compute_score: float = 0.0
+    num_preempted: int = -1
 
 
 @dataclass
@@ -47,11 +70,32 @@ class AgentLoopOutput:
     response_logprobs: list[float] | None = None
     num_turns: int = 0
     reward_score: float | None = None
-    metrics: dict[str, float] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)  # or verl's AgentLoopMetrics
     extra_fields: dict[str, Any] = field(default_factory=dict)
+    # verl's multimodal and MoE fields: accepted empty (a loop copied from verl sets them so), refused otherwise
+    routed_experts: Any = None
+    multi_modal_data: dict[str, Any] | None = None
+    mm_processor_kwargs: dict[str, Any] | None = None
+    mm_processor_output: Any = None
+
+    def __post_init__(self):
+        if isinstance(self.metrics, BaseModel):  # verl's AgentLoopMetrics
+            self.metrics = self.metrics.model_dump()
 
     def check(self, where: str) -> None:
-        """The lists line up: one mask value (and log-prob) per response token, mask values 0 or 1."""
+        """The lists line up: one mask value (and log-prob) per response token, mask values 0 or 1;
+        verl's multimodal and MoE fields are empty (the trainer has nowhere to put them)."""
+        unsupported = {
+            "routed_experts": "router replay needs a MoE rollout, which verl_lite does not have",
+            "multi_modal_data": "verl_lite trains text models only",
+            "mm_processor_output": "verl_lite trains text models only",
+        }
+        for name, why in unsupported.items():
+            value = getattr(self, name)
+            if value is not None and (
+                not isinstance(value, dict) or any(v is not None for v in value.values())
+            ):
+                raise ValueError(f"{where}: AgentLoopOutput.{name} is set, which is not supported: {why}")
         n = len(self.response_ids)
         if len(self.response_mask) != n or (
             self.response_logprobs is not None and len(self.response_logprobs) != n
@@ -70,16 +114,45 @@ class AgentLoopOutput:
             )
 
 
-class AgentLoopBase(ABC):
-    """Subclass and implement `run`. `context` is the worker's shared state (tools, interactions,
-    tokenizer, config); `server_manager` generates for this trajectory; `kwargs` are the loop's
-    entry in agent_loop_config_path (besides name and _target_)."""
+class AgentLoopBase(VerlHelpers, ABC):
+    """Subclass and implement `run`. verl's constructor and attributes: `config` (the whole trainer
+    config, an OmegaConf tree, read-only), `rollout_config` (its actor_rollout_ref.rollout),
+    `server_manager` (generates for this trajectory), `tokenizer`, `processor` (None: text only),
+    `dataset_cls`, `data_config`, `apply_chat_template_kwargs`, `mm_processor_kwargs`, `system_prompt`
+    (verl 0.9.0's: the ids of the template's default system prompt), `loop` (the running event loop).
+    verl_lite's: `context` (the worker's tools, interactions, parser, renderer) and `loop_kwargs` (the
+    loop's entry in agent_loop_config_path besides name and _target_; verl passes them as keywords)."""
 
-    def __init__(self, context: LoopContext, server_manager, **kwargs):
-        self.context = context
+    def __init__(
+        self,
+        trainer_config,
+        server_manager,
+        tokenizer,
+        processor,
+        dataset_cls,
+        data_config,
+        hf_model_type: str | None = None,
+        *,
+        context: LoopContext | None = None,
+        tools=None,
+        **kwargs,
+    ):
+        self.config = trainer_config.config
+        self.rollout_config = self.config.actor_rollout_ref.rollout
         self.server_manager = server_manager
-        self.tokenizer = context.tokenizer
-        self.config = context.rollout_cfg
+        self.tokenizer = tokenizer
+        self.processor = processor
+        self.dataset_cls = dataset_cls
+        self.data_config = data_config.config
+        self.apply_chat_template_kwargs = dict(self.data_config.get("apply_chat_template_kwargs") or {})
+        self.mm_processor_kwargs = dict(self.data_config.get("mm_processor_kwargs") or {})
+        self.hf_model_type = hf_model_type
+        self.context = context
+        self.system_prompt = context.renderer.system_prefix if context is not None else []
+        try:
+            self.loop = asyncio.get_running_loop()  # verl's get_event_loop(): the loop run() runs on
+        except RuntimeError:
+            self.loop = None  # built outside a rollout (a test); the helpers use the running loop
         self.loop_kwargs = kwargs
 
     @abstractmethod

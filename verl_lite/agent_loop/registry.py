@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verl_lite.agent_loop.base import AgentLoopBase
+from verl_lite.agent_loop.verl_args import check_constructor
 from verl_lite.utils.class_path import import_class, load_target, load_yaml
 from verl_lite.utils.verl_paths import verl_installed
 
@@ -76,6 +77,7 @@ class LoopSpec:
                 f"agent loop {self.name!r}: {self.target}.run must be an async method (async def run(self, "
                 "sampling_params, **kwargs)), as AgentLoopBase.run is"
             )
+        check_constructor(cls, self.kwargs, self.name, self.target)
         return cls
 
 

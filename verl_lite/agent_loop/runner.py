@@ -35,6 +35,7 @@ from verl_lite.agent_loop.context import build_loop_context
 from verl_lite.agent_loop.registry import agent_loops
 from verl_lite.agent_loop.sanity import first_mismatch
 from verl_lite.agent_loop.scheduler import TurnBatcher
+from verl_lite.agent_loop.verl_args import config_tree, loop_arguments
 from verl_lite.protocol import DataProto
 from verl_lite.rollout.base import Rollout, SamplingParams
 from verl_lite.utils.user_code import exits_as_errors, file_of
@@ -51,12 +52,18 @@ class AgentLoopRunner:
         rollout_cfg,
         chat_template_kwargs: dict | None = None,
         vocab_size: int | None = None,
+        trainer_config=None,
+        hf_model_type: str | None = None,
     ):
         """`vocab_size`: the model's (utils/hf_model.model_vocab_size; every returned id must be below
-        it, and at least the tokenizer's length); None: the tokenizer's length."""
+        it, and at least the tokenizer's length); None: the tokenizer's length. `trainer_config`: the
+        whole config, which verl's loops read (self.config); None: the schema's defaults around
+        `rollout_cfg` (verl_args.config_tree)."""
         self.rollout, self.cfg = rollout, rollout_cfg
         self.vocab_size = max(vocab_size or 0, len(tokenizer))
         self.context = build_loop_context(rollout_cfg, tokenizer, chat_template_kwargs)
+        self.config_tree = config_tree(trainer_config, rollout_cfg, chat_template_kwargs)
+        self.hf_model_type = hf_model_type
         self.loops = agent_loops(rollout_cfg.agent.agent_loop_config_path)
         self.pad_id = tokenizer.pad_token_id
 
@@ -72,7 +79,9 @@ class AgentLoopRunner:
         )
         non_tensors = {
             "__num_turns__": np.array([o.num_turns for o in outputs], dtype=np.int32),
-            "tool_call_counts": np.array([o.metrics.get("tool_calls", 0) for o in outputs], dtype=np.int32),
+            "tool_call_counts": np.array(
+                [o.metrics.get("num_tool_calls", 0) for o in outputs], dtype=np.int32
+            ),
             "agent_loop_stats": stats,
             **reward_fields(outputs),
         }
@@ -136,7 +145,8 @@ class AgentLoopRunner:
                 fix="a loop must return its output or raise",
                 error=RuntimeError,
             ):
-                loop = cls(self.context, server, **spec.kwargs)
+                arguments = loop_arguments(self.config_tree, server, self.context, self.hf_model_type)
+                loop = cls(**arguments, **spec.kwargs)  # verl's constructor (base.py)
                 return await loop.run(dict(sampling), **row)
         finally:
             batcher.finished(server.trajectory)

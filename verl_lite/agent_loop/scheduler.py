@@ -13,8 +13,9 @@ requests, until none of them has any. A turn's requests go to the engine ordered
 gives the same batches, hence the same samples, every run.
 
 The sampling settings of a request are the call's (training or validation) unless a loop overrides
-temperature, top_k or top_p in its `sampling_params`; `max_tokens` is its token budget (default,
-as verl's server: what is left of prompt_length + response_length after the prompt it sends).
+temperature, top_k or top_p in its `sampling_params`; `max_tokens` (or sglang's `max_new_tokens`,
+as verl accepts it) is its token budget; by default, as verl 0.9's server: response_length, or what
+is left of prompt_length + response_length after the prompt it sends when that is less.
 `logprobs` (verl's calculate_log_probs) is accepted and changes nothing: log-probs always come back.
 
 A loop that neither asks for a generation nor finishes within `loop_timeout` seconds of the last
@@ -36,7 +37,15 @@ from typing import Any
 from verl_lite.agent_loop.base import TokenOutput
 from verl_lite.rollout.base import SamplingParams, TokenRequest, TokenResult
 
-SAMPLING_KEYS = ("temperature", "top_k", "top_p", "max_tokens", "repetition_penalty", "logprobs")
+SAMPLING_KEYS = (
+    "temperature",
+    "top_k",
+    "top_p",
+    "max_tokens",
+    "max_new_tokens",
+    "repetition_penalty",
+    "logprobs",
+)
 
 Engine = Callable[[list[TokenRequest]], tuple[list[TokenResult], bool]]
 
@@ -92,8 +101,10 @@ class TurnBatcher:
 
     async def generate(self, trajectory: int, prompt_ids: list[int], sampling: dict[str, Any]) -> TokenOutput:
         params = request_params(self.params, sampling)
-        budget = sampling.get("max_tokens")
-        budget = self.context_length - len(prompt_ids) if budget is None else int(budget)
+        budget = sampling.get("max_tokens", sampling.get("max_new_tokens"))
+        if budget is None:
+            budget = min(self.params.response_length, self.context_length - len(prompt_ids))
+        budget = int(budget)
         if budget <= 0:
             return TokenOutput([], [], "length")
         count = self._requests[trajectory] = self._requests[trajectory] + 1
@@ -151,8 +162,13 @@ class TrajectoryServer:
         sampling_params: dict | None = None,
         image_data=None,
         video_data=None,
+        audio_data=None,
+        mm_processor_kwargs: dict | None = None,
+        mm_processor_output=None,
+        priority: int = 0,
     ) -> TokenOutput:
-        """`request_id` is accepted for verl's signature (one trajectory, one server here)."""
-        if image_data or video_data:
-            raise ValueError("image_data / video_data: verl_lite's rollouts are text only")
+        """verl's LLMServerClient.generate. `request_id` is accepted (one trajectory, one server here),
+        `priority` too (verl's scheduling hint: a turn's requests all go in one engine call here)."""
+        if image_data or video_data or audio_data or mm_processor_output:
+            raise ValueError("image_data / video_data / audio_data: verl_lite's rollouts are text only")
         return await self.batcher.generate(self.trajectory, list(prompt_ids), dict(sampling_params or {}))

@@ -13,7 +13,7 @@ from verl_lite.agent_loop.base import AgentLoopBase, AgentLoopOutput
 class SingleTurnAgentLoop(AgentLoopBase):
     async def run(self, sampling_params: dict, **kwargs) -> AgentLoopOutput:
         prompt_ids = list(kwargs["prompt_ids"])
-        budget = self.config.response_length
+        budget = self.rollout_config.response_length
         out = await self.server_manager.generate(
             prompt_ids=prompt_ids, sampling_params={**sampling_params, "max_tokens": budget}
         )

@@ -24,13 +24,16 @@ The rewards it collects go out in extra_fields under verl's names, for the rewar
 (reward/extra_info.py): `turn_scores` (the interaction's score of each user turn), `tool_rewards`
 (the step reward of each tool call, in order), and `reward_scores` (each used tool's `calc_reward`
 by tool name, and `user_turn_rewards`: the turn scores again), the dict verl's multi-turn rollout
-filled and its reward managers hand on as `rollout_reward_scores`.
+filled and its reward managers hand on as `rollout_reward_scores`. Each tool call gets verl's
+AgentData (agent_data.py) as `agent_data`; what tools leave in its `extra_fields` joins the loop's.
 """
 
 from __future__ import annotations
 
 from typing import Any
+from uuid import uuid4
 
+from verl_lite.agent_loop.agent_data import AgentData
 from verl_lite.agent_loop.base import AgentLoopBase, AgentLoopOutput
 from verl_lite.agent_loop.tool_calls import ToolTimeout
 from verl_lite.agent_loop.tool_parser import as_tool_call
@@ -65,9 +68,10 @@ class Trajectory:
 class ToolAgentLoop(AgentLoopBase):
     async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput:
         ctx, mt = self.context, self.context.multi_turn
-        traj = Trajectory(list(kwargs["prompt_ids"]), self.config.response_length)
+        traj = Trajectory(list(kwargs["prompt_ids"]), self.rollout_config.response_length)
         messages = [dict(m) for m in (kwargs.get("raw_prompt") or [])]
         session = ctx.tool_runner.session(kwargs.get("tools_kwargs"))
+        agent_data = AgentData(messages, request_id=uuid4().hex, tools_kwargs=session.tools_kwargs)
         interaction, instance, interaction_kwargs = await self._start_interaction(kwargs)
         assistant_turns = user_turns = 0
         turn_scores: list[float] = []
@@ -90,7 +94,10 @@ class ToolAgentLoop(AgentLoopBase):
                 _, parsed = await ctx.parser.extract_tool_calls(out.token_ids, ctx.tool_schema_models)
                 calls = [as_tool_call(c) for c in parsed]
                 if calls:
-                    texts = await session.run_turn(calls, mt.max_parallel_calls)
+                    agent_data.update(
+                        traj, out.token_ids, (assistant_turns, user_turns), parsed, turn_scores, session
+                    )
+                    texts = await session.run_turn(calls, mt.max_parallel_calls, agent_data)
                     tool_messages = [{"role": "tool", "content": t} for t in texts]
                     ids = ctx.renderer.inserted(tool_messages)
                     if len(ids) >= traj.left:  # verl: results that do not fit end the episode
@@ -136,6 +143,7 @@ class ToolAgentLoop(AgentLoopBase):
             num_turns=user_turns + assistant_turns + 1,
             metrics=session.stats.as_dict(),
             extra_fields={
+                **agent_data.extra_fields,  # the tools' session data (verl returns agent_data.extra_fields)
                 "turn_scores": turn_scores,
                 "tool_rewards": session.tool_rewards,
                 "reward_scores": {**calc_rewards, "user_turn_rewards": turn_scores},

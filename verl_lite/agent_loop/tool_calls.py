@@ -95,7 +95,7 @@ class ToolStats:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "tool_calls": self.calls,
+            "num_tool_calls": self.calls,  # not verl's metrics["tool_calls"], which is seconds
             "tool_errors": self.errors,
             "tool_timeouts": self.timeouts,
             "tool_malformed": self.malformed,
@@ -124,6 +124,17 @@ def as_reward(value):
     list, a dict) as the tool returned it, as verl passes it on."""
     number = as_float(value)
     return value if number is None or isinstance(value, bool) else number
+
+
+def takes_keyword(fn, name: str) -> bool:
+    """`fn` accepts the keyword `name` (by that name or by **kwargs)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(
+        p.kind is p.VAR_KEYWORD or (p.name == name and p.kind is not p.POSITIONAL_ONLY) for p in params
+    )
 
 
 class ToolRunner:
@@ -214,8 +225,9 @@ class ToolSession:
     def _kwargs(self, name: str, which: str) -> dict:
         return dict((self.tools_kwargs.get(name) or {}).get(which) or {})
 
-    async def run_turn(self, calls: list[ToolCall], max_parallel: int) -> list[str]:
-        """The texts the model gets for the first `max_parallel` calls, in order."""
+    async def run_turn(self, calls: list[ToolCall], max_parallel: int, agent_data=None) -> list[str]:
+        """The texts the model gets for the first `max_parallel` calls, in order. `agent_data` (verl's
+        AgentData) goes to each `execute` as the keyword agent_data, as verl passes it."""
         start = time.perf_counter()
         taken, self.stats.dropped = (
             calls[:max_parallel],
@@ -223,7 +235,9 @@ class ToolSession:
         )
         names = {c.name for c in taken if c.error is None and c.name in self.runner.tools}
         await asyncio.gather(*(self._create(n) for n in sorted(names - set(self.instances))))
-        results = await asyncio.gather(*(self._one(c) for c in taken))  # (text, step reward) per call
+        results = await asyncio.gather(
+            *(self._one(c, agent_data) for c in taken)
+        )  # (text, step reward) per call
         self.tool_rewards += [reward for _, reward in results if reward is not None]
         self.stats.seconds += time.perf_counter() - start
         return [text for text, _ in results]
@@ -238,7 +252,7 @@ class ToolSession:
         except Exception:  # ToolTimeout too; the calls of this tool then report it
             return
 
-    async def _one(self, call: ToolCall) -> tuple[str, Any]:
+    async def _one(self, call: ToolCall, agent_data=None) -> tuple[str, Any]:
         """The text for the model and the call's step reward (0.0 for a failed call, as in verl)."""
         if call.error is not None:
             self.stats.malformed += 1
@@ -254,7 +268,7 @@ class ToolSession:
         start = time.perf_counter()
         failure = reward = None
         try:
-            text, reward, failure = self._result(call.name, await self._execute(call))
+            text, reward, failure = self._result(call.name, await self._execute(call, agent_data))
         except ToolTimeout:
             self.stats.timeouts += 1
             failure = f"{call.name} did not finish within {self.runner.timeout_s:g} s"
@@ -268,11 +282,13 @@ class ToolSession:
             return f"Error when executing tool: {failure}", 0.0
         return text, reward
 
-    async def _execute(self, call: ToolCall):
+    async def _execute(self, call: ToolCall, agent_data=None):
         if call.name not in self.instances:
             raise RuntimeError(f"creating the {call.name} tool's instance failed or timed out")
         tool = self.runner.tools[call.name]
         kwargs = self._kwargs(call.name, "execute_kwargs")
+        if agent_data is not None and takes_keyword(tool.execute, "agent_data"):
+            kwargs["agent_data"] = agent_data  # verl's; an execute without the parameter cannot read it
         return await self.runner.call(tool.execute, self.instances[call.name], call.arguments, **kwargs)
 
     def _result(self, name: str, result) -> tuple[str | None, Any, str | None]:

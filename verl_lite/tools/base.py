@@ -4,13 +4,15 @@ A tool is built once per worker from its YAML entry, `cls(config: dict, tool_sch
 and serves every trajectory of that worker. Per trajectory the agent loop calls (all async):
 
     create(instance_id=None, create_kwargs=...)   -> (instance_id, ToolResponse)   first use in a trajectory
-    execute(instance_id, parameters, **execute_kwargs) -> (ToolResponse, step reward | None, metrics | None)
+    execute(instance_id, parameters, **execute_kwargs, agent_data=AgentData)
+                                                  -> (ToolResponse, step reward | None, metrics | None)
     calc_reward(instance_id, **calc_reward_kwargs) -> float                          at the trajectory's end
     release(instance_id, **release_kwargs)                                          at the trajectory's end
 
 `create_kwargs` (and the others) are the row's `extra_info.tools_kwargs.<tool name>.*` (verl's data
 fields); `create` receives them as one keyword `create_kwargs`, as verl's agent loop passes them.
-`parameters` is the JSON object the model wrote as the call's arguments. A tool keeps its
+`parameters` is the JSON object the model wrote as the call's arguments. `agent_data` is verl's
+AgentData (agent_loop/agent_data.py), passed when `execute` takes it (by name or **kwargs). A tool keeps its
 per-trajectory state under the instance id (calls of different trajectories run concurrently).
 
 Async methods run on the worker's one tool loop (agent_loop/tool_loop.py), as in verl: asyncio

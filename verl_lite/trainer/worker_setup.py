@@ -68,6 +68,7 @@ class WorkerSet:
             dict(self.config.data.apply_chat_template_kwargs),  # agent loops render inserted turns with them
             name="actor_rollout_ref",
             rollout_correction=self.config.algorithm.rollout_correction,  # the actor's bypass-mode loss
+            trainer_config=self.config,  # agent loops written for verl read it (self.config)
         )
         # the critic's and reward model's processes start now too (their imports overlap the actor's
         # model build); each group builds its model in turn below

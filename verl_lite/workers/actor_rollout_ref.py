@@ -62,10 +62,12 @@ class ActorRolloutRefWorker(Worker):
         dist_timeout_s: int = 600,
         chat_template_kwargs: dict | None = None,
         rollout_correction=None,
+        trainer_config=None,
     ):
         """`chat_template_kwargs`: data.apply_chat_template_kwargs (agent loops render inserted turns
         with them); `rollout_correction`: algorithm.rollout_correction, which the actor's loss reads in
-        bypass mode (algos/policy_loss_bypass.py)."""
+        bypass mode (algos/policy_loss_bypass.py); `trainer_config`: the whole config, which agent
+        loops written for verl read as self.config (agent_loop/verl_args.py)."""
         super().__init__()
         if role not in ROLES:
             raise ValueError(f"role {role!r} is not one of {ROLES}")
@@ -73,6 +75,7 @@ class ActorRolloutRefWorker(Worker):
         self.chat_template_kwargs = dict(chat_template_kwargs or {})  # data.apply_chat_template_kwargs
         self.agent_loops = None  # agent_loop.runner.AgentLoopRunner, built at the first multi-turn rollout
         self.rollout_correction = rollout_correction
+        self.trainer_config = trainer_config
         self.has_actor = role.startswith("actor")
         self.has_ref = role.endswith("ref")
         self.engines: dict[str, FSDPEngine] = {}
@@ -230,6 +233,8 @@ class ActorRolloutRefWorker(Worker):
                 self.config.rollout,
                 self.chat_template_kwargs,
                 vocab_size=model_vocab_size(self.config.model, self.tokenizer, config),  # ids must fit it
+                trainer_config=self.trainer_config,
+                hf_model_type=getattr(config, "model_type", None),
             )
         return self.agent_loops
 

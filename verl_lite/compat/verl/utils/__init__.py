@@ -1,1 +1,1 @@
-"""verl.utils: only reward_score is provided."""
+"""verl.utils: reward_score, profiler (simple_timer) and rollout_trace (rollout_trace_op) are provided."""

@@ -1,0 +1,1 @@
+"""verl.workers: only rollout.replica (TokenOutput) is provided."""

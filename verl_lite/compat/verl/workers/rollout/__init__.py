@@ -1,0 +1,1 @@
+"""verl.workers.rollout: only replica (TokenOutput) is provided."""
