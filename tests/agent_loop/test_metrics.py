@@ -1,5 +1,7 @@
 """The step's multi-turn metrics from the per-trajectory fields, worked by hand."""
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -8,6 +10,7 @@ from verl_lite.agent_loop.metrics import compute_agent_loop_metrics
 from verl_lite.agent_loop.scheduler import count_preempted
 from verl_lite.protocol import DataProto
 from verl_lite.rollout.base import TokenResult
+from verl_lite.trainer.tracking import FileLogger
 
 
 def test_metrics_by_hand():
@@ -62,7 +65,7 @@ def _batch(stats, attention):
     )
 
 
-def test_preempted_and_slowest_as_verl_reduces_them():
+def test_preempted_and_slowest_as_verl_reduces_them(tmp_path):
     """verl 0.9.1's AgentLoopManager._performance_metrics: min/max/mean of num_preempted; the slowest
     trajectory is the argmax of generate + tool + score seconds (the first of a tie)."""
     stats = [
@@ -83,6 +86,13 @@ def test_preempted_and_slowest_as_verl_reduces_them():
     assert m[f"{t}/slowest/generate_sequences"] == 1.0 and m[f"{t}/slowest/tool_calls"] == 2.0
     assert m[f"{t}/slowest/compute_score"] == 0.0 and m[f"{t}/slowest/num_preempted"] == 0
     assert (m[f"{t}/slowest/prompt_length"], m[f"{t}/slowest/response_length"]) == (2, 2)
+    # as the trainer logs them: metrics.jsonl holds them by these names (the file tracker)
+    FileLogger(str(tmp_path)).log(m, 1)
+    row = json.loads((tmp_path / "metrics.jsonl").read_text())
+    assert {k: v for k, v in row.items() if k.startswith(t)} == {
+        k: v for k, v in m.items() if k.startswith(t)
+    }
+    assert len([k for k in row if k.startswith(t)]) == 18  # 4 x min/max/mean + 6 slowest
     stats[1]["tool_seconds"] = 0.6  # now row 1: its lengths
     m = compute_agent_loop_metrics(_batch(stats, attention))
     assert (m[f"{t}/slowest/prompt_length"], m[f"{t}/slowest/response_length"]) == (3, 4)
