@@ -23,6 +23,7 @@ from verl_lite import main_ppo
 
 MT = "actor_rollout_ref.rollout.multi_turn"
 AGENT = "actor_rollout_ref.rollout.agent"
+TRACE = "actor_rollout_ref.rollout.trace"
 
 
 def rows(n=8, **changes) -> list[dict]:
@@ -386,6 +387,16 @@ CASES = [
         lambda f: multi_turn(f) + [f"{MT}.max_parallel_calls=0"],
         f"{MT}.max_parallel_calls=0 must be a positive integer",
     ),
+    # rollout tracing (verl's rollout.trace.*): refused by name, not accepted and left doing nothing
+    *[
+        (
+            f"trace_backend_{backend}",
+            lambda f, backend=backend: multi_turn(f) + [f"{TRACE}.backend={backend}"],
+            f"{TRACE}.backend={backend} is not supported by verl_lite: verl_lite does not trace rollouts "
+            "(verl's weave / mlflow / trackio spans); leave it null",
+        )
+        for backend in ("mlflow", "weave")
+    ],
     (
         "max_user_turns_zero",
         lambda f: multi_turn(f) + [f"{MT}.max_user_turns=0"],
@@ -416,6 +427,8 @@ def test_good_multi_turn_input_passes_every_start_up_check(files, tmp_path, monk
     monkeypatch.setattr(main_ppo, "start_ray", stop)
     argv = [*BASE, f"trainer.default_local_dir={tmp_path}/run", *multi_turn(files)]
     argv += [f"{MT}.interaction_config_path={files['interaction']}", f"{AGENT}.num_workers=4"]
+    # read only with a trace backend, in verl too: accepted (with a note) while the backend is null
+    argv += [f"{TRACE}.token2text=True", f"{TRACE}.max_samples_per_step_per_worker=2"]
     from verl_lite.config.compose import compose_config
 
     with pytest.raises(SystemExit) as info:

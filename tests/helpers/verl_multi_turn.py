@@ -6,7 +6,8 @@ its user sets, is True as two lines earlier), with their config folder's files a
 
 `tiny_call` swaps what the issue allows: the model path, sizes (prompts per step, lengths, samples
 per prompt, mini/micro-batches, two CPU workers, two steps, vLLM's CPU KV cache), the output
-folders, rollout.name=vllm for SGLang, console logging for mlflow (not installed here), and
+folders, rollout.name=vllm for SGLang, console logging for mlflow (not installed here), no rollout
+trace (rollout.trace.backend=null: verl_lite refuses the mlflow script's trace by name), and
 `data.tool_config_path=null`: the tiny model was warm-started on prompts that list no tools (with
 the tool list each prompt is ~790 tokens, minutes of warm start on 2 CPUs). Everything else,
 including the tool YAML and the config file the scripts name, is verl's.
@@ -164,6 +165,7 @@ SIZES = {
     f"{ARR}.rollout.name": "vllm",
     "trainer.n_gpus_per_node": "2",
     "trainer.logger": "[console,file]",
+    f"{ARR}.rollout.trace.backend": "null",  # verl_lite refuses rollout tracing by name
 }
 MICRO = ("ppo_micro_batch_size_per_gpu", "log_prob_micro_batch_size_per_gpu")
 

@@ -3,8 +3,22 @@
 
     num_turns/{min,max,mean}                 verl's: user + assistant turns + 1 per trajectory
     tool_call_counts/{min,max,mean}          verl's: tool calls run per trajectory
-    agent_loop/generate_sequences/{min,max,mean}, agent_loop/tool_calls/{min,max,mean}
-                                             verl's: seconds per trajectory generating / in tool turns
+    timing_s/agent_loop/...                  verl's AgentLoopManager._performance_metrics (0.9.1
+                                             agent_loop.py), under the timing_s/ its trainer adds:
+      generate_sequences/{min,max,mean}      seconds per trajectory generating
+      tool_calls/{min,max,mean}              seconds per trajectory in tool turns
+      compute_score/{min,max,mean}           seconds per trajectory scoring inside the loop: 0 here,
+                                             as in verl without reward-loop workers (verl_lite scores
+                                             in the reward phase, timing_s/reward)
+      num_preempted/{min,max,mean}           times the engine preempted the trajectory's requests,
+                                             summed over its turns (scheduler.count_preempted): 0 on
+                                             the hf rollout (one generate call runs every request to
+                                             its end); -1, verl's "not available", where the engine
+                                             does not say (a vLLM build without num_preempted)
+      slowest/{generate_sequences,tool_calls,compute_score,num_preempted,prompt_length,response_length}
+                                             the trajectory with the most generate + tool + score
+                                             seconds (the first on a tie, np.argmax): the step's
+                                             rollout waits for it; lengths are its real tokens
     agent_loop/num_tool_errors, num_tool_timeouts, num_malformed_tool_calls, num_dropped_tool_calls
                                              counts over the batch (dropped: beyond max_parallel_calls)
     agent_loop/tool_latency_s/{mean,max}     per tool call run
@@ -45,9 +59,8 @@ def compute_agent_loop_metrics(batch: DataProto, prefix: str = "") -> dict[str, 
     metrics = min_max_mean(f"{prefix}num_turns", nt["__num_turns__"].astype(np.float64))
     metrics |= min_max_mean(f"{prefix}tool_call_counts", nt["tool_call_counts"].astype(np.float64))
     stats = list(nt["agent_loop_stats"])
+    metrics |= _timing(batch, stats, f"{prefix}timing_s/agent_loop")
     a = f"{prefix}agent_loop"
-    metrics |= min_max_mean(f"{a}/generate_sequences", [s["generate_seconds"] for s in stats])
-    metrics |= min_max_mean(f"{a}/tool_calls", [s.get("tool_seconds", 0.0) for s in stats])
     for key, name in (
         ("tool_errors", "num_tool_errors"),
         ("tool_timeouts", "num_tool_timeouts"),
@@ -64,6 +77,28 @@ def compute_agent_loop_metrics(batch: DataProto, prefix: str = "") -> dict[str, 
     width = b["responses"].shape[1]
     real = float(b["attention_mask"][:, -width:].sum())
     metrics[f"{a}/masked_response_token_ratio"] = 1.0 - float(b["response_mask"].sum()) / max(real, 1.0)
+    return metrics
+
+
+def _timing(batch: DataProto, stats: list[dict], t: str) -> dict[str, float]:
+    """verl's per-trajectory timing metrics and the slowest trajectory's (module docstring)."""
+    seconds = {
+        "generate_sequences": np.array([s["generate_seconds"] for s in stats], dtype=np.float64),
+        "tool_calls": np.array([s.get("tool_seconds", 0.0) for s in stats], dtype=np.float64),
+        "compute_score": np.zeros(len(stats)),
+    }
+    preempted = np.array([s.get("num_preempted", -1) for s in stats], dtype=np.float64)
+    metrics = min_max_mean(f"{t}/num_preempted", preempted)
+    for name, values in seconds.items():
+        metrics |= min_max_mean(f"{t}/{name}", values)
+    slowest = int(np.argmax(sum(seconds.values())))
+    for name, values in seconds.items():
+        metrics[f"{t}/slowest/{name}"] = float(values[slowest])
+    metrics[f"{t}/slowest/num_preempted"] = float(preempted[slowest])
+    attention = batch.batch["attention_mask"][slowest]  # (P + R,)
+    width = batch.batch["responses"].shape[1]
+    metrics[f"{t}/slowest/prompt_length"] = float(attention[:-width].sum())
+    metrics[f"{t}/slowest/response_length"] = float(attention[-width:].sum())
     return metrics
 
 

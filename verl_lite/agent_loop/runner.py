@@ -169,6 +169,7 @@ class AgentLoopRunner:
                 {
                     **out.metrics,
                     "generate_seconds": batcher.generate_seconds[t],
+                    "num_preempted": batcher.num_preempted.get(t, -1),
                     "tokenization_mismatch": bool(mismatch),
                 }
             )

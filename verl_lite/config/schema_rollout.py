@@ -96,7 +96,7 @@ class CheckpointEngineConfig(ConfigNode):
 
 @dataclass
 class TraceConfig(ConfigNode):
-    backend: str | None = None  # rollout tracing: mlflow | weave
+    backend: str | None = None  # rollout tracing: weave | mlflow | trackio
     token2text: bool = False  # decode traced tokens
     max_samples_per_step_per_worker: int | None = None  # traced samples per step; null: all
 

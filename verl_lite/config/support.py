@@ -205,7 +205,18 @@ RULES: list[Rule] = [
     Rule(f"{ARR}.rollout.agent.custom_async_server", instead="generation runs in the hybrid engine"),
     Rule(f"{ARR}.rollout.checkpoint_engine.backend", instead="weights reach the rollout in-process (naive)"),
     Rule(f"{ARR}.rollout.checkpoint_engine.engine_kwargs", ANY),
-    Rule(f"{ARR}.rollout.trace", ANY, note="rollout tracing is not available: nothing is traced"),
+    # verl traces each agent loop run and generate call to weave / mlflow / trackio (rollout_trace.py)
+    Rule(
+        f"{ARR}.rollout.trace.backend",
+        instead="verl_lite does not trace rollouts (verl's weave / mlflow / trackio spans); leave it null "
+        "and read the rollouts in trainer.rollout_data_dir (each step's generations as jsonl) or "
+        "trainer.log_val_generations (console, file, wandb)",
+    ),
+    Rule(
+        f"{ARR}.rollout.trace",
+        ANY,
+        note="read only with rollout.trace.backend, which verl_lite refuses: no effect, as in verl with no backend",
+    ),
     Rule(f"{ARR}.rollout.skip_rollout", instead="every step generates"),
     Rule(f"{ARR}.rollout.skip_dump_dir", ANY),
     Rule(f"{ARR}.rollout.skip_tokenizer_init", ANY),

@@ -63,6 +63,9 @@ class TokenResult:
     token_ids: list[int]  # as sampled, up to and including EOS (unless ignore_eos)
     log_probs: list[float]  # of each sampled token, under the distribution it was drawn from
     stop_reason: str  # eos | length
+    # times the engine's scheduler preempted the request (verl's TokenOutput.num_preempted); None:
+    # the engine does not say, which verl's metrics report as -1
+    num_preempted: int | None = None
 
 
 class Rollout(ABC):

@@ -224,5 +224,6 @@ class HFRollout(Rollout):
             toks, stop = toks[: r.max_tokens], "length"
             if not params.ignore_eos and self.eos_id in toks:
                 toks, stop = toks[: toks.index(self.eos_id) + 1], "eos"
-            results.append(TokenResult(toks, logps[: len(toks)], stop))
+            # one generate call runs every request to its end: nothing is ever preempted
+            results.append(TokenResult(toks, logps[: len(toks)], stop, num_preempted=0))
         return results

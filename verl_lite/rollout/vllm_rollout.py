@@ -384,7 +384,9 @@ class VLLMRollout(Rollout):
             sample = out.outputs[0]
             ids = list(sample.token_ids)
             logps = [step[tok].logprob for step, tok in zip(sample.logprobs, ids)]
-            results.append(TokenResult(ids, logps, "length" if sample.finish_reason == "length" else "eos"))
+            stop = "length" if sample.finish_reason == "length" else "eos"
+            # vLLM's scheduler may preempt under KV-cache pressure; read as verl's server reads it
+            results.append(TokenResult(ids, logps, stop, getattr(sample, "num_preempted", None)))
         return results, True
 
 
