@@ -72,10 +72,13 @@ class SandboxServer:
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
                 try:
                     time.sleep(server.delay_s)
-                    self._send(*server.respond(payload))
+                    answer = server.respond(payload)
                 finally:
+                    # a call is in flight until it is answered: counted out before the answer is
+                    # sent, since the client may send its next call as soon as it has read it
                     with server._lock:
                         server.in_flight -= 1
+                self._send(*answer)
 
             def _send(self, status: int, body: dict):
                 data = json.dumps(body).encode()
