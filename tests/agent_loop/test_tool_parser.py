@@ -137,7 +137,4 @@ def test_the_tool_agent_loop_calls_the_tool_in_each_format(tmp_path, fmt, reques
     assert out.non_tensor_batch["__num_turns__"].tolist() == [4]  # a call, its result, the answer
     assert out.non_tensor_batch["agent_loop_stats"][0]["tool_malformed"] == 0
     second = tok.decode(list(engine.calls[1][0].prompt_ids))
-    # the tool's answer: reward 1.0 for "7"; the template's newline only after a turn that ended at
-    # <|im_end|> (data/chat_render.py), as verl's Qwen rule
-    tool = TOOL_7 if CALLS_7[fmt].endswith("<|im_end|>") else TOOL_7.removeprefix("\n")
-    assert second.endswith(CALLS_7[fmt] + tool)
+    assert second.endswith(CALLS_7[fmt] + TOOL_7)  # the tool's answer: reward 1.0 for "7"

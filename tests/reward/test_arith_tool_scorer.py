@@ -3,8 +3,7 @@
 from verl_lite.reward.scorers import default_compute_score
 
 CALL = '<tool_call>\n{"name": "calc", "arguments": {"expression": "37*58"}}\n</tool_call>'
-# as decoded, special tokens skipped (the newline is the template's after <|im_end|>)
-TOOL_TURN = "\nuser\n<tool_response>\n2146\n</tool_response>\nassistant\n"
+TOOL_TURN = "user\n<tool_response>\n2146\n</tool_response>\nassistant\n"  # as decoded, special tokens skipped
 
 
 def test_the_answer_after_hashes_counts_not_the_tool_reply():

@@ -12,9 +12,8 @@ Each generation's budget is what is left of response_length, so the whole respon
 and inserted ones) never exceeds it; tool results that would not fit end the episode without being
 inserted, as in verl, and a user turn is cut at the budget. The model's tokens are appended as
 sampled (and decoded only to find tool calls and to give the interaction the conversation); the
-inserted messages are rendered by the chat template alone, after the turn separator the template
-writes after the closing token the model stopped at (data/chat_render.py, verl#6921). num_turns
-counts user and assistant turns plus one (the prompt), as verl does.
+inserted messages are rendered by the chat template alone (data/chat_render.py). num_turns counts user and
+assistant turns plus one (the prompt), as verl does.
 
 The interaction's methods are a user's code: each call runs as a tool call does (on the worker's
 tool loop, at most multi_turn.tool_call_timeout seconds, tool_calls.ToolRunner), and one that times out,
@@ -54,11 +53,6 @@ class Trajectory:
     @property
     def left(self) -> int:
         return self.budget - len(self.ids)
-
-    @property
-    def last_id(self) -> int | None:
-        """The last token so far, whose closing token the turn separator follows (chat_render.py)."""
-        return (self.ids or self.prompt_ids or [None])[-1]
 
     def add_model(self, ids: list[int], log_probs: list[float]) -> None:
         self.ids += ids
@@ -105,7 +99,7 @@ class ToolAgentLoop(AgentLoopBase):
                     )
                     texts = await session.run_turn(calls, mt.max_parallel_calls, agent_data)
                     tool_messages = [{"role": "tool", "content": t} for t in texts]
-                    ids = ctx.renderer.inserted(tool_messages, after=traj.last_id)
+                    ids = ctx.renderer.inserted(tool_messages)
                     if len(ids) >= traj.left:  # verl: results that do not fit end the episode
                         break
                     messages += tool_messages
@@ -123,7 +117,7 @@ class ToolAgentLoop(AgentLoopBase):
                     user_turns += 1
                     turn_scores.append(finite_score(score))
                     messages.append({"role": "user", "content": reply})
-                    traj.add_inserted(ctx.renderer.inserted([messages[-1]], after=traj.last_id)[: traj.left])
+                    traj.add_inserted(ctx.renderer.inserted([messages[-1]])[: traj.left])
                     if done or traj.left <= 0:
                         break
                 else:

@@ -33,9 +33,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SCHEME = "verl_lite://"
-# bump when the model, tokenizer, warm start, task or build pin changes (v6: the tool traces hold the
-# turn separator after <|im_end|>, data/chat_render.py)
-RECIPE_VERSION = "v6"
+RECIPE_VERSION = "v5"  # bump when the model, tokenizer, warm start, task or build pin changes
 ASSETS = {
     "tiny-qwen2-arith": "model",
     "arith": "data",

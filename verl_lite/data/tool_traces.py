@@ -33,7 +33,7 @@ def trace_examples(
             inserted.append(message)
             continue
         if inserted:
-            ids = ids + renderer.inserted(inserted, after=ids[-1])
+            ids = ids + renderer.inserted(inserted)
             inserted = []
         target = tokenizer(message["content"] + tokenizer.eos_token, add_special_tokens=False)["input_ids"]
         examples.append((list(ids), target))
