@@ -24,6 +24,7 @@ import pytest
 
 from tests.helpers import shared_ray
 from tests.helpers.tool_model import gsm8k_tool_trace, make_tool_model_dir
+from tests.helpers.tp_lock import tp_engine_lock
 from tests.helpers.verl_multi_turn import SCRIPTS, tiny_call, write_verl_tree
 from tests.test_main_ppo import read_metrics
 
@@ -81,7 +82,8 @@ def script_run(request, verl_tree):
     cmd = [sys.executable, "-m", "verl_lite.main_ppo", *call]
     # joins the tests' shared cluster (tests/helpers/shared_ray.py), as a script run under `ray start`
     env = shared_ray.joined_env(dict(os.environ, RAY_DEDUP_LOGS="0"))
-    proc = subprocess.run(cmd, cwd=root / "verl", capture_output=True, text=True, timeout=600, env=env)
+    with tp_engine_lock():  # the scripts' TP=2 engine; no other of the suite's meanwhile (helpers/tp_lock.py)
+        proc = subprocess.run(cmd, cwd=root / "verl", capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return request.param, read_metrics(out.parent), proc
 

@@ -10,6 +10,7 @@ import math
 import pytest
 
 from tests.helpers.console import assert_console_is_readable, assert_console_shows_the_run
+from tests.helpers.tp_lock import tp_engine_lock
 from tests.test_main_ppo import NONDETERMINISTIC, SMALL, read_metrics, run_cli
 
 ARR_MINI = "actor_rollout_ref.actor.ppo_mini_batch_size="
@@ -74,7 +75,8 @@ def test_same_config_gives_identical_metrics_with_vllm(vllm_run, tmp_path):
 
 def test_tensor_parallel_rollout_matches_the_one_engine_per_rank_run(vllm_run, tmp_path):
     """TP=2: both workers run one engine together, on the prompts of both; same seeds, same samples."""
-    proc = run_cli(tmp_path, *VLLM, "actor_rollout_ref.rollout.tensor_model_parallel_size=2", join=True)
+    with tp_engine_lock():  # no other TP engine of the suite runs meanwhile (tests/helpers/tp_lock.py)
+        proc = run_cli(tmp_path, *VLLM, "actor_rollout_ref.rollout.tensor_model_parallel_size=2", join=True)
     assert proc.returncode == 0, proc.stderr[-4000:]
     rows, reference = read_metrics(tmp_path), read_metrics(vllm_run[0])
     assert [r["step"] for r in rows] == [0, 1, 2]

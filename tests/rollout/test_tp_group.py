@@ -15,6 +15,7 @@ import torch
 import torch.distributed as dist
 
 from tests.helpers.dist import run_ranks
+from tests.helpers.tp_lock import tp_engine_lock
 from verl_lite.rollout import cpu_shm
 from verl_lite.rollout.tp_group import TPGroup
 
@@ -107,9 +108,10 @@ def plant_a_killed_runs_shared_memory() -> list[str]:
 def runs():
     pytest.importorskip("vllm", reason="the vLLM rollout needs vllm (make install)")
     results = {1: run_ranks(_rollout, 2, 1, timeout_s=600)}
-    if os.path.isdir(cpu_shm.SHM_DIR):
-        plant_a_killed_runs_shared_memory()  # the TP=2 engine must start anyway
-    results[2] = run_ranks(_rollout, 2, 2, timeout_s=600)
+    with tp_engine_lock():  # no other TP engine of the suite runs meanwhile (tests/helpers/tp_lock.py)
+        if os.path.isdir(cpu_shm.SHM_DIR):
+            plant_a_killed_runs_shared_memory()  # the TP=2 engine must start anyway
+        results[2] = run_ranks(_rollout, 2, 2, timeout_s=600)
     return results
 
 
