@@ -30,8 +30,12 @@ SCHEMA_NAME = "ppo_trainer_schema"
 
 def register_schema() -> None:
     """The schema in Hydra's ConfigStore, and verl_lite's conf/ on every search path (user configs:
-    config/user_config.py)."""
-    ConfigStore.instance().store(name=SCHEMA_NAME, node=PPOTrainerConfig)
+    config/user_config.py). Stored once per process: building the node from the dataclasses costs
+    more than half of a composition, and Hydra hands every composition a deep copy of it."""
+    store = ConfigStore.instance()
+    stored = store.repo.get(f"{SCHEMA_NAME}.yaml")
+    if stored is None or stored.node._metadata.object_type is not PPOTrainerConfig:
+        store.store(name=SCHEMA_NAME, node=PPOTrainerConfig)
     register_conf_dir()
 
 
