@@ -707,6 +707,15 @@ CASES = [
         ["custom_reward_function.path={r[good]}", "custom_reward_function.name=nope"],
         ["custom_reward_function.name='nope': no such function in {r[good]}", "compute_score"],
     ),
+    (  # verl calls it with extra_info=...: it would fail there at its first sample
+        "reward_function_without_extra_info",
+        ["custom_reward_function.path={r[no_extra_info]}"],
+        [
+            "custom_reward_function.name='compute_score' in {r[no_extra_info]} is "
+            "`compute_score(data_source, solution_str, ground_truth)`, which cannot take verl's call",
+            "got an unexpected keyword argument 'extra_info'",
+        ],
+    ),
 ]
 CKPT_CASES = ("ckpt_",)
 SEVERAL = {"model_only_config": 2}  # no weights, no tokenizer files: both reported, one line each
@@ -720,9 +729,10 @@ def bad(tmp_path_factory):
     rewards = root / "rewards"
     (rewards / "dir").mkdir(parents=True)
     files = {
-        "syntax": "def compute_score(a, b, c, d=None):\n    return (\n",
-        "imports": "import no_such_module_xyz\n\ndef compute_score(a, b, c, d=None):\n    return 0.0\n",
-        "good": "def compute_score(a, b, c, d=None):\n    return 0.0\n",
+        "syntax": "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n    return (\n",
+        "imports": "import no_such_module_xyz\n\ndef compute_score(data_source, solution_str, ground_truth, extra_info=None):\n    return 0.0\n",
+        "good": "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n    return 0.0\n",
+        "no_extra_info": "def compute_score(data_source, solution_str, ground_truth):\n    return 0.0\n",
         "exits": "import sys\n\nsys.exit(0)\n",
     }
     for name, text in files.items():

@@ -32,6 +32,7 @@ class ScriptedRollout(Rollout):
         super().__init__(seed=0, rank=0)
         self.tokenizer, self.scripts = tokenizer, scripts
         self.calls: list[list] = []  # the requests of each engine call
+        self.preempted: dict[tuple, int] = {}  # request key -> the engine's num_preempted (else None)
 
     def generate_requests(self, requests, call):
         if not requests:
@@ -43,7 +44,8 @@ class ScriptedRollout(Rollout):
             ids = self.tokenizer(self.scripts[trajectory][count - 1], add_special_tokens=False)["input_ids"]
             stop = "eos" if len(ids) <= r.max_tokens else "length"
             ids = ids[: r.max_tokens]
-            results.append(TokenResult(ids, scripted_log_probs(trajectory, count - 1, len(ids)), stop))
+            logps = scripted_log_probs(trajectory, count - 1, len(ids))
+            results.append(TokenResult(ids, logps, stop, num_preempted=self.preempted.get(r.key)))
         return results, True
 
     def update_weights(self, named_tensors):

@@ -24,9 +24,9 @@ from tests.agent_loop.scripted import prompt_batch, tool_tokenizer
 from tests.helpers.agent import write_yaml
 from tests.helpers.configs import fp32_fsdp, tiny_model, tiny_rollout
 from tests.helpers.dist import free_port
+from verl_lite.agent_loop.base import count_preempted
 from verl_lite.agent_loop.metrics import compute_agent_loop_metrics
 from verl_lite.agent_loop.runner import AgentLoopRunner
-from verl_lite.agent_loop.scheduler import count_preempted
 from verl_lite.config.schema import TINY_MODEL, OptimConfig
 from verl_lite.data import assets
 from verl_lite.engine.fsdp_engine import FSDPEngine
@@ -174,18 +174,19 @@ def test_multi_turn_batch_is_token_exact_and_on_policy(world, backend):
     assert len(calls) == max(len(v) for v in by_trajectory.values()) + 1 and calls[-1] == []
     masked = (out.batch["attention_mask"][:, P:].bool() & ~out.batch["response_mask"].bool()).sum()
     assert masked > 0, "inserted tokens (mask 0) in the batch"
-    # verl's num_preempted, folded over each trajectory's engine results: 0 on hf (never preempts)
+    # verl's num_preempted, as the loop folds it over its engine results (0 on hf, which never
+    # preempts); the echo loop (trajectories 2, 3) does not count: -1, verl's "not available"
     preempted = {t: -1 for t in by_trajectory}
     for t, pairs in by_trajectory.items():
         count = None
         for _, result in pairs:
             count = count_preempted(count, result)
-        preempted[t] = count
+        preempted[t] = -1 if t in (2, 3) else count
     stats = out.non_tensor_batch["agent_loop_stats"]
     assert [s["num_preempted"] for s in stats] == [preempted[t] for t in range(len(stats))]
     metrics = compute_agent_loop_metrics(out)
     if backend == "hf":
-        assert set(preempted.values()) == {0} and metrics["timing_s/agent_loop/num_preempted/max"] == 0
+        assert set(preempted.values()) == {0, -1} and metrics["timing_s/agent_loop/num_preempted/max"] == 0
     slowest = int(np.argmax([s["generate_seconds"] + s.get("tool_seconds", 0.0) for s in stats]))
     real = int(out.batch["attention_mask"][slowest, P:].sum())
     assert metrics["timing_s/agent_loop/slowest/response_length"] == real

@@ -6,10 +6,9 @@ import numpy as np
 import pytest
 import torch
 
+from verl_lite.agent_loop.base import TokenOutput, count_preempted
 from verl_lite.agent_loop.metrics import compute_agent_loop_metrics
-from verl_lite.agent_loop.scheduler import count_preempted
 from verl_lite.protocol import DataProto
-from verl_lite.rollout.base import TokenResult
 from verl_lite.trainer.tracking import FileLogger
 
 
@@ -103,7 +102,7 @@ def test_num_preempted_is_counted_as_verl_counts_it():
     """The first generation sets the count (-1 when the engine does not say); later ones add (0 if unsaid)."""
 
     def result(n):
-        return TokenResult([1], [-0.1], "eos", num_preempted=n)
+        return TokenOutput([1], [-0.1], "eos", num_preempted=n)
 
     assert count_preempted(None, result(None)) == -1 and count_preempted(None, result(2)) == 2
     assert count_preempted(2, result(None)) == 2 and count_preempted(-1, result(1)) == 0

@@ -30,9 +30,10 @@ def rollout_cfg(tmp_path, **multi_turn):
     return cfg
 
 
-def run(tmp_path, scripts, n=1, rows=None, **multi_turn):
+def run(tmp_path, scripts, n=1, rows=None, preempted=None, **multi_turn):
     tok = tool_tokenizer()
     engine = ScriptedRollout(tok, scripts)
+    engine.preempted = preempted or {}
     runner = AgentLoopRunner(engine, tok, rollout_cfg(tmp_path, **multi_turn))
     rows = rows or [QUESTION] * (len(scripts) // n)
     batch = prompt_batch(
@@ -51,7 +52,7 @@ def ids(tok, text):
 
 
 def test_three_turns_worked_by_hand(tmp_path):
-    tok, engine, out = run(tmp_path, [[CALL_8, CALL_7, ANSWER]])
+    tok, engine, out = run(tmp_path, [[CALL_8, CALL_7, ANSWER]], preempted={(0, 1): 1, (0, 3): 2})
     m1, t1, m2, t2, m3 = (ids(tok, s) for s in (CALL_8, TOOL_8, CALL_7, TOOL_7, ANSWER))
     # the spans, counted by hand: one token per character, except <|im_start|> (12 characters),
     # <|im_end|> (10) and the words user (4) and assistant (9), one token each:
@@ -87,6 +88,8 @@ def test_three_turns_worked_by_hand(tmp_path):
     assert nt["reward_scores"][0] == {"calc_gsm8k_reward": 1.0, "user_turn_rewards": []}
     stats = nt["agent_loop_stats"][0]
     assert (stats["tool_errors"], stats["tool_timeouts"], stats["tool_dropped"]) == (0, 0, 0)
+    # verl's count over the turns: the engine preempted turn 1 once, said nothing of turn 2, turn 3 twice
+    assert stats["num_preempted"] == 1 + 0 + 2
 
 
 def test_each_turn_is_one_engine_call_over_the_unfinished_trajectories(tmp_path):

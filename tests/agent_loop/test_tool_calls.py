@@ -136,8 +136,9 @@ def test_calls_of_a_turn_run_concurrently(tmp_path):
 def test_truncation_is_verls():
     text = "abcdefghij"
     assert truncate(text, 20, "middle") == text
-    assert truncate(text, 4, "left") == "abcd...(truncated)"
-    assert truncate(text, 4, "right") == "(truncated)...ghij"
+    # verl 0.9.1 tool_agent_loop.py: the side named is the side cut
+    assert truncate(text, 4, "left") == "(truncated)...ghij"
+    assert truncate(text, 4, "right") == "abcd...(truncated)"
     assert truncate(text, 4, "middle") == "ab...(truncated)...ij"
 
 

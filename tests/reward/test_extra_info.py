@@ -1,8 +1,8 @@
-"""reward/extra_info.py: what a reward function written for verl 0.9 reads in extra_info reaches it.
+"""reward/extra_info.py: what a reward function written for verl 0.9.1 reads in extra_info reaches it.
 
 The tool agent loop runs for real (scripted model turns, verl's GSM8K tool and interaction), its
 batch goes to the naive reward manager the way the driver hands it on, and a reward file that reads
-verl's keys (num_turns, tool_rewards, turn_scores, rollout_reward_scores) scores from them.
+verl's keys (num_turns, tool_rewards, turn_scores, raw_prompt, rollout_reward_scores) scores from them.
 """
 
 import numpy as np
@@ -32,6 +32,7 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None):
         "tool_rewards": list(extra_info["tool_rewards"]),
         "turn_scores": list(extra_info["turn_scores"]),
         "split": extra_info["split"],
+        "asked": extra_info["raw_prompt"][-1]["content"],
     }
 """
 
@@ -72,6 +73,7 @@ def test_a_verl_reward_file_scores_from_num_turns_tool_rewards_and_turn_scores(t
     assert extra["tool_rewards"] == [[-0.05, 0.0], []]
     assert extra["turn_scores"] == [[1.0], [0.0, 1.0]]
     assert extra["split"] == ["train", "train"]
+    assert extra["asked"] == ["3+4=", "3+4="]  # the row's chat messages, as verl's agent loop adds them
     # 1.0 (calc_reward) - 0.05 + 1.0 - 0.7 and 0 + 0 + 1.0 - 0.5
     assert rewards.sum(-1).tolist() == pytest.approx([1.25, 0.5])
     nt = scored.non_tensor_batch
@@ -121,15 +123,21 @@ def test_a_loops_own_fields_reach_extra_info_and_num_turns_is_verls():
 def test_a_single_turn_batch_reads_as_verls_single_turn_agent():
     """No agent-loop columns (the single-turn path): verl 0.9's single_turn_agent values."""
     tok = build_tokenizer()
-    batch = response_batch(tok, ["1"], 4)
+    batch = response_batch(tok, ["1", "2"], 4)
     row = {"index": 3}
-    batch.non_tensor_batch["extra_info"] = np.array([row], dtype=object)
-    (info,) = seen_by(batch)
-    assert info == {
+    messages = [{"role": "user", "content": "1+0="}]
+    batch.non_tensor_batch["extra_info"] = np.array([row, row], dtype=object)
+    batch.non_tensor_batch["raw_prompt"] = np.empty(2, dtype=object)  # a list per row, as the dataset's
+    batch.non_tensor_batch["raw_prompt"][:] = [messages, messages]
+    first, second = seen_by(batch)
+    assert first == {
         "index": 3,
         "num_turns": 2,
         "turn_scores": [],
         "tool_rewards": [],
+        "raw_prompt": messages,
         "rollout_reward_scores": {},
     }
     assert row == {"index": 3}  # the batch's dict is not written to
+    first["tool_rewards"].append(1.0)  # nor are the rows' lists shared
+    assert second["tool_rewards"] == []

@@ -31,9 +31,9 @@ def test_unknown_source_and_bad_scorers_fail_loudly(tmp_path):
     with pytest.raises(RuntimeError, match="no reward scorer for data_source='other'"):
         NaiveRewardManager(tok, default_compute_score)(response_batch(tok, ["1"], WIDTH, source="other"))
     with pytest.raises(RewardError, match="returned 'yes' .* must return a finite number"):
-        NaiveRewardManager(tok, lambda *a: "yes")(response_batch(tok, ["1"], WIDTH))
+        NaiveRewardManager(tok, lambda **k: "yes")(response_batch(tok, ["1"], WIDTH))
     with pytest.raises(RewardError, match="returned nan .* must return a finite number"):
-        NaiveRewardManager(tok, lambda *a: float("nan"))(response_batch(tok, ["1"], WIDTH))
+        NaiveRewardManager(tok, lambda **k: float("nan"))(response_batch(tok, ["1"], WIDTH))
 
 
 def test_custom_scorer_from_file_and_extra_info(tmp_path):
@@ -62,8 +62,8 @@ def test_non_numeric_rewards_name_the_sample(returned):
     with pytest.raises(
         RewardError, match=r"for dataset index 11 \(batch row 0, data_source='verl_lite/arith'\)"
     ):
-        NaiveRewardManager(tok, lambda *a: returned)(batch)
-    located = NaiveRewardManager(tok, lambda *a: returned)
+        NaiveRewardManager(tok, lambda **k: returned)(batch)
+    located = NaiveRewardManager(tok, lambda **k: returned)
     located.locate = lambda index: f"train.parquet row {index - 10}"
     with pytest.raises(RewardError, match=r"for train.parquet row 1 \(batch row 0, data_source="):
         located(batch)
@@ -72,8 +72,8 @@ def test_non_numeric_rewards_name_the_sample(returned):
 def test_a_raising_scorer_names_the_sample_and_keeps_the_cause():
     tok = build_tokenizer()
 
-    def scorer(source, text, truth, info):
-        if text == "7":
+    def scorer(data_source, solution_str, ground_truth, extra_info=None):
+        if solution_str == "7":
             raise KeyError("boom")
         return 1.0
 
@@ -90,8 +90,8 @@ def test_a_reward_function_past_its_timeout_stops_the_batch_naming_the_row():
 
     tok = build_tokenizer()
 
-    def stuck(source, text, truth, info):
-        if text == "7":
+    def stuck(data_source, solution_str, ground_truth, extra_info=None):
+        if solution_str == "7":
             time.sleep(60)
         return 1.0
 

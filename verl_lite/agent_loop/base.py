@@ -48,9 +48,20 @@ class TokenOutput:
     token_ids: list[int]
     log_probs: list[float]
     stop_reason: str = "eos"
-    num_preempted: int | None = None  # verl's field; never preempted here (one batched call per turn)
+    # times the engine preempted this request (the rollout's TokenResult.num_preempted: 0 on hf,
+    # vLLM's count); None: the engine does not say
+    num_preempted: int | None = None
     routed_experts: Any = None  # verl's field; always None (no MoE router replay)
     extra_fields: dict[str, Any] = field(default_factory=dict)  # verl's field; empty
+
+
+def count_preempted(so_far: int | None, output: TokenOutput) -> int:
+    """A trajectory's preemption count as verl's loops keep it in metrics["num_preempted"]
+    (single_turn_agent_loop.py, ToolAgentLoop._handle_generating_state): the first generation sets
+    it (-1 when the engine does not say), each later one adds its count (0 if unsaid)."""
+    if so_far is None:
+        return output.num_preempted if output.num_preempted is not None else -1
+    return so_far + (output.num_preempted or 0)
 
 
 class AgentLoopMetrics(BaseModel):

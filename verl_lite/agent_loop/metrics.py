@@ -11,7 +11,9 @@
                                              as in verl without reward-loop workers (verl_lite scores
                                              in the reward phase, timing_s/reward)
       num_preempted/{min,max,mean}           times the engine preempted the trajectory's requests,
-                                             summed over its turns (scheduler.count_preempted): 0 on
+                                             summed over its turns by its loop (base.count_preempted,
+                                             in metrics["num_preempted"], as verl's loops do; -1 for a
+                                             loop that does not count, as verl's AgentLoopMetrics): 0 on
                                              the hf rollout (one generate call runs every request to
                                              its end); -1, verl's "not available", where the engine
                                              does not say (a vLLM build without num_preempted)

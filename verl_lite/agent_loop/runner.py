@@ -169,7 +169,8 @@ class AgentLoopRunner:
                 {
                     **out.metrics,
                     "generate_seconds": batcher.generate_seconds[t],
-                    "num_preempted": batcher.num_preempted.get(t, -1),
+                    # verl's: what the loop counted (count_preempted); -1 (not available) if it did not
+                    "num_preempted": out.metrics.get("num_preempted", -1),
                     "tokenization_mismatch": bool(mismatch),
                 }
             )

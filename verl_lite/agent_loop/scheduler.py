@@ -63,14 +63,6 @@ def request_params(base: SamplingParams, sampling: dict[str, Any]) -> SamplingPa
     return dataclasses.replace(base, **changes)
 
 
-def count_preempted(so_far: int | None, result: TokenResult) -> int:
-    """verl's per-trajectory preemption count (ToolAgentLoop._handle_generating_state): the first
-    generation sets it (-1 when the engine does not say), each later one adds its count (0 if unsaid)."""
-    if so_far is None:
-        return result.num_preempted if result.num_preempted is not None else -1
-    return so_far + (result.num_preempted or 0)
-
-
 class LoopTimeout(RuntimeError):
     """A trajectory's loop went `loop_timeout` seconds without a generation request or finishing."""
 
@@ -91,7 +83,6 @@ class TurnBatcher:
         self.ready = asyncio.Event()
         self.num_engine_calls = 0
         self.generate_seconds: dict[int, float] = {}  # per trajectory: engine time of its turns
-        self.num_preempted: dict[int, int] = {}  # per trajectory, verl's count (count_preempted)
         self._requests: dict[int, int] = {}
 
     def server(self, trajectory: int) -> TrajectoryServer:
@@ -122,7 +113,7 @@ class TurnBatcher:
         self.parked.append((trajectory, request, future))
         self._check()
         result: TokenResult = await future
-        return TokenOutput(result.token_ids, result.log_probs, result.stop_reason)
+        return TokenOutput(result.token_ids, result.log_probs, result.stop_reason, result.num_preempted)
 
     async def drive(self) -> None:
         """Engine calls, one per turn, until no rank of the engine's group has a request left."""
@@ -142,7 +133,6 @@ class TurnBatcher:
             seconds = time.perf_counter() - start
             for (trajectory, _, future), result in zip(batch, results):
                 self.generate_seconds[trajectory] += seconds
-                self.num_preempted[trajectory] = count_preempted(self.num_preempted.get(trajectory), result)
                 future.set_result(result)
             await asyncio.sleep(0)  # let the woken loops run before checking again
 

@@ -7,7 +7,7 @@ this class runs a single-turn row that shares its batch with multi-turn rows.
 
 from __future__ import annotations
 
-from verl_lite.agent_loop.base import AgentLoopBase, AgentLoopOutput
+from verl_lite.agent_loop.base import AgentLoopBase, AgentLoopOutput, count_preempted
 
 
 class SingleTurnAgentLoop(AgentLoopBase):
@@ -23,4 +23,5 @@ class SingleTurnAgentLoop(AgentLoopBase):
             response_mask=[1] * len(out.token_ids[:budget]),
             response_logprobs=out.log_probs[:budget],
             num_turns=2,
+            metrics={"num_preempted": count_preempted(None, out)},  # verl's single_turn_agent sets it so
         )

@@ -34,7 +34,7 @@ from typing import Any
 from uuid import uuid4
 
 from verl_lite.agent_loop.agent_data import AgentData
-from verl_lite.agent_loop.base import AgentLoopBase, AgentLoopOutput
+from verl_lite.agent_loop.base import AgentLoopBase, AgentLoopOutput, count_preempted
 from verl_lite.agent_loop.tool_calls import ToolTimeout
 from verl_lite.agent_loop.tool_parser import as_tool_call
 from verl_lite.utils.scores import finite_score, short_repr
@@ -75,6 +75,7 @@ class ToolAgentLoop(AgentLoopBase):
         interaction, instance, interaction_kwargs = await self._start_interaction(kwargs)
         assistant_turns = user_turns = 0
         turn_scores: list[float] = []
+        preempted = None  # verl's metrics["num_preempted"], summed over the generations
         try:
             while True:
                 out = await self.server_manager.generate(
@@ -82,6 +83,7 @@ class ToolAgentLoop(AgentLoopBase):
                     sampling_params={**sampling_params, "max_tokens": traj.left},
                 )
                 assistant_turns += 1
+                preempted = count_preempted(preempted, out)
                 traj.add_model(out.token_ids, out.log_probs)
                 text = self.tokenizer.decode(
                     out.token_ids, skip_special_tokens=True
@@ -141,7 +143,7 @@ class ToolAgentLoop(AgentLoopBase):
             response_mask=traj.mask,
             response_logprobs=traj.log_probs,
             num_turns=user_turns + assistant_turns + 1,
-            metrics=session.stats.as_dict(),
+            metrics={**session.stats.as_dict(), "num_preempted": preempted},
             extra_fields={
                 **agent_data.extra_fields,  # the tools' session data (verl returns agent_data.extra_fields)
                 "turn_scores": turn_scores,

@@ -107,14 +107,14 @@ class ToolStats:
 
 
 def truncate(text: str, limit: int, side: str) -> str:
-    """verl's truncation of a tool's text to `limit` characters: `left` keeps the start, `right` the
-    end, `middle` both halves."""
+    """verl 0.9.1's truncation of a tool's text to `limit` characters (ToolAgentLoop._call_tool): the
+    side named is the side cut, so `left` keeps the end, `right` the start, `middle` both halves."""
     if len(text) <= limit:
         return text
     if side == "left":
-        return text[:limit] + "...(truncated)"
-    if side == "right":
         return "(truncated)..." + text[-limit:]
+    if side == "right":
+        return text[:limit] + "...(truncated)"
     half = limit // 2
     return text[:half] + "...(truncated)..." + text[-half:]
 

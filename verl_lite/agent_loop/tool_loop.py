@@ -9,6 +9,12 @@ agent_loop/tool_calls.py), whichever rollout call's event loop asked for it. The
 daemon thread (it never holds the process at exit), started at the first call and stopped when
 its runner is gone.
 
+Stopping ends the loop as `asyncio.run` ends its own: every task still there (a call that was
+queued behind a blocking one, or whose caller gave up) is cancelled and given DRAIN_S seconds to
+unwind, so its `finally` blocks run and its caller's future is resolved (cancelled), and only then
+is the loop closed. A loop merely stopped would keep such tasks until the garbage collector closed
+it, and asyncio would then report each as "Task was destroyed but it is pending!".
+
 A coroutine that blocks this loop (time.sleep, a blocking socket) stalls every tool of the worker
 until it returns, as in verl; a blocking tool writes plain `def` methods instead, which the runner
 runs in threads.
@@ -17,12 +23,17 @@ runs in threads.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
+
+log = logging.getLogger(__name__)
+DRAIN_S = 5.0  # how long the tasks left at close may take to unwind their cancellation
 
 
 class ToolLoop:
     def __init__(self):
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
     @property
@@ -35,23 +46,55 @@ class ToolLoop:
                 def serve():
                     asyncio.set_event_loop(loop)
                     loop.call_soon(started.set)
-                    loop.run_forever()
+                    try:
+                        loop.run_forever()
+                    finally:
+                        _end(loop)
 
-                threading.Thread(target=serve, name="verl_lite-tool-loop", daemon=True).start()
+                self._thread = threading.Thread(target=serve, name="verl_lite-tool-loop", daemon=True)
+                self._thread.start()
                 started.wait()
                 self._loop = loop
             return self._loop
 
     def submit(self, coro):
         """Run `coro` on the loop: a concurrent.futures.Future of its result (cancel it to cancel the task)."""
-        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+        loop = self.loop
+        try:
+            return asyncio.run_coroutine_threadsafe(coro, loop)
+        except RuntimeError:  # closed between the lookup and the call: the coroutine never starts
+            coro.close()
+            raise RuntimeError("the worker's tool loop was closed while a call was being submitted") from None
 
-    def close(self) -> None:
-        """Stop the loop's thread (once its current callback returns). Safe to call more than once."""
+    def close(self, timeout: float = DRAIN_S + 1.0) -> None:
+        """Stop the loop, end the tasks left on it (module docstring) and close it; wait for that at
+        most `timeout` seconds (a coroutine blocking the loop may hold it longer: the thread, a
+        daemon, then finishes on its own). Safe to call more than once."""
         with self._lock:
-            loop, self._loop = self._loop, None
-        if loop is not None and not loop.is_closed():
-            try:
-                loop.call_soon_threadsafe(loop.stop)
-            except RuntimeError:  # closed meanwhile
-                pass
+            loop, thread, self._loop, self._thread = self._loop, self._thread, None, None
+        if loop is None or loop.is_closed():
+            return
+        try:
+            loop.call_soon_threadsafe(loop.stop)
+        except RuntimeError:  # closed meanwhile
+            return
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+
+
+def _end(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel every task of the stopped `loop`, run it until they have unwound (at most DRAIN_S
+    seconds; a task submitted meanwhile is cancelled too), then close it."""
+    try:
+        deadline = loop.time() + DRAIN_S
+        while (pending := asyncio.all_tasks(loop)) and loop.time() < deadline:
+            for task in pending:
+                task.cancel()
+            loop.run_until_complete(asyncio.wait(pending, timeout=max(0.0, deadline - loop.time())))
+        if pending:  # a task that swallows its cancellation: asyncio reports it when the loop goes
+            log.warning(
+                "%d tool calls did not end within %g s of the tool loop's close", len(pending), DRAIN_S
+            )
+        loop.run_until_complete(loop.shutdown_asyncgens())
+    finally:
+        loop.close()

@@ -3,9 +3,14 @@
 verl's `naive` manager: the response is decoded up to its length (a multi-turn response with its
 tool and user turns, as verl decodes it) and its score is placed on its last token the policy
 sampled (the last valid token of a single-turn response) of a (batch, response_len) tensor, which
-the advantage estimators sum. The scorer's extra_info is verl's: the row's, with the agent loop's
-num_turns, tool rewards and turn scores (extra_info.py). A scorer that raises, calls sys.exit, returns something that is not a
-finite number (or a number beyond float range), or runs past `timeout` seconds for a batch
+the advantage estimators sum. The scorer is called as verl calls it, by
+keyword (`compute_score(data_source=, solution_str=, ground_truth=, extra_info=)`, scorers.py), with
+verl's extra_info: the row's, with the agent loop's num_turns, tool rewards and turn scores
+(extra_info.py). An `async def` scorer is awaited, every row of the batch at once on one event loop
+(verl's reward loop gathers a batch's rows too); a plain one runs row by row on the driver's main
+thread, where the deadline below can interrupt it. A scorer that raises, calls sys.exit, returns
+something that is not a finite number (or a number beyond float range), or runs past `timeout`
+seconds for a batch
 (reward_model.timeout) stops the run with a RewardError naming the function and its file, the
 sample's parquet file and row (through `locate`, set from the dataset) and its data_source: a
 silently wrong reward would poison training without a trace.
@@ -13,11 +18,14 @@ silently wrong reward would poison training without a trace.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import logging
 import math
 import numbers
 from collections import defaultdict
 from collections.abc import Callable
+from contextlib import contextmanager
 
 import torch
 
@@ -38,6 +46,7 @@ class RewardError(RunError):
 
 def function_name(fn: Callable) -> str:
     """`name (file)` of a reward function, for messages."""
+    fn = inspect.unwrap(fn)
     code = getattr(fn, "__code__", None)
     name = getattr(fn, "__qualname__", None) or repr(fn)
     return f"{name} ({code.co_filename})" if code is not None else name
@@ -52,6 +61,7 @@ class NaiveRewardManager:
     ):
         self.tokenizer, self.compute_score = tokenizer, compute_score
         self.reward_fn_key, self.num_examine = reward_fn_key, num_examine
+        self.is_async = inspect.iscoroutinefunction(inspect.unwrap(compute_score))  # verl's check
 
     def __call__(self, data: DataProto) -> tuple[torch.Tensor, dict[str, list]]:
         progress = {"row": None}
@@ -67,7 +77,9 @@ class NaiveRewardManager:
         except DeadlineExceeded:
             i = progress["row"]
             where = (
-                self._where(data, i, data.non_tensor_batch[self.reward_fn_key][i]) if i is not None else "?"
+                self._where(data, i, data.non_tensor_batch[self.reward_fn_key][i])
+                if i is not None
+                else f"the batch's {len(data)} rows at once"
             )
             raise RewardError(
                 f"reward function {function_name(self.compute_score)} did not finish the batch within "
@@ -83,17 +95,24 @@ class NaiveRewardManager:
         else:
             lengths = response_mask.sum(-1).long()
         last = last_policy_token(response_mask)
+        rows = []  # per row: its valid length and verl's keywords for the scorer
+        for i in range(len(data)):
+            n = int(lengths[i])
+            text = self.tokenizer.decode(responses[i, :n].tolist(), skip_special_tokens=True)
+            call = {
+                "data_source": data.non_tensor_batch[self.reward_fn_key][i],
+                "solution_str": text,
+                "ground_truth": data.non_tensor_batch["reward_model"][i].get("ground_truth"),
+                "extra_info": build_extra_info(data.non_tensor_batch, i),
+            }
+            rows.append((n, call))
+        results = self._call_all(data, rows, progress)
         rewards = torch.zeros_like(responses, dtype=torch.float32)
         extra: dict[str, list] = defaultdict(list)
         shown: dict[str, int] = defaultdict(int)
-        for i in range(len(data)):
-            progress["row"] = i
-            n = int(lengths[i])
-            text = self.tokenizer.decode(responses[i, :n].tolist(), skip_special_tokens=True)
-            source = data.non_tensor_batch[self.reward_fn_key][i]
-            truth = data.non_tensor_batch["reward_model"][i].get("ground_truth")
-            info = build_extra_info(data.non_tensor_batch, i)
-            score, details = self._score(source, text, truth, info, self._where(data, i, source))
+        for i, ((n, call), result) in enumerate(zip(rows, results, strict=True)):
+            source, text = call["data_source"], call["solution_str"]
+            score, details = self._number(result, text, self._where(data, i, source))
             score = self.shape(score, n, details)
             for key, value in details.items():
                 extra[key].append(value)
@@ -102,8 +121,38 @@ class NaiveRewardManager:
             if shown[source] < self.num_examine:
                 shown[source] += 1
                 # examples for the run's log file (utils/logs.py); log_val_generations puts samples on the console
-                log.debug("[%s] response=%r ground_truth=%r score=%s", source, text, truth, score)
+                log.debug(
+                    "[%s] response=%r ground_truth=%r score=%s", source, text, call["ground_truth"], score
+                )
         return rewards, dict(extra)
+
+    def _call_all(self, data: DataProto, rows: list[tuple[int, dict]], progress: dict):
+        """The scorer's result for each row: row by row as they are read (a plain scorer), or all
+        at once (an async one)."""
+        if self.is_async:
+            return self._all_at_once(data, rows, progress)
+        return self._row_by_row(data, rows, progress)
+
+    def _row_by_row(self, data: DataProto, rows: list[tuple[int, dict]], progress: dict):
+        for i, (_, call) in enumerate(rows):
+            progress["row"] = i
+            with self._guard(call, self._where(data, i, call["data_source"])):
+                result = self.compute_score(**call)
+            yield result
+
+    def _all_at_once(self, data: DataProto, rows: list[tuple[int, dict]], progress: dict) -> list:
+        """Every row's call as a task of one event loop; the first error (or the deadline) ends
+        them all (asyncio.run cancels the rest)."""
+
+        async def one(i: int, call: dict):
+            with self._guard(call, self._where(data, i, call["data_source"])):
+                return await self.compute_score(**call)
+
+        async def every_row():
+            return await asyncio.gather(*(one(i, call) for i, (_, call) in enumerate(rows)))
+
+        progress["row"] = None
+        return asyncio.run(every_row())
 
     def shape(self, score: float, length: int, details: dict) -> float:
         """The reward of a response from its score and valid length; subclasses add terms (dapo)."""
@@ -117,8 +166,10 @@ class NaiveRewardManager:
         origin = self.locate(int(index)) if self.locate is not None else f"dataset index {index}"
         return f"{origin} (batch row {i}, data_source={source!r})"
 
-    def _score(self, source, text, truth, info, where: str) -> tuple[float, dict]:
-        name = function_name(self.compute_score)
+    @contextmanager
+    def _guard(self, call: dict, where: str):
+        """The scorer's exception or exit, around one call, as a RewardError naming the sample."""
+        name, text = function_name(self.compute_score), call["solution_str"]
         with exits_as_errors(  # sys.exit() in a reward function would end the run with its status
             f"reward function {name}",
             after=f" on {where}, response={text[:200]!r}",
@@ -126,12 +177,16 @@ class NaiveRewardManager:
             error=RewardError,
         ):
             try:
-                result = self.compute_score(source, text, truth, info)
+                yield
             except Exception as e:
                 raise RewardError(
                     f"reward function {name} raised {type(e).__name__}: {e} on {where}, "
-                    f"response={text[:200]!r}, ground_truth={truth!r}"
+                    f"response={text[:200]!r}, ground_truth={call['ground_truth']!r}"
                 ) from e
+
+    def _number(self, result, text: str, where: str) -> tuple[float, dict]:
+        """The score and the extra details of a scorer's result; a RewardError if it is not a finite number."""
+        name = function_name(self.compute_score)
         value = result.get("score") if isinstance(result, dict) else result
         number = as_float(value)
         if number is None or not math.isfinite(number):

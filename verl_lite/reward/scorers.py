@@ -1,13 +1,23 @@
-"""Rule-based scorers, looked up by a row's data_source.
+"""Rule-based scorers, looked up by a row's data_source, and the user's reward function.
 
-A scorer has verl's signature, `compute_score(data_source, solution_str, ground_truth, extra_info)`,
-and returns a number or a dict with a "score" key (other keys are logged as extra reward info).
-A custom scorer is loaded from `custom_reward_function.path` / `.name`.
+A scorer is called as verl 0.9.1's reward managers call it, by keyword:
+`compute_score(data_source=..., solution_str=..., ground_truth=..., extra_info=...)`, so its
+parameters may come in any order (`def compute_score(solution_str, ground_truth, data_source=None,
+extra_info=None, **kw)`), and it returns a number or a dict with a "score" key (other keys are
+logged as extra reward info). It may be an `async def` (verl awaits it; reward/naive.py too).
+
+A custom scorer is loaded from `custom_reward_function.path` / `.name`. Its `reward_kwargs` are
+merged into every call, winning over the call's own keywords (verl's get_custom_reward_fn). A
+function that cannot take verl's call (no `extra_info` parameter and no `**kwargs`, positional-only
+parameters, other names) would fail in verl at its first sample with a TypeError; here the run is
+refused at start-up, naming the function and the parameters it lacks.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
+import inspect
 import os
 import re
 from collections.abc import Callable
@@ -90,8 +100,45 @@ def _import_error(path: str, e: BaseException) -> str:
     )
 
 
-def load_custom_scorer(path: str | None, name: str) -> Callable:
-    """The scorer named by custom_reward_function, or the built-in registry when path is null."""
+# the keywords verl's reward managers pass (experimental/reward_loop/reward_manager/naive.py)
+VERL_CALL = ("data_source", "solution_str", "ground_truth", "extra_info")
+
+
+class RewardFunction:
+    """A reward function with its reward_kwargs merged into each call (they win), as verl's
+    `partial(_call_with_kwargs, raw_fn, reward_kwargs)`. `__wrapped__` is the function: its name
+    and file for messages, and whether it is async (naive.is_async)."""
+
+    def __init__(self, fn: Callable, reward_kwargs: dict):
+        self.fn, self.reward_kwargs = fn, dict(reward_kwargs)
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args, **kwargs):
+        return self.fn(*args, **{**kwargs, **self.reward_kwargs})
+
+
+def check_verl_call(fn: Callable, name: str, path: str, reward_kwargs: dict) -> None:
+    """ValueError when `fn` cannot take verl's keyword call (module docstring)."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # a builtin without a signature: its first call will tell
+        return
+    keywords = dict.fromkeys(VERL_CALL) | dict(reward_kwargs)
+    try:
+        signature.bind(**keywords)
+    except TypeError as e:
+        extra = f" plus custom_reward_function.reward_kwargs {sorted(reward_kwargs)}" if reward_kwargs else ""
+        raise ValueError(
+            f"custom_reward_function.name={name!r} in {path} is `{name}{signature}`, which cannot take verl's "
+            f"call {name}(data_source=..., solution_str=..., ground_truth=..., extra_info=...){extra} ({e}); "
+            f"give it those parameter names, e.g. `def {name}(data_source, solution_str, ground_truth, "
+            "extra_info=None)`, or a **kwargs"
+        ) from None
+
+
+def load_custom_scorer(path: str | None, name: str, reward_kwargs: dict | None = None) -> Callable:
+    """The scorer named by custom_reward_function, checked against verl's call, with its
+    reward_kwargs (module docstring); the built-in registry when path is null."""
     if not path:
         return default_compute_score
     if not os.path.exists(path):
@@ -119,4 +166,6 @@ def load_custom_scorer(path: str | None, name: str) -> Callable:
         raise AttributeError(
             f"custom_reward_function.name={name!r}: no such function in {path} (it defines {found[:8]})"
         )
-    return getattr(module, name)
+    fn = getattr(module, name)
+    check_verl_call(fn, name, path, reward_kwargs or {})
+    return RewardFunction(fn, reward_kwargs) if reward_kwargs else fn

@@ -1,0 +1,48 @@
+"""agent_loop/tool_loop.py: the worker's tool loop, closed with calls still on it, ends them.
+
+The calls here queue behind a coroutine that blocks the loop (as a tool doing time.sleep inside
+`async def` does), so when the runner goes they have not started: a loop that was only stopped kept
+them, and the garbage collector's close of it made asyncio print "Task was destroyed but it is
+pending!" for each (seen at the end of the agent-loop tests).
+"""
+
+import asyncio
+import gc
+import logging
+import time
+from concurrent.futures import CancelledError
+
+from verl_lite.agent_loop.tool_loop import ToolLoop
+
+
+def test_closing_with_calls_left_cancels_them_and_closes_the_loop(caplog):
+    ended = []
+
+    async def call(i):
+        try:
+            await asyncio.sleep(30)
+        finally:
+            ended.append(i)
+
+    tools = ToolLoop()
+    loop = tools.loop
+    started = tools.submit(call(3))  # a call under way
+    time.sleep(0.2)
+    loop.call_soon_threadsafe(time.sleep, 0.3)  # a blocking tool holds the loop
+    futures = [tools.submit(call(i)) for i in range(3)]  # queued behind it, not started
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        tools.close()
+        assert loop.is_closed()
+        for future in [*futures, started]:  # the callers hear of it: each call was cancelled
+            try:
+                future.result(timeout=1)
+                raise AssertionError("a call left at close returned")
+            except CancelledError:
+                pass
+        del loop, futures, started
+        gc.collect()
+    assert not [r for r in caplog.records if "destroyed but it is pending" in r.getMessage()]
+    assert ended == [3]  # the call under way unwound through its finally; the others never began
+    tools.close()  # a second close does nothing
+    assert tools.submit(asyncio.sleep(0, "again")).result(timeout=5) == "again"  # a fresh loop
+    tools.close()
