@@ -63,12 +63,16 @@ def run_straggler(trajectories: list[int], hold_s: float | None, tool_config: st
     engine = ScriptedRollout(tok, straggler_scripts(trajectories))
     runner = AgentLoopRunner(engine, tok, cfg, hold_s=hold_s)
     question = [{"role": "user", "content": "3+4="}]
-    batch = prompt_batch(tok, [question] * len(trajectories), P, agent_name=["tool_agent"] * len(trajectories))
+    batch = prompt_batch(
+        tok, [question] * len(trajectories), P, agent_name=["tool_agent"] * len(trajectories)
+    )
     start = time.perf_counter()
     out = runner.run(batch, SamplingParams(n=1, response_length=R))
     seconds = time.perf_counter() - start
     turns = out.non_tensor_batch["__num_turns__"].tolist()
-    assert turns == [2 * TURNS + 2] * len(trajectories), f"every trajectory calls its tool {TURNS} times: {turns}"
+    assert turns == [2 * TURNS + 2] * len(trajectories), (
+        f"every trajectory calls its tool {TURNS} times: {turns}"
+    )
     return seconds, len(engine.calls)
 
 
@@ -99,14 +103,19 @@ def straggler(repeats: int) -> None:
     print("| run | seconds (median) | engine calls | x the slowest trajectory | all runs (s) |")
     print("|---|---|---|---|---|")
     for name, (median, calls, times) in results.items():
-        print(f"| {name} | {median:.3f} | {calls} | {median / alone:.2f} | {', '.join(f'{t:.3f}' for t in times)} |")
+        print(
+            f"| {name} | {median:.3f} | {calls} | {median / alone:.2f} | {', '.join(f'{t:.3f}' for t in times)} |"
+        )
     print(f"straggler: {results['continuous (default)'][0] / alone:.2f} x the slowest trajectory")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--case", required=True, choices=("straggler",), help="straggler (the other cases of #36 part 3: not yet)"
+        "--case",
+        required=True,
+        choices=("straggler",),
+        help="straggler (the other cases of #36 part 3: not yet)",
     )
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()

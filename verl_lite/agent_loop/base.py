@@ -48,7 +48,7 @@ class TokenOutput:
     token_ids: list[int]
     log_probs: list[float]
     stop_reason: str = "eos"
-    num_preempted: int | None = None  # verl's field; never preempted here (one batched call per turn)
+    num_preempted: int | None = None  # verl's field; never preempted here (a call runs its requests out)
     routed_experts: Any = None  # verl's field; always None (no MoE router replay)
     extra_fields: dict[str, Any] = field(default_factory=dict)  # verl's field; empty
 
