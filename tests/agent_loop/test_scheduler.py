@@ -19,7 +19,7 @@ import pytest
 
 from tests.helpers.dist import run_ranks
 from verl_lite.agent_loop.runner import run_bounded
-from verl_lite.agent_loop.scheduler import ContinuousBatcher, LoopTimeout
+from verl_lite.agent_loop.scheduler import HOLD_FLOOR_S, ContinuousBatcher, LoopTimeout
 from verl_lite.rollout.base import SamplingParams, TokenResult
 
 SAFETY_S = 20.0  # a straggler released by this, not by the others finishing, fails the test
@@ -82,8 +82,9 @@ def _run(delays, turns=3, hold_s=None, exchange=None, engine_hook=None, trajecto
 
 def test_fast_tools_meet_in_one_call_per_turn_in_trajectory_order():
     n = 8
-    # the last trajectory's "tool" finishes first: parked in reverse order, all within the hold
-    calls = _run(lambda t, k: 0.002 * (n - t))
+    # the last trajectory's "tool" finishes first: parked in reverse order, all within the hold (an
+    # explicit 1 s: the default's 0.1 s floor is the same rule, with less margin on a loaded machine)
+    calls = _run(lambda t, k: 0.002 * (n - t), hold_s=1.0)
     assert calls == [[(t, k) for t in range(n)] for k in (1, 2, 3)], calls
 
 
@@ -91,12 +92,13 @@ def test_random_tool_finishing_orders_give_the_barriers_calls():
     rng = random.Random(0)
     barrier = _run(lambda t, k: 0.0, hold_s=math.inf)
     for _ in range(3):
-        assert _run(lambda t, k: rng.uniform(0, 0.01)) == barrier
+        assert _run(lambda t, k: rng.uniform(0, 0.01), hold_s=1.0) == barrier
 
 
 def test_a_straggler_does_not_hold_the_others_generations():
     """Trajectory 0's first tool returns only once every other trajectory has finished: under a
-    barrier they would wait for it (each in its second turn, forever)."""
+    barrier they would wait for it (each in its second turn, forever). A 0.5 s hold (the default's
+    rule, more margin for the fast tools on a loaded machine)."""
     others_done = threading.Event()
     seen: set[tuple[int, int]] = set()
 
@@ -106,7 +108,7 @@ def test_a_straggler_does_not_hold_the_others_generations():
             others_done.set()
         return bool(keys)
 
-    calls = _run(lambda t, k: others_done if (t, k) == (0, 0) else 0.0, engine_hook=hook)
+    calls = _run(lambda t, k: others_done if (t, k) == (0, 0) else 0.0, engine_hook=hook, hold_s=0.5)
     assert calls[0] == [(t, 1) for t in range(8)]  # everyone's first request: one call
     late = next(i for i, keys in enumerate(calls) if (0, 2) in keys)
     before = [key for keys in calls[:late] for key in keys]
@@ -119,6 +121,17 @@ def test_a_straggler_does_not_hold_the_others_generations():
 def test_the_barrier_waits_for_the_straggler():
     calls = _run(lambda t, k: 0.3 if (t, k) == (0, 0) else 0.0, hold_s=math.inf)
     assert calls == [[(t, k) for t in range(8)] for k in (1, 2, 3)]
+
+
+def test_the_default_hold_is_the_floor_or_the_last_calls_seconds():
+    def batcher(**kwargs):
+        return ContinuousBatcher(lambda requests: ([], False), SamplingParams(), 16, **kwargs)
+
+    default = batcher()
+    assert default.hold() == HOLD_FLOOR_S == 0.1
+    default.last_call_s = 2.5  # a generation call that long: a tool returning sooner is waited for
+    assert default.hold() == 2.5
+    assert batcher(hold_s=math.inf).hold() == math.inf
 
 
 def test_a_loop_away_past_loop_timeout_fails_the_rollout_even_beside_others():
@@ -159,6 +172,7 @@ def _rank(rank, world, straggler: bool):
         engine_hook=hook,
         exchange=lambda status: group.gather_objects(status)[0],
         trajectories=range(4),
+        hold_s=0.5,  # the fast tools' margin on a loaded machine
     )
     return calls, sorted(seen)
 
