@@ -145,9 +145,14 @@ def test_a_loop_away_past_loop_timeout_fails_the_rollout_even_beside_others():
         forever.set()  # the tool's thread ends
 
 
+TURNS = (3, 5)  # per rank: rank 1's trajectories go on after rank 0's fast ones have finished
+
+
 def _rank(rank, world, straggler: bool):
     """Rank 0 and 1 share one "engine": every call is an all_gather of the requests (as vLLM's TP
-    group), and the batchers exchange their status before each (tp_group.gather_objects)."""
+    group), and the batchers exchange their status before each (tp_group.gather_objects). Rank 0's
+    trajectory 0 may be the straggler: once rank 0's other trajectories are done it has nothing
+    parked, and rank 1's last two turns need it to agree, passing no requests."""
     from verl_lite.rollout.tp_group import TPGroup
 
     group = TPGroup(2)
@@ -158,7 +163,7 @@ def _rank(rank, world, straggler: bool):
         everyone, _ = group.gather_objects([(rank, *k) for k in keys])
         flat = [key for member in everyone for key in member]
         seen.update(flat)
-        if all((r, t, 3) in seen for r in (0, 1) for t in range(4) if (r, t) != (0, 0)):
+        if all((r, t, TURNS[r]) in seen for r in (0, 1) for t in range(4) if (r, t) != (0, 0)):
             others_done.set()
         return bool(flat)
 
@@ -169,6 +174,7 @@ def _rank(rank, world, straggler: bool):
 
     calls = _run(
         delays,
+        turns=TURNS[rank],
         engine_hook=hook,
         exchange=lambda status: group.gather_objects(status)[0],
         trajectories=range(4),
@@ -181,7 +187,9 @@ def _rank(rank, world, straggler: bool):
 def test_tp_ranks_call_together_and_a_straggler_holds_neither(straggler):
     (calls0, seen0), (calls1, seen1) = run_ranks(_rank, 2, straggler)
     assert len(calls0) == len(calls1) and seen0 == seen1  # lock-step: the same calls on both ranks
+    mine = [[(t, k) for t in range(4)] for k in range(1, 6)]  # rank 1's: one call per turn
     if not straggler:  # fast tools: one call per turn, both ranks' requests in it
-        assert calls0 == calls1 == [[(t, k) for t in range(4)] for k in (1, 2, 3)], (calls0, calls1)
+        assert calls0 == mine[:3] + [[], []] and calls1 == mine, (calls0, calls1)
     else:  # rank 0's trajectory 0 returned from its tool only after every other trajectory finished
-        assert calls0[-2:] == [[(0, 2)], [(0, 3)]] and all(keys == [] for keys in calls1[-2:])
+        assert calls1[:5] == mine and calls0[3:5] == [[], []], (calls0, calls1)
+        assert calls0[-2:] == [[(0, 2)], [(0, 3)]] and calls1[-2:] == [[], []], (calls0, calls1)

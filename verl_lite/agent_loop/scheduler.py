@@ -20,9 +20,10 @@ draws the same tokens whatever shares its call (up to the float rounding that ba
 docs/multi_turn.md). A call's requests still go to the engine ordered by their key.
 
 The ranks that share a vLLM engine (a TP group, `exchange`) must call it together: each round they
-exchange (ready, anything left), a rank not ready re-entering every GROUP_POLL_S, and call the
-engine when every rank with anything left is ready, a rank with nothing ready passing no requests,
-until none has anything left.
+exchange (agrees: no trajectory of its own to wait for, has requests ready, anything left), a rank
+not ready re-entering every GROUP_POLL_S, and call the engine when some rank has requests and every
+rank with anything left agrees (one whose only trajectories are stragglers agrees, and passes no
+requests), until none has anything left.
 
 The sampling settings of a request are the call's (training or validation) unless a loop overrides
 temperature, top_k or top_p in its `sampling_params`; `max_tokens` (or sglang's `max_new_tokens`,
@@ -154,16 +155,23 @@ class ContinuousBatcher:
         """Engine calls until no rank of the engine's group has a trajectory left."""
         while True:
             await asyncio.sleep(0)  # let woken loops and finished tool calls run first
-            ready = await self._wait()
-            left = bool(self.live or self.parked)
+            await self._wait()
+            agree = self._agree(time.monotonic())  # no trajectory of this rank to wait for
+            ready, left = agree and bool(self.parked), bool(self.live or self.parked)
             if self.exchange is not None:
-                statuses = self.exchange((ready, left))
-                if not any(other_left for _, other_left in statuses):
+                # every rank calls the engine together: when each with anything left agrees and
+                # one has requests (a rank with none passes [])
+                statuses = self.exchange((agree, ready, left))
+                if not any(other_left for _, _, other_left in statuses):
                     return
-                if not all(other_ready or not other_left for other_ready, other_left in statuses):
-                    continue  # a rank still waits for its trajectories: meet again
+                if not any(other_ready for _, other_ready, _ in statuses) or not all(
+                    other_agree or not other_left for other_agree, _, other_left in statuses
+                ):
+                    continue  # meet again
             elif not left:
                 return
+            elif not ready:
+                continue
             # in request-key order, not parking order: loops wake from tool threads in whatever order
             # those finish; the samples do not depend on it (per-request seeds), the call's layout would
             batch = sorted(self.parked, key=lambda p: p[1].key) if ready else []
@@ -183,25 +191,31 @@ class ContinuousBatcher:
                 self.away_since[trajectory] = now
                 future.set_result(result)
 
-    async def _wait(self) -> bool:
-        """Until the parked requests should go (True) or nothing is left (False); in a group, at
-        most GROUP_POLL_S (False when not ready by then)."""
+    def _away(self) -> dict[int, float]:
+        """The live trajectories with no request parked, and since when each is away."""
+        parked = {t for t, _, _ in self.parked}
+        return {t: self.away_since[t] for t in self.live - parked}
+
+    def _agree(self, now: float) -> bool:
+        """Every trajectory away from the engine has been away for the hold: none to wait for."""
+        hold = self.hold()
+        return all(now - since >= hold for since in self._away().values())
+
+    async def _wait(self) -> None:
+        """Until the parked requests should go or nothing is left; in a group, at most GROUP_POLL_S
+        (a rank with nothing parked still tells the others whether it agrees)."""
         poll_end = time.monotonic() + GROUP_POLL_S if self.exchange is not None else math.inf
         while True:
             now = time.monotonic()
-            parked = {t for t, _, _ in self.parked}
-            away = {t: self.away_since[t] for t in self.live - parked}
+            away = self._away()
             self._check_timeout(away, now)
             if not self.live and not self.parked:
-                return False
-            hold = self.hold()
-            if self.parked and all(now - since >= hold for since in away.values()):
-                return True
-            if now >= poll_end:
-                return False
+                return
+            if (self.parked and self._agree(now)) or now >= poll_end:
+                return
             deadlines = [poll_end]
-            if self.parked:
-                deadlines += [since + hold for since in away.values()]
+            if self.parked or self.exchange is not None:
+                deadlines += [since + self.hold() for since in away.values()]
             if self.loop_timeout is not None:
                 deadlines += [since + self.loop_timeout for since in away.values()]
             deadline = min(deadlines)
