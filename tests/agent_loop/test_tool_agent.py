@@ -167,7 +167,10 @@ def test_a_tool_that_raises_or_hangs_is_a_message_and_the_rollout_goes_on(tmp_pa
     engine = ScriptedRollout(tok, [[hang, ANSWER], [fail, ANSWER]])
     batch = prompt_batch(tok, [QUESTION, QUESTION], P, agent_name=["tool_agent"] * 2)
     out = AgentLoopRunner(engine, tok, cfg).run(batch, SamplingParams(n=1, response_length=R))
-    told = [tok.decode(list(r.prompt_ids)) for r in sorted(engine.calls[1], key=lambda r: r.key)]
+    keys = [[r.key for r in call] for call in engine.calls]
+    # the failed call's answer did not wait for the hung one's timeout (scheduler.py)
+    assert keys == [[(0, 1), (1, 1)], [(1, 2)], [(0, 2)]], keys
+    told = [tok.decode(list(call[0].prompt_ids)) for call in engine.calls[2:0:-1]]
     assert "Error when executing tool: sleep did not finish within 0.5 s" in told[0]
     assert "Error when executing tool: RuntimeError: the service is down" in told[1]
     stats = out.non_tensor_batch["agent_loop_stats"]

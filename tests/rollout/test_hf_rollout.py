@@ -202,3 +202,57 @@ def test_sampled_token_log_probs_stay_on_the_device_until_the_rollout_ends():
     out = host.finish(torch.tensor([4, 7]))
     expected = torch.log_softmax(logits, -1)[[0, 1], [4, 7]]
     assert out.shape == (2, 1) and torch.equal(out[:, 0], expected)
+
+
+def _requests(params, prompts_, first_key=0):
+    from verl_lite.rollout.base import TokenRequest
+
+    return [
+        TokenRequest(tuple(p), params.response_length, params, (first_key + i, 1))
+        for i, p in enumerate(prompts_)
+    ]
+
+
+def test_a_multi_turn_request_samples_the_same_tokens_whatever_its_batch_mates(rollout):
+    """Each request draws from its own generator (seed, rank, call, key): alone, with other
+    requests of other lengths (a wider left padding), or placed elsewhere in the call, it samples
+    the same tokens; the log-probs differ only by the padding's float rounding (docs/multi_turn.md)."""
+    params = SamplingParams(n=1, temperature=1.0, response_length=12, ignore_eos=True)
+    mine = _requests(params, [[1, 7, 8, 9, 10]], first_key=3)[0]
+    mates = _requests(params, [[1, 2], [5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15], [20, 21, 22]])
+    alone, _ = rollout.generate_requests([mine], (1,))
+    state = torch.random.get_rng_state()
+    for batch in ([*mates, mine], [mine, mates[1]], [mates[0], mine, mates[2]]):
+        results, active = rollout.generate_requests(batch, (1,))
+        result = results[batch.index(mine)]
+        assert active and result.token_ids == alone[0].token_ids
+        assert torch.allclose(torch.tensor(result.log_probs), torch.tensor(alone[0].log_probs), atol=1e-5)
+    assert torch.equal(torch.random.get_rng_state(), state), (
+        "multi-turn sampling must not consume the training RNG"
+    )
+    # another call or another key: other draws
+    assert rollout.generate_requests([mine], (2,))[0][0].token_ids != alone[0].token_ids
+    other_key = _requests(params, [[1, 7, 8, 9, 10]], first_key=4)[0]
+    assert rollout.generate_requests([other_key], (1,))[0][0].token_ids != alone[0].token_ids
+
+
+def test_multi_turn_sampling_matches_the_configured_distribution(misleading_model_dir):
+    """The per-request sampler (PerRequestSampler) draws from the configured distribution and
+    reports its log-probs, as generate_tokens' sampling does (thousands of one-token requests)."""
+    rollout, actor = _rollout_and_actor(misleading_model_dir)
+    prompt = [1, 7, 8, 9, 10]
+    with torch.no_grad():
+        logits = actor(input_ids=torch.tensor([prompt])).logits[0, -1]
+    num_draws, tolerance = 6000, 0.08
+    for case in (SAMPLING_CASES[0], SAMPLING_CASES[-1]):  # verl's defaults; all three warpers
+        params = SamplingParams(n=1, temperature=case[0], top_k=case[1], top_p=case[2], response_length=1)
+        results, _ = rollout.generate_requests(_requests(params, [prompt] * num_draws), (1,))
+        tokens = torch.tensor([r.token_ids[0] for r in results])
+        probs = reference_probs(logits, *case)
+        distance = total_variation(tokens, probs)
+        assert distance < tolerance, (
+            f"{case}: sampled frequencies are {distance:.3f} from the configured distribution"
+        )
+        expected = probs[tokens].log()
+        got = torch.tensor([r.log_probs[0] for r in results], dtype=torch.float64)
+        assert (expected - got).abs().max() < 1e-4, case

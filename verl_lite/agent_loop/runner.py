@@ -1,9 +1,9 @@
-"""A worker's multi-turn rollout: its chunk of prompts through their agent loops, one batched engine
-call per turn, into verl's batch layout.
+"""A worker's multi-turn rollout: its chunk of prompts through their agent loops, their generations
+continuously batched (scheduler.py), into verl's batch layout.
 
 Each prompt row becomes n trajectories (its samples, adjacent), each run by the loop its
 `agent_name` names (rows without one: rollout.agent.default_agent_loop), every loop a task of one
-event loop whose generations the TurnBatcher (scheduler.py) gathers into one engine call per turn.
+event loop whose generations the ContinuousBatcher (scheduler.py) hands to the engine as they come.
 Seeds derive from (rollout.seed, rank, the rollout call, trajectory, request), so a config gives the
 same trajectories every run. The batch that comes back (assemble.py) carries, besides the tensors,
 per trajectory: `__num_turns__` and `tool_call_counts` (verl's names), `agent_loop_stats` (tool
@@ -34,7 +34,7 @@ from verl_lite.agent_loop.checks import loop_timeout_s
 from verl_lite.agent_loop.context import build_loop_context
 from verl_lite.agent_loop.registry import agent_loops
 from verl_lite.agent_loop.sanity import first_mismatch
-from verl_lite.agent_loop.scheduler import TurnBatcher
+from verl_lite.agent_loop.scheduler import ContinuousBatcher
 from verl_lite.agent_loop.verl_args import config_tree, loop_arguments
 from verl_lite.protocol import DataProto
 from verl_lite.rollout.base import Rollout, SamplingParams
@@ -54,11 +54,13 @@ class AgentLoopRunner:
         vocab_size: int | None = None,
         trainer_config=None,
         hf_model_type: str | None = None,
+        hold_s: float | None = None,
     ):
         """`vocab_size`: the model's (utils/hf_model.model_vocab_size; every returned id must be below
         it, and at least the tokenizer's length); None: the tokenizer's length. `trainer_config`: the
         whole config, which verl's loops read (self.config); None: the schema's defaults around
-        `rollout_cfg` (verl_args.config_tree)."""
+        `rollout_cfg` (verl_args.config_tree). `hold_s`: the batcher's (scheduler.py; None: its default
+        rule, math.inf: the per-turn barrier)."""
         self.rollout, self.cfg = rollout, rollout_cfg
         self.vocab_size = max(vocab_size or 0, len(tokenizer))
         self.context = build_loop_context(rollout_cfg, tokenizer, chat_template_kwargs)
@@ -66,6 +68,7 @@ class AgentLoopRunner:
         self.hf_model_type = hf_model_type
         self.loops = agent_loops(rollout_cfg.agent.agent_loop_config_path)
         self.pad_id = tokenizer.pad_token_id
+        self.hold_s = hold_s
 
     def run(self, batch: DataProto, params: SamplingParams) -> DataProto:
         """`batch`: left-padded prompts (input_ids, attention_mask) and the rows' non-tensor fields."""
@@ -102,15 +105,17 @@ class AgentLoopRunner:
 
     async def _run_all(
         self, rows: list[dict], params: SamplingParams, call
-    ) -> tuple[list[AgentLoopOutput], TurnBatcher]:
+    ) -> tuple[list[AgentLoopOutput], ContinuousBatcher]:
         context_length = self.cfg.prompt_length + self.cfg.response_length
         tasks: list[asyncio.Task] = []
-        batcher = TurnBatcher(
+        batcher = ContinuousBatcher(
             lambda reqs: self.rollout.generate_requests(reqs, call),
             params,
             context_length,
             loop_timeout=loop_timeout_s(self.cfg),
             describe=lambda t: f"trajectory {t} ({self._loop_name(rows[t])}) waits in {waiting_in(tasks[t])}",
+            hold_s=self.hold_s,
+            exchange=self.rollout.gather_group if self.rollout.engine_group_size > 1 else None,
         )
         sampling = {
             "temperature": 0.0 if params.greedy else params.temperature,
@@ -131,7 +136,7 @@ class AgentLoopRunner:
             for task in tasks:
                 task.cancel()
 
-    async def _one(self, batcher: TurnBatcher, server, row: dict, sampling: dict) -> AgentLoopOutput:
+    async def _one(self, batcher: ContinuousBatcher, server, row: dict, sampling: dict) -> AgentLoopOutput:
         try:
             spec = self.loops.get(row["agent_name"])
             if spec is None:
@@ -155,7 +160,7 @@ class AgentLoopRunner:
         spec = self.loops.get(row["agent_name"])
         return f"agent loop {row['agent_name']!r}" + (f", {spec.target}" if spec is not None else "")
 
-    def _stats(self, outputs: list[AgentLoopOutput], batcher: TurnBatcher) -> list[dict]:
+    def _stats(self, outputs: list[AgentLoopOutput], batcher: ContinuousBatcher) -> list[dict]:
         """Per trajectory: the loop's counters, its engine seconds and the sanity check's verdict."""
         mode, ctx = self.cfg.multi_turn.tokenization_sanity_check_mode, self.context
         stats, first = [], None

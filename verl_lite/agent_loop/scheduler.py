@@ -1,16 +1,29 @@
-"""Batched turns: every trajectory's loop runs as its own asyncio task, and their generations meet in
-one engine call per turn.
+"""Continuous batching of the trajectories' generations: every trajectory's loop runs as its own
+asyncio task, and an engine call takes whatever requests are waiting, so no trajectory waits for
+another's tools.
 
-A loop's `generate` (through its TrajectoryServer) parks the request and waits. When every live
-trajectory is parked (the others have finished; those running tools are waited for, at most the
-tool timeout), the TurnBatcher hands all parked requests to the engine at once
-(`Rollout.generate_requests`: token ids in, sampled ids and log-probs out), wakes each loop with
-its result, and waits for the next turn. So turn k of every trajectory is one batch, however many
-turns each takes, and no loop's code needs to know about batching. The ranks that share a vLLM
-engine (a TP group) call the engine together each turn, a rank with nothing left passing no
-requests, until none of them has any. A turn's requests go to the engine ordered by their key
-(trajectory, request number), never by the order the loops happened to park them in, so a seed
-gives the same batches, hence the same samples, every run.
+A loop's `generate` (through its TrajectoryServer) parks the request and waits. The engine is called
+with every parked request as soon as each live trajectory is either parked or a straggler: away from
+the engine (in a tool or interaction call, or its own code) for at least the hold, by default
+max(HOLD_FLOOR_S, the last engine call's seconds). Tool calls that finish within the hold join the
+batch (an ordinary run's batches are the old turn-synchronous ones, so its samples do not depend on
+timing); a trajectory whose tool takes longer is left behind, the others go on, and its request
+joins whatever call is next once its tool returns. A straggler costs the others at most the hold
+per call, not its tool's time (scripts/bench_async.py --case straggler). `hold_s=math.inf` is the
+per-turn barrier (every live trajectory parked), kept as the measured baseline.
+
+The engine's calls are blocking (the HF backend's generate, vLLM's LLM.generate): a request that
+parks during a call waits for the next one; the engine never sits idle while a request is ready.
+Sampling is seeded per request, by (rollout.seed, rank, the rollout call, the request key
+(trajectory, request number)), never by a request's batch or its place in it, so the same request
+draws the same tokens whatever shares its call (up to the float rounding that batch padding changes,
+docs/multi_turn.md). A call's requests still go to the engine ordered by their key.
+
+The ranks that share a vLLM engine (a TP group, `exchange`) must call it together: each round they
+exchange (agrees: no trajectory of its own to wait for, has requests ready, anything left), a rank
+not ready re-entering every GROUP_POLL_S, and call the engine when some rank has requests and every
+rank with anything left agrees (one whose only trajectories are stragglers agrees, and passes no
+requests), until none has anything left.
 
 The sampling settings of a request are the call's (training or validation) unless a loop overrides
 temperature, top_k or top_p in its `sampling_params`; `max_tokens` (or sglang's `max_new_tokens`,
@@ -18,18 +31,18 @@ as verl accepts it) is its token budget; by default, as verl 0.9's server: respo
 is left of prompt_length + response_length after the prompt it sends when that is less.
 `logprobs` (verl's calculate_log_probs) is accepted and changes nothing: log-probs always come back.
 
-A loop that neither asks for a generation nor finishes within `loop_timeout` seconds of the last
-turn (rollout.agent.loop_timeout: its own code, its tools' and interaction's calls) would hold every
-other trajectory at the barrier forever: the turn fails instead, naming each such trajectory's loop
-and the call it waits in (`describe`). A loop that blocks the event loop itself (a synchronous
-sleep) cannot be interrupted from here; tool and interaction calls run off this loop for that reason
-(on the tool loop, or in threads: tool_calls.py).
+A loop that neither asks for a generation nor finishes within `loop_timeout` seconds of its last
+result (rollout.agent.loop_timeout: its own code, its tools' and interaction's calls) fails the
+rollout, naming each such trajectory's loop and the call it waits in (`describe`). A loop that
+blocks the event loop itself (a synchronous sleep) cannot be interrupted from here; tool and
+interaction calls run off this loop for that reason (on the tool loop, or in threads: tool_calls.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -67,7 +80,16 @@ class LoopTimeout(RuntimeError):
     """A trajectory's loop went `loop_timeout` seconds without a generation request or finishing."""
 
 
-class TurnBatcher:
+HOLD_FLOOR_S = 0.1  # the shortest a batch waits for a trajectory away from the engine
+GROUP_POLL_S = 0.02  # how often a rank of a TP group that is not ready meets the others
+
+
+class ContinuousBatcher:
+    """`engine(requests) -> (results, active)` (Rollout.generate_requests for one rollout call);
+    `exchange(status) -> [every rank's status]`: the collective of the ranks sharing the engine, None
+    for an engine of its own; `hold_s`: a fixed hold (None: max(HOLD_FLOOR_S, the last call's
+    seconds); math.inf: the per-turn barrier)."""
+
     def __init__(
         self,
         engine: Engine,
@@ -75,29 +97,31 @@ class TurnBatcher:
         context_length: int,
         loop_timeout: float | None = None,
         describe: Callable[[int], str] = str,
+        hold_s: float | None = None,
+        exchange: Callable[[Any], list] | None = None,
     ):
         self.engine, self.params, self.context_length = engine, params, context_length
         self.loop_timeout, self.describe = loop_timeout, describe
+        self.hold_s, self.exchange = hold_s, exchange
         self.parked: list[tuple[int, TokenRequest, asyncio.Future]] = []
         self.live: set[int] = set()
-        self.ready = asyncio.Event()
+        self.away_since: dict[int, float] = {}  # per live trajectory: when it last left the engine
+        self.changed = asyncio.Event()
+        self.last_call_s = 0.0
         self.num_engine_calls = 0
-        self.generate_seconds: dict[int, float] = {}  # per trajectory: engine time of its turns
+        self.generate_seconds: dict[int, float] = {}  # per trajectory: engine time of its calls
         self._requests: dict[int, int] = {}
 
     def server(self, trajectory: int) -> TrajectoryServer:
         self.live.add(trajectory)
+        self.away_since[trajectory] = time.monotonic()
         self._requests[trajectory] = 0
         self.generate_seconds[trajectory] = 0.0
         return TrajectoryServer(self, trajectory)
 
     def finished(self, trajectory: int) -> None:
         self.live.discard(trajectory)
-        self._check()
-
-    def _check(self) -> None:
-        if self.live <= {t for t, _, _ in self.parked}:
-            self.ready.set()
+        self.changed.set()
 
     async def generate(self, trajectory: int, prompt_ids: list[int], sampling: dict[str, Any]) -> TokenOutput:
         params = request_params(self.params, sampling)
@@ -111,47 +135,103 @@ class TurnBatcher:
         request = TokenRequest(tuple(prompt_ids), budget, params, (trajectory, count))
         future = asyncio.get_running_loop().create_future()
         self.parked.append((trajectory, request, future))
-        self._check()
+        self.changed.set()
         result: TokenResult = await future
         return TokenOutput(result.token_ids, result.log_probs, result.stop_reason, result.num_preempted)
 
+    def hold(self) -> float:
+        return self.hold_s if self.hold_s is not None else max(HOLD_FLOOR_S, self.last_call_s)
+
     async def drive(self) -> None:
-        """Engine calls, one per turn, until no rank of the engine's group has a request left."""
+        """Engine calls until no rank of the engine's group has a trajectory left."""
         while True:
-            if self.live:
-                await self._wait_for_loops()
-            self.ready.clear()
-            # in request-key order, not parking order: loops wake from tool threads in whatever
-            # order those finish, and the engine's sampling (HF: one generator for the batch, seeded
-            # by its first request) must see the same batch every run
-            batch, self.parked = sorted(self.parked, key=lambda p: p[1].key), []
+            await asyncio.sleep(0)  # let woken loops and finished tool calls run first
+            await self._wait()
+            agree = self._agree(time.monotonic())  # no trajectory of this rank to wait for
+            ready, left = agree and bool(self.parked), bool(self.live or self.parked)
+            if self.exchange is not None:
+                # every rank calls the engine together: when each with anything left agrees and
+                # one has requests (a rank with none passes [])
+                statuses = self.exchange((agree, ready, left))
+                if not any(other_left for _, _, other_left in statuses):
+                    return
+                if not any(other_ready for _, other_ready, _ in statuses) or not all(
+                    other_agree or not other_left for other_agree, _, other_left in statuses
+                ):
+                    continue  # meet again
+            elif not left:
+                return
+            elif not ready:
+                continue
+            # in request-key order, not parking order: loops wake from tool threads in whatever order
+            # those finish; the samples do not depend on it (per-request seeds), the call's layout would
+            batch = sorted(self.parked, key=lambda p: p[1].key) if ready else []
+            self.parked = [] if ready else self.parked
             start = time.perf_counter()
             results, active = self.engine([request for _, request, _ in batch])
+            seconds = time.perf_counter() - start
             if not active:
                 return
             self.num_engine_calls += 1
-            seconds = time.perf_counter() - start
+            if batch:
+                self.last_call_s = seconds
+            now = time.monotonic()
             for (trajectory, _, future), result in zip(batch, results):
                 self.generate_seconds[trajectory] += seconds
+                self.away_since[trajectory] = now
                 future.set_result(result)
-            await asyncio.sleep(0)  # let the woken loops run before checking again
 
-    async def _wait_for_loops(self) -> None:
-        try:
-            await asyncio.wait_for(self.ready.wait(), self.loop_timeout)
-        except asyncio.TimeoutError:
-            stuck = sorted(self.live - {t for t, _, _ in self.parked})
+    def _away(self) -> dict[int, float]:
+        """The live trajectories with no request parked, and since when each is away."""
+        parked = {t for t, _, _ in self.parked}
+        return {t: self.away_since[t] for t in self.live - parked}
+
+    def _agree(self, now: float) -> bool:
+        """Every trajectory away from the engine has been away for the hold: none to wait for."""
+        hold = self.hold()
+        return all(now - since >= hold for since in self._away().values())
+
+    async def _wait(self) -> None:
+        """Until the parked requests should go or nothing is left; in a group, at most GROUP_POLL_S
+        (a rank with nothing parked still tells the others whether it agrees)."""
+        poll_end = time.monotonic() + GROUP_POLL_S if self.exchange is not None else math.inf
+        while True:
+            now = time.monotonic()
+            away = self._away()
+            self._check_timeout(away, now)
+            if not self.live and not self.parked:
+                return
+            if (self.parked and self._agree(now)) or now >= poll_end:
+                return
+            deadlines = [poll_end]
+            if self.parked or self.exchange is not None:
+                deadlines += [since + self.hold() for since in away.values()]
+            if self.loop_timeout is not None:
+                deadlines += [since + self.loop_timeout for since in away.values()]
+            deadline = min(deadlines)
+            self.changed.clear()
+            timeout = None if math.isinf(deadline) else max(0.0, deadline - now)
+            try:
+                await asyncio.wait_for(self.changed.wait(), timeout)
+            except asyncio.TimeoutError:
+                pass
+
+    def _check_timeout(self, away: dict[int, float], now: float) -> None:
+        if self.loop_timeout is None:
+            return
+        stuck = sorted(t for t, since in away.items() if now - since >= self.loop_timeout)
+        if stuck:
             raise LoopTimeout(
                 f"{len(stuck)} trajectories' agent loops neither generated nor finished within "
                 f"{self.loop_timeout:g} s (actor_rollout_ref.rollout.agent.loop_timeout): the first, "
                 f"{self.describe(stuck[0])}; fix the code it waits in, or raise the key"
-            ) from None
+            )
 
 
 class TrajectoryServer:
     """What a loop sees as its server (verl's AsyncLLMServerManager): generate for one trajectory."""
 
-    def __init__(self, batcher: TurnBatcher, trajectory: int):
+    def __init__(self, batcher: ContinuousBatcher, trajectory: int):
         self.batcher, self.trajectory = batcher, trajectory
 
     async def generate(
@@ -168,7 +248,7 @@ class TrajectoryServer:
         priority: int = 0,
     ) -> TokenOutput:
         """verl's LLMServerClient.generate. `request_id` is accepted (one trajectory, one server here),
-        `priority` too (verl's scheduling hint: a turn's requests all go in one engine call here)."""
+        `priority` too (verl's scheduling hint: an engine call takes every waiting request here)."""
         if image_data or video_data or audio_data or mm_processor_output:
             raise ValueError("image_data / video_data / audio_data: verl_lite's rollouts are text only")
         return await self.batcher.generate(self.trajectory, list(prompt_ids), dict(sampling_params or {}))

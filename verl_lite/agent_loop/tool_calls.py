@@ -7,7 +7,7 @@ verl), and every plain (`def`) method in a thread of its own (at most POOL_SIZE 
 trajectories: a blocking tool stalls no other call). It waits for a call at most
 `multi_turn.tool_call_timeout` seconds from when it starts (not while it queues for a thread). So a
 tool that hangs costs its trajectory that many seconds and no more: the other trajectories' calls
-go on, and the batch's next turn waits for no call longer than the timeout. A call stuck awaiting
+go on, and no other trajectory waits for it (agent_loop/scheduler.py). A call stuck awaiting
 is cancelled at its timeout; a thread blocked in a call cannot be stopped from Python and keeps its
 (daemon) thread and slot until it returns. An async method that blocks (time.sleep inside
 `async def`) holds the tool loop, as in verl: each call still times out, but the worker's other

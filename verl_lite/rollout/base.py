@@ -10,9 +10,12 @@ so several generates may share one wake-up) and
 `generate_tokens(prompt_ids, prompt_mask, params)` returning raw response tokens (prompts * n,
 <= response_length), each prompt's n samples adjacent, with their sampled-token log-probs (same
 shape) or None where the backend has none. Multi-turn rollouts (agent_loop/) drive it token-in /
-token-out instead: `generate_requests(requests, call)` generates one turn of many trajectories in
-one engine call, each request its own prompt ids and token budget, and returns the sampled ids and
-their log-probs as lists (the worker releases after the rollout's last turn, as after a generate).
+token-out instead: `generate_requests(requests, call)` generates the requests waiting (of many
+trajectories, agent_loop/scheduler.py) in one engine call, each request its own prompt ids, token
+budget and seed (from its key, never from its batch-mates), and returns the sampled ids and their
+log-probs as lists (the worker releases after the rollout's last call, as after a generate); the
+ranks that share one engine (`engine_group_size`, a vLLM TP group) call it together and agree when
+through `gather_group`.
 Its sampling state (`state_dict()` / `load_state_dict()`: the call counters its seeds derive from,
 small ints) goes into every checkpoint, so a resumed run draws the same samples as an uninterrupted
 one; validation (`SamplingParams.validate`) counts its calls apart, so validating does not move
@@ -98,10 +101,17 @@ class Rollout(ABC):
     def generate_requests(
         self, requests: list[TokenRequest], call: tuple[int, ...]
     ) -> tuple[list[TokenResult], bool]:
-        """One turn: every request in one engine call (`call`: the rollout call's key, next_call).
-        Returns the results in request order and whether any rank sharing this rank's engine (its
-        TP group) had a request: those ranks call together, one with none passes [], and a rollout
-        ends when this returns False."""
+        """Every request in one engine call (`call`: the rollout call's key, next_call), each sampled
+        under its own seed (rollout.seed, rank, call, request key). Returns the results in request
+        order and whether any rank sharing this rank's engine (its TP group) had a request: those
+        ranks call together, one with none passes []."""
+
+    engine_group_size: int = 1  # ranks that call one engine together (a vLLM TP group)
+
+    def gather_group(self, obj) -> list:
+        """Every member's `obj` (picklable), in rank order: a collective of the ranks sharing this
+        engine, by which their multi-turn schedulers agree when to call it; [obj] alone."""
+        return [obj]
 
     def release(self) -> None:
         """Give back the device memory the engine holds between rollouts (vLLM: sleep); nothing for a

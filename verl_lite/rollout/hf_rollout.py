@@ -21,6 +21,12 @@ log-prob of each sampled token under the distribution it was drawn from (vLLM's
 (batch, 1) results on the device until the rollout ends (one copy to the host, not one per token), so the
 rollout-vs-actor log-prob metric covers this backend too and any hidden truncation shows.
 
+Multi-turn requests (`generate_requests`) are sampled per request instead: the requests waiting
+share one generate call (left-padded), but each row draws from a generator of its own, seeded by
+(seed, rank, call, request key) (`PerRequestSampler`), so a request samples the same tokens whatever
+else is in its call (up to the float rounding that a different padding width gives: measured in
+docs/multi_turn.md).
+
 With LoRA the copy is wrapped by PEFT like the actor: its base comes from model.path once, and each
 sync replaces only the adapter (`update_adapter`).
 """
@@ -28,6 +34,7 @@ sync replaces only the adapter (`update_adapter`).
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 
 import torch
@@ -83,6 +90,26 @@ class SampledTokenLogProbs(LogitsProcessor):
         return dev.to_host(torch.cat(self.steps, dim=-1))  # one copy for the whole rollout
 
 
+class PerRequestSampler(LogitsProcessor):
+    """Last processor of a generate call run greedily: row i's token drawn from softmax(scores[i])
+    with its own generator (seeded by `seeds[i]`), as vLLM samples (probs / Exponential(1), argmax);
+    the scores come back -inf but at the drawn token, which generate's argmax then takes. A row's
+    draws depend on its own scores and seed only, not on its batch-mates'."""
+
+    def __init__(self, seeds: list[int]):
+        self.seeds, self.generators = seeds, None
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if self.generators is None:
+            self.generators = [torch.Generator(scores.device).manual_seed(s) for s in self.seeds]
+        probs = torch.softmax(scores.float(), dim=-1)
+        noise = torch.empty_like(probs)
+        for row, generator in enumerate(self.generators):
+            noise[row].exponential_(generator=generator)
+        tokens = (probs / noise).argmax(dim=-1, keepdim=True)
+        return torch.full_like(scores, -math.inf).scatter_(-1, tokens, 0.0)
+
+
 def build_logits_processors(params: SamplingParams) -> LogitsProcessorList:
     """The sampling warpers of `params`, in vLLM's order (temperature, top-k, top-p); none for greedy."""
     if params.greedy:
@@ -134,6 +161,10 @@ class HFRollout(Rollout):
         key = (self.seed, self.rank, *self.next_call(validate))
         return hash(key) % (2**63)  # ints only: tuple hashes of ints do not vary between processes
 
+    def request_seed(self, call: tuple[int, ...], key: tuple[int, ...]) -> int:
+        """A multi-turn request's seed: (seed, rank, call, request key), whatever its batch."""
+        return hash((self.seed, self.rank, *call, *key)) % (2**63)  # ints only: stable across processes
+
     @torch.no_grad()
     def update_weights(self, named_tensors) -> dict[str, float]:
         start, num_bytes = time.perf_counter(), 0
@@ -158,20 +189,29 @@ class HFRollout(Rollout):
         return {"update_weights_s": time.perf_counter() - start, "update_weights_gb": nbytes / 1024**3}
 
     def _generate(
-        self, ids: torch.Tensor, mask: torch.Tensor, params: SamplingParams, seed: int
+        self, ids: torch.Tensor, mask: torch.Tensor, params: SamplingParams, seed: int | list[int]
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """model.generate on left-padded prompts under `seed` (the global RNG restored after): the
-        new tokens (rows, <=R) on the host and their sampled-token log-probs."""
+        """model.generate on left-padded prompts under `seed` (the global RNG restored after), or
+        with a list, one seed per row (PerRequestSampler): the new tokens (rows, <=R) on the host and
+        their sampled-token log-probs."""
         recorder = SampledTokenLogProbs()
         processors = build_logits_processors(params)
         processors.append(recorder)
+        config = build_generation_config(params, self.eos_id, self.pad_id)
+        if isinstance(seed, list):
+            if not params.greedy:  # generate's argmax takes each row's own draw
+                processors.append(PerRequestSampler(seed))
+                config = build_generation_config(
+                    dataclasses.replace(params, do_sample=False), self.eos_id, self.pad_id
+                )
+            seed = 0  # the global RNG is not drawn from
         device = dev.local_device()
         with dev.fork_rng():
             dev.seed_rng(seed)
             out = self.model.generate(
                 input_ids=ids.to(device),
                 attention_mask=mask.to(device),
-                generation_config=build_generation_config(params, self.eos_id, self.pad_id),
+                generation_config=config,
                 logits_processor=processors,
             )
         return out[:, ids.shape[1] :].cpu(), recorder.finish(out[:, -1])
@@ -195,8 +235,9 @@ class HFRollout(Rollout):
     def generate_requests(
         self, requests: list[TokenRequest], call: tuple[int, ...]
     ) -> tuple[list[TokenResult], bool]:
-        """One multi-turn turn (base.Rollout): the requests left-padded into one generate call per
-        sampling setting (one in practice), each cut to its own budget and first EOS."""
+        """Multi-turn requests (base.Rollout): left-padded into one generate call per sampling
+        setting (one in practice), each sampled under its own seed and cut to its own budget and
+        first EOS."""
         results: list[TokenResult | None] = [None] * len(requests)
         groups: dict[SamplingParams, list[int]] = {}
         for i, r in enumerate(requests):
@@ -216,8 +257,8 @@ class HFRollout(Rollout):
             ids[row, width - len(r.prompt_ids) :] = torch.tensor(r.prompt_ids)
             mask[row, width - len(r.prompt_ids) :] = 1
         params = dataclasses.replace(params, response_length=max(r.max_tokens for r in requests))
-        seed = hash((self.seed, self.rank, *call, *requests[0].key)) % (2**63)
-        tokens, log_probs = self._generate(ids, mask, params, seed)
+        seeds = [self.request_seed(call, r.key) for r in requests]
+        tokens, log_probs = self._generate(ids, mask, params, seeds)
         tokens, log_probs = tokens.tolist(), log_probs.tolist()
         results = []
         for r, toks, logps in zip(requests, tokens, log_probs):

@@ -353,12 +353,19 @@ class VLLMRollout(Rollout):
         width = max(1, max(map(len, ids), default=0))
         return _padded(ids, width, self.pad_id, torch.long), _padded(logps, width, 0.0, torch.float32)
 
+    @property
+    def engine_group_size(self) -> int:
+        return self.tp_group.size
+
+    def gather_group(self, obj) -> list:
+        return self.tp_group.gather_objects(obj)[0]
+
     @torch.no_grad()
     def generate_requests(
         self, requests: list[TokenRequest], call: tuple[int, ...]
     ) -> tuple[list[TokenResult], bool]:
-        """One multi-turn turn (base.Rollout): the TP group's requests in one generate call, each with
-        its own token budget and a seed from (rollout.seed, owner rank, call, request key)."""
+        """Multi-turn requests (base.Rollout): the TP group's in one generate call, each with its own
+        token budget and a seed from (rollout.seed, owner rank, call, request key)."""
         from vllm.inputs import TokensPrompt
 
         members, me = self.tp_group.gather_objects(list(requests))
