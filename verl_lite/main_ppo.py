@@ -39,6 +39,7 @@ from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.config.user_config import check_user_config, not_verl_lites
 from verl_lite.errors import RunError, one_line
 from verl_lite.preflight_early import check_early
+from verl_lite.utils import import_gc
 from verl_lite.utils.paths import output_folder_problem
 
 if TYPE_CHECKING:
@@ -202,6 +203,7 @@ def run(config: DictConfig) -> None:
         except ValueError as e:
             raise _setup_error(e) from e
         import_components()
+        import_gc.resume()  # the driver's libraries are in (utils/import_gc.py)
         from verl_lite.utils.logs import setup_driver_logging
 
         folder = run_dir(cfg)

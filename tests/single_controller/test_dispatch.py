@@ -16,6 +16,7 @@ from verl_lite.single_controller import (
     register,
 )
 from verl_lite.single_controller.decorator import collect_results, dispatch_args
+from verl_lite.utils import import_gc
 
 
 class EchoWorker(Worker):
@@ -33,6 +34,23 @@ class EchoWorker(Worker):
     def transform_shared(self, data: DataProto) -> DataProto:
         """Like transform, for a mesh whose ranks may share their data (sequence parallelism)."""
         return self.transform(data)
+
+    @register(Dispatch.ONE_TO_ALL)
+    def gc_state(self) -> tuple[bool, bool, str | None, bool]:
+        """(imports ran paused, collector on, the pause variable, the collector in a process this
+        worker starts)."""
+        import gc
+        import subprocess
+        import sys
+
+        child = subprocess.run(
+            [sys.executable, "-c", "import gc, verl_lite; print(gc.isenabled())"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        state = gc.isenabled(), os.environ.get(import_gc.PAUSE_ENV), child.stdout.strip() == "True"
+        return (import_gc.paused_for_imports, *state)
 
     @register(Dispatch.ONE_TO_ALL)
     def log_call(self, tag: str, seconds: float) -> list[str]:
@@ -90,6 +108,12 @@ def test_one_to_all_reaches_every_rank_with_a_shared_rendezvous(group):
     results = group.whoami()
     assert [r[:2] for r in results] == [(0, 2), (1, 2)]
     assert results[0][2] and results[0][2] == results[1][2]
+
+
+def test_workers_collect_garbage_once_their_imports_are_done(group):
+    """The group pauses a worker's collector for its imports (utils/import_gc.py); Worker.__init__
+    resumes it and removes the variable, so a process the worker starts collects as usual."""
+    assert group.gc_state() == [(True, True, None, True)] * 2
 
 
 def test_worker_error_names_rank_and_method(group):

@@ -35,7 +35,7 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from verl_lite.single_controller.decorator import DISPATCH_ATTR, MESH_ATTR, collect_results, dispatch_args
 from verl_lite.utils import device as dev
-from verl_lite.utils import host_heap, logs
+from verl_lite.utils import host_heap, import_gc, logs
 
 
 class WorkerError(RuntimeError):
@@ -188,6 +188,7 @@ class RayWorkerGroup:
             env = {**rank_env(rank, len(slots), pool.n_workers_per_node), **common}
             if self.log_files[rank]:  # the worker's output goes to its file in the run folder
                 env[logs.WORKER_LOG_ENV] = self.log_files[rank]
+            env[import_gc.PAUSE_ENV] = "1"  # no garbage collection while it imports (utils/import_gc.py)
             share = pool.actor_resources()
             actor = remote_cls.options(
                 num_cpus=share.get("CPU", 0),

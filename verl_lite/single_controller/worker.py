@@ -20,6 +20,7 @@ import torch
 import torch.distributed as dist
 
 from verl_lite.utils import device as dev
+from verl_lite.utils import import_gc
 from verl_lite.utils.logs import route_worker_output
 
 
@@ -31,6 +32,7 @@ def device_env(assigned_gpu_ids: list[str], visible_devices: str | None) -> dict
 
 class Worker:
     def __init__(self):
+        import_gc.resume()  # the worker's imports are done (utils/import_gc.py)
         self.log_file = route_worker_output()  # before anything prints: the output's place (utils/logs.py)
         # outside a Ray actor (a test constructing a worker directly) nothing is assigned; asking
         # the runtime context there would start a local Ray
