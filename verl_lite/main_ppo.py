@@ -274,11 +274,14 @@ def exit_past_stray_threads(code, grace_s: float = STRAY_GRACE_S) -> None:
 
 
 if __name__ == "__main__":
-    try:  # verl's `+key` spellings and unknown keys, before Hydra (sweeps included)
-        sys.argv[1:] = normalize_argv(sys.argv[1:])
+    try:  # verl's `+key` spellings, verl 0.7's and 0.9's spellings and unknown keys, before Hydra (sweeps included)
+        notes: list[str] = []
+        sys.argv[1:] = normalize_argv(sys.argv[1:], notes)
     except OverrideError as e:
         print(f"verl_lite: {e}", file=sys.stderr)
         sys.exit(2)
+    for note in notes:  # one console line per verl 0.7 spelling, naming verl 0.9's
+        print(f"verl_lite: {note}")
     # a user's YAML, a value of the wrong type: Hydra's refusals in one line
     problem = check_user_config(sys.argv[1:])
     if problem:

@@ -122,14 +122,14 @@ def test_every_refused_override_of_a_command_is_named_in_one_line():
     argv = [
         "trainer.total_epochs=2",
         "+trainer.val_onyl=True",
-        "critic.fsdp.param_offload=True",
+        "critic.fsdp.param_ofload=True",
         "data.no_such=1",
     ]
     with pytest.raises(OverrideError) as info:
         normalize_argv(argv)
     message = str(info.value)
     assert message.startswith("3 overrides are refused: ") and "\n" not in message
-    for key in ("trainer.val_onyl", "critic.fsdp.param_offload", "data.no_such"):
+    for key in ("trainer.val_onyl", "critic.fsdp.param_ofload", "data.no_such"):
         assert f"{key} is not a key of verl_lite's config" in message
     assert "did you mean trainer.val_only" in message
     with pytest.raises(OverrideError) as info:  # the composed path (compose_config) says the same
