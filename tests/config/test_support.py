@@ -139,11 +139,8 @@ def test_every_refused_override_of_a_command_is_named_in_one_line():
 
 # verl's memory features and other refused values: one line each, naming key, value and what to use
 REFUSED = [
-    (
-        f"{ARR}.actor.fsdp_config.ulysses_sequence_parallel_size=2",
-        "the role's ulysses_sequence_parallel_size",
-    ),
-    (f"{ARR}.ref.fsdp_config.entropy_checkpointing=True", f"{ARR}.actor.entropy_checkpointing"),
+    ("critic.model.tiled_mlp.enabled=True", "tiled MLP is not available"),
+    (f"{ARR}.rollout.skip_rollout=True", "every step generates"),
     (f"{ARR}.rollout.multi_turn.use_inference_chat_template=True", "token-in / token-out"),
     (f"{ARR}.actor.strategy=megatron", "FSDP1 and Megatron"),
     ("algorithm.use_pf_ppo=True", "policy-filtered PPO"),

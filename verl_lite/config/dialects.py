@@ -11,11 +11,15 @@ reward.reward_model.*, reward_model.model.path -> reward.reward_model.model_path
 reward.reward_kwargs. verl 0.9.1 keeps the old spellings as null keys and applies them only in its
 fully-async entry; here both dialects are served on the command line (config/overrides.py):
 
-- a spelling the schema does not hold is rewritten to the key that does (`Move.key`) before Hydra;
+- every spelling is rewritten to the key the schema holds it in (`Move.key`) before Hydra;
 - a verl 0.7 spelling is said once on the console, naming verl 0.9's;
 - two spellings of one value set to different values in one command are refused, naming both.
 
-Which spelling the schema holds: verl 0.9's for the critic (critic.fsdp). For the reward group the
+verl 0.9 also spells the sequence-parallel size and the entropy options of a role on its FSDP engine
+section (`actor_rollout_ref.actor.fsdp_config.ulysses_sequence_parallel_size`, `critic.fsdp.*`), which
+verl_lite's engine takes from the role: those spellings are rewritten to the role's key.
+
+Which spelling the schema holds: verl 0.9's for the critic's FSDP section (critic.fsdp). For the reward group the
 schema still holds verl 0.7's (reward_model.*, reward_manager.*, custom_reward_function.*): verl_lite's
 reward model is verl's legacy FSDP reward-model worker, whose keys (strategy, micro-batch sizes,
 model.fsdp_config, max_length, ...) verl 0.9 dropped with that worker, so moving the section is a
@@ -31,13 +35,34 @@ from dataclasses import dataclass
 class Move:
     verl09: str  # verl 0.9.1's spelling: a key, or a section (every key under it)
     key: str  # the schema's key (or section) that holds the value
-    older: tuple[
-        str, ...
-    ] = ()  # verl 0.7's spellings besides `key` (a schema key stays; another is rewritten)
+    older: tuple[str, ...] = ()  # verl 0.7's spellings besides `key`
+    quiet: bool = False  # `key` is verl 0.9's spelling too (verl links one to the other): nothing to say
 
 
 R = "reward"
+ARR = "actor_rollout_ref"
+
+
+def _engine_moves(role: str, engine: str, legacy: str) -> list[Move]:
+    """verl 0.9's engine spellings of a role's sequence-parallel and entropy keys. Its FSDP engine reads
+    <engine>.ulysses_sequence_parallel_size, the role's own spelling [DEPRECATED] (verl 0.9.1
+    workers/config/actor.py: a role value > 1 is copied onto the engine's); the engine's entropy keys
+    link the role's (`${oc.select:<role>.entropy_checkpointing,False}`), so both spellings are current."""
+    moves = [
+        Move(f"{engine}.ulysses_sequence_parallel_size", f"{role}.ulysses_sequence_parallel_size", legacy)
+    ]
+    if role != "critic":
+        moves += [
+            Move(f"{role}.{k}", f"{role}.{k}", (f"{engine}.{k}",), quiet=True)
+            for k in ("entropy_checkpointing", "entropy_from_logits_with_chunking")
+        ]
+    return moves
+
+
 MOVES: tuple[Move, ...] = (
+    *_engine_moves(f"{ARR}.actor", f"{ARR}.actor.fsdp_config", ()),
+    *_engine_moves(f"{ARR}.ref", f"{ARR}.ref.fsdp_config", ()),
+    *_engine_moves("critic", "critic.fsdp", ("critic.model.fsdp_config.ulysses_sequence_parallel_size",)),
     Move("critic.fsdp", "critic.fsdp", ("critic.model.fsdp_config",)),
     Move(f"{R}.num_workers", "reward_model.num_workers"),
     Move(f"{R}.reward_manager.name", "reward_manager.name", ("reward_model.reward_manager",)),
@@ -75,21 +100,19 @@ class Spelling:
     """How one key of a command line maps: the key to give Hydra, the one value it names, the note."""
 
     given: str  # as written
-    key: str  # the schema's key it sets (the given one when the schema holds it)
+    key: str  # the schema's key it sets
     verl09: str  # verl 0.9's spelling of that value: what conflicting spellings are grouped by
     old: bool  # written in verl 0.7's spelling: said once on the console
 
 
-def spelling(key: str, is_key) -> Spelling | None:
-    """The move covering `key`, or None for a key no move covers. `is_key(k)`: k is a schema key
-    (a schema key of an older spelling stays as written)."""
+def spelling(key: str) -> Spelling | None:
+    """The move covering `key` (the first that does: a key's own before its section's), or None."""
     for move in MOVES:
         for written in dict.fromkeys((move.verl09, move.key, *move.older)):
             rest = _under(key, written)
-            if rest is None:
-                continue
-            target = key if written != move.verl09 and is_key(key) else f"{move.key}{rest}"
-            return Spelling(key, target, f"{move.verl09}{rest}", written != move.verl09)
+            if rest is not None:
+                said = written != move.verl09 and not move.quiet
+                return Spelling(key, f"{move.key}{rest}", f"{move.verl09}{rest}", said)
     return None
 
 

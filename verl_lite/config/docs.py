@@ -84,18 +84,15 @@ def spellings() -> list[str]:
     out = [
         "## verl 0.9 and verl 0.7 spellings",
         "",
-        "verl 0.9 moved these keys (a section: every key under it). verl 0.9's spelling sets the key after",
-        "the arrow, the one this page lists; an older spelling that is a key here sets itself (linked to, or",
-        "judged like, that key), one that is not is taken as that key. An older spelling is said once on",
-        "the console; two spellings of one value set to different values in one command are refused,",
-        "naming both.",
+        "verl 0.9 moved these keys (a section: every key under it). Each spelling of a line sets the key after",
+        "the arrow, the one this page lists. An older spelling is said once on the console; two spellings",
+        "of one value set to different values in one command are refused, naming both.",
         "",
-        "| verl 0.9 | verl 0.7's (and verl 0.9.1's legacy) spellings -> the key verl 0.9's sets here |",
-        "| --- | --- |",
     ]
     for m in dialects.MOVES:
         older = [k for k in dict.fromkeys((m.key, *m.older)) if k != m.verl09]
-        out.append(f"| `{m.verl09}` | {', '.join(f'`{k}`' for k in older)} -> `{m.key}` |")
+        label = "also (verl 0.9 links one to the other)" if m.quiet else "older"
+        out.append(f"- verl 0.9 `{m.verl09}`, {label} {', '.join(f'`{k}`' for k in older)} -> `{m.key}`")
     return out + [""]
 
 

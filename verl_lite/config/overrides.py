@@ -75,7 +75,7 @@ def _respelled(line: str, override) -> tuple[str, dialects.Spelling | None]:
     """`line` with verl's other spelling of its key replaced by the schema's (config/dialects.py)."""
     if not _is_config_key(override):
         return line, None
-    found = dialects.spelling(override.key_or_group, keys.is_known)
+    found = dialects.spelling(override.key_or_group)
     if found is None or found.key == found.given:
         return line, found
     prefix = re.match(r"^[+~]*", line).group(0)
@@ -112,7 +112,7 @@ def _follows(value, verl09: str) -> bool:
     """A value that links another spelling of the same value (verl's `reward_manager.name=${reward_model.
     reward_manager}`): it sets nothing of its own."""
     target = keys.link_target(value, "") if isinstance(value, str) else None
-    found = dialects.spelling(target, keys.is_known) if target else None
+    found = dialects.spelling(target) if target else None
     return found is not None and found.verl09 == verl09
 
 
@@ -121,8 +121,8 @@ def _conflicts(given: list[tuple[dialects.Spelling, object]]) -> list[OverrideEr
     first: dict[str, tuple[dialects.Spelling, object]] = {}
     problems = []
     for found, value in given:
-        if value is None or _follows(value, found.verl09):
-            continue
+        if value is None or keys.link_target(value, found.key) is not None:
+            continue  # a deletion, or a link (verl's `ref.x=${actor_rollout_ref.actor.x}`): no value of its own
         seen = first.setdefault(found.verl09, (found, value))
         if seen[0].given != found.given and seen[1] != value:
             problems.append(OverrideError(dialects.conflict(seen, (found, value))))
@@ -156,13 +156,15 @@ def normalize_argv(argv: list[str], notes: list[str] | None = None) -> list[str]
         except OverrideError as e:
             problems.append(e)
             continue
+        if found is not None and _follows(value, found.verl09):
+            continue  # `reward_manager.name=${reward_model.reward_manager}`: one value, linked to itself
         out.append(line)
         if found is not None:
             spelled.append((found, value))
     problems += _conflicts(spelled)
     if problems:
         raise _refused_together(problems)
-    said = list(dict.fromkeys(dialects.note(f) for f, v in spelled if f.old and not _follows(v, f.verl09)))
+    said = list(dict.fromkeys(dialects.note(f) for f, _ in spelled if f.old))
     if notes is None:
         for line in said:
             log.info("%s", line)

@@ -322,11 +322,7 @@ RULES: list[Rule] = [
         instead="standalone rollout servers (verl 0.9's separate_async trainer) are not in verl_lite yet; "
         "keep 0: the rollout shares the trainer's workers",
     ),
-    Rule(
-        f"{ARR}.rollout.n_gpus_per_node",
-        ANY,
-        note=f"read only for standalone rollout servers ({ARR}.rollout.nnodes > 0): no effect",
-    ),
+    Rule(f"{ARR}.rollout.n_gpus_per_node", ANY),  # read only for standalone servers (rollout.nnodes > 0)
 ]
 
 
