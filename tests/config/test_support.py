@@ -239,3 +239,11 @@ def test_verls_value_spellings():
     assert load_config(["data.val_files=null"], "demo").data.val_files is None
     with pytest.raises(ConfigError, match="trainer.logger=.* must be a name or a list of names"):
         load_config(["trainer.logger=[1,2]"], "demo")
+
+
+def test_a_key_of_one_s_own_without_plus_is_one_line_naming_the_plus_spelling():
+    """Hydra (verl's too) refuses a new key inside a mapping without '+' in two lines that name no fix."""
+    line = f"{ARR}.rollout.engine_kwargs.sglang.attention_backend=triton"
+    with pytest.raises(OverrideError, match=rf"add it with '\+{line}'$"):
+        normalize_argv([line])
+    assert normalize_argv([f"+{line}"]) == [f"+{line}"]

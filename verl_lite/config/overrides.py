@@ -105,6 +105,10 @@ def _normalized(line: str) -> tuple[str, dialects.Spelling | None, object]:
         raise _unknown(found.given if found else key, line)
     if override.type == OverrideType.CHANGE and not keys.is_known(key):
         raise _unknown(found.given if found else key, line)
+    if override.type == OverrideType.CHANGE and keys.under_open_dict(key) and not keys.has_default(key):
+        raise OverrideError(  # Hydra's "Could not override" is two lines and names no fix (verl's Hydra says the same)
+            f"{line}: {key} is a key of your own inside a mapping whose default lacks it; add it with '+{line}'"
+        )
     return line, found, value
 
 
