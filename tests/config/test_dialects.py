@@ -179,3 +179,42 @@ def test_verl_0_9_s_engine_spellings_of_a_role_s_sequence_parallel_and_entropy_k
         f"{ARR}.actor.ulysses_sequence_parallel_size: verl 0.9 spells it "
         f"{ARR}.actor.fsdp_config.ulysses_sequence_parallel_size (the older spelling is taken as that)"
     ]
+
+
+def test_the_cli_says_an_older_spelling_once_and_refuses_two_spellings_before_hydra(tmp_path):
+    """The console line comes from main_ppo (before Hydra it only collects them): one line per older
+    spelling, then the run goes on (here to a refused value, before Ray); a conflict is one line."""
+    import subprocess
+    import sys
+
+    def cli(*args):
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "verl_lite.main_ppo",
+                "--config-name",
+                "demo",
+                f"hydra.run.dir={tmp_path}",
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    proc = cli("critic.model.fsdp_config.param_offload=True", "data.train_batch_size=0")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2 and "verl_lite: data.train_batch_size=0 must be a positive integer" in out, (
+        out
+    )
+    said = [line for line in out.splitlines() if "verl 0.9 spells it" in line]
+    assert len(said) == 1 and said[0].endswith(
+        "critic.model.fsdp_config.param_offload: verl 0.9 spells it critic.fsdp.param_offload "
+        "(the older spelling is taken as that)"
+    )
+    proc = cli("reward.reward_manager.name=dapo", "reward_model.reward_manager=naive")
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        "verl_lite: reward.reward_manager.name=dapo and reward_model.reward_manager=naive set one value "
+        "(verl 0.9's reward.reward_manager.name) two ways; keep one, in verl 0.9's spelling reward.reward_manager.name"
+    ], proc.stderr
