@@ -218,3 +218,9 @@ def test_the_cli_says_an_older_spelling_once_and_refuses_two_spellings_before_hy
         "verl_lite: reward.reward_manager.name=dapo and reward_model.reward_manager=naive set one value "
         "(verl 0.9's reward.reward_manager.name) two ways; keep one, in verl 0.9's spelling reward.reward_manager.name"
     ], proc.stderr
+
+
+def test_verl_0_9_s_engine_group_dp_is_verl_lite_s_engine_and_the_others_are_refused_by_name():
+    assert normalize_argv(["model_engine=dp", "trainer.total_epochs=1"]) == ["trainer.total_epochs=1"]
+    with pytest.raises(OverrideError, match=r"^model_engine=megatron: verl_lite's engine is FSDP2"):
+        normalize_argv(["model_engine=megatron"])

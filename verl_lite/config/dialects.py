@@ -88,6 +88,23 @@ MOVES: tuple[Move, ...] = (
 )
 
 
+# verl 0.9's config groups chosen on the command line (`model_engine=megatron`): the choices that are
+# verl_lite's (dp: verl's FSDP engine, its default) and why the others are not
+GROUPS = {
+    "model_engine": (
+        ("dp",),
+        "verl_lite's engine is FSDP2, verl's `dp` (its default); Megatron, "
+        "TorchTitan and VeOmni engines are not available",
+    ),
+}
+
+
+def group_problem(key: str, value) -> str | None:
+    """None for a verl 0.9 group choice verl_lite is (the override is then dropped: it changes nothing)."""
+    accepted, why = GROUPS[key]
+    return None if value in accepted else f"{key}={value}: {why}"
+
+
 def _under(key: str, section: str) -> str | None:
     """The rest of `key` below `section` ('' for the section itself); None when it is not under it."""
     if key == section:

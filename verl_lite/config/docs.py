@@ -93,6 +93,10 @@ def spellings() -> list[str]:
         older = [k for k in dict.fromkeys((m.key, *m.older)) if k != m.verl09]
         label = "also (verl 0.9 links one to the other)" if m.quiet else "older"
         out.append(f"- verl 0.9 `{m.verl09}`, {label} {', '.join(f'`{k}`' for k in older)} -> `{m.key}`")
+    for group, (accepted, why) in dialects.GROUPS.items():
+        out.append(
+            f"- verl 0.9's config group `{group}`: {', '.join(f'`{v}`' for v in accepted)} accepted; {why}"
+        )
     return out + [""]
 
 

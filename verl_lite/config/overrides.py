@@ -155,6 +155,11 @@ def normalize_argv(argv: list[str], notes: list[str] | None = None) -> list[str]
         if not is_override:
             out.append(token)
             continue
+        key = token.lstrip("+~").partition("=")[0]
+        if key in dialects.GROUPS:  # verl 0.9's engine group: dp is verl_lite's engine, the rest refused
+            problem = dialects.group_problem(key, token.partition("=")[2])
+            problems += [OverrideError(problem)] if problem else []
+            continue
         try:
             line, found, value = _normalized(token)
         except OverrideError as e:
