@@ -58,8 +58,11 @@ _record() {{
     if [[ "$m" =~ $entry ]] && [ ! -e {record} ]; then printf '%s\\0' "$@" > {record}; fi
     return 0
 }}
-python() {{ _record "$@"; }}
-python3() {{ _record "$@"; }}
+_python() {{ [ "$1" = "-c" ] && return 1; _record "$@"; }}  # a `-c` probe (import torch_npu): no NPU here
+python() {{ _python "$@"; }}
+python3() {{ _python "$@"; }}
+uv() {{ _record "$@"; }}  # verl 0.9's `uv run ... python3 -m verl.trainer.main_ppo`
+ulimit() {{ return 0; }}  # verl 0.9's scripts raise the open-files limit
 ray() {{ while [ $# -gt 0 ] && [ "$1" != "--" ]; do shift; done; [ $# -gt 0 ] && shift && "$@"; return 0; }}
 nvidia-smi() {{ return 0; }}
 huggingface-cli() {{ return 0; }}
@@ -83,7 +86,9 @@ def recorded_call(launch, root: str, workdir: str) -> list[str] | None:
     else:
         text = catalogue.read(root, launch.path)
     prelude = PRELUDE.format(entry=shlex.quote(ENTRY), record=shlex.quote(record))
-    env = dict(os.environ, HOME=workdir, SLURM_JOB_NUM_NODES="1", **launch.env)
+    # VERL_USE_UV=0: verl 0.9's scripts' own switch to the system python (no uv here); DEVICE=gpu: their
+    # GPU branch (they probe `import torch_npu` otherwise), whose workers are CPU processes here
+    env = dict(os.environ, HOME=workdir, SLURM_JOB_NUM_NODES="1", VERL_USE_UV="0", DEVICE="gpu", **launch.env)
     subprocess.run(
         ["bash", "-c", prelude + text, launch.path, *launch.args],
         cwd=root,
@@ -180,7 +185,10 @@ def swap(key: str, value: str, sizes: Sizes, reward_model_dir: str) -> str | Non
         "critic.model.tokenizer_path": TINY_MODEL,
         "reward_model.model.path": reward_model_dir,
         "reward_model.model.input_tokenizer": TINY_MODEL,  # verl: the actor's tokenizer
+        "reward.reward_model.model_path": reward_model_dir,  # verl 0.9's spelling
     }
+    if key == "ray_kwargs.ray_init.runtime_env.py_executable" and value.startswith("uv"):
+        return "null"  # verl 0.9's uv launcher's interpreter: without uv (as here), verl's own null
     if key in paths:
         return paths[key]
     sizes_by_key = {
@@ -192,6 +200,8 @@ def swap(key: str, value: str, sizes: Sizes, reward_model_dir: str) -> str | Non
         "reward_model.reward_kwargs.max_resp_len": 8,  # DAPO's overlong penalty: the response length
         "reward_model.reward_kwargs.overlong_buffer_cfg.len": 4,
         "reward_model.overlong_buffer.len": 4,
+        "reward.reward_kwargs.max_resp_len": 8,  # verl 0.9's spellings of the two above
+        "reward.reward_kwargs.overlong_buffer_cfg.len": 4,
         "trainer.n_gpus_per_node": WORKERS,
         "trainer.nnodes": 1,
         "trainer.test_freq": -1,

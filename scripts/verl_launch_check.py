@@ -338,7 +338,7 @@ def main() -> int:
 def check(opts, tmp: str) -> int:
     root = build_tree(opts.verl, opts.recipe, tmp)
     docs, notes = catalogue.docs(root)
-    launches = catalogue.examples() + catalogue.ci(root) + docs
+    launches = catalogue.examples(root) + catalogue.ci(root) + docs
     if opts.table_from:
         print(verl_launch_table.tables(launches, verl_launch_table.latest(opts.table_from)))
         for path, why in catalogue.skipped(root) + notes:

@@ -3,8 +3,9 @@
 Read from a verl checkout (or its git directory) and its recipe submodule, not written down here, so
 the catalogue follows verl:
 
-- examples: the quickstart's PPO line and the FSDP text-model scripts of examples/ (docs/verl_scripts.md
-  lists why each was picked); run with their defaults;
+- examples: the quickstart's PPO line and the FSDP text-model scripts of examples/ (verl 0.7: the ones
+  docs/verl_scripts.md lists why it picked; verl 0.9: every examples/*/run_*_fsdp.sh of a text model);
+  run with their defaults;
 - ci: every step of verl's .github/workflows (stash/ included) that runs a tests/special_e2e script,
   with the environment the step and its job set (`KEY=value bash tests/special_e2e/...`, `export`,
   the job's `env:`); the scripts of tests/special_e2e no workflow runs, with their defaults;
@@ -56,6 +57,9 @@ EXAMPLES = [
 E2E = "tests/special_e2e/"
 NOT_FSDP = {  # tests/special_e2e files that start no FSDP PPO run, and why
     "run_ppo_trainer_megatron.sh": "Megatron",
+    "run_ppo_trainer_torchtitan.sh": "TorchTitan engine, not FSDP",
+    "run_ppo_trainer_veomni.sh": "VeOmni engine, not FSDP",
+    "run_ppo_trainer_fsdp_turbo.sh": "FSDP turbo engine (out of scope)",
     "sft/": "SFT trainer, not PPO",
     "generation/": "generation only (main_generation), no training",
     "run_test.sh": "a wrapper: runs `main_ppo --config-name $1`; no workflow calls it",
@@ -91,8 +95,23 @@ def ls(verl_root: str, prefix: str) -> list[str]:
     return sorted(out)
 
 
-def examples() -> list[Launch]:
-    return [Launch(p, p.split("#")[0], "examples") for p in EXAMPLES]
+# verl 0.9's examples: examples/<algorithm>/run_<model>_fsdp.sh, one per algorithm and model; the
+# text-model FSDP ones run (not the vision-language, video, turbo-engine or distillation scripts)
+EXAMPLES_09 = re.compile(r"^examples/[^/]+/run_[^/]*_fsdp(_multi_rs)?\.sh$")
+NOT_TEXT_FSDP = re.compile(r"vl_|_vl|video|glm4_1v|minicpm_o|openr1|turbo|distillation|ascend|megatron")
+
+
+def examples(verl_root: str | None = None) -> list[Launch]:
+    """verl 0.7's picked examples present in the checkout, and verl 0.9's FSDP text-model scripts."""
+    present = [
+        p for p in EXAMPLES if verl_root is None or os.path.isfile(os.path.join(verl_root, p.split("#")[0]))
+    ]
+    found = (
+        [p for p in ls(verl_root, "examples") if EXAMPLES_09.match(p) and not NOT_TEXT_FSDP.search(p)]
+        if verl_root
+        else []
+    )
+    return [Launch(p, p.split("#")[0], "examples") for p in [*present, *found]]
 
 
 def _steps(workflow: dict):
@@ -111,7 +130,12 @@ def _commands(run: str):
         line = line.strip()
         if line.startswith("#") or not line:
             continue
-        words = shlex.split(line)
+        try:
+            words = shlex.split(line)
+        except ValueError:  # a line that continues a multi-line string (verl 0.9's workflows): no launch
+            continue
+        if not words:
+            continue
         if words[0] == "export":
             exported.update(w.split("=", 1) for w in words[1:] if "=" in w)
             continue

@@ -32,7 +32,7 @@ LEVERS = [
     "critic.model.use_remove_padding=True",
     "critic.ulysses_sequence_parallel_size=2",
     "critic.model.enable_activation_offload=True",
-    "critic.model.fsdp_config.fsdp_size=1",
+    "critic.fsdp.fsdp_size=1",
     "critic.ppo_micro_batch_size_per_gpu=4",
 ]
 

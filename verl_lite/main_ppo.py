@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("verl_lite")
 register_schema()
+SPELLING_NOTES: list[str] = []  # one line per verl 0.7 spelling on the command line (config/dialects.py)
 
 
 def build_datasets(cfg: PPOTrainerConfig, tokenizer):
@@ -192,6 +193,8 @@ def run(config: DictConfig) -> None:
     """The CLI's body (Hydra main and tests call it): train, or exit 2 with one line on bad input or a
     failed run."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    for note in SPELLING_NOTES:  # one console line each, naming verl 0.9's spelling
+        logging.getLogger("verl_lite.config").info("%s", note)
     try:
         try:
             wrong_config = not_verl_lites(config)
@@ -276,11 +279,13 @@ def exit_past_stray_threads(code, grace_s: float = STRAY_GRACE_S) -> None:
 
 
 if __name__ == "__main__":
-    try:  # verl's `+key` spellings and unknown keys, before Hydra (sweeps included)
-        sys.argv[1:] = normalize_argv(sys.argv[1:])
+    try:  # verl's `+key` spellings, verl 0.7's and 0.9's spellings and unknown keys, before Hydra (sweeps included)
+        notes: list[str] = []
+        sys.argv[1:] = normalize_argv(sys.argv[1:], notes)
     except OverrideError as e:
         print(f"verl_lite: {e}", file=sys.stderr)
         sys.exit(2)
+    SPELLING_NOTES[:] = notes  # said by run(), once Hydra has set up the console log
     # a user's YAML, a value of the wrong type: Hydra's refusals in one line
     problem = check_user_config(sys.argv[1:])
     if problem:

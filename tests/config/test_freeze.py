@@ -59,7 +59,7 @@ def test_overrides_before_the_freeze_move_the_keys_linked_to_them():
     assert cfg.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu == 4
     assert cfg.critic.ppo_micro_batch_size_per_gpu == cfg.critic.forward_micro_batch_size_per_gpu == 4
     assert cfg.actor_rollout_ref.actor.fsdp_config.offload_policy is True
-    assert cfg.critic.model.fsdp_config.offload_policy is False  # not linked: unchanged
+    assert cfg.critic.fsdp.offload_policy is False  # not linked: unchanged
     explicit = load_config(["critic.ppo_micro_batch_size_per_gpu=8"], "demo")
     apply_to_config(explicit, {f"{ARR}.actor.ppo_micro_batch_size_per_gpu": 4})
     assert explicit.critic.ppo_micro_batch_size_per_gpu == 8  # set on the command line: not a link any more

@@ -66,7 +66,7 @@ def test_a_roles_levers_are_read_only_with_the_role():
     unused = [
         f"{ARR}.ref.fsdp_config.fsdp_size=3",
         "critic.ulysses_sequence_parallel_size=3",
-        "critic.model.fsdp_config.fsdp_size=3",
+        "critic.fsdp.fsdp_size=3",
         "reward_model.model.fsdp_config.fsdp_size=3",
         f"{ARR}.ref.ulysses_sequence_parallel_size=2",
     ]
@@ -92,10 +92,10 @@ def test_fsdp_size_must_divide_the_workers():
     four = [
         "trainer.n_gpus_per_node=4",
         "ray_kwargs.ray_init.num_cpus=4",
-        "critic.model.fsdp_config.fsdp_size=3",
+        "critic.fsdp.fsdp_size=3",
     ]
     assert problems_of(load_config([*four, "algorithm.adv_estimator=gae"], "demo")) == [
-        "critic.model.fsdp_config.fsdp_size=3 must divide the 4 workers, or be -1 (shard over all); "
+        "critic.fsdp.fsdp_size=3 must divide the 4 workers, or be -1 (shard over all); "
         "use one of [1, 2, 4] or -1"
     ]
     assert problems_of(load_config(four, "demo")) == []  # GRPO builds no critic: its section is not read

@@ -180,7 +180,7 @@ def test_waiting_on_the_host_the_critic_and_reward_model_come_in_only_for_their_
     assert plan.phases["generate"] == actor.resident + int(0.5 * DEVICE)
     assert plan.overhead == 3 * PROCESS_OVERHEAD
     offloaded = plan_8x(
-        config(*COLOCATED, "critic.model.fsdp_config.offload_policy=True"), shape, DEVICE, idle_on_host=True
+        config(*COLOCATED, "critic.fsdp.offload_policy=True"), shape, DEVICE, idle_on_host=True
     )
     assert offloaded.engines["critic"].terms["host_grads"] > 0, "offload_policy stays offload_policy"
 

@@ -16,7 +16,7 @@ ARR = "actor_rollout_ref"
 FSDP_SECTIONS = {
     "actor": f"{ARR}.actor.fsdp_config",
     "ref": f"{ARR}.ref.fsdp_config",
-    "critic": "critic.model.fsdp_config",
+    "critic": "critic.fsdp",
     "reward_model": "reward_model.model.fsdp_config",
 }
 

@@ -17,7 +17,7 @@ import sys
 import tokenize
 from pathlib import Path
 
-from verl_lite.config import schema, support
+from verl_lite.config import dialects, schema, support
 from verl_lite.config.common import format_value
 from verl_lite.config.deviations import DEVIATIONS
 from verl_lite.config.schema import PPOTrainerConfig
@@ -79,6 +79,27 @@ def deviations() -> list[str]:
     return out + [""]
 
 
+def spellings() -> list[str]:
+    """verl 0.9's and verl 0.7's spellings of the moved keys (config/dialects.py)."""
+    out = [
+        "## verl 0.9 and verl 0.7 spellings",
+        "",
+        "verl 0.9 moved these keys (a section: every key under it). Each spelling of a line sets the key after",
+        "the arrow, the one this page lists. An older spelling is said once on the console; two spellings",
+        "of one value set to different values in one command are refused, naming both.",
+        "",
+    ]
+    for m in dialects.MOVES:
+        older = [k for k in dict.fromkeys((m.key, *m.older)) if k != m.verl09]
+        label = "also (verl 0.9 links one to the other)" if m.quiet else "older"
+        out.append(f"- verl 0.9 `{m.verl09}`, {label} {', '.join(f'`{k}`' for k in older)} -> `{m.key}`")
+    for group, (accepted, why) in dialects.GROUPS.items():
+        out.append(
+            f"- verl 0.9's config group `{group}`: {', '.join(f'`{v}`' for v in accepted)} accepted; {why}"
+        )
+    return out + [""]
+
+
 def schema_comments() -> dict[tuple[str, str], str]:
     """Field comments of every schema module (schema.py and its schema_*.py sections)."""
     comments: dict[tuple[str, str], str] = {}
@@ -102,6 +123,7 @@ def render() -> str:
         "verl's own launch scripts, run here with only paths and sizes swapped: docs/verl_scripts.md.",
         "",
         *deviations(),
+        *spellings(),
     ]
     for path, about, rows in sections(PPOTrainerConfig(), "", comments):
         out += [f"## {path}", ""]

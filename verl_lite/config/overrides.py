@@ -9,16 +9,26 @@ Hydra's `+key=value` adds a key and `++key=value` forces it. With a typed schema
     except under dict-typed fields (override_config, reward_kwargs, engine_kwargs, ...), whose keys
     are the user's. A plain `key=value` for an unknown key gets the same message (Hydra's own
     suggests `+key`, which would be dropped).
+verl 0.9's and verl 0.7's spellings of a moved key (`reward.reward_manager.name` and
+`reward_model.reward_manager`, `critic.fsdp.*` and `critic.model.fsdp_config.*`, config/dialects.py)
+both set the key the schema holds: a spelling it does not hold is rewritten to it, a verl 0.7 spelling
+is said once on the console, two spellings set to different values are refused, naming both. Every
+refused override of a command is named in one refusal (one line).
 main_ppo applies this to its argv (so sweeps get it too) and compose.compose_config to its list.
 """
 
 from __future__ import annotations
 
+import logging
+import re
+
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import OverrideType
 from hydra.errors import HydraException
 
-from verl_lite.config import keys
+from verl_lite.config import dialects, keys
+
+log = logging.getLogger("verl_lite.config")
 
 
 class OverrideError(ValueError):
@@ -53,24 +63,74 @@ def _is_config_key(override) -> bool:
     return override.package is None and "/" not in key and key != "hydra" and not key.startswith("hydra.")
 
 
-def normalize_override(line: str) -> str:
-    """`line` as it should reach Hydra; raises OverrideError for a key the schema lacks."""
+def _parse(line: str):
     try:
         (override,) = OverridesParser.create().parse_overrides([line])
     except HydraException as e:
         raise OverrideError(_syntax_error(line, e)) from e
+    return override
+
+
+def _respelled(line: str, override) -> tuple[str, dialects.Spelling | None]:
+    """`line` with verl's other spelling of its key replaced by the schema's (config/dialects.py)."""
     if not _is_config_key(override):
-        return line
+        return line, None
+    found = dialects.spelling(override.key_or_group)
+    if found is None or found.key == found.given:
+        return line, found
+    prefix = re.match(r"^[+~]*", line).group(0)
+    return prefix + found.key + line[len(prefix) + len(found.given) :], found
+
+
+def normalize_override(line: str) -> str:
+    """`line` as it should reach Hydra; raises OverrideError for a key the schema lacks."""
+    return _normalized(line)[0]
+
+
+def _normalized(line: str) -> tuple[str, dialects.Spelling | None, object]:
+    """The line for Hydra, the dialect spelling it used (or None), its parsed value (None: a deletion)."""
+    override = _parse(line)
+    line, found = _respelled(line, override)
+    if found is not None and found.key != found.given:
+        override = _parse(line)
+    value = None if override.type == OverrideType.DEL else override.value()
+    if not _is_config_key(override):
+        return line, found, value
     key = override.key_or_group
     if override.type in (OverrideType.ADD, OverrideType.FORCE_ADD):
         if keys.under_open_dict(key):  # the user's key; '+' only where the schema's default lacks it
-            return line.lstrip("+") if keys.has_default(key) else line
+            return (line.lstrip("+") if keys.has_default(key) else line), found, value
         if keys.is_known(key):
-            return line.lstrip("+")  # verl's '+' for a key verl_lite has: set it
-        raise _unknown(key, line)
+            return line.lstrip("+"), found, value  # verl's '+' for a key verl_lite has: set it
+        raise _unknown(found.given if found else key, line)
     if override.type == OverrideType.CHANGE and not keys.is_known(key):
-        raise _unknown(key, line)
-    return line
+        raise _unknown(found.given if found else key, line)
+    if override.type == OverrideType.CHANGE and keys.under_open_dict(key) and not keys.has_default(key):
+        raise OverrideError(  # Hydra's "Could not override" is two lines and names no fix (verl's Hydra says the same)
+            f"{line}: {key} is a key of your own inside a mapping whose default lacks it; add it with '+{line}'"
+        )
+    return line, found, value
+
+
+def _follows(value, verl09: str) -> bool:
+    """A value that links another spelling of the same value (verl's `reward_manager.name=${reward_model.
+    reward_manager}`): it sets nothing of its own."""
+    target = keys.link_target(value, "") if isinstance(value, str) else None
+    found = dialects.spelling(target) if target else None
+    return found is not None and found.verl09 == verl09
+
+
+def _conflicts(given: list[tuple[dialects.Spelling, object]]) -> list[OverrideError]:
+    """Two spellings of one value set to different values: one problem naming both."""
+    first: dict[str, tuple[dialects.Spelling, object]] = {}
+    problems = []
+    for found, value in given:
+        if value is None or keys.link_target(value, found.key) is not None:
+            continue  # a deletion, or a link (verl's `ref.x=${actor_rollout_ref.actor.x}`): no value of its own
+        seen = first.setdefault(found.verl09, (found, value))
+        if seen[0].given != found.given and seen[1] != value:
+            problems.append(OverrideError(dialects.conflict(seen, (found, value))))
+    return problems
 
 
 def _refused_together(problems: list[OverrideError]) -> OverrideError:
@@ -81,22 +141,44 @@ def _refused_together(problems: list[OverrideError]) -> OverrideError:
     return OverrideError(f"{len(problems)} overrides are refused: " + "; ".join(str(p) for p in problems))
 
 
-def normalize_overrides(lines: list[str]) -> list[str]:
-    return normalize_argv(lines)
+def normalize_overrides(lines: list[str], notes: list[str] | None = None) -> list[str]:
+    return normalize_argv(lines, notes)
 
 
-def normalize_argv(argv: list[str]) -> list[str]:
+def normalize_argv(argv: list[str], notes: list[str] | None = None) -> list[str]:
     """main_ppo's argv: every `key=value` token normalized; flags (-m, --config-name X, ...) kept.
-    Raises one OverrideError naming every refused override."""
-    out, problems = [], []
+    Raises one OverrideError naming every refused override. `notes`: gets one line per verl 0.7
+    spelling used (without it they go to the log)."""
+    out, problems, spelled = [], [], []
     for token in argv:
         is_override = not token.startswith("-") and ("=" in token or token.startswith("~"))
+        if not is_override:
+            out.append(token)
+            continue
+        key = token.lstrip("+~").partition("=")[0]
+        if key in dialects.GROUPS:  # verl 0.9's engine group: dp is verl_lite's engine, the rest refused
+            problem = dialects.group_problem(key, token.partition("=")[2])
+            problems += [OverrideError(problem)] if problem else []
+            continue
         try:
-            out.append(normalize_override(token) if is_override else token)
+            line, found, value = _normalized(token)
         except OverrideError as e:
             problems.append(e)
+            continue
+        if found is not None and _follows(value, found.verl09):
+            continue  # `reward_manager.name=${reward_model.reward_manager}`: one value, linked to itself
+        out.append(line)
+        if found is not None:
+            spelled.append((found, value))
+    problems += _conflicts(spelled)
     if problems:
         raise _refused_together(problems)
+    said = list(dict.fromkeys(dialects.note(f) for f, _ in spelled if f.old))
+    if notes is None:
+        for line in said:
+            log.info("%s", line)
+    else:
+        notes += said
     return out
 
 

@@ -84,7 +84,6 @@ class ModelConfig(ModelBase):
 class CriticModelConfig(ModelBase):
     """critic.model: the value model (its LM backbone + a new scalar head)."""
 
-    fsdp_config: FSDPConfig = field(default_factory=FSDPConfig)  # the critic's own FSDP2 and offload modes
     path: str | None = VERL_MODEL  # value model folder (its LM backbone + a new scalar head)
     tokenizer_path: str | None = key(
         "${actor_rollout_ref.model.path}", TEXT.or_null("path")

@@ -13,6 +13,7 @@ from typing import Any
 from verl_lite.config.freeze import ConfigNode
 from verl_lite.config.schema_engine import (
     CheckpointConfig,
+    FSDPConfig,
     LinkedProfilerConfig,
     OptimConfig,
     ProfilerConfig,
@@ -28,6 +29,9 @@ class CriticConfig(ConfigNode):
         default_factory=lambda: OptimConfig(lr=1e-5)
     )  # the value model's AdamW and LR schedule
     model: CriticModelConfig = field(default_factory=CriticModelConfig)
+    fsdp: FSDPConfig = field(
+        default_factory=FSDPConfig
+    )  # the critic's own FSDP2 and offload modes (verl 0.9's spelling; verl 0.7's: critic.model.fsdp_config)
     rollout_n: int = "${actor_rollout_ref.rollout.n}"  # responses per prompt (verl's copy of rollout.n)
     strategy: str = "fsdp"  # fsdp | fsdp2: both run FSDP2 (fully_shard)
     enable: bool | None = None  # train a critic; null: when the advantage estimator needs one (gae)
@@ -94,6 +98,33 @@ class RewardModelRolloutConfig(ConfigNode):
     skip_tokenizer_init: bool = False  # token ids in and out only
     prompt_length: int = 2048  # prompt tokens
     response_length: int = 2048  # generated tokens
+    # verl 0.9's further keys of that engine (reward.reward_model.rollout.*)
+    pipeline_model_parallel_size: int = 1  # pipeline parallelism
+    layered_summon: bool = False  # gather weights layer by layer when syncing
+    scheduling_policy: str = "fcfs"  # the engine's request scheduling
+    full_determinism: bool = False  # deterministic kernels
+    seed: int = 42  # the engine's sampling seed
+    multi_stage_wake_up: bool = False  # wake weights and KV cache in stages (SGLang)
+    ignore_eos: bool = False  # generate past the end-of-sequence token
+    temperature: float = 1.0  # sampling temperature (a generative reward model)
+    top_k: int = -1  # -1: no top-k
+    top_p: float = 1.0  # nucleus sampling mass
+    do_sample: bool = True  # sample (False: greedy)
+    n: int = 1  # responses per request
+    quantization: str | None = None  # the engine's weight quantization
+    quantization_config_file: str | None = None  # its config file
+    mtp: Any = None  # multi-token prediction of the engine
+    disaggregation: dict[str, Any] = field(
+        default_factory=lambda: {
+            "enabled": False,
+            "prefill_replicas": 1,
+            "decode_replicas": 1,
+            "decode_tensor_model_parallel_size": None,
+            "transfer_backend": "nixl",
+            "bootstrap_port": None,
+            "ib_device": None,
+        }
+    )  # prefill/decode disaggregation
 
 
 @dataclass

@@ -115,6 +115,8 @@ class RolloutConfig(ConfigNode):
         "auto"  # rollout backend: vllm | hf (transformers generate, the reference); auto: vllm where it is installed, else hf
     )
     mode: str = "async"  # async (verl's server mode) | sync: both run the hybrid engine, generation and training taking turns
+    nnodes: int = 0  # nodes of standalone rollout servers (verl 0.9's separate_async trainer); 0: the rollout shares the trainer's workers
+    n_gpus_per_node: int | None = "${oc.select:trainer.n_gpus_per_node,8}"  # GPUs per node of those servers
     temperature: float = 1.0  # sampling temperature of training rollouts
     top_k: int = -1  # -1: no top-k
     top_p: float = 1.0  # nucleus sampling mass (1.0: off)

@@ -21,6 +21,11 @@ TRUNCATIONS = ("error", "left", "right")
 KL_CTRL_TYPES = ("fixed", "adaptive")
 FILTER_METRICS = ("seq_reward", "seq_final_reward", "acc", "score")
 BYPASS_LOSS_TYPES = ("ppo_clip", "reinforce")
+TRAINER_MODES = (
+    "sync",
+    "colocate_async",
+    "separate_async",
+)  # verl 0.9's V1 trainer (trainer.v1.trainer_mode)
 
 
 @dataclass
@@ -147,6 +152,55 @@ class AlgorithmConfig(ConfigNode):
 
 
 @dataclass
+class HybridRolloutSwitchConfig(ConfigNode):
+    """verl 0.9's separate_async trainer: lend the trainer's GPUs to the rollout while it waits."""
+
+    enable_switch: bool = False  # switch the trainer's GPUs to rollout while they would idle
+    switch_threshold_ratio: float = 0.4  # idle share that triggers a switch
+    adaptive_switch_threshold: bool = True  # move that threshold with the measured cost
+    switch_threshold_step_up: float = 0.05  # its step up
+    switch_threshold_step_down: float = 0.03  # its step down
+    switch_threshold_release_steps: int = 2  # steps before the GPUs return
+    switch_cost_window_size: int = 3  # steps the switch cost is averaged over
+
+
+@dataclass
+class ColocateAsyncConfig(ConfigNode):
+    num_warmup_batches: int = 1  # batches generated before training starts
+
+
+@dataclass
+class SeparateAsyncConfig(ConfigNode):
+    num_warmup_batches: int = 1  # batches generated before training starts
+    parameter_sync_step: int = 4  # mini-batches between weight syncs to the rollout workers
+    hybrid_rollout: HybridRolloutSwitchConfig = field(default_factory=HybridRolloutSwitchConfig)
+
+
+@dataclass
+class V1SamplerConfig(ConfigNode):
+    """verl 0.9's replay buffer: which prompt groups the V1 trainer takes, and when a group is too stale."""
+
+    max_off_policy_threshold: int = 8  # model versions a group may lag behind before the strategy applies
+    max_off_policy_strategy: str = "drop"  # what happens to a group past that threshold
+    sync_refill_failed_groups: bool = False  # refill failed groups before the step goes on
+    custom_sampler: ClassRefConfig = field(default_factory=ClassRefConfig)  # a sampler of one's own
+    sampler_kwargs: dict[str, Any] = field(default_factory=dict)  # its keyword arguments
+
+
+@dataclass
+class V1Config(ConfigNode):
+    """verl 0.9's V1 trainer (trainer.use_v1): its mode, and the async modes' and replay buffer's settings."""
+
+    trainer_mode: str = key(
+        "sync", choice(TRAINER_MODES)
+    )  # sync: generate, then train, each step (verl_lite's trainer) | colocate_async | separate_async
+    sync: dict[str, Any] = field(default_factory=dict)  # sync mode's settings (verl has none yet)
+    colocate_async: ColocateAsyncConfig = field(default_factory=ColocateAsyncConfig)
+    separate_async: SeparateAsyncConfig = field(default_factory=SeparateAsyncConfig)
+    sampler: V1SamplerConfig = field(default_factory=V1SamplerConfig)
+
+
+@dataclass
 class TrainerConfig(ConfigNode):
     balance_batch: bool | None = (
         True  # give each worker a balanced share of tokens (mini-batches stay the same)
@@ -189,6 +243,10 @@ class TrainerConfig(ConfigNode):
     use_legacy_worker_impl: str | None = (
         "auto"  # verl's choice of worker implementation: auto | enable | disable
     )
+    use_v1: bool | None = (
+        True  # verl 0.9's V1 trainer (its default); False: verl's legacy trainer (the same PPO step)
+    )
+    v1: V1Config = field(default_factory=V1Config)
     # verl_lite's own keys
     dist_timeout_s: int | None = (
         "${actor_rollout_ref.nccl_timeout}"  # torch.distributed timeout: a hang becomes an error after this

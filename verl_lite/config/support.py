@@ -300,6 +300,29 @@ RULES: list[Rule] = [
         note="verl_lite has one worker implementation",
     ),
     Rule("transfer_queue.enable", instead="batches travel through Ray's object store"),
+    # verl 0.9's V1 trainer: its sync mode is verl_lite's trainer; the async modes are issue 36's
+    Rule(
+        "trainer.use_v1",
+        ANY,
+        note="verl_lite has one trainer: verl 0.9's V1 sync trainer and its legacy one run the same PPO step",
+    ),
+    Rule(
+        "trainer.v1.trainer_mode",
+        ("sync",),
+        instead="verl 0.9's async trainers (colocate_async, separate_async) are not in verl_lite yet; "
+        "trainer.v1.trainer_mode=sync trains as verl's sync V1 trainer",
+    ),
+    Rule(
+        "trainer.v1",
+        instead="read by verl 0.9's async trainers and their replay buffer, which verl_lite does not have yet "
+        "(trainer.v1.trainer_mode=sync only); leave it at verl's default",
+    ),
+    Rule(
+        f"{ARR}.rollout.nnodes",
+        instead="standalone rollout servers (verl 0.9's separate_async trainer) are not in verl_lite yet; "
+        "keep 0: the rollout shares the trainer's workers",
+    ),
+    Rule(f"{ARR}.rollout.n_gpus_per_node", ANY),  # read only for standalone servers (rollout.nnodes > 0)
 ]
 
 

@@ -149,9 +149,9 @@ def role_engines(req: Request, actor: Choice, idle_on_host: bool = False) -> dic
     if uses_critic(cfg):
         c = cfg.critic
         critic = setup_for(
-            c.model.fsdp_config,
+            c.fsdp,
             req,
-            mode=idle_mode(c.model.fsdp_config, idle_on_host),
+            mode=idle_mode(c.fsdp, idle_on_host),
             micro=c.ppo_micro_batch_size_per_gpu or 1,
             grad_checkpointing=c.model.enable_gradient_checkpointing,
             tokens_per_micro=c.ppo_max_token_len_per_gpu if c.use_dynamic_bsz else None,

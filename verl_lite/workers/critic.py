@@ -104,11 +104,11 @@ class CriticWorker(Worker):
         self.init_distributed(self.dist_timeout_s)
         c = self.config
         layout = build_layout(
-            dev.device_type(), c.model.fsdp_config.fsdp_size, c.ulysses_sequence_parallel_size, key="critic"
+            dev.device_type(), c.fsdp.fsdp_size, c.ulysses_sequence_parallel_size, key="critic"
         )
         self.engine = FSDPEngine(
             c.model,
-            c.model.fsdp_config,
+            c.fsdp,
             layout,
             role="critic",
             optim_cfg=c.optim,

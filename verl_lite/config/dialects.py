@@ -1,0 +1,145 @@
+"""verl 0.9's spellings of keys that verl 0.7 spelled otherwise, and which key of the schema holds each.
+
+verl 0.9 moved the reward settings under `reward.*` and the critic's FSDP section to `critic.fsdp`;
+its own migration (verl/experimental/reward_loop/reward_loop.py, `migrate_legacy_reward_impl`) is the
+fact this table follows: reward_model.num_workers -> reward.num_workers, reward_model.reward_manager ->
+reward.reward_manager.name, reward_model.reward_loop_{source,module_path,class_name} ->
+reward.reward_manager.{source,module.path,module.name}, custom_reward_function -> reward.
+custom_reward_function, reward_model.{enable,enable_resource_pool,n_gpus_per_node,nnodes} ->
+reward.reward_model.*, reward_model.model.path -> reward.reward_model.model_path, reward_model.rollout
+-> reward.reward_model.rollout, sandbox_fusion -> reward.sandbox_fusion, reward_model.reward_kwargs ->
+reward.reward_kwargs. verl 0.9.1 keeps the old spellings as null keys and applies them only in its
+fully-async entry; here both dialects are served on the command line (config/overrides.py):
+
+- every spelling is rewritten to the key the schema holds it in (`Move.key`) before Hydra;
+- a verl 0.7 spelling is said once on the console, naming verl 0.9's;
+- two spellings of one value set to different values in one command are refused, naming both.
+
+verl 0.9 also spells the sequence-parallel size and the entropy options of a role on its FSDP engine
+section (`actor_rollout_ref.actor.fsdp_config.ulysses_sequence_parallel_size`, `critic.fsdp.*`), which
+verl_lite's engine takes from the role: those spellings are rewritten to the role's key.
+
+Which spelling the schema holds: verl 0.9's for the critic's FSDP section (critic.fsdp). For the reward group the
+schema still holds verl 0.7's (reward_model.*, reward_manager.*, custom_reward_function.*): verl_lite's
+reward model is verl's legacy FSDP reward-model worker, whose keys (strategy, micro-batch sizes,
+model.fsdp_config, max_length, ...) verl 0.9 dropped with that worker, so moving the section is a
+change of the reward model's own keys, not a rename (issue 35 leaves it open).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Move:
+    verl09: str  # verl 0.9.1's spelling: a key, or a section (every key under it)
+    key: str  # the schema's key (or section) that holds the value
+    older: tuple[str, ...] = ()  # verl 0.7's spellings besides `key`
+    quiet: bool = False  # `key` is verl 0.9's spelling too (verl links one to the other): nothing to say
+
+
+R = "reward"
+ARR = "actor_rollout_ref"
+
+
+def _engine_moves(role: str, engine: str, legacy: str) -> list[Move]:
+    """verl 0.9's engine spellings of a role's sequence-parallel and entropy keys. Its FSDP engine reads
+    <engine>.ulysses_sequence_parallel_size, the role's own spelling [DEPRECATED] (verl 0.9.1
+    workers/config/actor.py: a role value > 1 is copied onto the engine's); the engine's entropy keys
+    link the role's (`${oc.select:<role>.entropy_checkpointing,False}`), so both spellings are current."""
+    moves = [
+        Move(f"{engine}.ulysses_sequence_parallel_size", f"{role}.ulysses_sequence_parallel_size", legacy)
+    ]
+    if role != "critic":
+        moves += [
+            Move(f"{role}.{k}", f"{role}.{k}", (f"{engine}.{k}",), quiet=True)
+            for k in ("entropy_checkpointing", "entropy_from_logits_with_chunking")
+        ]
+    return moves
+
+
+MOVES: tuple[Move, ...] = (
+    *_engine_moves(f"{ARR}.actor", f"{ARR}.actor.fsdp_config", ()),
+    *_engine_moves(f"{ARR}.ref", f"{ARR}.ref.fsdp_config", ()),
+    *_engine_moves("critic", "critic.fsdp", ("critic.model.fsdp_config.ulysses_sequence_parallel_size",)),
+    Move("critic.fsdp", "critic.fsdp", ("critic.model.fsdp_config",)),
+    Move(f"{R}.num_workers", "reward_model.num_workers"),
+    Move(f"{R}.reward_manager.name", "reward_manager.name", ("reward_model.reward_manager",)),
+    Move(f"{R}.reward_manager.source", "reward_manager.source", ("reward_model.reward_loop_source",)),
+    Move(
+        f"{R}.reward_manager.module.path",
+        "reward_manager.module.path",
+        ("reward_model.reward_loop_module_path",),
+    ),
+    Move(
+        f"{R}.reward_manager.module.name",
+        "reward_manager.module.name",
+        ("reward_model.reward_loop_class_name",),
+    ),
+    Move(f"{R}.custom_reward_function", "custom_reward_function"),
+    *(
+        Move(f"{R}.reward_model.{k}", f"reward_model.{k}")
+        for k in ("enable", "enable_resource_pool", "n_gpus_per_node", "nnodes", "rollout")
+    ),
+    Move(f"{R}.reward_model.model_path", "reward_model.model.path"),
+    Move(f"{R}.sandbox_fusion", "reward_model.sandbox_fusion", ("sandbox_fusion",)),
+    Move(f"{R}.reward_kwargs", "reward_model.reward_kwargs"),
+)
+
+
+# verl 0.9's config groups chosen on the command line (`model_engine=megatron`): the choices that are
+# verl_lite's (dp: verl's FSDP engine, its default) and why the others are not
+GROUPS = {
+    "model_engine": (
+        ("dp",),
+        "verl_lite's engine is FSDP2, verl's `dp` (its default); Megatron, "
+        "TorchTitan and VeOmni engines are not available",
+    ),
+}
+
+
+def group_problem(key: str, value) -> str | None:
+    """None for a verl 0.9 group choice verl_lite is (the override is then dropped: it changes nothing)."""
+    accepted, why = GROUPS[key]
+    return None if value in accepted else f"{key}={value}: {why}"
+
+
+def _under(key: str, section: str) -> str | None:
+    """The rest of `key` below `section` ('' for the section itself); None when it is not under it."""
+    if key == section:
+        return ""
+    return key[len(section) :] if key.startswith(f"{section}.") else None
+
+
+@dataclass(frozen=True)
+class Spelling:
+    """How one key of a command line maps: the key to give Hydra, the one value it names, the note."""
+
+    given: str  # as written
+    key: str  # the schema's key it sets
+    verl09: str  # verl 0.9's spelling of that value: what conflicting spellings are grouped by
+    old: bool  # written in verl 0.7's spelling: said once on the console
+
+
+def spelling(key: str) -> Spelling | None:
+    """The move covering `key` (the first that does: a key's own before its section's), or None."""
+    for move in MOVES:
+        for written in dict.fromkeys((move.verl09, move.key, *move.older)):
+            rest = _under(key, written)
+            if rest is not None:
+                said = written != move.verl09 and not move.quiet
+                return Spelling(key, f"{move.key}{rest}", f"{move.verl09}{rest}", said)
+    return None
+
+
+def note(s: Spelling) -> str:
+    return f"{s.given}: verl 0.9 spells it {s.verl09} (the older spelling is taken as that)"
+
+
+def conflict(a: tuple[Spelling, str], b: tuple[Spelling, str]) -> str:
+    (sa, va), (sb, vb) = a, b
+    return (
+        f"{sa.given}={va} and {sb.given}={vb} set one value (verl 0.9's {sa.verl09}) two ways; "
+        f"keep one, in verl 0.9's spelling {sa.verl09}"
+    )
