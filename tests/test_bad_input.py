@@ -716,6 +716,14 @@ CASES = [
             "got an unexpected keyword argument 'extra_info'",
         ],
     ),
+    (  # verl 0.9's spelling of the function's own keywords reaches the same check
+        "reward_kwargs_the_function_cannot_take",
+        ["custom_reward_function.path={r[good]}", "+reward.custom_reward_function.reward_kwargs.bonus=2"],
+        [
+            "plus custom_reward_function.reward_kwargs ['bonus']",
+            "got an unexpected keyword argument 'bonus'",
+        ],
+    ),
 ]
 CKPT_CASES = ("ckpt_",)
 SEVERAL = {"model_only_config": 2}  # no weights, no tokenizer files: both reported, one line each

@@ -131,7 +131,8 @@ def build_trainer(cfg: PPOTrainerConfig) -> RayPPOTrainer:
         train, val = build_datasets(cfg, tokenizer)
         for phase in (preflight.RESOLVE_DATA, preflight.DATASETS):  # the training steps, then checks
             preflight.run_phase(phase, cfg, run, train, val)
-        score = load_custom_scorer(cfg.custom_reward_function.path, cfg.custom_reward_function.name)
+        crf = cfg.custom_reward_function
+        score = load_custom_scorer(crf.path, crf.name, dict(crf.reward_kwargs))
         reward_fn, val_reward_fn = build_reward_fns(cfg, tokenizer, score, train, val)
     except (ValueError, FileNotFoundError, AttributeError) as e:
         raise _setup_error(e) from e

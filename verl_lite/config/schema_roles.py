@@ -186,3 +186,6 @@ class CustomRewardFunctionConfig(ConfigNode):
     name: str | None = (
         "compute_score"  # function in that file: (data_source, solution_str, ground_truth, extra_info)
     )
+    reward_kwargs: dict[str, Any] = field(
+        default_factory=dict  # keywords added to every call, winning over verl's own (verl reads it with .get; add with '+')
+    )
