@@ -1,8 +1,9 @@
 """A small MCP server over stdio for the tests (the `mcp` package's MCPServer), and verl's config
 files that name it.
 
-Run as `python -m tests.helpers.mcp_server <log file>`: it offers `add(a, b)` (their sum, as text)
-and `divide(a, b)` (an error result for b = 0), and appends one JSON line per call to the log file
+Run as `python -m tests.helpers.mcp_server <log file>`: it offers the tool demo's `calc(expression)`
+(its value, as the demo's calculator tool writes it; an error result for a bad expression) and
+`add(a, b)` (their sum), and appends one JSON line per call to the log file
 ({"pid", "tool", "arguments"}) and one {"pid", "started": true} at start, so a test sees which
 process served which call.
 """
@@ -23,6 +24,8 @@ def serve(log_path: str) -> None:
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 
+    from verl_lite.tools.calculator import evaluate, format_value
+
     server = MCPServer("verl_lite-test")
 
     def log(**record) -> None:
@@ -30,18 +33,19 @@ def serve(log_path: str) -> None:
             f.write(json.dumps({"pid": os.getpid(), **record}) + "\n")
 
     @server.tool()
+    def calc(expression: str) -> str:
+        """Evaluate an arithmetic expression of integers with + - * / and parentheses."""
+        log(tool="calc", arguments={"expression": expression})
+        try:  # the tool demo's calculator (parsed, never run as code)
+            return format_value(evaluate(expression))
+        except (ValueError, ZeroDivisionError) as e:
+            raise ToolError(str(e) or type(e).__name__) from None  # an error result, not a crash
+
+    @server.tool()
     def add(a: int, b: int) -> str:
         """Add two integers."""
         log(tool="add", arguments={"a": a, "b": b})
         return str(a + b)
-
-    @server.tool()
-    def divide(a: float, b: float) -> str:
-        """Divide a by b."""
-        log(tool="divide", arguments={"a": a, "b": b})
-        if b == 0:
-            raise ToolError("division by zero")  # an error result, not a crash
-        return str(a / b)
 
     log(started=True)
     server.run("stdio")

@@ -51,7 +51,7 @@ def wait_gone(pid: int, seconds: float = 10.0) -> bool:
 def test_listed_tools_with_the_servers_schemas_calls_and_an_error_result(tmp_path):
     config, log = write_configs(tmp_path)
     tools = build_tools(str(config))
-    assert sorted(tools) == ["add", "divide"] and all(type(t) is MCPBaseTool for t in tools.values())
+    assert sorted(tools) == ["add", "calc"] and all(type(t) is MCPBaseTool for t in tools.values())
     function = tools["add"].tool_schema.model_dump(exclude_none=True)["function"]
     assert function["description"] == "Add two integers."
     assert function["parameters"]["properties"] == {
@@ -65,18 +65,18 @@ def test_listed_tools_with_the_servers_schemas_calls_and_an_error_result(tmp_pat
         runner,
         [
             ToolCall(name="add", arguments={"a": 2, "b": 3}),
-            ToolCall(name="divide", arguments={"a": 1, "b": 0}),
+            ToolCall(name="calc", arguments={"expression": "1/0"}),
         ],
-        [ToolCall(name="add", arguments={"a": 40, "b": 2})],
+        [ToolCall(name="calc", arguments={"expression": "6*7"})],
     )
     # the error result of the tool is what the model reads, as verl's MCPBaseTool passed it on
-    assert texts == [["5", "Error executing tool divide: division by zero"], ["42"]]
-    assert rewards == {"add": ["5", "42"], "divide": ["Error executing tool divide: division by zero"]}
+    assert texts == [["5", "Error executing tool calc: division by zero"], ["42"]]
+    assert rewards == {"add": ["5"], "calc": ["Error executing tool calc: division by zero", "42"]}
     assert stats["num_tool_calls"] == 3 and stats["tool_errors"] == 0
 
     served = calls(log)
     listing_pid, session_pid = (r["pid"] for r in served if r.get("started"))  # one listing, one session
-    assert [r["tool"] for r in served if "tool" in r] == ["add", "divide", "add"]
+    assert sorted(r["tool"] for r in served if "tool" in r) == ["add", "calc", "calc"]
     assert {r["pid"] for r in served if "tool" in r} == {session_pid}  # one server process for the worker
     assert wait_gone(listing_pid)
     assert alive(session_pid)
@@ -86,10 +86,10 @@ def test_listed_tools_with_the_servers_schemas_calls_and_an_error_result(tmp_pat
 
 def test_tool_selected_list_and_verls_search_class(tmp_path):
     config, _ = write_configs(
-        tmp_path, selected=["divide"], class_name="verl.tools.mcp_search_tool.MCPSearchTool"
+        tmp_path, selected=["calc"], class_name="verl.tools.mcp_search_tool.MCPSearchTool"
     )
     tools = build_tools(str(config))
-    assert list(tools) == ["divide"] and type(tools["divide"]) is MCPSearchTool
+    assert list(tools) == ["calc"] and type(tools["calc"]) is MCPSearchTool
 
 
 def test_a_server_that_dies_fails_its_call_and_the_next_call_starts_it_again(tmp_path):
@@ -112,6 +112,18 @@ def test_a_server_that_dies_fails_its_call_and_the_next_call_starts_it_again(tmp
     assert stats["tool_errors"] == 1 and stats["tool_outcomes"]["add"][:2] == [2, 1]
     served = [r for r in calls(log) if "tool" in r]
     assert served[-1]["pid"] != pid and served[-1]["arguments"] == {"a": 2, "b": 2}
+    runner.loop.close()
+
+
+def test_a_users_subclass_of_verls_mcp_tool_reads_the_results(tmp_path):
+    config, log = write_configs(
+        tmp_path, selected=["add"], class_name="tests.compat.verl_style_mcp.LabelledMCPTool"
+    )
+    runner = ToolRunner(
+        build_tools(str(config)), timeout_s=30, max_response_length=1000, truncate_side="middle"
+    )
+    texts, _, _ = run_turns(runner, [ToolCall(name="add", arguments={"a": 1, "b": 2})])
+    assert texts == [["result: 3"]]
     runner.loop.close()
 
 
