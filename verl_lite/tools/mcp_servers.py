@@ -19,6 +19,8 @@ session per server, held by a task of that loop for the worker's life, so the se
 starts once per worker, not per call; closing the tool loop cancels that task, which ends the
 session and stops the server (stdio_client terminates its process). A session whose transport
 failed (the server died, the connection dropped) is dropped, and the next call opens a new one.
+Sessions open with MCP's initialize handshake (`mode="legacy"`, what the clients verl used spoke), so
+servers of every protocol revision answer.
 """
 
 from __future__ import annotations
@@ -180,12 +182,11 @@ class MCPServers:
 
     async def _list_one(self, server: Server) -> list:
         from mcp import Client
+        from mcp.types import PaginatedRequestParams
 
         async with Client(server.transport(), mode="legacy") as client:
             listed, cursor = [], None
             while True:
-                from mcp.types import PaginatedRequestParams
-
                 page = await client.session.list_tools(
                     params=PaginatedRequestParams(cursor=cursor) if cursor else None
                 )
@@ -215,7 +216,7 @@ class MCPServers:
                 self._drop(server)
                 raise MCPTransportError(f"MCP server {server.name!r} closed the connection") from None
             raise
-        except (OSError, EOFError, RuntimeError) as e:
+        except Exception as e:  # the transport's own (anyio's closed or broken streams, OSError, ...)
             self._drop(server)
             raise MCPTransportError(f"MCP server {server.name!r}: {_message(e)}") from None
 
