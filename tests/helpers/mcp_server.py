@@ -1,7 +1,7 @@
 """A small MCP server over stdio for the tests (the `mcp` package's MCPServer), and verl's config
 files that name it.
 
-Run as `python -m tests.helpers.mcp_server <log file>`: it offers the tool demo's `calc(expression)`
+Run as `python -m tests.helpers.mcp_server <log file> [stdio|sse|streamable-http <port>]`: it offers the tool demo's `calc(expression)`
 (its value, as the demo's calculator tool writes it; an error result for a bad expression) and
 `add(a, b)` (their sum), and appends one JSON line per call to the log file
 ({"pid", "tool", "arguments"}) and one {"pid", "started": true} at start, so a test sees which
@@ -20,13 +20,13 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def serve(log_path: str) -> None:
+def serve(log_path: str, transport: str = "stdio", port: int = 0) -> None:
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 
     from verl_lite.tools.calculator import evaluate, format_value
 
-    server = MCPServer("verl_lite-test")
+    server = MCPServer("verl_lite-test")  # Streamable HTTP at /mcp, SSE at /sse
 
     def log(**record) -> None:
         with open(log_path, "a") as f:
@@ -48,7 +48,10 @@ def serve(log_path: str) -> None:
         return str(a + b)
 
     log(started=True)
-    server.run("stdio")
+    if transport == "stdio":
+        server.run("stdio")
+    else:
+        server.run(transport, host="127.0.0.1", port=port)
 
 
 def calls(log_path) -> list[dict]:
@@ -89,4 +92,4 @@ def write_configs(
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1])
+    serve(sys.argv[1], *sys.argv[2:3], *[int(p) for p in sys.argv[3:4]])

@@ -4,14 +4,18 @@ tool_selected_list) with the server's schemas, calls through the worker's tool r
 result read as verl read it, a server that dies mid-run, and the start-up refusals."""
 
 import asyncio
+import json
 import os
 import signal
+import socket
+import subprocess
 import sys
 import time
 
 import pytest
 
-from tests.helpers.mcp_server import calls, write_configs
+from tests.helpers.dist import free_port
+from tests.helpers.mcp_server import ROOT, calls, write_configs
 from verl_lite.agent_loop.tool_calls import ToolRunner
 from verl_lite.agent_loop.tool_parser import ToolCall
 from verl_lite.tools.mcp_tool import MCPBaseTool, MCPSearchTool
@@ -27,6 +31,16 @@ def run_turns(runner: ToolRunner, *turns: list[ToolCall]) -> tuple[list[list[str
         return texts, await session.finish(), session.stats.as_dict()
 
     return asyncio.run(trajectory())
+
+
+def wait_for_port(port: int, seconds: float = 30.0) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise AssertionError(f"no MCP server on port {port}")
 
 
 def alive(pid: int) -> bool:
@@ -150,3 +164,50 @@ def test_bad_mcp_config_is_one_line_at_start_up(tmp_path, case, expected):
     assert expected in problem and str(config) in problem and "\n" not in problem, problem
     if case == "no_file":
         assert "no such file; fix the path" in problem
+
+
+def test_verls_url_servers_and_several_servers_in_one_file(tmp_path):
+    """verl's remote servers (Streamable HTTP by URL, SSE with a bearer token) beside a stdio one:
+    the servers fastmcp mounted together name their tools `<server>_<tool>`, the SSE server with
+    its token keeps its own names (verl's McpClientManager), and each call reaches its server."""
+    servers, procs = {}, []
+    try:
+        for transport, name in (("streamable-http", "web"), ("sse", "search")):
+            port = free_port()
+            log = tmp_path / f"{name}.jsonl"
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "tests.helpers.mcp_server", str(log), transport, str(port)],
+                    cwd=ROOT,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
+            wait_for_port(port)
+            path = "/mcp" if transport == "streamable-http" else "/sse"
+            servers[name] = {"url": f"http://127.0.0.1:{port}{path}"}
+        servers["search"]["auth_token"] = "secret"
+        (tmp_path / "stdio").mkdir()
+        write_configs(tmp_path / "stdio")
+        servers["local"] = json.loads((tmp_path / "stdio" / "mcp_server.json").read_text())["mcpServers"][
+            "calc"
+        ]
+        config, _ = write_configs(tmp_path, servers=servers)
+        tools = build_tools(str(config))
+        assert sorted(tools) == ["add", "calc", "local_add", "local_calc", "web_add", "web_calc"]
+        runner = ToolRunner(tools, timeout_s=30, max_response_length=1000, truncate_side="middle")
+        texts, _, stats = run_turns(
+            runner,
+            [
+                ToolCall(name="web_add", arguments={"a": 1, "b": 2}),
+                ToolCall(name="calc", arguments={"expression": "2*5"}),
+                ToolCall(name="local_calc", arguments={"expression": "3*3"}),
+            ],
+        )
+        assert texts == [["3", "10", "9"]] and stats["tool_errors"] == 0
+        assert [r["tool"] for r in calls(tmp_path / "web.jsonl") if "tool" in r] == ["add"]
+        assert [r["tool"] for r in calls(tmp_path / "search.jsonl") if "tool" in r] == ["calc"]
+        runner.loop.close()
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
