@@ -73,11 +73,11 @@ def test_a_users_class_by_dotted_path(tmp_path):
         ),
         (
             {"tools": [tool_entry(user_tool("EchoTool"), "e", type="mcp")]},
-            "config.type=mcp is not supported by verl_lite",
+            "config.type=mcp needs an `mcp:` block with mcp_servers_config_path",
         ),
         (
             {"tools": [tool_entry(user_tool("EchoTool"), "e", type="remote")]},
-            "config.type='remote' must be native",
+            "config.type='remote' must be native or mcp",
         ),
         (
             {"tools": [tool_entry("no_such_pkg.tools.Tool", "e")]},

@@ -2,8 +2,16 @@
 
     tools:
       - class_name: verl.tools.gsm8k_tool.Gsm8kTool     # dotted path of the tool class
-        config: {type: native, ...}                     # handed to the class; type: native (mcp: refused)
+        config: {type: native, ...}                     # handed to the class
         tool_schema: {type: function, function: {...}}  # tools/schema.py
+      - class_name: verl.tools.mcp_base_tool.MCPBaseTool  # or MCPSearchTool, or a subclass of either
+        config: {type: mcp, timeout: 30, rate_limit: 10}
+        mcp: {mcp_servers_config_path: servers.json, tool_selected_list: [name, ...]}  # list optional
+
+A `type: mcp` entry is one tool per tool its MCP servers list (tools/mcp_servers.py), with the
+server's name, description and JSON schema, kept to `tool_selected_list` when given (every name in it
+must be listed by a server, or the file is refused); its class (MCPBaseTool when class_name is empty,
+as verl's docs write it) is built once per tool (tools/mcp_tool.py).
 
 A user's class is imported by its dotted path and must follow verl's tool contract (tools/base.py:
 async create, execute, calc_reward, release; a plain `def` method is run in a thread, for blocking code). verl's own shipped classes are not importable here
@@ -30,15 +38,16 @@ KEY = "actor_rollout_ref.rollout.multi_turn.tool_config_path"
 VERL_EQUIVALENTS = {
     "verl.tools.gsm8k_tool.Gsm8kTool": "verl_lite.tools.gsm8k:Gsm8kTool",
     "verl.tools.sandbox_fusion_tools.SandboxFusionTool": "verl_lite.tools.sandbox_fusion:SandboxFusionTool",
+    "verl.tools.mcp_base_tool.MCPBaseTool": "verl_lite.tools.mcp_tool:MCPBaseTool",
+    "verl.tools.mcp_search_tool.MCPSearchTool": "verl_lite.tools.mcp_tool:MCPSearchTool",
 }
 VERL_REFUSED = {
     "verl.tools.search_tool.SearchTool": "it queries a search_r1 retrieval server; write a tool class for your retriever",
-    "verl.tools.mcp_search_tool.MCPSearchTool": "MCP tools are not available",
-    "verl.tools.mcp_base_tool.MCPBaseTool": "MCP tools are not available",
     "verl.tools.geo3k_tool.Geo3kTool": "vision-language tasks are not supported",
     "verl.tools.image_zoom_in_tool.ImageZoomInTool": "image tools need a vision-language model, which is not supported",
 }
-ENTRY_KEYS = ("class_name", "config", "tool_schema")
+ENTRY_KEYS = ("class_name", "config", "tool_schema", "mcp")
+MCP_KEYS = ("mcp_servers_config_path", "tool_selected_list")
 
 
 @dataclass(frozen=True)
@@ -49,27 +58,89 @@ class ToolEntry:
     schema: ToolSchema
 
 
-def _entry(item, where: str) -> ToolEntry:
+def _entries(item, where: str) -> list[ToolEntry]:
     class_name, config = read_entry(item, where, ENTRY_KEYS)
     kind = config.get("type", "native")
     if kind == "mcp":
-        raise ValueError(
-            f"{where}.config.type=mcp is not supported by verl_lite: MCP tools are not available"
-        )
+        return _mcp_entries(item, class_name, config, where)
     if kind != "native":
-        raise ValueError(f"{where}.config.type={kind!r} must be native")
+        raise ValueError(f"{where}.config.type={kind!r} must be native or mcp")
+    if item.get("mcp") is not None:
+        raise ValueError(f"{where} has an `mcp:` block but config.type={kind!r}; set config.type: mcp")
     if item.get("tool_schema") is None:
         raise ValueError(
             f"{where} has no tool_schema; give the tool's function schema (name, description, parameters)"
         )
     schema = ToolSchema.from_dict(item["tool_schema"], f"{where}.tool_schema")
+    return [ToolEntry(class_name, _class(class_name, where), config, schema)]
+
+
+def _class(class_name: str, where: str) -> type:
     try:
-        cls = resolve_extension_class(
+        return resolve_extension_class(
             class_name, BaseTool, TOOL_METHODS, VERL_EQUIVALENTS, VERL_REFUSED, plain_ok=True
         )
     except ValueError as e:
         raise ValueError(f"{where}: {e}") from None
-    return ToolEntry(class_name, cls, config, schema)
+
+
+def _mcp_entries(item: dict, class_name: str, config: dict, where: str) -> list[ToolEntry]:
+    """One entry per tool the servers list (kept to tool_selected_list), schema from the server."""
+    from verl_lite.tools import mcp_servers
+
+    block = item.get("mcp")
+    if not isinstance(block, dict):
+        raise ValueError(
+            f"{where}: config.type=mcp needs an `mcp:` block with mcp_servers_config_path (verl's MCP tool config)"
+        )
+    unknown = sorted(set(block) - set(MCP_KEYS))
+    if unknown:
+        raise ValueError(f"{where}.mcp has unknown keys {unknown}; it has {list(MCP_KEYS)}")
+    if item.get("tool_schema") is not None:
+        raise ValueError(
+            f"{where}: an MCP entry takes its tools' schemas from the server; remove tool_schema"
+        )
+    selected = block.get("tool_selected_list") or None  # verl: absent or empty means every tool
+    if selected is not None and (
+        not isinstance(selected, list) or not all(isinstance(n, str) for n in selected)
+    ):
+        raise ValueError(f"{where}.mcp.tool_selected_list must be a list of tool names, got {selected!r}")
+    cls = _class(class_name or "verl.tools.mcp_base_tool.MCPBaseTool", where)
+    servers = mcp_servers.servers_for(block.get("mcp_servers_config_path"), where)
+    listed = servers.list_tools(where)
+    names = [t.name for t in listed]
+    missing = [n for n in selected or () if n not in names]
+    if missing:
+        raise ValueError(
+            f"{where}.mcp.tool_selected_list names {missing}, which no server of "
+            f"{servers.path} lists; its servers list {names}"
+        )
+    entries = []
+    for tool in listed:
+        if selected is not None and tool.name not in selected:
+            continue
+        schema_dict = _mcp2openai(tool)
+        schema = ToolSchema.from_dict(schema_dict, f"{where} (the schema MCP server lists for {tool.name!r})")
+        entries.append(ToolEntry(class_name or "MCPBaseTool", cls, config, schema))
+    if not entries:
+        raise ValueError(f"{where}: the MCP servers of {servers.path} list no tools")
+    return entries
+
+
+def _mcp2openai(tool) -> dict:
+    """verl's mcp2openai: the server's tool as an OpenAI function schema (`required` [] when absent)."""
+    parameters = dict(tool.input_schema or {"type": "object", "properties": {}})
+    if not parameters.get("required"):
+        parameters["required"] = []
+    return {
+        "type": "function",
+        "function": {
+            "name": tool.name,
+            "description": tool.description or "",
+            "parameters": parameters,
+            "strict": False,
+        },
+    }
 
 
 def read_tool_config(path: str, key: str = KEY) -> list[ToolEntry]:
@@ -78,7 +149,7 @@ def read_tool_config(path: str, key: str = KEY) -> list[ToolEntry]:
     tools = content.get("tools") if isinstance(content, dict) else None
     if not isinstance(tools, list) or not tools:
         raise ValueError(f"{key}={path!r} must hold a non-empty list `tools:` (verl's tool config format)")
-    entries = [_entry(item, f"{path}: tools[{i}]") for i, item in enumerate(tools)]
+    entries = [e for i, item in enumerate(tools) for e in _entries(item, f"{path}: tools[{i}]")]
     names = [e.schema.name for e in entries]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
