@@ -99,7 +99,7 @@ class SyncCheck:
                 unpaired.append(name)
                 continue
             covered.update(entry.parts)
-            expected = sum(trainer[p] for p in entry.parts)
+            expected = sum((trainer[p] for p in entry.parts), torch.zeros(3, dtype=torch.float64))
             if not agree(expected, entry.fingerprint):
                 bad.append((name, entry, expected))
         unverified = sorted(set(unpaired) | (selected - covered))
