@@ -160,7 +160,7 @@ def test_every_adapter_sync_is_checked_and_one_never_delivered_is_stopped(hybrid
     check = SyncCheck(actor, rollout, "vllm")
     sync()
     stats = check(base=True, sync=1, version=0)
-    assert stats["weight_sync/unverified_params"] == 0, stats
+    assert stats["perf/weight_sync_unverified_params"] == 0, stats
     _, batch = rollout_batch(rollout, tok, SamplingParams(n=2, temperature=1.0, response_length=RESPONSE_LEN))
     _train_one_step(actor, batch)
     with monkeypatch.context() as patch:

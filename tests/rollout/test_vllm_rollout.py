@@ -277,7 +277,9 @@ def test_every_sync_is_checked_and_one_whose_copy_does_nothing_is_stopped(hybrid
     check = SyncCheck(actor, rollout, "vllm")
     rollout.update_weights(actor.iter_full_params())
     stats = check(base=True, sync=1, version=0)
-    assert stats["weight_sync/unverified_params"] == 0 and stats["weight_sync/verified_params"] > 10, stats
+    assert (
+        stats["perf/weight_sync_unverified_params"] == 0 and stats["perf/weight_sync_verified_params"] > 10
+    ), stats
     _, batch = rollout_batch(rollout, tok, SamplingParams(n=2, temperature=1.0, response_length=RESPONSE_LEN))
     _train_one_step(actor, batch)
     with monkeypatch.context() as patch:  # the engine's load step walks the tensors and loads none

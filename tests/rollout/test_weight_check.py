@@ -84,8 +84,8 @@ def _full(rank, world, model_dir):
 def test_hf_full_sync_checked_and_a_skipped_one_stopped(tiny_model_dir):
     for out in run_ranks(_full, 2, tiny_model_dir):
         for dtype in ("fp32", "bf16"):
-            assert out[dtype]["start"]["weight_sync/unverified_params"] == 0
-            assert out[dtype]["start"]["weight_sync/verified_params"] > 10
+            assert out[dtype]["start"]["perf/weight_sync_unverified_params"] == 0
+            assert out[dtype]["start"]["perf/weight_sync_verified_params"] > 10
             assert out[dtype]["synced"] == "", f"{dtype}: a real sync must pass: {out[dtype]['synced']}"
             assert "did not arrive" in out[dtype]["stale"], f"{dtype}: a sync never made is caught"
         msg = out["skipped"]
@@ -116,7 +116,7 @@ def _lora(rank, world, model_dir):
 
 def test_hf_adapter_sync_checked_and_a_skipped_one_stopped(tiny_model_dir):
     out = run_ranks(_lora, 1, tiny_model_dir)[0]
-    assert out["start"]["weight_sync/unverified_params"] == 0
-    assert out["synced"]["weight_sync/verified_params"] == 2 * 2 * 2, "A and B of q and v, 2 layers"
+    assert out["start"]["perf/weight_sync_unverified_params"] == 0
+    assert out["synced"]["perf/weight_sync_verified_params"] == 2 * 2 * 2, "A and B of q and v, 2 layers"
     msg = out["skipped"]
     assert "hf rollout) did not arrive" in msg and ".lora_" in msg, msg

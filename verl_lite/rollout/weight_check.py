@@ -27,7 +27,7 @@ timing_s/weight_sync_verify. The check is always on: it has no key.
 With LoRA the adapter is checked at every check and the frozen base when it was just sent.
 Parameters the check cannot pair (an engine parameter fed by names the trainer does not have, or a
 sent one no engine parameter is known to hold: vLLM's layer-wise reload on a CPU engine drops
-packed weights without a fingerprint) are counted in weight_sync/unverified_params and named once
+packed weights without a fingerprint) are counted in perf/weight_sync_unverified_params and named once
 on stderr, never silently.
 """
 
@@ -123,6 +123,6 @@ class SyncCheck:
                 file=sys.stderr,
             )
         return {
-            "weight_sync/verified_params": float(len(landed) - len(unpaired)),
-            "weight_sync/unverified_params": float(len(unverified)),
+            "perf/weight_sync_verified_params": float(len(landed) - len(unpaired)),
+            "perf/weight_sync_unverified_params": float(len(unverified)),
         }

@@ -196,7 +196,9 @@ class ActorRolloutRefWorker(Worker):
         if self.weights.check_due():
             start = time.perf_counter()
             w = self.weights
-            metrics |= self.weight_check(base=base_sent, sync=w.num_syncs, version=w.actor_version)
+            checked = self.weight_check(base=base_sent, sync=w.num_syncs, version=w.actor_version)
+            # not the verified count: the first check after a start or resume covers the base too
+            metrics["perf/weight_sync_unverified_params"] = checked["perf/weight_sync_unverified_params"]
             w.checked()
             metrics["timing_s/weight_sync_verify"] = time.perf_counter() - start
         return metrics
