@@ -92,8 +92,8 @@ def tiny_critic(path: str, **changes) -> CriticConfig:
             external_lib=None,
             trust_remote_code=False,
             enable_gradient_checkpointing=False,
-            fsdp_config=fp32_fsdp(),
         ),
+        "fsdp": fp32_fsdp(),  # verl 0.9's critic.fsdp (verl 0.7: critic.model.fsdp_config)
         "optim": tiny_optim(),
         "checkpoint": checkpoint(),
         "ppo_mini_batch_size": 16,
