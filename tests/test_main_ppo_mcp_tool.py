@@ -21,6 +21,7 @@ def test_an_mcp_tool_trains_two_steps_through_verls_mcp_config(tmp_path, tool_de
         tmp_path,
         *[o for o in SMALL if not o.startswith(("trainer.test_freq", "data.val_max_samples"))],
         "trainer.test_freq=-1",
+        "trainer.val_before_train=False",  # the checks read the training steps; validation cost 16 s
         f"actor_rollout_ref.rollout.multi_turn.tool_config_path={config}",
         config_name="tool_demo",
         join=True,

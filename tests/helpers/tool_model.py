@@ -1,20 +1,38 @@
 """Tiny tool-calling models for tests and scripts/verl_launch_check.py, warm-started locally on
 traces of the GSM8K tool (verl's `calc_gsm8k_reward`) in the rollout's own token layout
-(verl_lite/data/tool_traces.py): the model learns to call the tool, read its answer and finish."""
+(verl_lite/data/tool_traces.py): the model learns to call the tool, read its answer and finish.
+
+A warm start costs about a minute of one core (800 steps for the verl multi-turn scripts' model), so
+a build is kept in the embedded assets' cache folder (VERL_LITE_CACHE, data/assets.py), keyed by
+everything that decides its bits: the traces and settings, the source of the code that builds it,
+and the numerics it ran with (torch, transformers, CPU kernels, threads). A machine that keeps its
+cache folder between runs (a developer's, a CI runner's) builds each recipe once; any change to
+the recipe or the code is a new key, so a stale model is never used."""
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import torch
 from transformers import Qwen2ForCausalLM
 
+from tests.helpers import models
 from tests.helpers.models import tiny_config
+from verl_lite.data import assets, tiny_tokenizer, tool_chat_template, tool_traces, warm_start
+from verl_lite.data.pinned_build import describe_pin
 from verl_lite.data.tiny_tokenizer import build_tokenizer
 from verl_lite.data.tool_chat_template import TOOL_CHAT_TEMPLATE
 from verl_lite.data.tool_traces import trace_examples
 from verl_lite.data.warm_start import supervised_steps
+
+# the code a build runs: a change to any of these files is a new cache key
+_BUILD_SOURCES = (models, tiny_tokenizer, tool_chat_template, tool_traces, warm_start)
 
 
 def gsm8k_tool_trace(prompt: list[dict], answer: str) -> list[dict]:
@@ -38,9 +56,39 @@ def make_tool_model_dir(
     seed: int = 0,
     lr: float = 3e-3,
 ) -> str:
-    """A tiny Qwen2 with the tool chat template, warm-started on `traces`, saved as a HF folder."""
+    """A tiny Qwen2 with the tool chat template, warm-started on `traces`: the cached build for this
+    recipe (module docstring), made now if there is none, copied to `path`."""
     if os.path.exists(os.path.join(path, "config.json")):
         return path
+    recipe = dict(
+        traces=traces, tools=tools, max_positions=max_positions, steps=steps, hidden=hidden, seed=seed, lr=lr
+    )
+    shutil.copytree(
+        _cached(recipe, lambda folder: _build(folder, **recipe)), path
+    )  # runs never touch the cache
+    return path
+
+
+def _cached(recipe: dict, build) -> Path:
+    """The cache folder for `recipe`, built by `build(folder)` under a file lock with an atomic rename."""
+    digest = hashlib.sha256(json.dumps([recipe, describe_pin()], sort_keys=True).encode())
+    for source in (__file__, *(module.__file__ for module in _BUILD_SOURCES)):
+        digest.update(Path(source).read_bytes())
+    target = assets.cache_root().parent / "test-models" / digest.hexdigest()[:20]
+    if (target / "config.json").exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f".{target.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (target / "config.json").exists():
+            tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}-"))
+            build(tmp)
+            shutil.rmtree(target, ignore_errors=True)
+            os.replace(tmp, target)
+    return target
+
+
+def _build(path, traces, tools, max_positions, steps, hidden, seed, lr) -> None:
     tokenizer = build_tokenizer()
     tokenizer.chat_template = TOOL_CHAT_TEMPLATE
     examples = [ex for trace in traces for ex in trace_examples(tokenizer, trace, tools)]
@@ -52,4 +100,3 @@ def make_tool_model_dir(
         supervised_steps(model, examples, tokenizer.pad_token_id, steps, lr=lr, batch_size=16, seed=seed)
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
-    return path

@@ -92,3 +92,14 @@ def build_layout(device_type: str, fsdp_size: int = -1, sp_size: int = 1, key: s
     if sp_size == 1 and dp_size > 1:
         dp_group = dist.group.WORLD
     return Layout(mesh, dp_group, sp_group, dp_size, rank // sp_size, sp_size, rank % sp_size)
+
+
+def heads_problem(
+    heads: int | None, sp_size: int, key: str, model: str, limit: int | None = None
+) -> str | None:
+    """Sequence parallelism splits the query heads over its group: sp_size must divide them (start-up
+    checks it with this rule, workers/checks.py). `limit`: the largest size worth proposing."""
+    if sp_size <= 1 or not heads or heads % sp_size == 0:
+        return None
+    sizes = [d for d in range(1, heads + 1) if heads % d == 0 and (limit is None or d <= limit)]
+    return f"{key}={sp_size} must divide the {heads} attention heads of {model}; use one of {sizes}"

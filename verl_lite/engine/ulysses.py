@@ -41,6 +41,8 @@ import torch.distributed as dist
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, create_causal_mask
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
+from verl_lite.engine.mesh import heads_problem
+
 PREFIX = "ulysses_"
 BASES = ("sdpa", "eager")
 
@@ -231,17 +233,6 @@ def shard_rows(position_ids: torch.Tensor, group) -> SeqShard:
     full = torch.cat([position_ids, pad_pos], dim=1)
     local = full.shape[1] // size
     return SeqShard(group, width, full, rank * local, (rank + 1) * local)
-
-
-def heads_problem(
-    heads: int | None, sp_size: int, key: str, model: str, limit: int | None = None
-) -> str | None:
-    """Sequence parallelism splits the query heads over its group: sp_size must divide them (start-up
-    checks it with this rule, workers/checks.py). `limit`: the largest size worth proposing."""
-    if sp_size <= 1 or not heads or heads % sp_size == 0:
-        return None
-    sizes = [d for d in range(1, heads + 1) if heads % d == 0 and (limit is None or d <= limit)]
-    return f"{key}={sp_size} must divide the {heads} attention heads of {model}; use one of {sizes}"
 
 
 def apply_ulysses(model: torch.nn.Module, sp_size: int, key: str) -> None:

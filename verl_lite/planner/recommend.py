@@ -18,8 +18,7 @@ import copy
 from dataclasses import dataclass, replace
 
 from verl_lite.config.schema import PPOTrainerConfig
-from verl_lite.engine.mesh import sp_size_problem
-from verl_lite.engine.ulysses import heads_problem
+from verl_lite.engine.mesh import heads_problem, sp_size_problem
 from verl_lite.planner.engine_setup import MODES
 from verl_lite.planner.phases import DevicePlan, plan_device
 from verl_lite.planner.request import GB, HEADROOM, LEVERS, Choice, Request

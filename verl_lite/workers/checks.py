@@ -16,7 +16,7 @@ import os
 from typing import TYPE_CHECKING
 
 from verl_lite.config.common import sp_size
-from verl_lite.engine.ulysses import heads_problem
+from verl_lite.engine.mesh import heads_problem
 from verl_lite.utils.hf_model import check_model_dir, model_config
 from verl_lite.utils.model_files import (
     max_positions,
