@@ -20,7 +20,10 @@ import verl_lite
 PACKAGE = os.path.dirname(os.path.abspath(verl_lite.__file__))
 ALLOWED = {os.path.join("utils", "device.py")}
 CONFIG_SURFACE = re.compile(r"^config[/\\](schema\w*|support|domains)\.py$")
-ACCELERATOR = re.compile(r"cuda|nccl|gloo", re.IGNORECASE)
+# the accelerator's words as identifiers spell them (lower, UPPER or Capitalised), each starting a word
+# or a CamelCase part: `is_cuda_available`, `CUDA_VISIBLE_DEVICES`, `ProcessGroupNCCL`, `cudagraph`;
+# not letters that happen to meet across a CamelCase join (`AsyncClient` holds "ncCl")
+ACCELERATOR = re.compile(r"(?<![a-z])(cuda|nccl|gloo)|(?<![A-Z])(CUDA|NCCL|GLOO)|(?<![A-Z])(Cuda|Nccl|Gloo)")
 
 
 def docstring_starts(tree: ast.AST) -> set[tuple[int, int]]:
@@ -61,6 +64,8 @@ w = dev.is_cuda_available()
 p = torch.empty(1, pin_memory=True)
 q = dev.can_pin_memory()
 b = "gloo"
+g = dist.ProcessGroupNCCL
+c = httpx.AsyncClient(headers=h)
 m = "no GPU visible: CUDA missing; check the CUDA driver"
 '''
     names = [t for _, t in offending_tokens(code)]
@@ -68,6 +73,7 @@ m = "no GPU visible: CUDA missing; check the CUDA driver"
     assert "is_cuda_available" in names and "pin_memory" in names and '"gloo"' in names
     assert any("cuda:" in n for n in names[2:]), names  # the f-string
     assert "can_pin_memory" not in names and not any("driver" in n for n in names)
+    assert "ProcessGroupNCCL" in names and "AsyncClient" not in names
 
 
 def test_only_utils_device_names_the_accelerator():

@@ -71,10 +71,7 @@ class Server:
         if headers:
             import httpx2
 
-            # the async client class by name: its identifier holds "ncCl", which the accelerator-naming
-            # test (tests/utils/test_device_naming.py) reads as NCCL
-            client = getattr(httpx2, "Async" + "Client")
-            return streamable_http_client(spec["url"], http_client=client(headers=headers))
+            return streamable_http_client(spec["url"], http_client=httpx2.AsyncClient(headers=headers))
         return streamable_http_client(spec["url"])
 
 
