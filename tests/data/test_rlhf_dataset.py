@@ -185,3 +185,49 @@ def test_apply_chat_template_kwargs_reach_the_template(tmp_path, tok):
         path, templated, PromptSpec(max_prompt_length=20, chat_template_kwargs={"think": True})
     )
     assert templated.decode(thinking.prompts[0]) == templated.decode(plain.prompts[0]) + "=?"
+
+
+def test_batched_tokenization_gives_each_rows_own_tokens_across_chunks(tmp_path, tok, monkeypatch):
+    """Rows are tokenized in batch calls (TOKENIZE_CHUNK rows each): every prompt is the ids its own
+    text gives alone, in file order, across chunk boundaries."""
+    import verl_lite.data.rlhf_dataset as rlhf
+
+    monkeypatch.setattr(rlhf, "TOKENIZE_CHUNK", 3)
+    contents = [f"{i}+{i * 7}=" for i in range(8)]
+    ds = RLHFDataset(write(tmp_path, contents), tok, PromptSpec(max_prompt_length=64))
+    alone = [
+        tok(
+            tok.apply_chat_template(
+                [{"role": "user", "content": c}], add_generation_prompt=True, tokenize=False
+            ),
+            add_special_tokens=False,
+        )["input_ids"]
+        for c in contents
+    ]
+    assert ds.prompts == alone and [r["extra_info"]["index"] for r in ds.rows] == list(range(8))
+
+
+@pytest.mark.parametrize("chunk", [2, 4096])
+def test_the_first_bad_row_is_named_as_a_row_by_row_check_names_it(tmp_path, tok, monkeypatch, chunk):
+    """Row 1 is too long for truncation=error and row 3 holds no messages: row 1 is named (a batch
+    that read every row's messages first would name row 3), within one chunk and across chunks."""
+    import verl_lite.data.rlhf_dataset as rlhf
+
+    monkeypatch.setattr(rlhf, "TOKENIZE_CHUNK", chunk)
+
+    def rows(second):
+        prompts = [[{"role": "user", "content": c}] for c in ["1+1=", second, "2+2="]] + [[]]
+        path = tmp_path / "bad.parquet"
+        pd.DataFrame(
+            [
+                {"data_source": "verl_lite/arith", "prompt": p, "reward_model": {"ground_truth": "1"}}
+                for p in prompts
+            ]
+        ).to_parquet(path)
+        return str(path)
+
+    spec = PromptSpec(max_prompt_length=20, truncation="error")
+    with pytest.raises(ValueError, match=r"row 1: prompt is \d+ tokens, over data.max_prompt_length=20"):
+        RLHFDataset(rows("1+" * 40 + "1="), tok, spec)
+    with pytest.raises(ValueError, match="row 3: column 'prompt' holds no messages"):
+        RLHFDataset(rows("1+1="), tok, spec)

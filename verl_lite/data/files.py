@@ -109,7 +109,6 @@ def _chars(text: str) -> set[str]:
     return set(unicodedata.normalize("NFKC", text).casefold()) - set(string.whitespace)
 
 
-def lost_characters(tokenizer, text: str, ids: list[int]) -> list[str]:
-    """Characters of `text` that do not come back when `ids` (its tokens) are decoded."""
-    decoded = tokenizer.decode(ids, skip_special_tokens=False)
+def lost_characters(text: str, decoded: str) -> list[str]:
+    """Characters of `text` that do not come back in `decoded` (its tokens, decoded)."""
     return sorted(_chars(text) - _chars(decoded))

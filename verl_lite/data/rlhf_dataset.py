@@ -24,6 +24,12 @@ from verl_lite.data.files import locate_invalid_utf8, lost_characters
 from verl_lite.protocol import DataProto
 
 log = logging.getLogger(__name__)
+TOKENIZE_CHUNK = 4096  # rows tokenized per batch call: the batch's speed, a bounded copy of the texts
+
+
+def _chunks(items: list, size: int):
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
 
 
 @dataclass(frozen=True)
@@ -125,9 +131,9 @@ def _check_row(row: dict, where: str, spec: PromptSpec) -> None:
         )
 
 
-def _check_representable(tokenizer, text: str, ids: list[int], where: str, key: str) -> None:
+def _check_representable(text: str, decoded: str, where: str, key: str) -> None:
     """Text the tokenizer cannot represent would silently vanish from the prompt: an error instead."""
-    lost = lost_characters(tokenizer, text, ids)
+    lost = lost_characters(text, decoded)
     if lost:
         shown = ", ".join(repr(c) for c in lost[:8]) + (", ..." if len(lost) > 8 else "")
         raise ValueError(
@@ -170,20 +176,8 @@ class RLHFDataset:
         self.rows: list[dict] = []
         self.prompts: list[list[int]] = []
         self.num_filtered = 0
-        for row in frame.to_dict("records"):
-            where = f"{row['__file__']} row {row['__row__']}"
-            messages = _messages(row[spec.prompt_key], where, spec.prompt_key)
-            _check_row(row, where, spec)
-            text = _render(tokenizer, messages, where, spec)
-            ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-            _check_representable(tokenizer, text, ids, where, spec.prompt_key)
-            ids = self._fit(ids, where)
-            if ids is None:
-                self.num_filtered += 1
-                continue
-            row["__messages__"] = messages
-            self.rows.append(row)
-            self.prompts.append(ids)
+        for chunk in _chunks(frame.to_dict("records"), TOKENIZE_CHUNK):
+            self._add(chunk)
         if self.num_filtered:
             log.warning("filter_overlong_prompts dropped %d of %d prompts", self.num_filtered, len(frame))
         if not self.rows:
@@ -192,6 +186,37 @@ class RLHFDataset:
                 f"{spec.max_prompt_length} and were dropped by data.filter_overlong_prompts=True; "
                 "raise data.max_prompt_length or set data.truncation=left|right"
             )
+
+    def _add(self, rows: list[dict]) -> None:
+        """Rows in file order: rendered, then tokenized and decoded as one batch (the tokenizer's batch
+        call: one pass of its Rust code instead of one per row), then checked in order. The error
+        raised is the one a row-by-row loop would raise: the rows after the first that cannot be
+        rendered are left for later, and that row's error comes after the checks of the rows before it."""
+        spec, tokenizer = self.spec, self.tokenizer
+        ready, pending = [], None  # (row, where, messages, text) rendered; the first row's error
+        for row in rows:
+            where = f"{row['__file__']} row {row['__row__']}"
+            try:
+                messages = _messages(row[spec.prompt_key], where, spec.prompt_key)
+                _check_row(row, where, spec)
+                ready.append((row, where, messages, _render(tokenizer, messages, where, spec)))
+            except Exception as e:  # noqa: BLE001 - raised below, after the rows before it are checked
+                pending = e
+                break
+        texts = [text for *_, text in ready]
+        encoded = tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
+        decoded = tokenizer.batch_decode(encoded, skip_special_tokens=False)
+        for (row, where, messages, text), ids, back in zip(ready, encoded, decoded):
+            _check_representable(text, back, where, spec.prompt_key)
+            ids = self._fit(ids, where)
+            if ids is None:
+                self.num_filtered += 1
+                continue
+            row["__messages__"] = messages
+            self.rows.append(row)
+            self.prompts.append(ids)
+        if pending is not None:
+            raise pending
 
     def _fit(self, ids: list[int], where: str) -> list[int] | None:
         limit = self.spec.max_prompt_length
