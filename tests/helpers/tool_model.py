@@ -37,19 +37,33 @@ def make_tool_model_dir(
     hidden: int = 64,
     seed: int = 0,
     lr: float = 3e-3,
+    tokenizer=None,
+    tool_format: str | None = None,
+    end_tokens: tuple[str, ...] = (),
 ) -> str:
-    """A tiny Qwen2 with the tool chat template, warm-started on `traces`, saved as a HF folder."""
+    """A tiny Qwen2 with the tool chat template (or `tokenizer`, with its own template), warm-started
+    on `traces`, saved as a HF folder. `tool_format` and `end_tokens` as tool_traces.trace_examples
+    takes them; the end tokens also stop generation (generation_config.json's eos_token_id list, which
+    vLLM stops at, as gpt-oss's own folder lists <|call|>)."""
     if os.path.exists(os.path.join(path, "config.json")):
         return path
-    tokenizer = build_tokenizer()
-    tokenizer.chat_template = TOOL_CHAT_TEMPLATE
-    examples = [ex for trace in traces for ex in trace_examples(tokenizer, trace, tools)]
+    if tokenizer is None:
+        tokenizer = build_tokenizer()
+        tokenizer.chat_template = TOOL_CHAT_TEMPLATE
+    examples = [
+        ex
+        for trace in traces
+        for ex in trace_examples(tokenizer, trace, tools, tool_format=tool_format, end_tokens=end_tokens)
+    ]
     config = tiny_config(tokenizer, hidden, 2, tie_word_embeddings=True)
     config.max_position_embeddings = max_positions
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(config)
     with torch.random.fork_rng():
         supervised_steps(model, examples, tokenizer.pad_token_id, steps, lr=lr, batch_size=16, seed=seed)
+    if end_tokens:
+        ends = tokenizer.convert_tokens_to_ids(list(end_tokens))
+        model.generation_config.eos_token_id = [tokenizer.eos_token_id, *ends]
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
