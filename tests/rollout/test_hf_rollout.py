@@ -256,3 +256,22 @@ def test_multi_turn_sampling_matches_the_configured_distribution(misleading_mode
         expected = probs[tokens].log()
         got = torch.tensor([r.log_probs[0] for r in results], dtype=torch.float64)
         assert (expected - got).abs().max() < 1e-4, case
+
+
+def test_a_request_ends_at_any_eos_the_folders_generation_config_lists(tiny_model_dir, tmp_path):
+    """As vLLM: gpt-oss's folder lists <|call|> beside its EOS, and a tool-calling turn ends there."""
+    import shutil
+
+    from transformers import GenerationConfig
+
+    params = SamplingParams(n=1, response_length=8, do_sample=False)
+    rollout = HFRollout(tiny_model(tiny_model_dir), tiny_rollout(seed=3), build_tokenizer(), rank=0)
+    (free,), _ = rollout.generate_requests(_requests(params, [[1, 7, 8]]), (1,))
+    assert free.stop_reason == "length" and len(free.token_ids) == 8
+    stop = free.token_ids[2]  # the third greedy token, listed as an end
+    path = shutil.copytree(tiny_model_dir, tmp_path / "model")
+    GenerationConfig(eos_token_id=[build_tokenizer().eos_token_id, stop]).save_pretrained(path)
+    listed = HFRollout(tiny_model(str(path)), tiny_rollout(seed=3), build_tokenizer(), rank=0)
+    (ended,), _ = listed.generate_requests(_requests(params, [[1, 7, 8]]), (1,))
+    first = free.token_ids.index(stop)
+    assert ended.token_ids == free.token_ids[: first + 1] and ended.stop_reason == "eos"

@@ -9,7 +9,7 @@ from typing import Any
 
 from verl_lite.agent_loop.tool_calls import ToolRunner
 from verl_lite.agent_loop.tool_parser import ToolParser
-from verl_lite.data.chat_render import ChatRenderer
+from verl_lite.data.chat_render import ChatRenderer, is_harmony
 from verl_lite.interactions.registry import build_interactions
 from verl_lite.tools.registry import build_tools
 from verl_lite.tools.schema import schema_dict
@@ -36,7 +36,9 @@ class LoopContext:
         return self.rollout_cfg.multi_turn
 
 
-def build_loop_context(rollout_cfg, tokenizer, chat_template_kwargs: dict | None = None) -> LoopContext:
+def build_loop_context(
+    rollout_cfg, tokenizer, chat_template_kwargs: dict | None = None, hf_model_type: str | None = None
+) -> LoopContext:
     mt = rollout_cfg.multi_turn
     timeout = mt.tool_call_timeout  # every call into a tool or interaction, constructors too
     tools = build_tools(mt.tool_config_path, timeout_s=timeout) if mt.tool_config_path else {}
@@ -54,7 +56,7 @@ def build_loop_context(rollout_cfg, tokenizer, chat_template_kwargs: dict | None
     return LoopContext(
         rollout_cfg=rollout_cfg,
         tokenizer=tokenizer,
-        renderer=ChatRenderer(tokenizer, chat_template_kwargs),
+        renderer=ChatRenderer(tokenizer, chat_template_kwargs, is_harmony(mt.format, hf_model_type)),
         parser=ToolParser.get_tool_parser(mt.format, tokenizer),
         tools=tools,
         tool_schemas=[schema_dict(t.tool_schema) for t in tools.values()] or None,

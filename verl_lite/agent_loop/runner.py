@@ -63,7 +63,18 @@ class AgentLoopRunner:
         rule, math.inf: the per-turn barrier)."""
         self.rollout, self.cfg = rollout, rollout_cfg
         self.vocab_size = max(vocab_size or 0, len(tokenizer))
-        self.context = build_loop_context(rollout_cfg, tokenizer, chat_template_kwargs)
+        self.context = build_loop_context(rollout_cfg, tokenizer, chat_template_kwargs, hf_model_type)
+        self.sanity_mode = rollout_cfg.multi_turn.tokenization_sanity_check_mode
+        if self.context.renderer.harmony and self.sanity_mode != "disable":
+            # harmony's markup is in the sampled tokens, not in the messages' text, and gpt-oss's
+            # template cannot render a tool reply without the call's structured form: nothing to compare
+            log.warning(
+                "tokenization sanity check (%s): not run for gpt-oss's harmony format (the conversation "
+                "cannot be rendered whole from its messages); multi_turn.tokenization_sanity_check_mode="
+                "disable says so",
+                self.sanity_mode,
+            )
+            self.sanity_mode = "disable"
         self.config_tree = config_tree(trainer_config, rollout_cfg, chat_template_kwargs)
         self.hf_model_type = hf_model_type
         self.loops = agent_loops(rollout_cfg.agent.agent_loop_config_path)
@@ -162,7 +173,7 @@ class AgentLoopRunner:
 
     def _stats(self, outputs: list[AgentLoopOutput], batcher: ContinuousBatcher) -> list[dict]:
         """Per trajectory: the loop's counters, its engine seconds and the sanity check's verdict."""
-        mode, ctx = self.cfg.multi_turn.tokenization_sanity_check_mode, self.context
+        mode, ctx = self.sanity_mode, self.context
         stats, first = [], None
         for t, out in enumerate(outputs):
             messages = out.extra_fields.pop("messages", None)  # the conversation, for this check only

@@ -12,7 +12,8 @@ Each generation's budget is what is left of response_length, so the whole respon
 and inserted ones) never exceeds it; tool results that would not fit end the episode without being
 inserted, as in verl, and a user turn is cut at the budget. The model's tokens are appended as
 sampled (and decoded only to find tool calls and to give the interaction the conversation); the
-inserted messages are rendered by the chat template alone (data/chat_render.py). num_turns counts user and
+inserted messages are rendered by the chat template alone, tool replies in gpt-oss's harmony layout
+for that format (data/chat_render.py). num_turns counts user and
 assistant turns plus one (the prompt), as verl does.
 
 The interaction's methods are a user's code: each call runs as a tool call does (on the worker's
@@ -101,7 +102,7 @@ class ToolAgentLoop(AgentLoopBase):
                     )
                     texts = await session.run_turn(calls, mt.max_parallel_calls, agent_data)
                     tool_messages = [{"role": "tool", "content": t} for t in texts]
-                    ids = ctx.renderer.inserted(tool_messages)
+                    ids = ctx.renderer.tool_results(texts, [c.name for c in calls[: len(texts)]])
                     if len(ids) >= traj.left:  # verl: results that do not fit end the episode
                         break
                     messages += tool_messages

@@ -7,20 +7,38 @@ templates, Qwen's among them, put before any conversation that lacks one) is cut
 verl's agent loop does the same (`remove_system_prompt`). The system prompt is found as verl finds
 it: what a one-message conversation has beyond one message of a two-message conversation.
 
+Tool results go through `tool_results`: the template as above, except for the gpt-oss format
+(OpenAI's harmony), whose template names a tool reply's sender from the assistant's call before it
+and so cannot render a reply alone (gpt-oss's own template raises). There each reply is written as
+verl writes it (GptOssContinuousTokenBuilder, picked there by model_type gpt_oss; here by that or
+the format, which reads harmony: `is_harmony`): `<|start|>functions.NAME to=assistant<|channel|>commentary<|message|>` + the
+text as a JSON string + `<|end|>`, then the template's generation prompt (`<|start|>assistant`).
+
 `ids` renders a whole conversation at once (the tokenization sanity check, agent_loop/sanity.py);
-the agent loop (agent_loop/) and warm starts on tool-call traces (tool_traces.py) use `inserted`.
+the agent loop (agent_loop/) and warm starts on tool-call traces (tool_traces.py) use `inserted`
+and `tool_results`.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
+
+HARMONY_FORMAT, HARMONY_MODEL_TYPE = "gpt-oss", "gpt_oss"  # the format and the model_type of harmony
+
+
+def is_harmony(tool_format: str | None, hf_model_type: str | None = None) -> bool:
+    """Whether tool replies are written in harmony: verl's rule (model_type gpt_oss) or the format."""
+    return tool_format == HARMONY_FORMAT or hf_model_type == HARMONY_MODEL_TYPE
 
 
 class ChatRenderer:
-    def __init__(self, tokenizer, chat_template_kwargs: dict[str, Any] | None = None):
+    def __init__(self, tokenizer, chat_template_kwargs: dict[str, Any] | None = None, harmony: bool = False):
         self.tokenizer = tokenizer
         self.kwargs = dict(chat_template_kwargs or {})
         self.system_prefix = self._system_prefix()
+        self.harmony = harmony
+        self.generation_prompt = self._generation_prompt() if self.harmony else []
 
     def ids(
         self, messages: list[dict], add_generation_prompt: bool, tools: list[dict] | None = None
@@ -40,3 +58,23 @@ class ChatRenderer:
         ids = self.ids(messages, add_generation_prompt=True)
         prefix = self.system_prefix
         return ids[len(prefix) :] if prefix and ids[: len(prefix)] == prefix else ids
+
+    def tool_results(self, texts: list[str], names: list[str]) -> list[int]:
+        """Token ids of the tool replies `texts` (to the calls named `names`, in order) appended to a
+        conversation, up to the model's next turn (module docstring)."""
+        if not self.harmony:
+            return self.inserted([{"role": "tool", "content": t} for t in texts])
+        replies = "".join(
+            f"<|start|>functions.{name} to=assistant<|channel|>commentary<|message|>"
+            f"{json.dumps(text, ensure_ascii=False, separators=(',', ':'))}<|end|>"
+            for name, text in zip(names, texts, strict=True)
+        )
+        return self.tokenizer(replies, add_special_tokens=False)["input_ids"] + self.generation_prompt
+
+    def _generation_prompt(self) -> list[int]:
+        """What add_generation_prompt adds after a conversation, as verl derives it (a diff)."""
+        user = [{"role": "user", "content": ""}]
+        with_prompt, without = self.ids(user, True), self.ids(user, False)
+        if with_prompt[: len(without)] != without:
+            raise ValueError("the chat template's generation prompt is not a suffix of the conversation")
+        return with_prompt[len(without) :]

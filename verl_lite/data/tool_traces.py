@@ -6,7 +6,10 @@ written in it, e.g. `<tool_call>{...}</tool_call>`) and the tool or user message
 context the way a rollout builds it: the prompt rendered by the chat template (with `tools`) as the
 dataset renders it, each assistant turn as its text plus EOS (the tokens the model would sample),
 each run of tool / user messages rendered alone (data/chat_render.ChatRenderer.inserted, what the
-agent loop inserts). So the model learns from the very sequences it will see in training.
+agent loop inserts; tool replies as ChatRenderer.tool_results writes them for `tool_format`, each
+to the tool its message names). An assistant turn that already ends with one of `end_tokens` (a
+format's own end of a tool-calling turn, gpt-oss's <|call|>) gets no EOS after it. So the model
+learns from the very sequences it will see in training.
 data/warm_start.supervised_steps trains on such pairs (loss on the targets only), seeded.
 
 Used to build tool-calling models locally (no hub): the embedded tool demo's, and the tiny models
@@ -15,14 +18,19 @@ tests and scripts/verl_launch_check.py run verl's multi-turn scripts with.
 
 from __future__ import annotations
 
-from verl_lite.data.chat_render import ChatRenderer
+from verl_lite.data.chat_render import ChatRenderer, is_harmony
 
 
 def trace_examples(
-    tokenizer, messages: list[dict], tools: list[dict] | None = None, chat_template_kwargs: dict | None = None
+    tokenizer,
+    messages: list[dict],
+    tools: list[dict] | None = None,
+    chat_template_kwargs: dict | None = None,
+    tool_format: str | None = None,
+    end_tokens: tuple[str, ...] = (),
 ) -> list[tuple[list[int], list[int]]]:
     """(context, target) per assistant turn of `messages` (module docstring)."""
-    renderer = ChatRenderer(tokenizer, chat_template_kwargs)
+    renderer = ChatRenderer(tokenizer, chat_template_kwargs, is_harmony(tool_format))
     first = next((i for i, m in enumerate(messages) if m["role"] == "assistant"), None)
     if first is None or first == 0:
         raise ValueError("a trace needs prompt messages followed by at least one assistant turn")
@@ -33,9 +41,18 @@ def trace_examples(
             inserted.append(message)
             continue
         if inserted:
-            ids = ids + renderer.inserted(inserted)
+            ids = ids + _inserted(renderer, inserted)
             inserted = []
-        target = tokenizer(message["content"] + tokenizer.eos_token, add_special_tokens=False)["input_ids"]
+        text = message["content"]
+        end = "" if text.endswith(end_tokens) and end_tokens else tokenizer.eos_token
+        target = tokenizer(text + end, add_special_tokens=False)["input_ids"]
         examples.append((list(ids), target))
         ids = ids + target
     return examples
+
+
+def _inserted(renderer: ChatRenderer, messages: list[dict]) -> list[int]:
+    """A run of tool messages as the loop inserts tool results; any other run rendered alone."""
+    if all(m["role"] == "tool" for m in messages):
+        return renderer.tool_results([m["content"] for m in messages], [m.get("name", "") for m in messages])
+    return renderer.inserted(messages)

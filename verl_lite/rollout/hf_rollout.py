@@ -21,6 +21,11 @@ log-prob of each sampled token under the distribution it was drawn from (vLLM's
 (batch, 1) results on the device until the rollout ends (one copy to the host, not one per token), so the
 rollout-vs-actor log-prob metric covers this backend too and any hidden truncation shows.
 
+A multi-turn request ends at the tokenizer's EOS or at any other `eos_token_id` the folder's
+generation_config.json lists, as vLLM ends it (gpt-oss's folder lists <|call|>, the end of a
+tool-calling turn, beside its EOS <|return|>): read before the config is replaced. (A single-turn
+sample still ends at the tokenizer's EOS only, its response mask being cut there.)
+
 Multi-turn requests (`generate_requests`) are sampled per request instead: the requests waiting
 share one generate call (left-padded), but each row draws from a generator of its own, seeded by
 (seed, rank, call, request key) (`PerRequestSampler`), so a request samples the same tokens whatever
@@ -124,7 +129,9 @@ def build_logits_processors(params: SamplingParams) -> LogitsProcessorList:
     return warpers
 
 
-def build_generation_config(params: SamplingParams, eos_id: int | None, pad_id: int) -> GenerationConfig:
+def build_generation_config(
+    params: SamplingParams, eos_id: int | list[int] | None, pad_id: int
+) -> GenerationConfig:
     """Length and stop settings only; sampling fields at values for which generate adds no warper
     (the warpers come from `build_logits_processors`)."""
     sampling = {} if params.greedy else {"temperature": 1.0, "top_k": 0, "top_p": 1.0}
@@ -137,6 +144,13 @@ def build_generation_config(params: SamplingParams, eos_id: int | None, pad_id: 
     )
 
 
+def stop_ids(eos_id: int | None, generation_config) -> list[int]:
+    """The tokenizer's EOS, then the other `eos_token_id`s of the model's generation config."""
+    listed = getattr(generation_config, "eos_token_id", None)
+    listed = [listed] if isinstance(listed, int) else list(listed or [])
+    return list(dict.fromkeys([i for i in [eos_id, *listed] if i is not None]))
+
+
 class HFRollout(Rollout):
     def __init__(self, model_cfg, rollout_cfg, tokenizer, rank: int):
         super().__init__(rollout_cfg.seed, rank)
@@ -145,6 +159,7 @@ class HFRollout(Rollout):
             requested_attention(model_cfg.override_config), accelerator=dev.has_accelerator(), generation=True
         )
         model = load_causal_lm(model_cfg, dtype, attn_implementation=attention.implementation)
+        self.stop_ids = stop_ids(tokenizer.eos_token_id, model.generation_config)
         # generate() fills every field left unset from the model's generation_config.json (sampling
         # defaults, an EOS that would stop ignore_eos runs): an empty one leaves the rollout config in
         # charge; EOS is passed per call. Set on the HF model itself, which PEFT's generate defers to.
@@ -189,7 +204,12 @@ class HFRollout(Rollout):
         return {"update_weights_s": time.perf_counter() - start, "update_weights_gb": nbytes / 1024**3}
 
     def _generate(
-        self, ids: torch.Tensor, mask: torch.Tensor, params: SamplingParams, seed: int | list[int]
+        self,
+        ids: torch.Tensor,
+        mask: torch.Tensor,
+        params: SamplingParams,
+        seed: int | list[int],
+        eos: int | list[int] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """model.generate on left-padded prompts under `seed` (the global RNG restored after), or
         with a list, one seed per row (PerRequestSampler): the new tokens (rows, <=R) on the host and
@@ -197,12 +217,13 @@ class HFRollout(Rollout):
         recorder = SampledTokenLogProbs()
         processors = build_logits_processors(params)
         processors.append(recorder)
-        config = build_generation_config(params, self.eos_id, self.pad_id)
+        eos = self.eos_id if eos is None else eos
+        config = build_generation_config(params, eos, self.pad_id)
         if isinstance(seed, list):
             if not params.greedy:  # generate's argmax takes each row's own draw
                 processors.append(PerRequestSampler(seed))
                 config = build_generation_config(
-                    dataclasses.replace(params, do_sample=False), self.eos_id, self.pad_id
+                    dataclasses.replace(params, do_sample=False), eos, self.pad_id
                 )
             seed = 0  # the global RNG is not drawn from
         device = dev.local_device()
@@ -258,13 +279,14 @@ class HFRollout(Rollout):
             mask[row, width - len(r.prompt_ids) :] = 1
         params = dataclasses.replace(params, response_length=max(r.max_tokens for r in requests))
         seeds = [self.request_seed(call, r.key) for r in requests]
-        tokens, log_probs = self._generate(ids, mask, params, seeds)
+        tokens, log_probs = self._generate(ids, mask, params, seeds, self.stop_ids)
         tokens, log_probs = tokens.tolist(), log_probs.tolist()
         results = []
         for r, toks, logps in zip(requests, tokens, log_probs):
             toks, stop = toks[: r.max_tokens], "length"
-            if not params.ignore_eos and self.eos_id in toks:
-                toks, stop = toks[: toks.index(self.eos_id) + 1], "eos"
+            end = next((i for i, t in enumerate(toks) if t in self.stop_ids), None)
+            if not params.ignore_eos and end is not None:
+                toks, stop = toks[: end + 1], "eos"
             # one generate call runs every request to its end: nothing is ever preempted
             results.append(TokenResult(toks, logps[: len(toks)], stop, num_preempted=0))
         return results
