@@ -137,4 +137,10 @@ def test_the_tool_agent_loop_calls_the_tool_in_each_format(tmp_path, fmt, reques
     assert out.non_tensor_batch["__num_turns__"].tolist() == [4]  # a call, its result, the answer
     assert out.non_tensor_batch["agent_loop_stats"][0]["tool_malformed"] == 0
     second = tok.decode(list(engine.calls[1][0].prompt_ids))
-    assert second.endswith(CALLS_7[fmt] + TOOL_7)  # the tool's answer: reward 1.0 for "7"
+    reply = TOOL_7
+    if fmt == "gpt-oss":  # verl's gpt-oss layout (GptOssContinuousTokenBuilder), not the chat template's
+        reply = (
+            "<|start|>functions.calc_gsm8k_reward to=assistant<|channel|>commentary<|message|>"
+            "\"Current parsed answer='7' reward=1.0\"<|end|><|im_start|>assistant\n"
+        )
+    assert second.endswith(CALLS_7[fmt] + reply)  # the tool's answer: reward 1.0 for "7"

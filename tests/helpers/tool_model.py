@@ -78,7 +78,7 @@ def make_tool_model_dir(
         seed=seed,
         lr=lr,
         tool_format=tool_format,
-        end_tokens=list(end_tokens),
+        end_tokens=tuple(end_tokens),
     )
     # the tokenizer by what decides its tokens: its vocabulary and rules, its template, its special tokens
     identity = [tokenizer.backend_tokenizer.to_str(), tokenizer.chat_template, tokenizer.special_tokens_map]
