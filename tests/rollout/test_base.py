@@ -49,3 +49,16 @@ def test_ignore_eos_keeps_every_generated_token():
         stop_at_eos=False,
     )
     assert out["response_mask"].tolist() == [[1, 1, 1]] and out["responses"].tolist() == [[EOS, 5, EOS]]
+
+
+def test_the_mask_ends_at_the_first_of_several_stop_tokens():
+    """The rollout's stop_ids (the tokenizer's EOS and the folder's other eos_token_ids): a response
+    that ended at the second one, padded with it (Qwen's pad is its <|endoftext|>), keeps no padding."""
+    other = 9
+    tokens = torch.tensor([[5, other, other, other], [5, 6, EOS, other], [5, 6, 7, 8]])
+    assert response_mask_from_tokens(tokens, [EOS, other]).tolist() == [
+        [1, 1, 0, 0],
+        [1, 1, 1, 0],
+        [1, 1, 1, 1],
+    ]
+    assert response_mask_from_tokens(tokens, EOS).tolist()[0] == [1, 1, 1, 1]  # EOS alone: padding kept

@@ -275,3 +275,44 @@ def test_a_request_ends_at_any_eos_the_folders_generation_config_lists(tiny_mode
     (ended,), _ = listed.generate_requests(_requests(params, [[1, 7, 8]]), (1,))
     first = free.token_ids.index(stop)
     assert ended.token_ids == free.token_ids[: first + 1] and ended.stop_reason == "eos"
+
+
+def test_a_single_turn_response_ends_at_any_listed_eos_and_its_mask_with_it(tiny_model_dir, tmp_path):
+    """Qwen2.5's instruct folders list <|endoftext|> (also their pad token) beside <|im_end|>: a
+    response that ends at the other one is cut there, and the worker's mask (assemble with the
+    rollout's stop_ids) ends there too, not at the padding after it."""
+    import shutil
+
+    from transformers import GenerationConfig
+
+    from verl_lite.rollout.base import assemble
+
+    tok = build_tokenizer()
+    params = SamplingParams(n=1, response_length=8, do_sample=False)
+    ids, mask = torch.tensor([[1, 7, 8]]), torch.ones(1, 3, dtype=torch.long)
+    rollout = HFRollout(tiny_model(tiny_model_dir), tiny_rollout(seed=3), tok, rank=0)
+    free, _ = rollout.generate_tokens(ids, mask, params)
+    stop = int(free[0, 2])  # the third greedy token, listed as an end
+    assert free.shape[1] == 8 and stop != tok.eos_token_id and rollout.stop_ids == [tok.eos_token_id]
+    path = shutil.copytree(tiny_model_dir, tmp_path / "model")
+    GenerationConfig(eos_token_id=[tok.eos_token_id, stop]).save_pretrained(path)
+    listed = HFRollout(tiny_model(str(path)), tiny_rollout(seed=3), tok, rank=0)
+    assert listed.stop_ids == [tok.eos_token_id, stop]
+    first = free[0].tolist().index(stop)
+    tokens, log_probs = listed.generate_tokens(torch.cat([ids, ids]), torch.cat([mask, mask]), params)
+    assert tokens[0, : first + 1].tolist() == free[0, : first + 1].tolist()
+    assert (log_probs[0, first + 1 :] == 0).all()
+    # a batch mate runs longer: the finished row is padded, and padded with the stop token itself
+    raw = torch.cat([tokens[:1, : first + 1], torch.full((1, 8 - first - 1), stop)], dim=1)
+    raw = torch.cat([raw, free[:1]])
+    out = assemble(
+        torch.cat([ids, ids]),
+        torch.cat([mask, mask]),
+        torch.zeros(2, 3, dtype=torch.long),
+        raw,
+        1,
+        8,
+        eos_id=listed.stop_ids,
+        pad_id=stop,
+    )
+    assert out["response_mask"][0].tolist() == [1] * (first + 1) + [0] * (8 - first - 1)

@@ -76,6 +76,10 @@ class Rollout(ABC):
     rank) and call `super().__init__(seed, rank)`."""
 
     weights_loaded: bool = True
+    # the tokens a response ends at: the tokenizer's EOS, then the other `eos_token_id`s of the model
+    # folder's generation_config.json (Qwen2.5's instruct models list <|endoftext|> beside <|im_end|>),
+    # which vLLM stops at too; the response mask ends at the first of them (assemble)
+    stop_ids: list[int]
 
     def __init__(self, seed: int, rank: int):
         self.seed, self.rank = seed, rank
@@ -139,9 +143,17 @@ class Rollout(ABC):
         self.num_calls, self.num_val_calls = int(state["num_calls"]), int(state["num_val_calls"])
 
 
-def response_mask_from_tokens(responses: torch.Tensor, eos_id: int) -> torch.Tensor:
-    """1 for tokens up to and including the first EOS, 0 after it."""
-    is_eos = (responses == eos_id).long()
+def stop_ids(eos_id: int | None, generation_config) -> list[int]:
+    """The tokenizer's EOS, then the other `eos_token_id`s of the model's generation config."""
+    listed = getattr(generation_config, "eos_token_id", None)
+    listed = [listed] if isinstance(listed, int) else list(listed or [])
+    return list(dict.fromkeys([i for i in [eos_id, *listed] if i is not None]))
+
+
+def response_mask_from_tokens(responses: torch.Tensor, eos_id: int | list[int]) -> torch.Tensor:
+    """1 for tokens up to and including the first stop token (`eos_id`: one id or the rollout's
+    `stop_ids`), 0 after it."""
+    is_eos = torch.isin(responses, torch.tensor(eos_id, dtype=responses.dtype).reshape(-1)).long()
     seen_before = is_eos.cumsum(-1) - is_eos  # EOS strictly before this position
     return (seen_before == 0).long()
 
@@ -153,7 +165,7 @@ def assemble(
     raw_responses: torch.Tensor,  # (B * n, <=R)
     n: int,
     response_length: int,
-    eos_id: int,
+    eos_id: int | list[int],  # the rollout's stop_ids: every token the engine ends a response at
     pad_id: int,
     stop_at_eos: bool = True,
 ) -> dict[str, torch.Tensor]:

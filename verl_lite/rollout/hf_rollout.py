@@ -62,6 +62,7 @@ from verl_lite.rollout.base import (
     TokenRequest,
     TokenResult,
     response_mask_from_tokens,
+    stop_ids,
 )
 from verl_lite.utils import device as dev
 from verl_lite.utils.hf_model import load_causal_lm
@@ -144,13 +145,6 @@ def build_generation_config(
     )
 
 
-def stop_ids(eos_id: int | None, generation_config) -> list[int]:
-    """The tokenizer's EOS, then the other `eos_token_id`s of the model's generation config."""
-    listed = getattr(generation_config, "eos_token_id", None)
-    listed = [listed] if isinstance(listed, int) else list(listed or [])
-    return list(dict.fromkeys([i for i in [eos_id, *listed] if i is not None]))
-
-
 class HFRollout(Rollout):
     def __init__(self, model_cfg, rollout_cfg, tokenizer, rank: int):
         super().__init__(rollout_cfg.seed, rank)
@@ -217,7 +211,7 @@ class HFRollout(Rollout):
         recorder = SampledTokenLogProbs()
         processors = build_logits_processors(params)
         processors.append(recorder)
-        eos = self.eos_id if eos is None else eos
+        eos = self.stop_ids if eos is None else eos
         config = build_generation_config(params, eos, self.pad_id)
         if isinstance(seed, list):
             if not params.greedy:  # generate's argmax takes each row's own draw
@@ -249,7 +243,7 @@ class HFRollout(Rollout):
         )
         tokens, log_probs = self._generate(prompt_ids, prompt_mask, params, self._call_seed(params.validate))
         if not params.ignore_eos:  # finished rows continue with pad tokens, whose log-probs mean nothing
-            log_probs = torch.where(response_mask_from_tokens(tokens, self.eos_id).bool(), log_probs, 0.0)
+            log_probs = torch.where(response_mask_from_tokens(tokens, self.stop_ids).bool(), log_probs, 0.0)
         return tokens, log_probs
 
     @torch.no_grad()

@@ -248,7 +248,7 @@ class ActorRolloutRefWorker(Worker):
             raw,
             params.n,
             params.response_length,
-            eos_id=self.tokenizer.eos_token_id,
+            eos_id=self.rollout.stop_ids,  # every token the engine ends a response at
             pad_id=self.tokenizer.pad_token_id,
             stop_at_eos=not params.ignore_eos,
         )
