@@ -16,7 +16,8 @@ worker) gives each such layer its Parameter back at full size, lets the model's 
 `load_weights` map checkpoint names onto vLLM's parameters (stacked qkv/gate_up, the TP slice,
 a tied head), then runs the same dispatch again, which builds the kernel from the new weight and
 drops the weight as before: the engine ends in the state vLLM's own reload leaves, memory
-included. The runner's caches that vLLM's reload resets are reset too (LoRA state, encoder and
+included. Just before a weight is dropped its fingerprint is kept (engine/weight_fingerprint.py):
+the only trace of that layer's weights that the check after every sync can read back. The runner's caches that vLLM's reload resets are reset too (LoRA state, encoder and
 multi-modal caches).
 
 Where that cannot be known to be equivalent the worker takes vLLM's `reload_weights` instead: a
@@ -33,12 +34,17 @@ from weakref import WeakKeyDictionary
 
 import torch
 
+from verl_lite.engine.weight_fingerprint import fingerprint
+
 
 @dataclass
 class _Packed:
     remove_weight: bool  # what vLLM asked: drop the weight once the kernel is built
     param: torch.nn.Parameter  # the weight as loaded (loader attributes intact)
     shape: torch.Size
+    # the fingerprint of the weight the kernel was built from, taken just before it was dropped: the
+    # only record of a packed layer's weights the sync check can read (rollout/weight_check.py)
+    fingerprint: torch.Tensor | None = None
 
 
 # every layer the CPU GEMM dispatch packed while an engine was built in this process
@@ -59,8 +65,9 @@ def record_cpu_gemm_layers():
 
     def recording(layer: torch.nn.Module, remove_weight: bool) -> None:
         param = layer.weight
+        fp = fingerprint(param) if remove_weight and not param.is_meta else None
         dispatch(layer, remove_weight)
-        _PACKED[layer] = _Packed(remove_weight, param, param.shape)
+        _PACKED[layer] = _Packed(remove_weight, param, param.shape, fp)
         if layer.weight is not param:  # dropped: keep the Parameter, not its numbers
             param.data = torch.empty(0, dtype=param.dtype, device=param.device)
 
@@ -82,6 +89,17 @@ def _packed_layers(model: torch.nn.Module, quantized: bool) -> dict[torch.nn.Mod
     return layers
 
 
+def packed_fingerprints(model: torch.nn.Module) -> dict[torch.nn.Module, torch.Tensor]:
+    """{layer: the fingerprint of the weight its kernel was built from} for the model's packed layers
+    whose weight was dropped (the last direct sync's; vLLM's own reload keeps no record)."""
+    out = {}
+    for module in model.modules():
+        packed = _PACKED.get(module)
+        if packed is not None and packed.fingerprint is not None and module.weight is not packed.param:
+            out[module] = packed.fingerprint
+    return out
+
+
 def reload_weights(worker, weights) -> bool:
     """Runs on the engine's worker (collective_rpc): load `weights` (checkpoint names, full tensors)
     into the model. True when the direct path ran, False when vLLM's own reload did."""
@@ -89,6 +107,9 @@ def reload_weights(worker, weights) -> bool:
     model = runner.get_model()
     layers = _packed_layers(model, runner.model_config.quantization is not None)
     if layers is None:
+        for module in model.modules():  # vLLM re-packs them itself: the kept fingerprints are stale
+            if module in _PACKED:
+                _PACKED[module].fingerprint = None
         worker.reload_weights(weights_iterator=weights)
         return False
     for layer, packed in layers.items():
@@ -100,6 +121,7 @@ def reload_weights(worker, weights) -> bool:
     model.load_weights(weights)
     dispatch = _utils().dispatch_cpu_unquantized_gemm
     for layer, packed in layers.items():
+        packed.fingerprint = fingerprint(layer.weight) if packed.remove_weight else None
         dispatch(layer, packed.remove_weight)  # the kernel from the new weight, as at start-up
         if layer.weight is not packed.param:
             packed.param.data = torch.empty(0, dtype=packed.param.dtype, device=packed.param.device)
