@@ -88,7 +88,9 @@ class SyncCheck:
         for entry in landed.values():
             for part in entry.parts:
                 forms.setdefault(part, (entry.dtype, entry.scale))
-        trainer = shard_fingerprints(self.engine.module, forms, self.sent_name, dev.local_device())
+        # an offloaded actor's shards are brought in and taken out again, as the sync's gather does
+        with self.engine.phase("verify_weights"):
+            trainer = shard_fingerprints(self.engine.module, forms, self.sent_name, dev.local_device())
         selected = {
             self.sent_name(n)
             for n in (self.base_names if base else set()) | (set(self.adapter_names) if adapter else set())
