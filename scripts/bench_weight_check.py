@@ -71,15 +71,15 @@ def child(model_dir: str, backend: str, kind: str, repeats: int) -> None:
     if backend == "vllm":  # the fingerprints taken inside the sync, as packed weights are dropped
         from verl_lite.rollout import vllm_reload
 
-        real = vllm_reload.fingerprint
+        real = vllm_reload.layer_shares
 
-        def timed(t):
+        def timed(*args):
             start = time.perf_counter()
-            out = real(t)
+            out = real(*args)
             spent[0] += time.perf_counter() - start
             return out
 
-        vllm_reload.fingerprint = timed
+        vllm_reload.layer_shares = timed
     sync_ms = fastest(sync)
     check_ms = fastest(lambda: check(base=kind == "full", sync=2, version=1))
     params = sum(p.numel() for p in actor.module.parameters())

@@ -9,10 +9,11 @@ so a sync that was never made is caught too -- `SyncCheck` compares:
 
   the engine side   `Rollout.landed_fingerprints(base, adapter)`: each of the engine's own
                     parameters as it holds it now (HF: its copy's parameters; vLLM: the model
-                    runner's parameters, read on the engine's worker and added over its TP group,
-                    and vLLM's LoRA manager's adapter tensors), with the sent names whose values
-                    it holds (a fused qkv_proj: q, k and v), the dtype they landed in and the
-                    scale applied on arrival (vLLM's LoRA B);
+                    runner's parameters, read on the engine's worker, each TP rank's share of
+                    every value it holds added over its TP group (vllm_tp_layout.py), and vLLM's
+                    LoRA manager's adapter tensors), with the sent names whose values it holds
+                    (a fused qkv_proj: one entry for each of q, k and v), the dtype they landed
+                    in and the scale applied on arrival (vLLM's LoRA B);
   the trainer side  the same parameters from the trainer's FSDP2 shards, cast to that dtype and
                     scaled the same way (engine/weight_fingerprint.py), summed over the parts.
 
