@@ -4,9 +4,11 @@ Two gloo ranks, each an FSDP2 LoRA actor and one TP=2 vLLM engine with LoRA, on 
 ONE KV head: with TP=2 vLLM slices q across the ranks but holds the K/V head (and its qkv bias) on
 both, holds the norms on both, pads the vocabulary of the tied embedding, and lays the LoRA slots out
 per layer kind (a column layer's A on both ranks, a merged qkv's k/v B on both, a row layer's B on
-both). The check adds every rank's shares and must be exact there -- the verl multi-turn scripts'
-false alarm on qkv_proj.bias was this layout -- and must still stop a sync that did not arrive: the
-base weights (a reload that loads nothing) and the adapter (a load on the worker that does nothing).
+both). The rollout is bf16 as verl's default, the base sent in bf16: where vLLM's CPU kernel keeps
+a bias in fp32 (the sgl-kernel path, on CPUs with AMX) it holds bf16-rounded values in fp32. The
+check adds every rank's shares and must be exact there -- the verl multi-turn scripts' false alarms
+on qkv_proj.bias were these two -- and must still stop a sync that did not arrive: the base weights
+(a reload that loads nothing) and the adapter (a load on the worker that does nothing).
 """
 
 from __future__ import annotations
@@ -54,20 +56,22 @@ def _check_tp2(rank, world, model_dir):
         max_model_len=PROMPT_LEN + RESPONSE_LEN,
         load_format="dummy",
         tensor_model_parallel_size=2,
+        dtype="bf16",
     )
     rollout = vllm_rollout.VLLMRollout(model_cfg, cfg, load_tokenizer(model_dir), rank=rank)
-    sync, check = build_weight_sync(actor, rollout), SyncCheck(actor, rollout, "vllm")
+    # as the worker builds them: the base sent in the rollout's dtype (verl's default bf16)
+    sync = build_weight_sync(actor, rollout, dtype=torch.bfloat16)
+    check = SyncCheck(actor, rollout, "vllm", sent_dtype=torch.bfloat16)
     sync()  # the base (the engine started from dummy weights) and the adapter
     out = {"first": check(base=True, sync=1, version=0)}
-    out["kv_replicas"] = rollout.llm.collective_rpc(
-        lambda w: (
-            w.model_runner.get_model().model.layers[0].self_attn.qkv_proj.base_layer.num_kv_head_replicas
-        )
-    )[0]
+    qkv = rollout.llm.collective_rpc(lambda w: w.model_runner.get_model().model.layers[0].self_attn.qkv_proj)[
+        0
+    ]
+    out["kv_replicas"], out["bias_dtype"] = qkv.base_layer.num_kv_head_replicas, qkv.base_layer.bias.dtype
 
     def send_base():
         frozen = actor.frozen_names
-        gathered = actor.iter_full_params(frozen.__contains__)
+        gathered = actor.iter_full_params(frozen.__contains__, dtype=torch.bfloat16)  # as AdapterSync
         return rollout.update_weights((base_param_name(n), t) for n, t in gathered)
 
     _moved(actor, adapter=False)

@@ -30,9 +30,13 @@ RTOL = 1e-14  # float64 sums of the same values in another order: ~5e-16 measure
 CHUNK = 1 << 16  # elements per float64 pass on a CPU (512 KiB: stays in cache)
 
 
-def fingerprint(t: torch.Tensor, dtype: torch.dtype | None = None, scale: float = 1.0) -> torch.Tensor:
+def fingerprint(
+    t: torch.Tensor, dtype: torch.dtype | None = None, scale: float = 1.0, via: torch.dtype | None = None
+) -> torch.Tensor:
     """(sum, sum of squares, number of elements) in float64 of `t` cast to `dtype` and multiplied by
-    `scale` in that dtype (as the receiving side rounds them), on the host.
+    `scale` in that dtype (as the receiving side rounds them), on the host. `via`: the dtype the
+    values travelled in before they landed in `dtype` (the sync's cast: a bf16 rollout's bias that
+    vLLM's CPU kernel keeps in fp32 holds bf16-rounded values), cast to first.
 
     On a CPU a chunk of CHUNK elements at a time, through float64 buffers reused for the whole
     tensor (no allocation per chunk): in cache, and about two memory copies' time when measured
@@ -43,6 +47,8 @@ def fingerprint(t: torch.Tensor, dtype: torch.dtype | None = None, scale: float 
     if n == 0:
         return torch.zeros(3, dtype=torch.float64)
     chunk = min(CHUNK, n) if x.device.type == "cpu" else n
+    if via is not None and via not in (x.dtype, dtype):
+        x = x.to(via)  # one copy of the tensor in the (narrower) dtype it was sent in
     cast = dtype is not None and x.dtype != dtype
     wide = torch.empty(chunk, dtype=torch.float64, device=x.device)
     squared = torch.empty_like(wide)
@@ -76,29 +82,30 @@ def agree(a: torch.Tensor, b: torch.Tensor, rtol: float = RTOL) -> bool:
 
 def shard_fingerprints(
     module: torch.nn.Module,
-    forms: dict[str, tuple[torch.dtype | None, float]],
+    forms: dict[str, tuple[torch.dtype | None, float, torch.dtype | None]],
     sent_name: Callable[[str], str],
     device: torch.device,
 ) -> dict[str, torch.Tensor]:
     """The fingerprint of every parameter whose sent name (`sent_name(param name)`) `forms` lists,
-    in that form's (dtype, scale), from each rank's FSDP2 shards: every rank calls it together with
-    the same `forms` (one all-reduce per shard group; a parameter not row-sharded is read whole)."""
+    in that form's (dtype, scale, via), from each rank's FSDP2 shards: every rank calls it together
+    with the same `forms` (one all-reduce per shard group; a parameter not row-sharded is read
+    whole)."""
     out: dict[str, torch.Tensor] = {}
     sharded: dict = {}  # process group -> [(sent name, local fingerprint)]
     for name, param in module.named_parameters():
         sent = sent_name(name)
         if sent not in forms:
             continue
-        dtype, scale = forms[sent]
+        dtype, scale, via = forms[sent]
         dim = _shard_mesh_dim(param)
         if dim is not None and param.device_mesh.size(dim) > 1:
             group = param.device_mesh.get_group(dim)
-            sharded.setdefault(group, []).append((sent, fingerprint(param.to_local(), dtype, scale)))
+            sharded.setdefault(group, []).append((sent, fingerprint(param.to_local(), dtype, scale, via)))
         else:
             # full_tensor() costs ~0.5 ms of DTensor dispatch even where no rank holds another part
             whole = isinstance(param, DTensor) and _crosses_ranks(param)
             full = param.full_tensor() if whole else getattr(param, "_local_tensor", param)
-            out[sent] = fingerprint(full, dtype, scale)
+            out[sent] = fingerprint(full, dtype, scale, via)
     for group, rows in sharded.items():
         total = torch.stack([fp for _, fp in rows]).to(device)
         dist.all_reduce(total, group=group)

@@ -62,8 +62,11 @@ class WeightSyncMismatch(RunError):
 class SyncCheck:
     """Compare the rollout engine's weights with the trainer's (every trainer rank calls together)."""
 
-    def __init__(self, engine, rollout, backend: str):
+    def __init__(self, engine, rollout, backend: str, sent_dtype: torch.dtype | None = None):
+        """`sent_dtype`: the dtype a sync casts the base weights to on the way (weight_sync.py's
+        `dtype`; None: the actor's own), which values keep when they land in a wider parameter."""
         self.engine, self.rollout, self.backend = engine, rollout, backend
+        self.sent_dtype = sent_dtype
         self.lora = engine.lora_config is not None
         live = [n for n, _ in engine.module.named_parameters()]
         frozen = engine.frozen_names if self.lora else set()
@@ -85,10 +88,12 @@ class SyncCheck:
         adapter = self.lora
         base = base or not self.lora
         landed = self.rollout.landed_fingerprints(base=base, adapter=adapter)
-        forms: dict[str, tuple[torch.dtype, float]] = {}
+        forms: dict[str, tuple[torch.dtype, float, torch.dtype | None]] = {}
+        adapter_parts = set(self.adapter_names.values())
         for entry in landed.values():
-            for part in entry.parts:
-                forms.setdefault(part, (entry.dtype, entry.scale))
+            for part in entry.parts:  # the adapter travels in the actor's dtype (weight_sync.py)
+                via = None if part in adapter_parts else self.sent_dtype
+                forms.setdefault(part, (entry.dtype, entry.scale, via))
         # an offloaded actor's shards are brought in and taken out again, as the sync's gather does
         with self.engine.phase("verify_weights"):
             trainer = shard_fingerprints(self.engine.module, forms, self.sent_name, dev.local_device())

@@ -128,7 +128,9 @@ class ActorRolloutRefWorker(Worker):
             )
             self.weights = RolloutWeights(self.rollout)  # versions: sync only after the actor moved
             # every sync verified: the engine's weights against the actor's (rollout/weight_check.py)
-            self.weight_check = SyncCheck(self.engines["actor"], self.rollout, cfg.rollout.name)
+            self.weight_check = SyncCheck(
+                self.engines["actor"], self.rollout, cfg.rollout.name, sent_dtype=self.weight_sync.dtype
+            )
         if self.has_ref:
             self._build_ref(layout)
         dev.reset_peak_memory()
