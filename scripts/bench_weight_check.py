@@ -55,7 +55,7 @@ def child(model_dir: str, backend: str, kind: str, repeats: int) -> None:
 
         rollout = HFRollout(model_cfg, rollout_cfg, load_tokenizer(model_dir), rank=0)
     sync = build_weight_sync(actor, rollout, bucket_bytes=512 << 20, dtype=torch.float32)
-    check = SyncCheck(actor, rollout, backend)
+    check = SyncCheck(actor, rollout, backend, sent_dtype=sync.dtype)
     sync()
     check(base=True, sync=1, version=0)  # warm-up; the base is checked once, like a run's first check
 
