@@ -14,8 +14,9 @@ so a sync that was never made is caught too -- `SyncCheck` compares:
                     LoRA manager's adapter tensors), with the sent names whose values it holds
                     (a fused qkv_proj: one entry for each of q, k and v), the dtype they landed
                     in and the scale applied on arrival (vLLM's LoRA B);
-  the trainer side  the same parameters from the trainer's FSDP2 shards, cast to that dtype and
-                    scaled the same way (engine/weight_fingerprint.py), summed over the parts.
+  the trainer side  the same parameters from the trainer's FSDP2 shards, cast to the dtype the
+                    sync sent them in (the base: `sent_dtype`), then to that dtype, and scaled the
+                    same way (engine/weight_fingerprint.py), summed over the parts.
 
 The two are computed independently from where the weights live, not from the tensors a sync
 passes along: a sync whose copy does nothing, an adapter loaded into a slot no request uses, or a
