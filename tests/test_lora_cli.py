@@ -131,3 +131,4 @@ def test_vllm_serves_the_synced_adapter_and_only_the_adapter_moves(vllm_run):
     # step 0's validation brought the base (load_format=dummy) and the adapter; step 2 follows an update
     gb = rows[2]["perf/update_weights_gb"] * 1024**3
     assert round(gb) == adapter_bytes(), "after the first sync only the adapter moves"
+    assert rows[2]["perf/weight_sync_unverified_params"] == 0, "the adapter checked where vLLM holds it"

@@ -60,6 +60,8 @@ def test_rollout_runs_the_current_policy_and_reports_the_sync(vllm_run):
         assert row["actor/ppo_kl"] == 0.0 and row["actor/kl_loss"] >= 0, row
     # step 1 rolls out with the weights synced for validation at step 0; step 2 follows an update
     assert rows[2]["timing_s/update_weights"] > 0 and rows[2]["perf/update_weights_gb"] > 0
+    # the sync checked against the actor (rollout/weight_check.py), every parameter paired
+    assert rows[2]["timing_s/weight_sync_verify"] > 0 and rows[2]["perf/weight_sync_unverified_params"] == 0
     assert 0 <= rows[2]["critic/score/mean"] <= 1 and rows[2]["actor/grad_norm"] > 0
 
 
@@ -79,6 +81,7 @@ def test_tensor_parallel_rollout_matches_the_one_engine_per_rank_run(vllm_run, t
         proc = run_cli(tmp_path, *VLLM, "actor_rollout_ref.rollout.tensor_model_parallel_size=2", join=True)
     assert proc.returncode == 0, proc.stderr[-4000:]
     rows, reference = read_metrics(tmp_path), read_metrics(vllm_run[0])
+    assert rows[2]["perf/weight_sync_unverified_params"] == 0, "TP slices added up and paired"
     assert [r["step"] for r in rows] == [0, 1, 2]
     for row, ref in zip(rows[1:], reference[1:]):
         assert row["rollout/actor_logprob_abs_diff_max"] < 1e-4, row

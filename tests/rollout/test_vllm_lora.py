@@ -146,3 +146,27 @@ def test_a_sync_leaves_the_actors_adapter_untouched(hybrid_lora):
     sync()
     after = trained()
     assert all(torch.equal(before[n], after[n]) for n in before)
+
+
+def test_every_adapter_sync_is_checked_and_one_never_delivered_is_stopped(hybrid_lora, monkeypatch):
+    """rollout/weight_check.py reads the adapter where vLLM's LoRA manager put it (the slot of every
+    LoRA layer, B scaled as vLLM folds alpha / r in): a real sync passes, base included; an adapter
+    that never reaches the engine (its load on the worker does nothing) is stopped at that sync."""
+    from tests.rollout.test_weight_check import _stopped
+    from verl_lite.rollout import vllm_rollout
+    from verl_lite.rollout.weight_check import SyncCheck
+
+    actor, rollout, tok, sync, _ = hybrid_lora
+    check = SyncCheck(actor, rollout, "vllm")
+    sync()
+    stats = check(base=True, sync=1, version=0)
+    assert stats["perf/weight_sync_unverified_params"] == 0, stats
+    _, batch = rollout_batch(rollout, tok, SamplingParams(n=2, temperature=1.0, response_length=RESPONSE_LEN))
+    _train_one_step(actor, batch)
+    with monkeypatch.context() as patch:
+        patch.setattr(vllm_rollout, "_load_adapter_on_worker", lambda *args: 0)
+        sync()
+    msg = _stopped(check, base=False, sync=2, version=1)
+    assert "(actor version 1, vllm rollout) did not arrive" in msg and ".lora_" in msg, msg
+    sync()
+    assert _stopped(check, base=False, sync=3, version=1) == ""

@@ -265,6 +265,32 @@ def test_sampling_state_round_trips_and_validation_draws_apart(hybrid):
     assert rollout.state_dict()["num_val_calls"] == state["num_val_calls"] + 1
 
 
+def test_every_sync_is_checked_and_one_whose_copy_does_nothing_is_stopped(hybrid, monkeypatch):
+    """rollout/weight_check.py on vLLM's own layout: fused qkv/gate_up, the tied head, packed CPU
+    GEMM layers (their fingerprint kept when the weight was dropped) all pair with the actor's
+    weights after a real sync; a sync whose load into the engine does nothing is stopped."""
+    from tests.rollout.test_weight_check import _stopped
+    from verl_lite.rollout import vllm_rollout
+    from verl_lite.rollout.weight_check import SyncCheck
+
+    actor, rollout, tok = hybrid
+    check = SyncCheck(actor, rollout, "vllm")
+    rollout.update_weights(actor.iter_full_params())
+    stats = check(base=True, sync=1, version=0)
+    assert (
+        stats["perf/weight_sync_unverified_params"] == 0 and stats["perf/weight_sync_verified_params"] > 10
+    ), stats
+    _, batch = rollout_batch(rollout, tok, SamplingParams(n=2, temperature=1.0, response_length=RESPONSE_LEN))
+    _train_one_step(actor, batch)
+    with monkeypatch.context() as patch:  # the engine's load step walks the tensors and loads none
+        patch.setattr(vllm_rollout, "reload_weights", lambda worker, weights: [*weights] and True)
+        rollout.update_weights(actor.iter_full_params())
+    msg = _stopped(check, base=True, sync=2, version=1)
+    assert msg.startswith("weight sync 2 (actor version 1, vllm rollout) did not arrive: the engine's "), msg
+    rollout.update_weights(actor.iter_full_params())
+    assert _stopped(check, base=True, sync=3, version=1) == ""
+
+
 # --- sampling exactly as configured ---------------------------------------------------------------
 
 

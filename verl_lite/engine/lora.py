@@ -108,6 +108,14 @@ def adapter_file_state(peft_model: PeftModel, tensors: Iterable[tuple[str, torch
     return get_peft_model_state_dict(peft_model, state_dict=state, save_embedding_layers=False)
 
 
+def adapter_file_names(peft_model: PeftModel, names: Iterable[str]) -> dict[str, str]:
+    """{parameter name: its name in PEFT's file format} for the adapter parameters among `names`
+    (the names `adapter_file_state` gives their tensors; what a rollout receives)."""
+    probes = {n: torch.empty(0) for n in names}
+    by_id = {id(t): n for n, t in probes.items()}
+    return {by_id[id(t)]: file for file, t in adapter_file_state(peft_model, probes.items()).items()}
+
+
 def adapter_config_dict(config: PeftConfig) -> dict:
     """The adapter's config as adapter_config.json holds it (JSON types only)."""
     return json.loads(

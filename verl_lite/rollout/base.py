@@ -110,6 +110,13 @@ class Rollout(ABC):
         order and whether any rank sharing this rank's engine (its TP group) had a request: those
         ranks call together, one with none passes []."""
 
+    def landed_fingerprints(self, base: bool, adapter: bool) -> dict:
+        """{the engine's parameter name: rollout/weight_check.Landed} of the weights the engine holds
+        now -- the base (all of them without LoRA) and/or the LoRA adapter -- read where they
+        landed, for the check after every sync. A backend that cannot say returns {} (the check
+        then counts every parameter as unverified and says so)."""
+        return {}
+
     engine_group_size: int = 1  # ranks that call one engine together (a vLLM TP group)
 
     def gather_group(self, obj) -> list:

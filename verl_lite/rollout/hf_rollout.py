@@ -165,6 +165,9 @@ class HFRollout(Rollout):
         self.params = dict(self.model.named_parameters())
         self.eos_id, self.pad_id = tokenizer.eos_token_id, tokenizer.pad_token_id
         self.weights_loaded = True  # loaded from the same folder as the actor
+        self.lora_names: dict[str, str] | None = (
+            None  # {adapter parameter: its sent name}, at the first check
+        )
 
     def _call_seed(self, validate: bool) -> int:
         key = (self.seed, self.rank, *self.next_call(validate))
@@ -196,6 +199,30 @@ class HFRollout(Rollout):
             raise KeyError(f"adapter sync: unexpected {result.unexpected_keys}, not set {unset}")
         nbytes = sum(t.numel() * t.element_size() for t in tensors.values())
         return {"update_weights_s": time.perf_counter() - start, "update_weights_gb": nbytes / 1024**3}
+
+    def landed_fingerprints(self, base: bool, adapter: bool) -> dict:
+        """The copy's parameters as it holds them (rollout/weight_check.py): the base (every
+        parameter without LoRA) and/or the adapter, each under the name a sync sends it by."""
+        from verl_lite.engine.lora import adapter_file_names, base_param_name
+        from verl_lite.engine.weight_fingerprint import fingerprint
+        from verl_lite.rollout.weight_check import Landed
+
+        lora = self.lora_names
+        if lora is None:
+            lora = self.lora_names = (
+                adapter_file_names(self.model, [n for n in self.params if ".lora_" in n])
+                if hasattr(self.model, "peft_config")
+                else {}
+            )
+        out = {}
+        for name, param in self.params.items():
+            if name in lora:
+                sent = lora[name] if adapter else None
+            else:
+                sent = (base_param_name(name) if lora else name) if base else None
+            if sent is not None:
+                out[name] = Landed(fingerprint(param), param.dtype, (sent,))
+        return out
 
     def _generate(
         self,

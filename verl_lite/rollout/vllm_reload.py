@@ -16,8 +16,10 @@ worker) gives each such layer its Parameter back at full size, lets the model's 
 `load_weights` map checkpoint names onto vLLM's parameters (stacked qkv/gate_up, the TP slice,
 a tied head), then runs the same dispatch again, which builds the kernel from the new weight and
 drops the weight as before: the engine ends in the state vLLM's own reload leaves, memory
-included. The runner's caches that vLLM's reload resets are reset too (LoRA state, encoder and
-multi-modal caches).
+included. Just before a weight is dropped its fingerprint is kept (this rank's share of each fused
+part's, vllm_tp_layout.py): the only trace of that layer's weights that the check after every sync
+can read back. The runner's caches that vLLM's reload resets are reset too (LoRA state, encoder
+and multi-modal caches).
 
 Where that cannot be known to be equivalent the worker takes vLLM's `reload_weights` instead: a
 quantized model, a model with a CPU GEMM layer packed outside the record (an engine built in
@@ -33,12 +35,18 @@ from weakref import WeakKeyDictionary
 
 import torch
 
+from verl_lite.rollout.vllm_tp_layout import layer_shares
+
 
 @dataclass
 class _Packed:
     remove_weight: bool  # what vLLM asked: drop the weight once the kernel is built
     param: torch.nn.Parameter  # the weight as loaded (loader attributes intact)
     shape: torch.Size
+    # this rank's share of each part's fingerprint of the weight the kernel was built from, taken
+    # just before it was dropped: the only record of a packed layer's weights the sync check can
+    # read (rollout/weight_check.py; None: none kept, or a layout vllm_tp_layout.py does not know)
+    fingerprint: list[torch.Tensor] | None = None
 
 
 # every layer the CPU GEMM dispatch packed while an engine was built in this process
@@ -59,8 +67,9 @@ def record_cpu_gemm_layers():
 
     def recording(layer: torch.nn.Module, remove_weight: bool) -> None:
         param = layer.weight
+        fp = layer_shares(layer, "weight", param) if remove_weight and not param.is_meta else None
         dispatch(layer, remove_weight)
-        _PACKED[layer] = _Packed(remove_weight, param, param.shape)
+        _PACKED[layer] = _Packed(remove_weight, param, param.shape, fp)
         if layer.weight is not param:  # dropped: keep the Parameter, not its numbers
             param.data = torch.empty(0, dtype=param.dtype, device=param.device)
 
@@ -82,6 +91,18 @@ def _packed_layers(model: torch.nn.Module, quantized: bool) -> dict[torch.nn.Mod
     return layers
 
 
+def packed_fingerprints(model: torch.nn.Module) -> dict[torch.nn.Module, list[torch.Tensor]]:
+    """{layer: this rank's share of each part's fingerprint of the weight its kernel was built from}
+    (vllm_tp_layout.layer_shares) for the model's packed layers
+    whose weight was dropped (the last direct sync's; vLLM's own reload keeps no record)."""
+    out = {}
+    for module in model.modules():
+        packed = _PACKED.get(module)
+        if packed is not None and packed.fingerprint is not None and module.weight is not packed.param:
+            out[module] = packed.fingerprint
+    return out
+
+
 def reload_weights(worker, weights) -> bool:
     """Runs on the engine's worker (collective_rpc): load `weights` (checkpoint names, full tensors)
     into the model. True when the direct path ran, False when vLLM's own reload did."""
@@ -89,6 +110,9 @@ def reload_weights(worker, weights) -> bool:
     model = runner.get_model()
     layers = _packed_layers(model, runner.model_config.quantization is not None)
     if layers is None:
+        for module in model.modules():  # vLLM re-packs them itself: the kept fingerprints are stale
+            if module in _PACKED:
+                _PACKED[module].fingerprint = None
         worker.reload_weights(weights_iterator=weights)
         return False
     for layer, packed in layers.items():
@@ -100,6 +124,7 @@ def reload_weights(worker, weights) -> bool:
     model.load_weights(weights)
     dispatch = _utils().dispatch_cpu_unquantized_gemm
     for layer, packed in layers.items():
+        packed.fingerprint = layer_shares(layer, "weight", layer.weight) if packed.remove_weight else None
         dispatch(layer, packed.remove_weight)  # the kernel from the new weight, as at start-up
         if layer.weight is not packed.param:
             packed.param.data = torch.empty(0, dtype=packed.param.dtype, device=packed.param.device)

@@ -63,6 +63,7 @@ class AdapterSync(_Sync):
         stats = self.rollout.update_adapter(adapter_file_state(self.engine.module, tensors), self.config)
         return {
             **stats,
+            "base_sent": float(base_gb > 0),  # the base is checked too (rollout/weight_check.py)
             "update_weights_gb": base_gb + stats["update_weights_gb"],
             "update_weights_collectives": gathered.get("collectives", 0),
         }
@@ -76,6 +77,7 @@ class RolloutWeights:
         self.rollout = rollout
         self.actor_version = self.synced_version = 0  # built from the same folder as the actor
         self.num_syncs = 0
+        self.checked_version = self.checked_syncs = -1  # nothing checked yet (rollout/weight_check.py)
 
     def actor_moved(self) -> None:
         """An update (or a checkpoint load) changed the actor's weights."""
@@ -87,6 +89,14 @@ class RolloutWeights:
 
     def synced(self) -> None:
         self.synced_version, self.num_syncs = self.actor_version, self.num_syncs + 1
+
+    def check_due(self) -> bool:
+        """Check the rollout's weights against the actor's: a sync was made since the last check, or
+        the actor moved since then (a sync that should have been made and was not is caught too)."""
+        return self.checked_syncs != self.num_syncs or self.checked_version != self.actor_version
+
+    def checked(self) -> None:
+        self.checked_version, self.checked_syncs = self.actor_version, self.num_syncs
 
     def after_generate(self, another_generate_follows: bool) -> None:
         """Release the rollout's device memory, unless the driver's next call here is another generate

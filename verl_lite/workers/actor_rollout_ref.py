@@ -33,6 +33,7 @@ from verl_lite.engine.transfers import offload_metrics
 from verl_lite.protocol import DataProto
 from verl_lite.rollout import build_rollout
 from verl_lite.rollout.base import SamplingParams, assemble, place_log_probs
+from verl_lite.rollout.weight_check import SyncCheck
 from verl_lite.rollout.weight_sync import RolloutWeights, build_weight_sync
 from verl_lite.single_controller import Dispatch, Worker, register
 from verl_lite.utils import device as dev
@@ -126,6 +127,10 @@ class ActorRolloutRefWorker(Worker):
                 dtype=parse_dtype(r.dtype, "actor_rollout_ref.rollout.dtype"),
             )
             self.weights = RolloutWeights(self.rollout)  # versions: sync only after the actor moved
+            # every sync verified: the engine's weights against the actor's (rollout/weight_check.py)
+            self.weight_check = SyncCheck(
+                self.engines["actor"], self.rollout, cfg.rollout.name, sent_dtype=self.weight_sync.dtype
+            )
         if self.has_ref:
             self._build_ref(layout)
         dev.reset_peak_memory()
@@ -177,16 +182,28 @@ class ActorRolloutRefWorker(Worker):
         )
 
     def _sync_rollout_weights(self) -> dict[str, float]:
-        if not self.weights.sync_due():
-            return {}
-        start = time.perf_counter()
-        stats = self.weight_sync()
-        self.weights.synced()
-        return {
-            "timing_s/update_weights": time.perf_counter() - start,
-            "perf/update_weights_gb": stats["update_weights_gb"],
-            "perf/update_weights_collectives": stats["update_weights_collectives"],
-        }
+        """Sync the rollout's weights if due, then check them against the actor's if due (after
+        every sync, and whenever the actor moved since the last check: rollout/weight_check.py)."""
+        metrics, base_sent = {}, self.weights.checked_syncs < 0  # the first check covers everything
+        if self.weights.sync_due():
+            start = time.perf_counter()
+            stats = self.weight_sync()
+            self.weights.synced()
+            base_sent = base_sent or bool(stats.get("base_sent", 1.0))
+            metrics = {
+                "timing_s/update_weights": time.perf_counter() - start,
+                "perf/update_weights_gb": stats["update_weights_gb"],
+                "perf/update_weights_collectives": stats["update_weights_collectives"],
+            }
+        if self.weights.check_due():
+            start = time.perf_counter()
+            w = self.weights
+            checked = self.weight_check(base=base_sent, sync=w.num_syncs, version=w.actor_version)
+            # not the verified count: the first check after a start or resume covers the base too
+            metrics["perf/weight_sync_unverified_params"] = checked["perf/weight_sync_unverified_params"]
+            w.checked()
+            metrics["timing_s/weight_sync_verify"] = time.perf_counter() - start
+        return metrics
 
     def _release_rollout(self) -> None:
         """Before an engine phase: the rollout's device memory goes (it may have stayed after a generate)."""
