@@ -17,12 +17,13 @@ was not set is judged through the key it follows, unless nothing governs that on
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from dataclasses import dataclass
 
 from omegaconf import DictConfig, OmegaConf
 
-from verl_lite.config import keys
+from verl_lite.config import dialects, keys, verl_keys
 from verl_lite.config.common import FSDP_SECTIONS, format_value
 
 log = logging.getLogger("verl_lite.config")
@@ -339,13 +340,28 @@ BY_KEY = _rules_by_key()
 
 
 def rule_for(key: str) -> Rule | None:
-    """The most specific rule covering `key` (its own, else its closest section's)."""
+    """The most specific rule covering `key` (its own, else its closest section's); for a key of verl
+    0.9.1's the schema's dataclasses do not declare (config/verl_keys.py), else its default only."""
     parts = key.split(".")
     for end in range(len(parts), 0, -1):
         rule = BY_KEY.get(".".join(parts[:end]))
         if rule is not None:
             return rule
-    return None
+    return _added_rule(key) if key in keys.added_keys() else None
+
+
+@functools.cache
+def _added_rule(key: str) -> Rule:
+    """verl 0.9.1's key the dataclasses lack: accepted at its default here (a link: the linked value)."""
+    default = keys.added_keys()[key]
+    target = keys.link_target(default, key)
+    if dialects.spelling(key) is not None and target is not None:  # a verl 0.9 spelling of a held key
+        return Rule(
+            key, FOLLOWS, instead=f"its value is {target}'s: set {key} on the command line or {target}"
+        )
+    shown = format_value(default) if target is None else f"{target}'s value"
+    instead = f"verl 0.9's {verl_keys.feature(key)} is not in verl_lite; leave it at {shown}"
+    return Rule(key, DEFAULT if target is None else FOLLOWS, instead=instead)
 
 
 @dataclass(frozen=True)
