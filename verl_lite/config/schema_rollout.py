@@ -162,7 +162,7 @@ class RolloutConfig(ConfigNode):
     engine_kwargs: EngineKwargs = field(default_factory=EngineKwargs)
     val_kwargs: SamplingKwargs = field(default_factory=SamplingKwargs)  # sampling of validation generations
     multi_turn: MultiTurnConfig = field(default_factory=MultiTurnConfig)
-    calculate_log_probs: bool = False  # the rollout's log-probs reach the trainer: rollout_corr/* metrics (algos/rollout_corr.py; verl_lite's rollouts always compute them)
+    calculate_log_probs: bool = True  # the rollout's log-probs reach the trainer: rollout_corr/* metrics (algos/rollout_corr.py; verl_lite's rollouts always compute them)
     agent: AgentLoopConfig = field(default_factory=AgentLoopConfig)
     checkpoint_engine: CheckpointEngineConfig = field(default_factory=CheckpointEngineConfig)
     trace: TraceConfig = field(default_factory=TraceConfig)
@@ -177,7 +177,7 @@ class RolloutConfig(ConfigNode):
     mtp: Any = f"${{{ARR}.model.mtp}}"  # multi-token prediction: the model's mtp section
     layered_summon: bool = False  # LoRA: gather the adapter layer by layer for the sync (verl_lite always gathers one tensor at a time); vLLM needs load_format other than dummy
     # verl_lite's own keys
-    seed: int = 0  # seed of the rollout's own sampling generator (per rank and call)
+    seed: int = 42  # seed of the rollout's own sampling generator (per rank and call)
     update_weights_bucket_megabytes: int = (
         "${.checkpoint_engine.update_weights_bucket_megabytes}"  # verl's older name of the sync bucket size
     )

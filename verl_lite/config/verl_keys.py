@@ -46,13 +46,13 @@ def feature(key: str) -> str:
     return next((FEATURES[p] for p in reversed(parts) if p in FEATURES), f"option {parts[-1]}")
 
 
-def _leaves(node: Any, prefix: str = "") -> dict[str, Any]:
+def leaves(node: Any, prefix: str = "") -> dict[str, Any]:
     """{dotted key: value} of a plain container; an empty dict is a leaf."""
     if not isinstance(node, dict) or (not node and prefix):
         return {prefix: node}
     found: dict[str, Any] = {}
     for name, value in node.items():
-        found.update(_leaves(value, f"{prefix}.{name}" if prefix else str(name)))
+        found.update(leaves(value, f"{prefix}.{name}" if prefix else str(name)))
     return found
 
 
@@ -60,5 +60,5 @@ def _leaves(node: Any, prefix: str = "") -> dict[str, Any]:
 def facts() -> tuple[dict[str, Any], dict]:
     """verl 0.9.1's config: ({key: value as written}, the tree with its links resolved against itself)."""
     tree = OmegaConf.load(FACTS)
-    written = _leaves(OmegaConf.to_container(tree, resolve=False))
+    written = leaves(OmegaConf.to_container(tree, resolve=False))
     return written, OmegaConf.to_container(tree, resolve=True, throw_on_missing=False)
