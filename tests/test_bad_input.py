@@ -269,7 +269,7 @@ CASES = [
     (
         "reward_model_without_path",
         ["reward_model.enable=True", "reward_model.model.path=null"],
-        ["reward_model.model.path=null must be a string"],
+        ["reward_model.enable=True but reward_model.model.path is not set; point it at a reward model"],
     ),
     ("algorithm_gamma", ["algorithm.gamma=1.5"], ["algorithm.gamma=1.5 must be a number in [0, 1]"]),
     (

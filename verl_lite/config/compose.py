@@ -100,14 +100,18 @@ def _strings(node, prefix: str = ""):
 
 
 def unresolvable(cfg: DictConfig, error: Exception) -> str:
-    """One line naming the key whose `${...}` cannot be resolved, its value and the reason."""
+    """One line naming the key whose `${...}` cannot be resolved, its value and the reason: the key
+    where it was written, not one whose default links that key."""
+    failing: dict[str, tuple[str, str]] = {}
     for key, value in _strings(OmegaConf.to_container(cfg, resolve=False)):
         if "${" not in value:
             continue
         try:
             OmegaConf.select(cfg, key, throw_on_resolution_failure=True)
         except Exception as e:  # InterpolationKeyError, a failing resolver, ...
-            reason = str(e).strip().splitlines()[0]  # OmegaConf adds full_key and object_type lines
+            failing[key] = (value, str(e).strip().splitlines()[0])  # OmegaConf adds more lines
+    for key, (value, reason) in failing.items():
+        if keys.link_target(value, key) not in failing:
             return (
                 f"{key}={value!r}: {reason}; name an existing key inside ${{...}} (or write the value itself)"
             )

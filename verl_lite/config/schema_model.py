@@ -40,27 +40,6 @@ class FusedKernelOptions(ConfigNode):
 
 
 @dataclass
-class TiledMLPConfig(ConfigNode):
-    enabled: bool = False  # run the MLP over sequence tiles (less activation memory)
-    num_shards: int = 4  # tiles per sequence
-
-
-@dataclass
-class MtpConfig(ConfigNode):
-    enable: bool = False  # multi-token prediction heads
-    enable_train: bool = False  # train the MTP heads
-    enable_rollout: bool = False  # speculative decoding with the MTP heads in the rollout
-    detach_encoder: bool = False  # stop gradients from the MTP loss into the trunk
-    mtp_loss_scaling_factor: float = 0.1  # weight of the MTP loss
-    speculative_algorithm: str = "EAGLE"  # rollout speculative-decoding algorithm
-    speculative_num_steps: int = 3  # draft steps per verification
-    speculative_eagle_topk: int = 1  # EAGLE top-k
-    speculative_num_draft_tokens: int = 4  # draft tokens per step
-    method: str = "mtp"  # speculative method name passed to the engine
-    num_speculative_tokens: int = 1  # tokens proposed per step
-
-
-@dataclass
 class ModelConfig(ModelBase):
     """actor_rollout_ref.model: the policy's model, also the reference's and the rollout's."""
 
@@ -76,8 +55,6 @@ class ModelConfig(ModelBase):
     use_liger: bool = False  # Liger kernels for the HF model
     use_fused_kernels: bool = False  # log-probs and entropy from hidden states in chunks, without full logits
     fused_kernel_options: FusedKernelOptions = field(default_factory=FusedKernelOptions)
-    tiled_mlp: TiledMLPConfig = field(default_factory=TiledMLPConfig)
-    mtp: MtpConfig = field(default_factory=MtpConfig)
 
 
 @dataclass
@@ -97,7 +74,6 @@ class CriticModelConfig(ModelBase):
     lora_rank: int = 0  # > 0: LoRA of this rank on the frozen backbone (value head trained in full)
     lora_alpha: int = 16  # LoRA scaling: an adapter's update is multiplied by lora_alpha / lora_rank
     target_modules: Any = "all-linear"  # modules LoRA adapts: all-linear (but the value head) or a list
-    tiled_mlp: TiledMLPConfig = field(default_factory=TiledMLPConfig)
 
 
 @dataclass

@@ -102,14 +102,6 @@ class TraceConfig(ConfigNode):
 
 
 @dataclass
-class PrometheusConfig(ConfigNode):
-    enable: bool = False  # export the rollout server's metrics to Prometheus
-    port: int = 9090  # Prometheus port
-    file: str = "/tmp/ray/session_latest/metrics/prometheus/prometheus.yml"  # Prometheus config file
-    served_model_name: str | None = f"${{{ARR}.model.path}}"  # model name shown in dashboards
-
-
-@dataclass
 class RolloutConfig(ConfigNode):
     name: str | None = (
         "auto"  # rollout backend: vllm | hf (transformers generate, the reference); auto: vllm where it is installed, else hf
@@ -171,7 +163,6 @@ class RolloutConfig(ConfigNode):
     skip_tokenizer_init: bool = True  # the engine takes and returns token ids only
     enable_rollout_routing_replay: bool = False  # record MoE routing decisions during generation
     profiler: RolloutProfilerConfig = field(default_factory=RolloutProfilerConfig)
-    prometheus: PrometheusConfig = field(default_factory=PrometheusConfig)
     quantization: str | None = None  # vLLM weight quantization: fp8 | torchao
     quantization_config_file: str | None = None  # its config file
     mtp: Any = f"${{{ARR}.model.mtp}}"  # multi-token prediction: the model's mtp section

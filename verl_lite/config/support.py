@@ -84,13 +84,6 @@ def _fsdp_rules(section: str) -> list[Rule]:
     return [dataclasses.replace(r, when=when) for r in rules]
 
 
-def _model_rules(model: str) -> list[Rule]:
-    return [
-        Rule(f"{model}.tiled_mlp.enabled", instead="tiled MLP is not available; use gradient checkpointing"),
-        Rule(f"{model}.tiled_mlp.num_shards", ANY),
-    ]
-
-
 RULES: list[Rule] = [
     *[rule for section in FSDP_SECTIONS.values() for rule in _fsdp_rules(section)],
     *[Rule(p, ANY, note=NO_PROFILER) for p in (*PROFILERS, "reward_model.profiler", "global_profiler")],
@@ -162,8 +155,6 @@ RULES: list[Rule] = [
     Rule(f"{ARR}.model.fused_kernel_options", ANY),
     Rule(f"{ARR}.model.mtp.enable", instead="multi-token prediction is not available"),
     Rule(f"{ARR}.model.mtp", ANY),
-    *_model_rules(f"{ARR}.model"),
-    *_model_rules("critic.model"),
     # rollout
     Rule(f"{ARR}.hybrid_engine", (True,), instead="the actor and its rollout always share each worker"),
     Rule(f"{ARR}.rollout.mode", ("async", "sync"), instead="async or sync (both run in the hybrid engine)"),
@@ -181,6 +172,8 @@ RULES: list[Rule] = [
     Rule(f"{ARR}.rollout.over_sample_rate", instead="every request of a step runs to completion"),
     Rule(f"{ARR}.rollout.multi_stage_wake_up", ANY, note="SGLang only in verl; no effect on vLLM"),
     Rule(f"{ARR}.rollout.engine_kwargs.sglang", ANY),
+    Rule(f"{ARR}.rollout.prometheus.enable", instead="there is no rollout server to export metrics from"),
+    Rule(f"{ARR}.rollout.prometheus", ANY),
     Rule(f"{ARR}.rollout.engine_kwargs.trtllm", ANY),
     Rule(
         f"{ARR}.rollout.multi_turn.use_inference_chat_template",
@@ -222,8 +215,6 @@ RULES: list[Rule] = [
     Rule(f"{ARR}.rollout.skip_dump_dir", ANY),
     Rule(f"{ARR}.rollout.skip_tokenizer_init", ANY),
     Rule(f"{ARR}.rollout.enable_rollout_routing_replay", instead="MoE routing replay is not available"),
-    Rule(f"{ARR}.rollout.prometheus.enable", instead="there is no rollout server to export metrics from"),
-    Rule(f"{ARR}.rollout.prometheus", ANY),
     Rule(f"{ARR}.rollout.quantization", instead="the rollout runs unquantized weights (rollout.dtype)"),
     Rule(f"{ARR}.rollout.quantization_config_file", instead="the rollout runs unquantized weights"),
     # verl: ${oc.select:actor_rollout_ref.model.mtp, null}; null is no MTP
@@ -300,7 +291,6 @@ RULES: list[Rule] = [
         instead="auto, enable or disable",
         note="verl_lite has one worker implementation",
     ),
-    Rule("transfer_queue.enable", instead="batches travel through Ray's object store"),
     # verl 0.9's V1 trainer: its sync mode is verl_lite's trainer; the async modes are issue 36's
     Rule(
         "trainer.use_v1",

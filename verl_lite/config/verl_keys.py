@@ -23,7 +23,8 @@ FACTS = Path(__file__).with_name("verl_0_9_1_ppo_trainer.yaml")
 # what a key's section is, for the one-line refusal (the first part of the key that names one)
 FEATURES = {
     "distillation": "distillation",
-    "transfer_queue": "transfer queue",
+    "transfer_queue": "transfer queue (batches travel through Ray's object store here)",
+    "tiled_mlp": "tiled MLP (use gradient checkpointing)",
     "qat": "quantization-aware training (QAT)",
     "turbo_config": "FSDP turbo engine",
     "disaggregation": "prefill/decode disaggregation",
