@@ -139,7 +139,10 @@ def test_every_refused_override_of_a_command_is_named_in_one_line():
 
 # verl's memory features and other refused values: one line each, naming key, value and what to use
 REFUSED = [
-    ("critic.model.tiled_mlp.enabled=True", "tiled MLP is not available"),
+    (
+        "critic.model.tiled_mlp.enabled=True",
+        "verl 0.9's tiled MLP (use gradient checkpointing) is not in verl_lite",
+    ),
     (f"{ARR}.rollout.skip_rollout=True", "every step generates"),
     (f"{ARR}.rollout.multi_turn.use_inference_chat_template=True", "token-in / token-out"),
     (f"{ARR}.actor.strategy=megatron", "FSDP1 and Megatron"),

@@ -11,11 +11,14 @@ defaults; demo: the embedded tiny run), the same override rules (config/override
 
 from __future__ import annotations
 
+import copy
+
 from hydra import compose, initialize_config_dir
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError
 
+from verl_lite.config import keys
 from verl_lite.config.errors import ConfigError
 from verl_lite.config.keys import links_in
 from verl_lite.config.overrides import normalize_overrides
@@ -26,16 +29,24 @@ from verl_lite.config.user_config import CONF_DIR
 from verl_lite.config.user_config import register as register_conf_dir
 
 SCHEMA_NAME = "ppo_trainer_schema"
+ADDED = "distillation"  # a section only verl 0.9.1's facts add: the stored node is the whole schema
 
 
 def register_schema() -> None:
     """The schema in Hydra's ConfigStore, and verl_lite's conf/ on every search path (user configs:
-    config/user_config.py). Stored once per process: building the node from the dataclasses costs
-    more than half of a composition, and Hydra hands every composition a deep copy of it."""
+    config/user_config.py). The node is the dataclasses with verl 0.9.1's undeclared keys added
+    (config/keys.schema). Stored once per process: building it costs more than half of a
+    composition, and Hydra hands every composition a deep copy of it."""
     store = ConfigStore.instance()
     stored = store.repo.get(f"{SCHEMA_NAME}.yaml")
-    if stored is None or stored.node._metadata.object_type is not PPOTrainerConfig:
-        store.store(name=SCHEMA_NAME, node=PPOTrainerConfig)
+    if (
+        stored is None
+        or stored.node._metadata.object_type is not PPOTrainerConfig
+        or ADDED not in stored.node
+    ):
+        node = copy.deepcopy(keys.schema())
+        OmegaConf.set_readonly(node, False)
+        store.store(name=SCHEMA_NAME, node=node)
     register_conf_dir()
 
 
@@ -89,14 +100,18 @@ def _strings(node, prefix: str = ""):
 
 
 def unresolvable(cfg: DictConfig, error: Exception) -> str:
-    """One line naming the key whose `${...}` cannot be resolved, its value and the reason."""
+    """One line naming the key whose `${...}` cannot be resolved, its value and the reason: the key
+    where it was written, not one whose default links that key."""
+    failing: dict[str, tuple[str, str]] = {}
     for key, value in _strings(OmegaConf.to_container(cfg, resolve=False)):
         if "${" not in value:
             continue
         try:
             OmegaConf.select(cfg, key, throw_on_resolution_failure=True)
         except Exception as e:  # InterpolationKeyError, a failing resolver, ...
-            reason = str(e).strip().splitlines()[0]  # OmegaConf adds full_key and object_type lines
+            failing[key] = (value, str(e).strip().splitlines()[0])  # OmegaConf adds more lines
+    for key, (value, reason) in failing.items():
+        if keys.link_target(value, key) not in failing:
             return (
                 f"{key}={value!r}: {reason}; name an existing key inside ${{...}} (or write the value itself)"
             )

@@ -76,4 +76,11 @@ DEVIATIONS: list[Deviation] = [
         "reads the actor's token ids as they are, so with reward_model.enable=True it must be null (a "
         "reward model sharing the actor's tokenizer)",
     ),
+    Deviation(
+        "reward_model.model.trust_remote_code",
+        False,
+        "verl 0.9.1 keeps it as a null legacy key and its reward loop loads the reward model's tokenizer "
+        "with trust_remote_code=True; here it is verl 0.7's False, so no code from a model folder runs "
+        "unless the command asks for it",
+    ),
 ]

@@ -17,7 +17,7 @@ import sys
 import tokenize
 from pathlib import Path
 
-from verl_lite.config import dialects, schema, support
+from verl_lite.config import dialects, keys, schema, support
 from verl_lite.config.common import format_value
 from verl_lite.config.deviations import DEVIATIONS
 from verl_lite.config.schema import PPOTrainerConfig
@@ -100,6 +100,26 @@ def spellings() -> list[str]:
     return out + [""]
 
 
+def verl_added() -> list[str]:
+    """verl 0.9.1's keys the dataclasses do not declare (config/verl_keys.py), one line per section."""
+    out = [
+        "## verl 0.9.1's other keys",
+        "",
+        "Read from verl 0.9.1's generated config (`verl_lite/config/verl_0_9_1_ppo_trainer.yaml`). A verl 0.9",
+        "spelling of a key this page lists (`reward.*`, the legacy `sandbox_fusion`) shows that key's value",
+        "and sets it. Every other one is accepted at verl's default (`--cfg job` shows it) and refused by",
+        "name when set otherwise, as its feature is not in verl_lite; under a section whose rule on this",
+        "page says otherwise (the profilers: accepted, no effect), that rule holds.",
+        "",
+    ]
+    by_section: dict[str, list[str]] = {}
+    for key in keys.added_keys():
+        section, _, name = key.rpartition(".")
+        by_section.setdefault(section or "(top level)", []).append(name)
+    out += [f"- `{s}`: {', '.join(f'`{n}`' for n in names)}" for s, names in by_section.items()]
+    return out + [""]
+
+
 def schema_comments() -> dict[tuple[str, str], str]:
     """Field comments of every schema module (schema.py and its schema_*.py sections)."""
     comments: dict[tuple[str, str], str] = {}
@@ -124,6 +144,7 @@ def render() -> str:
         "",
         *deviations(),
         *spellings(),
+        *verl_added(),
     ]
     for path, about, rows in sections(PPOTrainerConfig(), "", comments):
         out += [f"## {path}", ""]

@@ -1,6 +1,7 @@
-"""The schema's key tree, read from the dataclasses: every dotted key, the dict-typed fields whose
-contents are the user's (override_config, reward_kwargs, engine_kwargs, ...), the defaults as
-written (a link is its `${...}` string), and the nearest known key to a misspelled one.
+"""The schema's key tree, read from the dataclasses and verl 0.9.1's keys they do not declare
+(config/verl_keys.py): every dotted key, the dict-typed fields whose contents are the user's
+(override_config, reward_kwargs, engine_kwargs, ...), the defaults as written (a link is its `${...}`
+string), and the nearest known key to a misspelled one.
 """
 
 from __future__ import annotations
@@ -12,15 +13,73 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from verl_lite.config import dialects, verl_keys
 from verl_lite.config.schema import PPOTrainerConfig
 
 
 @functools.cache
-def schema() -> DictConfig:
-    """The schema as an (unresolved) OmegaConf tree; read-only."""
+def _built() -> tuple[DictConfig, dict[str, Any]]:
     tree = OmegaConf.structured(PPOTrainerConfig)
+    added = verl_extras(tree)
+    for key, value in added.items():
+        OmegaConf.update(tree, key, value, merge=False, force_add=True)
     OmegaConf.set_readonly(tree, True)
-    return tree
+    return tree, added
+
+
+def schema() -> DictConfig:
+    """The schema as an (unresolved) OmegaConf tree, verl 0.9.1's undeclared keys added; read-only."""
+    return _built()[0]
+
+
+def added_keys() -> dict[str, Any]:
+    """{key: default} of verl 0.9.1's keys the dataclasses do not declare (config/verl_keys.py)."""
+    return _built()[1]
+
+
+def _declared(tree: DictConfig, key: str) -> bool:
+    """Whether `tree` has `key`, or a part of it is a leaf there (a dict field: the user's keys)."""
+    node = tree
+    for part in key.split("."):
+        if not isinstance(node, DictConfig) or node._is_none() or node._is_interpolation():
+            return True
+        if part not in node:
+            return False
+        node = node._get_node(part)
+    return True
+
+
+def _moved_section(key: str) -> tuple[str, str] | None:
+    """(verl 0.9's spelling, the schema's key) of the outermost part of `key` config/dialects.py moves."""
+    parts = key.split(".")
+    for end in range(1, len(parts) + 1):
+        moved = dialects.spelling(".".join(parts[:end]))
+        if moved is not None:
+            return (moved.given, moved.key) if moved.key != moved.given else None
+    return None
+
+
+def verl_extras(tree: DictConfig) -> dict[str, Any]:
+    """{key: its default here} for each key of verl 0.9.1's config `tree` lacks. A verl 0.9 spelling of
+    a key (or section) the schema holds (config/dialects.py) links it, so it shows the value the run
+    uses; a key it lacks below such a section is added there. Any other key keeps verl's link where it
+    links a key the schema declares, else verl's value (a link between two added keys is its value)."""
+    written, resolved = verl_keys.facts()
+    found = {}
+    for key, value in written.items():
+        if _declared(tree, key):
+            continue
+        moved = _moved_section(key)
+        if moved is not None and _declared(tree, moved[1]):
+            spelled, held = moved
+            found[spelled] = f"${{{held}}}"
+            inner = f"{held}{key[len(spelled) :]}"
+            if not _declared(tree, inner):
+                found[inner] = lookup(resolved, key)
+            continue
+        target = link_target(value, key)
+        found[key] = value if target is not None and _declared(tree, target) else lookup(resolved, key)
+    return found
 
 
 def _is_section(node) -> bool:
@@ -41,7 +100,7 @@ def _tree() -> tuple[tuple[str, ...], frozenset[str], frozenset[str]]:
         for name in node.keys():
             key = f"{prefix}{name}"
             child = node._get_node(name)
-            if _is_section(child):
+            if _is_section(child) or key in added:
                 sections.add(key)
                 walk(child, f"{key}.")
                 continue
@@ -49,6 +108,7 @@ def _tree() -> tuple[tuple[str, ...], frozenset[str], frozenset[str]]:
             if isinstance(child, DictConfig) and not child._is_interpolation():
                 open_dicts.add(key)
 
+    added = {k.rsplit(".", i)[0] for k in added_keys() for i in range(1, k.count(".") + 1)}  # their sections
     walk(schema(), "")
     return tuple(leaves), frozenset(sections), frozenset(open_dicts)
 

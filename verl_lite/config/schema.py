@@ -52,7 +52,6 @@ from verl_lite.config.schema_trainer import (
     GlobalProfilerConfig,
     RayKwargsConfig,
     TrainerConfig,
-    TransferQueueConfig,
 )
 
 TINY_MODEL = "verl_lite://tiny-qwen2-arith"
@@ -106,5 +105,4 @@ class PPOTrainerConfig(ConfigNode):
     custom_reward_function: CustomRewardFunctionConfig = field(default_factory=CustomRewardFunctionConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     global_profiler: GlobalProfilerConfig = field(default_factory=GlobalProfilerConfig)
-    transfer_queue: TransferQueueConfig = field(default_factory=TransferQueueConfig)
     ray_kwargs: RayKwargsConfig = field(default_factory=RayKwargsConfig)

@@ -40,27 +40,6 @@ class FusedKernelOptions(ConfigNode):
 
 
 @dataclass
-class TiledMLPConfig(ConfigNode):
-    enabled: bool = False  # run the MLP over sequence tiles (less activation memory)
-    num_shards: int = 4  # tiles per sequence
-
-
-@dataclass
-class MtpConfig(ConfigNode):
-    enable: bool = False  # multi-token prediction heads
-    enable_train: bool = False  # train the MTP heads
-    enable_rollout: bool = False  # speculative decoding with the MTP heads in the rollout
-    detach_encoder: bool = False  # stop gradients from the MTP loss into the trunk
-    mtp_loss_scaling_factor: float = 0.1  # weight of the MTP loss
-    speculative_algorithm: str = "EAGLE"  # rollout speculative-decoding algorithm
-    speculative_num_steps: int = 2  # draft steps per verification
-    speculative_eagle_topk: int = 2  # EAGLE top-k
-    speculative_num_draft_tokens: int = 4  # draft tokens per step
-    method: str = "mtp"  # speculative method name passed to the engine
-    num_speculative_tokens: int = 1  # tokens proposed per step
-
-
-@dataclass
 class ModelConfig(ModelBase):
     """actor_rollout_ref.model: the policy's model, also the reference's and the rollout's."""
 
@@ -76,8 +55,6 @@ class ModelConfig(ModelBase):
     use_liger: bool = False  # Liger kernels for the HF model
     use_fused_kernels: bool = False  # log-probs and entropy from hidden states in chunks, without full logits
     fused_kernel_options: FusedKernelOptions = field(default_factory=FusedKernelOptions)
-    tiled_mlp: TiledMLPConfig = field(default_factory=TiledMLPConfig)
-    mtp: MtpConfig = field(default_factory=MtpConfig)
 
 
 @dataclass
@@ -86,18 +63,17 @@ class CriticModelConfig(ModelBase):
 
     path: str | None = VERL_MODEL  # value model folder (its LM backbone + a new scalar head)
     tokenizer_path: str | None = key(
-        "${actor_rollout_ref.model.path}", TEXT.or_null("path")
+        None, TEXT.or_null("path")
     )  # tokenizer folder (must give the actor's ids); null: path
     external_lib: str | None = "${actor_rollout_ref.model.external_lib}"  # module imported before loading
     trust_remote_code: bool | None = (
         "${actor_rollout_ref.model.trust_remote_code}"  # passed to the model loader
     )
     enable_activation_offload: bool = False  # keep activations on the host between forward and backward
-    use_remove_padding: bool = False  # pack sequences without padding into one row for forward passes
+    use_remove_padding: bool = True  # pack sequences without padding into one row for forward passes
     lora_rank: int = 0  # > 0: LoRA of this rank on the frozen backbone (value head trained in full)
     lora_alpha: int = 16  # LoRA scaling: an adapter's update is multiplied by lora_alpha / lora_rank
     target_modules: Any = "all-linear"  # modules LoRA adapts: all-linear (but the value head) or a list
-    tiled_mlp: TiledMLPConfig = field(default_factory=TiledMLPConfig)
 
 
 @dataclass
@@ -107,7 +83,7 @@ class RewardModelModelConfig(ModelBase):
     input_tokenizer: str | None = (
         "${actor_rollout_ref.model.path}"  # verl re-tokenises with it; here must be null: the reward model reads the actor's ids
     )
-    path: str | None = VERL_REWARD_MODEL  # reward model folder
+    path: str | None = None  # reward model folder (verl 0.9: reward.reward_model.model_path)
     external_lib: str | None = "${actor_rollout_ref.model.external_lib}"  # module imported before loading
     use_remove_padding: bool | None = False  # pack sequences without padding into one row for forward passes
     use_fused_kernels: bool | None = (

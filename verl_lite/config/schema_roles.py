@@ -159,7 +159,7 @@ class RewardModelConfig(ConfigNode):
     use_reward_loop: bool | None = (
         True  # verl: rewards in reward-loop workers (with a reward model: see support.py)
     )
-    num_workers: int | None = 1  # reward-loop workers
+    num_workers: int | None = 8  # reward-loop workers (verl 0.9: reward.num_workers)
     rollout: RewardModelRolloutConfig = field(default_factory=RewardModelRolloutConfig)
     reward_kwargs: dict[str, Any] = field(
         default_factory=dict  # manager's extra args, added with '+'; dapo: max_resp_len, overlong_buffer_cfg.{enable,len,penalty_factor,log}

@@ -102,14 +102,6 @@ class TraceConfig(ConfigNode):
 
 
 @dataclass
-class PrometheusConfig(ConfigNode):
-    enable: bool = False  # export the rollout server's metrics to Prometheus
-    port: int = 9090  # Prometheus port
-    file: str = "/tmp/ray/session_latest/metrics/prometheus/prometheus.yml"  # Prometheus config file
-    served_model_name: str | None = f"${{{ARR}.model.path}}"  # model name shown in dashboards
-
-
-@dataclass
 class RolloutConfig(ConfigNode):
     name: str | None = (
         "auto"  # rollout backend: vllm | hf (transformers generate, the reference); auto: vllm where it is installed, else hf
@@ -162,7 +154,7 @@ class RolloutConfig(ConfigNode):
     engine_kwargs: EngineKwargs = field(default_factory=EngineKwargs)
     val_kwargs: SamplingKwargs = field(default_factory=SamplingKwargs)  # sampling of validation generations
     multi_turn: MultiTurnConfig = field(default_factory=MultiTurnConfig)
-    calculate_log_probs: bool = False  # the rollout's log-probs reach the trainer: rollout_corr/* metrics (algos/rollout_corr.py; verl_lite's rollouts always compute them)
+    calculate_log_probs: bool = True  # the rollout's log-probs reach the trainer: rollout_corr/* metrics (algos/rollout_corr.py; verl_lite's rollouts always compute them)
     agent: AgentLoopConfig = field(default_factory=AgentLoopConfig)
     checkpoint_engine: CheckpointEngineConfig = field(default_factory=CheckpointEngineConfig)
     trace: TraceConfig = field(default_factory=TraceConfig)
@@ -171,13 +163,12 @@ class RolloutConfig(ConfigNode):
     skip_tokenizer_init: bool = True  # the engine takes and returns token ids only
     enable_rollout_routing_replay: bool = False  # record MoE routing decisions during generation
     profiler: RolloutProfilerConfig = field(default_factory=RolloutProfilerConfig)
-    prometheus: PrometheusConfig = field(default_factory=PrometheusConfig)
     quantization: str | None = None  # vLLM weight quantization: fp8 | torchao
     quantization_config_file: str | None = None  # its config file
     mtp: Any = f"${{{ARR}.model.mtp}}"  # multi-token prediction: the model's mtp section
     layered_summon: bool = False  # LoRA: gather the adapter layer by layer for the sync (verl_lite always gathers one tensor at a time); vLLM needs load_format other than dummy
     # verl_lite's own keys
-    seed: int = 0  # seed of the rollout's own sampling generator (per rank and call)
+    seed: int = 42  # seed of the rollout's own sampling generator (per rank and call)
     update_weights_bucket_megabytes: int = (
         "${.checkpoint_engine.update_weights_bucket_megabytes}"  # verl's older name of the sync bucket size
     )

@@ -319,8 +319,3 @@ class GlobalProfilerConfig(ConfigNode):
     profile_continuous_steps: bool = False  # one trace over consecutive profiled steps
     save_path: str | None = "outputs/profile"  # where traces go
     global_tool_config: GlobalToolConfig = field(default_factory=GlobalToolConfig)
-
-
-@dataclass
-class TransferQueueConfig(ConfigNode):
-    enable: bool | None = False  # verl's experimental transfer-queue data plane

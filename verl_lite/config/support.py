@@ -17,12 +17,13 @@ was not set is judged through the key it follows, unless nothing governs that on
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from dataclasses import dataclass
 
 from omegaconf import DictConfig, OmegaConf
 
-from verl_lite.config import keys
+from verl_lite.config import dialects, keys, verl_keys
 from verl_lite.config.common import FSDP_SECTIONS, format_value
 
 log = logging.getLogger("verl_lite.config")
@@ -81,13 +82,6 @@ def _fsdp_rules(section: str) -> list[Rule]:
         Rule(f"{section}.strategy", STRATEGIES, instead=FSDP1),
     ]
     return [dataclasses.replace(r, when=when) for r in rules]
-
-
-def _model_rules(model: str) -> list[Rule]:
-    return [
-        Rule(f"{model}.tiled_mlp.enabled", instead="tiled MLP is not available; use gradient checkpointing"),
-        Rule(f"{model}.tiled_mlp.num_shards", ANY),
-    ]
 
 
 RULES: list[Rule] = [
@@ -161,8 +155,6 @@ RULES: list[Rule] = [
     Rule(f"{ARR}.model.fused_kernel_options", ANY),
     Rule(f"{ARR}.model.mtp.enable", instead="multi-token prediction is not available"),
     Rule(f"{ARR}.model.mtp", ANY),
-    *_model_rules(f"{ARR}.model"),
-    *_model_rules("critic.model"),
     # rollout
     Rule(f"{ARR}.hybrid_engine", (True,), instead="the actor and its rollout always share each worker"),
     Rule(f"{ARR}.rollout.mode", ("async", "sync"), instead="async or sync (both run in the hybrid engine)"),
@@ -180,6 +172,8 @@ RULES: list[Rule] = [
     Rule(f"{ARR}.rollout.over_sample_rate", instead="every request of a step runs to completion"),
     Rule(f"{ARR}.rollout.multi_stage_wake_up", ANY, note="SGLang only in verl; no effect on vLLM"),
     Rule(f"{ARR}.rollout.engine_kwargs.sglang", ANY),
+    Rule(f"{ARR}.rollout.prometheus.enable", instead="there is no rollout server to export metrics from"),
+    Rule(f"{ARR}.rollout.prometheus", ANY),
     Rule(f"{ARR}.rollout.engine_kwargs.trtllm", ANY),
     Rule(
         f"{ARR}.rollout.multi_turn.use_inference_chat_template",
@@ -221,8 +215,6 @@ RULES: list[Rule] = [
     Rule(f"{ARR}.rollout.skip_dump_dir", ANY),
     Rule(f"{ARR}.rollout.skip_tokenizer_init", ANY),
     Rule(f"{ARR}.rollout.enable_rollout_routing_replay", instead="MoE routing replay is not available"),
-    Rule(f"{ARR}.rollout.prometheus.enable", instead="there is no rollout server to export metrics from"),
-    Rule(f"{ARR}.rollout.prometheus", ANY),
     Rule(f"{ARR}.rollout.quantization", instead="the rollout runs unquantized weights (rollout.dtype)"),
     Rule(f"{ARR}.rollout.quantization_config_file", instead="the rollout runs unquantized weights"),
     # verl: ${oc.select:actor_rollout_ref.model.mtp, null}; null is no MTP
@@ -299,7 +291,6 @@ RULES: list[Rule] = [
         instead="auto, enable or disable",
         note="verl_lite has one worker implementation",
     ),
-    Rule("transfer_queue.enable", instead="batches travel through Ray's object store"),
     # verl 0.9's V1 trainer: its sync mode is verl_lite's trainer; the async modes are issue 36's
     Rule(
         "trainer.use_v1",
@@ -339,13 +330,28 @@ BY_KEY = _rules_by_key()
 
 
 def rule_for(key: str) -> Rule | None:
-    """The most specific rule covering `key` (its own, else its closest section's)."""
+    """The most specific rule covering `key` (its own, else its closest section's); for a key of verl
+    0.9.1's the schema's dataclasses do not declare (config/verl_keys.py), else its default only."""
     parts = key.split(".")
     for end in range(len(parts), 0, -1):
         rule = BY_KEY.get(".".join(parts[:end]))
         if rule is not None:
             return rule
-    return None
+    return _added_rule(key) if key in keys.added_keys() else None
+
+
+@functools.cache
+def _added_rule(key: str) -> Rule:
+    """verl 0.9.1's key the dataclasses lack: accepted at its default here (a link: the linked value)."""
+    default = keys.added_keys()[key]
+    target = keys.link_target(default, key)
+    if dialects.spelling(key) is not None and target is not None:  # a verl 0.9 spelling of a held key
+        return Rule(
+            key, FOLLOWS, instead=f"its value is {target}'s: set {key} on the command line or {target}"
+        )
+    shown = format_value(default) if target is None else f"{target}'s value"
+    instead = f"verl 0.9's {verl_keys.feature(key)} is not in verl_lite; leave it at {shown}"
+    return Rule(key, DEFAULT if target is None else FOLLOWS, instead=instead)
 
 
 @dataclass(frozen=True)
