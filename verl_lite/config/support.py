@@ -187,11 +187,6 @@ RULES: list[Rule] = [
         "verl_lite's agent loop has no such step: use rollout.n for more samples per prompt",
     ),
     Rule(
-        f"{ARR}.rollout.calculate_log_probs",
-        ANY,
-        note="the rollout always returns its log-probs here (rollout/actor_logprob_abs_diff_*)",
-    ),
-    Rule(
         f"{ARR}.rollout.agent.num_workers",
         ANY,
         note="the agent loops run inside each rollout worker (trainer.n_gpus_per_node of them)",
@@ -383,6 +378,12 @@ def _governed_through_link(values: Values, key: str) -> bool:
     return target is not None and rule_for(target) is not None
 
 
+def _set(values: Values, key: str) -> bool:
+    """Given a value, not left at a default that links another key (whose value it then only shows)."""
+    written = keys.lookup(values.written, key, None)
+    return not (written == keys.written_default(key) and keys.link_target(written, key) is not None)
+
+
 def _applies(rule: Rule, values: Values) -> bool:
     """Whether the features the rule's key belongs to are on (`when`)."""
     return all(
@@ -404,7 +405,9 @@ def check_support(cfg: DictConfig) -> list[str]:
         value = keys.lookup(values.resolved, key, None)
         if not _accepted(rule, key, value, values):
             problems.append(f"{key}={format_value(value)} is not supported by verl_lite: {rule.instead}")
-        elif rule.note and rule.key not in noted and value != keys.resolved_default(key):
+        elif (
+            rule.note and rule.key not in noted and value != keys.resolved_default(key) and _set(values, key)
+        ):
             noted.add(rule.key)
             log.info("%s=%s: %s", key, format_value(value), rule.note)
     return problems
