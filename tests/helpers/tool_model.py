@@ -11,12 +11,10 @@ the recipe or the code is a new key, so a stale model is never used."""
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import torch
@@ -88,22 +86,12 @@ def make_tool_model_dir(
 
 
 def _cached(recipe: dict, build) -> Path:
-    """The cache folder for `recipe`, built by `build(folder)` under a file lock with an atomic rename."""
+    """The cache folder for `recipe`, built once by `build(folder)` (data/assets.build_once)."""
     digest = hashlib.sha256(json.dumps([recipe, describe_pin()], sort_keys=True, default=str).encode())
     for source in (__file__, *(module.__file__ for module in _BUILD_SOURCES)):
         digest.update(Path(source).read_bytes())
     target = assets.cache_root().parent / "test-models" / digest.hexdigest()[:20]
-    if (target / "config.json").exists():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target.parent / f".{target.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (target / "config.json").exists():
-            tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}-"))
-            build(tmp)
-            shutil.rmtree(target, ignore_errors=True)
-            os.replace(tmp, target)
-    return target
+    return assets.build_once(target, build, "a tool-calling test model")
 
 
 def _build(path, tokenizer, traces, tools, max_positions, steps, hidden, seed, lr, tool_format, end_tokens):

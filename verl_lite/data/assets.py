@@ -83,20 +83,26 @@ class CacheError(ValueError):
 
 
 def _ensure_built(name: str) -> Path:
-    target = cache_root() / name
+    return build_once(cache_root() / name, _BUILDERS[ASSETS[name]], f"embedded asset {name}")
+
+
+def build_once(target: Path, build, what: str) -> Path:
+    """`target`, made by `build(folder) -> dict` (the build record, kept in its DONE file) if it is not
+    there yet: under a file lock beside it, into a temporary folder renamed into place, so concurrent
+    first uses neither race nor see half-built files."""
     if (target / "DONE").exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target.parent / f".{name}.lock", "w") as lock:
+    with open(target.parent / f".{target.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (target / "DONE").exists():
-            tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{name}-"))
+            tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}-"))
             start = time.time()
-            info = _BUILDERS[ASSETS[name]](tmp)
+            info = build(tmp) or {}
             (tmp / "DONE").write_text(json.dumps(info | {"seconds": round(time.time() - start, 1)}))
             shutil.rmtree(target, ignore_errors=True)
             os.replace(tmp, target)
-            log.info("built embedded asset %s in %.1fs -> %s", name, time.time() - start, target)
+            log.info("built %s in %.1fs -> %s", what, time.time() - start, target)
     return target
 
 
