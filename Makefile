@@ -25,12 +25,14 @@ install: $(STAMP)
 # torch==2.13.0 is listed in pyproject's dependencies, so it is resolved in the same pip command as vllm
 # and the rest (installed alone, a dependency would pull a multi-GB CUDA build instead of the local CPU
 # wheel). vllm's wheels drag in torchvision/torchaudio/torchcodec builds that do not match torch and break
-# `import vllm` (torchvision::nms): verl_lite uses none of them, so they are removed.
+# `import vllm` (torchvision::nms): verl_lite uses none of them, so they are removed. --no-compile: pip
+# byte-compiles every installed module (~40 s of a fresh venv's ~105 s, most of them never imported);
+# Python compiles a module the first time it is imported and keeps the .pyc in the venv.
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q --no-compile --upgrade pip
 	$(PY) -m pip uninstall -y -q $(VLLM_REMOVE_$(VLLM)) 2>/dev/null || true
-	$(PY) -m pip install -q -e ".[dev$(VLLM_EXTRA_$(VLLM))]"
+	$(PY) -m pip install -q --no-compile -e ".[dev$(VLLM_EXTRA_$(VLLM))]"
 	$(PY) -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
 	rm -f $(VENV)/.installed $(VENV)/.installed-vllm-*
 	touch $(STAMP)
@@ -40,9 +42,10 @@ run: install
 
 # Two pytest workers, each given whole files (module fixtures such as a shared CLI run stay in one
 # process), in collection order (tests/conftest.py puts the long end-to-end files first; xdist would
-# otherwise start with the files of most tests); the 15 slowest tests are printed at the end.
+# otherwise start with the files of most tests); the 15 slowest tests are printed at the end. --prebuild:
+# the end-to-end tests' models are built in a background process beside them (tests/helpers/prebuild.py).
 test: install
-	$(PY) -m pytest -q tests -n 2 --dist loadfile --no-loadscope-reorder --durations=15 $(PYTEST_ARGS)
+	$(PY) -m pytest -q tests -n 2 --dist loadfile --no-loadscope-reorder --durations=15 --prebuild $(PYTEST_ARGS)
 
 lint: install
 	$(PY) -m ruff check verl_lite tests scripts

@@ -13,10 +13,9 @@ import re
 
 import pytest
 
-from tests.helpers.gpt_oss_model import make_gpt_oss_model_dir
+from tests.helpers.gpt_oss_model import calculator_model_dir
 from tests.test_main_ppo import read_metrics, run_cli
 from tests.test_main_ppo_tool_demo import SMALL
-from verl_lite.data import arith_tool
 
 pytest.importorskip("vllm", reason="the vLLM rollout needs vllm (make install)")
 pytestmark = pytest.mark.slow
@@ -27,9 +26,9 @@ CALL_THEN_REPLY = re.compile(
 )
 
 
-def test_a_gpt_oss_model_calls_the_calculator_and_trains_two_steps(tmp_path_factory, tool_demo_assets):
+def test_a_gpt_oss_model_calls_the_calculator_and_trains_two_steps(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("gpt_oss")
-    model = make_gpt_oss_model_dir(str(tmp / "model"), arith_tool.split_pairs()["sft"][:300], steps=300)
+    model = calculator_model_dir(str(tmp / "model"))
     dump = tmp / "rollouts"
     proc = run_cli(
         tmp,

@@ -15,7 +15,6 @@ there, the GSM8K rule scores, and the SGLang script's rollout.name is the one li
 
 import math
 import os
-import random
 import subprocess
 import sys
 
@@ -23,17 +22,12 @@ import pandas as pd
 import pytest
 
 from tests.helpers import shared_ray
-from tests.helpers.tool_model import gsm8k_tool_trace, make_tool_model_dir
 from tests.helpers.tp_lock import tp_engine_lock
-from tests.helpers.verl_multi_turn import SCRIPTS, tiny_call, write_verl_tree
+from tests.helpers.verl_multi_turn import PAIRS, SCRIPTS, question, tiny_call, tiny_model_dir, write_verl_tree
 from tests.test_main_ppo import read_metrics
 
 pytest.importorskip("vllm", reason="the vLLM rollout needs vllm (make install)")
 pytestmark = pytest.mark.slow
-
-
-def question(a: int, b: int) -> list[dict]:
-    return [{"role": "user", "content": f"{a}+{b}="}]
 
 
 def tool_agent_rows(pairs, split: str) -> list[dict]:
@@ -61,16 +55,11 @@ def verl_tree(tmp_path_factory):
     """A verl checkout's config folder, the scripts' $HOME with its GSM8K tool-agent data, the model."""
     root = tmp_path_factory.mktemp("verl_multi_turn")
     write_verl_tree(root / "verl")
-    rng = random.Random(0)
-    pairs = [(rng.randrange(50), rng.randrange(50)) for _ in range(240)]
-    traces = [gsm8k_tool_trace(question(a, b), str(a + b)) for a, b in pairs[:200]]
-    # 800 steps: at 400 the model's calls were well formed on one CPU and mostly malformed on
-    # another (27 of 32, an Intel Xeon with AMX), the training's float rounding differing between them
-    model = make_tool_model_dir(str(root / "model"), traces, steps=800, lr=1e-2)
+    model = tiny_model_dir(str(root / "model"))
     data = root / "home" / "data" / "gsm8k"
     data.mkdir(parents=True)
-    pd.DataFrame(tool_agent_rows(pairs[200:232], "train")).to_parquet(data / "train.parquet")
-    pd.DataFrame(tool_agent_rows(pairs[232:], "test")).to_parquet(data / "test.parquet")
+    pd.DataFrame(tool_agent_rows(PAIRS[200:232], "train")).to_parquet(data / "train.parquet")
+    pd.DataFrame(tool_agent_rows(PAIRS[232:], "test")).to_parquet(data / "test.parquet")
     return root, model
 
 

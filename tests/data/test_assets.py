@@ -106,3 +106,16 @@ def test_cache_folder_names_the_recipe_version(monkeypatch, tmp_path):
     """Assets of an older recipe (another version folder) are never reused."""
     monkeypatch.setenv("VERL_LITE_CACHE", str(tmp_path))
     assert assets.cache_root() == tmp_path / assets.RECIPE_VERSION
+
+
+def test_a_build_killed_before_its_rename_is_cleared_by_the_next_and_only_its_own(tmp_path):
+    """build_once builds into `.NAME.build-*` and renames it into place: a build killed in between (the
+    suite's background build ended with its run) leaves that folder; the next build of NAME removes
+    it, and leaves another asset's (whose name NAME begins) alone."""
+    (tmp_path / ".arith.build-killed").mkdir()
+    (tmp_path / ".arith.build-killed" / "model.safetensors").write_bytes(b"half")
+    (tmp_path / ".arith-tool.build-running").mkdir()
+    built = assets.build_once(tmp_path / "arith", lambda folder: (folder / "x").write_text("1") and {}, "t")
+    assert (built / "x").read_text() == "1" and (built / "DONE").exists()
+    left = sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock"))
+    assert left == [".arith-tool.build-running", "arith"], left

@@ -92,8 +92,9 @@ def calc_trace(a: int, b: int) -> list[dict]:
     ]
 
 
-def make_gpt_oss_model_dir(path: str, pairs: list[tuple[int, int]], steps: int = 200) -> str:
-    """The warm-started model folder (cached: an existing folder is returned as it is)."""
+def make_gpt_oss_model_dir(path: str | None, pairs: list[tuple[int, int]], steps: int = 200) -> str:
+    """The warm-started model folder (cached: an existing folder is returned as it is; `path` None:
+    the cached build only, as make_tool_model_dir)."""
     return make_tool_model_dir(
         path,
         [calc_trace(a, b) for a, b in pairs],
@@ -102,3 +103,8 @@ def make_gpt_oss_model_dir(path: str, pairs: list[tuple[int, int]], steps: int =
         tool_format="gpt-oss",
         end_tokens=(CALL,),
     )
+
+
+def calculator_model_dir(path: str | None) -> str:
+    """The model tests/test_main_ppo_gpt_oss.py runs: warm-started on 300 of the tool demo's SFT pairs."""
+    return make_gpt_oss_model_dir(path, arith_tool.split_pairs()["sft"][:300], steps=300)

@@ -15,9 +15,11 @@ including the tool YAML and the config file the scripts name, is verl's.
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 from tests.helpers.agent import VERL_GSM8K_TOOL_CONFIG, write_yaml
+from tests.helpers.tool_model import gsm8k_tool_trace, make_tool_model_dir
 
 ARR = "actor_rollout_ref"
 CONFIG = "{verl}/examples/sglang_multiturn/config"
@@ -194,3 +196,21 @@ def tiny_call(args: list[str], verl: Path, home: Path, model: str, out: Path) ->
         f"trainer.default_local_dir={out}",
         f"hydra.run.dir={out}",
     ]
+
+
+def question(a: int, b: int) -> list[dict]:
+    return [{"role": "user", "content": f"{a}+{b}="}]
+
+
+_rng = random.Random(0)
+# the model's 200 warm-start pairs, then the runs' 32 train and 8 test prompts
+PAIRS = [(_rng.randrange(50), _rng.randrange(50)) for _ in range(240)]
+
+
+def tiny_model_dir(path: str | None) -> str:
+    """The tiny model the scripts run (make_tool_model_dir: cached; `path` None builds the cache only),
+    warm-started on GSM8K tool traces of the first 200 pairs. 800 steps: at 400 the model's calls were
+    well formed on one CPU and mostly malformed on another (27 of 32, an Intel Xeon with AMX), the
+    training's float rounding differing between them."""
+    traces = [gsm8k_tool_trace(question(a, b), str(a + b)) for a, b in PAIRS[:200]]
+    return make_tool_model_dir(path, traces, steps=800, lr=1e-2)

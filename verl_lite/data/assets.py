@@ -89,14 +89,16 @@ def _ensure_built(name: str) -> Path:
 def build_once(target: Path, build, what: str) -> Path:
     """`target`, made by `build(folder) -> dict` (the build record, kept in its DONE file) if it is not
     there yet: under a file lock beside it, into a temporary folder renamed into place, so concurrent
-    first uses neither race nor see half-built files."""
+    first uses neither race nor see half-built files; the lock holder removes what a killed build left."""
     if (target / "DONE").exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with open(target.parent / f".{target.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (target / "DONE").exists():
-            tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}-"))
+            for stale in target.parent.glob(f".{target.name}.build-*"):  # a build killed before its rename
+                shutil.rmtree(stale, ignore_errors=True)
+            tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.build-"))
             start = time.time()
             info = build(tmp) or {}
             (tmp / "DONE").write_text(json.dumps(info | {"seconds": round(time.time() - start, 1)}))
