@@ -25,15 +25,17 @@ install: $(STAMP)
 # torch==2.13.0 is listed in pyproject's dependencies, so it is resolved in the same pip command as vllm
 # and the rest (installed alone, a dependency would pull a multi-GB CUDA build instead of the local CPU
 # wheel). vllm's wheels drag in torchvision/torchaudio/torchcodec builds that do not match torch and break
-# `import vllm` (torchvision::nms): verl_lite uses none of them, so they are removed. --no-compile: pip
-# byte-compiles every installed module (~40 s of a fresh venv's ~105 s, most of them never imported);
-# Python compiles a module the first time it is imported and keeps the .pyc in the venv.
+# `import vllm` (torchvision::nms): verl_lite uses none of them, so they are removed. pip byte-compiles
+# what it installs one file at a time (~40 s of a fresh venv's ~105 s on 2 cores): --no-compile, then
+# compileall on every core. The .pyc files must be there: where PYTHONDONTWRITEBYTECODE is set (these
+# machines set it) Python never writes one, and every process would compile torch and the rest anew.
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --no-compile --upgrade pip
 	$(PY) -m pip uninstall -y -q $(VLLM_REMOVE_$(VLLM)) 2>/dev/null || true
 	$(PY) -m pip install -q --no-compile -e ".[dev$(VLLM_EXTRA_$(VLLM))]"
 	$(PY) -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+	$(PY) -m compileall -q -j 0 "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >/dev/null || true
 	rm -f $(VENV)/.installed $(VENV)/.installed-vllm-*
 	touch $(STAMP)
 
