@@ -32,7 +32,7 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING
 
-from verl_lite.agent_loop.checks import check_agent_rows, check_multi_turn
+from verl_lite.agent_loop.checks import check_agent_rows, check_multi_turn, check_turn_end
 from verl_lite.algos.checks import check_algorithm
 from verl_lite.config.freeze import freeze
 from verl_lite.config.normalize import derive_values
@@ -82,7 +82,10 @@ CHECKS: list[Step] = [
     Step("vLLM engine arguments", check_vllm_engine, needs_clean=True),
 ]
 
-TOKENIZER: list[Step] = [Step("tokenizer", check_tokenizer)]  # (cfg, run, tokenizer)
+TOKENIZER: list[Step] = [  # (cfg, run, tokenizer)
+    Step("tokenizer", check_tokenizer),
+    Step("the format's turn end stops the model", check_turn_end, needs_clean=True),
+]
 
 RESOLVE_DATA: list[Step] = [Step("training steps", resolve_training_steps)]  # (cfg, run, train, val)
 

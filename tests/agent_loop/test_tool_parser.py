@@ -19,6 +19,7 @@ from verl_lite.agent_loop.tool_parser import (
     known_formats,
 )
 
+MT = "actor_rollout_ref.rollout.multi_turn"
 FORMATS = ["glm", "gpt-oss", "hermes", "qwen3_coder"]
 # a user's parser, written for verl: calls as `CALL name {json}` lines, returned as verl's FunctionCall
 USER_PARSER = """
@@ -54,16 +55,41 @@ def user_parser(tmp_path, monkeypatch, registry):
     sys.modules.pop("my_tool_parser", None)
 
 
-def test_a_format_that_needs_a_stop_token_is_refused_until_the_rollouts_stop_at_it(registry):
-    """GLM ends a tool-calling turn with <|observation|>, not EOS: without stopping there the model
-    would generate past its call, so start-up refuses it by name, naming the formats that work."""
-    [line] = check_format("glm")
-    assert line == (
-        "actor_rollout_ref.rollout.multi_turn.format='glm' ends a tool-calling turn with <|observation|>, a "
-        "token verl_lite's rollouts do not stop at yet (only the model's EOS ends a turn), so the model would "
-        "generate past its call; use one of ['gpt-oss', 'hermes', 'qwen3_coder']"
-    )
-    assert check_format("gpt-oss") == [] and check_format("qwen3_coder") == []
+def test_a_format_whose_turn_end_the_model_does_not_stop_at_is_refused_by_the_model_folder(tmp_path):
+    """gpt-oss ends a call with <|call|>, GLM a tool turn with <|observation|>: a rollout stops at the
+    model's EOS and its generation_config.json's eos_token_id list (vLLM's rule), so start-up checks
+    that the list has the format's token (gpt-oss's and GLM's own folders do): a folder without it,
+    or a tokenizer without the token, is one line naming the fix."""
+    import json
+
+    from transformers import AutoTokenizer
+
+    from tests.helpers.gpt_oss_model import CALL, make_gpt_oss_model_dir
+    from verl_lite.agent_loop.checks import check_turn_end
+    from verl_lite.config.compose import load_config
+
+    model = make_gpt_oss_model_dir(str(tmp_path / "gpt_oss"), [(1, 2)], steps=1)
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    call_id = tokenizer.convert_tokens_to_ids(CALL)
+
+    def problems(fmt):
+        cfg = load_config([f"actor_rollout_ref.model.path={model}", f"{MT}.format={fmt}"], "demo")
+        return check_turn_end(cfg, None, tokenizer)
+
+    assert problems("gpt-oss") == [] and problems("hermes") == []  # the folder lists <|call|>; no end token
+    generation = tmp_path / "gpt_oss" / "generation_config.json"
+    config = json.loads(generation.read_text())
+    assert call_id in config["eos_token_id"]
+    generation.write_text(json.dumps(config | {"eos_token_id": [tokenizer.eos_token_id]}))
+    assert problems("gpt-oss") == [
+        f"{MT}.format='gpt-oss' ends a tool-calling turn with <|call|> (id {call_id}), but the model stops only "
+        f"at its EOS and generation_config.json's eos_token_id [{tokenizer.eos_token_id}] ({model!r}), so it "
+        f"would write past its call; add {call_id} to that list, as the format's own models do"
+    ]
+    assert problems("glm") == [
+        f"{MT}.format='glm' ends a tool-calling turn with <|observation|>, which the tokenizer of {model!r} does "
+        "not have: use a model of that format, or another format"
+    ]
 
 
 def test_formats_by_name_and_an_unknown_one_refused_in_one_line(registry):

@@ -41,3 +41,39 @@ def test_a_trace_ends_a_call_with_its_end_token_and_an_answer_with_eos():
     assert text(call) == harmony_call("calc", {"expression": "12*34"})  # no <|return|> after <|call|>
     assert context2 == context1 + call + ChatRenderer(TOK, harmony=True).tool_results(["408"], ["calc"])
     assert text(answer) == "<|channel|>final<|message|>#### 408<|return|>" and answer[-1] == TOK.eos_token_id
+
+
+def _calls(*names):
+    return {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {"id": f"c{i}", "type": "function", "function": {"name": n, "arguments": "{}"}}
+            for i, n in enumerate(names)
+        ],
+    }
+
+
+def test_appended_messages_under_harmony_are_written_as_verls_gpt_oss_builder_writes_them():
+    """verl's Continuous Token helper (ct_merge_context_msg) appends messages: under harmony a run of
+    tool replies is written by hand, each other message rendered alone, the generation prompt once at
+    the end; a reply's function is its name, else its tool_call_id's call, else its place."""
+    renderer = ChatRenderer(TOK, harmony=True)
+    previous = [{"role": "user", "content": "12*34="}, _calls("calc", "search")]
+    by_place = [{"role": "tool", "content": "408"}, {"role": "tool", "content": "none"}]
+    reply = "<|start|>functions.{} to=assistant<|channel|>commentary<|message|>{}<|end|>"
+    both = reply.format("calc", '"408"') + reply.format("search", '"none"')
+    assert text(renderer.appended(by_place, previous)) == both + "<|start|>assistant"
+    by_id = [{"role": "tool", "content": "none", "tool_call_id": "c1"}]
+    assert text(renderer.appended(by_id, previous)) == reply.format("search", '"none"') + "<|start|>assistant"
+    then_user = [*by_place, {"role": "user", "content": "and 2*3?"}]
+    assert text(renderer.appended(then_user, previous)) == (
+        both + "<|start|>user<|message|>and 2*3?<|end|><|start|>assistant"
+    )
+    with pytest.raises(ValueError, match="tool message 0 of 1 names no function"):
+        renderer.appended([{"role": "tool", "content": "408"}], previous)  # 1 reply to 2 calls, no name
+
+
+def test_appended_messages_without_harmony_are_the_template_rendering():
+    renderer, user = ChatRenderer(TOK), [{"role": "user", "content": "and 2*3?"}]
+    assert renderer.appended(user, [{"role": "user", "content": "12*34="}]) == renderer.inserted(user)

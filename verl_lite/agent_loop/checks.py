@@ -5,6 +5,9 @@
 agent_loop_config_path and default_agent_loop, and that data.tool_config_path (the tools the
 prompts list) is the tool config the loops run; last, that multi_turn.format names a parser (tool_parser.py).
 
+`check_turn_end` (once the tokenizer is loaded): a format that ends a tool-calling turn with a token of
+its own (GLM's <|observation|>, gpt-oss's <|call|>) needs a model that stops there.
+
 `check_agent_rows` (once the datasets are loaded): every row's agent_name names a loop; its
 extra_info is a mapping, its tools_kwargs maps configured tools to {create_kwargs, execute_kwargs,
 calc_reward_kwargs, release_kwargs} mappings and is present where need_tools_kwargs says so, its
@@ -100,6 +103,49 @@ def check_multi_turn(cfg: PPOTrainerConfig, run: Run) -> list[str]:
     elif d.tool_config_path and not mt.tool_config_path:
         problems += check_tool_config(d.tool_config_path, "data.tool_config_path", mt.tool_call_timeout)
     return problems + check_format(mt.format)  # last: the modules imported above may register parsers
+
+
+def check_turn_end(cfg: PPOTrainerConfig, run: Run, tokenizer) -> list[str]:
+    """A format that ends a tool-calling turn with its own token (the parser's STOP_TOKENS: GLM's
+    <|observation|>, gpt-oss's <|call|>): a rollout stops only at the model's stop tokens, the
+    tokenizer's EOS and the eos_token_id list of the model folder's generation_config.json (vLLM's
+    rule, rollout/base.stop_ids), so the token must be one of them, or the model writes past its call."""
+    from verl_lite.agent_loop.tool_parser import ToolParser
+
+    mt, model = cfg.actor_rollout_ref.rollout.multi_turn, cfg.actor_rollout_ref.model
+    parser = ToolParser._registry.get(mt.format)
+    if parser is None or not parser.STOP_TOKENS:
+        return []
+    listed = _generation_eos(model.path)
+    stops = {tokenizer.eos_token_id, *listed}
+    problems = []
+    for token in parser.STOP_TOKENS:
+        token_id = tokenizer.convert_tokens_to_ids(token)
+        if not isinstance(token_id, int) or token_id == tokenizer.unk_token_id:
+            problems.append(
+                f"{MT}.format={mt.format!r} ends a tool-calling turn with {token}, which the tokenizer of "
+                f"{model.path!r} does not have: use a model of that format, or another format"
+            )
+        elif token_id not in stops:
+            problems.append(
+                f"{MT}.format={mt.format!r} ends a tool-calling turn with {token} (id {token_id}), but the model "
+                f"stops only at its EOS and generation_config.json's eos_token_id {listed} ({model.path!r}), so it "
+                f"would write past its call; add {token_id} to that list, as the format's own models do"
+            )
+    return problems
+
+
+def _generation_eos(folder: str) -> list[int]:
+    """The eos_token_id list of `folder`'s generation_config.json (none: [])."""
+    import json
+    import os
+
+    try:
+        with open(os.path.join(folder, "generation_config.json")) as f:
+            listed = json.load(f).get("eos_token_id")
+    except (OSError, ValueError):
+        return []
+    return [listed] if isinstance(listed, int) else [i for i in listed or [] if isinstance(i, int)]
 
 
 def _absent(value) -> bool:

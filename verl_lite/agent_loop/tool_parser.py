@@ -58,7 +58,9 @@ class ToolParser(ABC):
     _registry: ClassVar[dict[str, type[ToolParser]]] = {}
 
     # the special tokens the format ends a tool-calling turn with instead of the model's EOS (GLM's
-    # <|observation|>): the rollouts here stop at EOS only, so start-up refuses such a format
+    # <|observation|>, gpt-oss's <|call|>): a rollout stops at the model's stop tokens only (the
+    # tokenizer's EOS and generation_config.json's eos_token_id list, vLLM's rule), so start-up checks
+    # that the model lists them (agent_loop/checks.check_turn_end)
     STOP_TOKENS: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, tokenizer=None) -> None:
@@ -160,15 +162,7 @@ def check_format(name: str) -> list[str]:
             f"{EXTERNAL_MODULES}={os.environ[EXTERNAL_MODULES]!r}: {type(e).__name__}: {e}; fix the module"
         ]
     if name in formats:
-        stops = ToolParser._registry[name].STOP_TOKENS if name in ToolParser._registry else ()
-        if not stops:
-            return []
-        usable = [f for f in formats if not getattr(ToolParser._registry.get(f), "STOP_TOKENS", ())]
-        return [
-            f"{KEY}={name!r} ends a tool-calling turn with {', '.join(stops)}, a token verl_lite's rollouts do "
-            f"not stop at yet (only the model's EOS ends a turn), so the model would generate past its call; "
-            f"use one of {usable}"
-        ]
+        return []
     return [
         f"{KEY}={name!r} is not a tool-call format; the formats are {formats} (your own: "
         f"@ToolParser.register({name!r}) in a module that {EXTERNAL_MODULES}, a tool or an agent loop imports)"

@@ -136,13 +136,16 @@ class VerlHelpers:
         tools=None,
     ):
         """(MergeResult, mask, log-probs): the messages appended to `previous_messages` rendered
-        (ChatRenderer.inserted), mask 0, log-prob 0.0."""
+        (ChatRenderer.appended: under gpt-oss's harmony, tool replies as verl's builder writes them),
+        mask 0, log-prob 0.0."""
         previous, updated = list(previous_messages), list(updated_messages)
         if updated[: len(previous)] != previous:
             raise ValueError("Continuous Token messages must be append-only; prefix messages changed")
         appended = updated[len(previous) :]
         ids = (
-            await asyncio.get_running_loop().run_in_executor(None, self.context.renderer.inserted, appended)
+            await asyncio.get_running_loop().run_in_executor(
+                None, self.context.renderer.appended, appended, previous
+            )
             if appended
             else []
         )

@@ -14,6 +14,10 @@ verl writes it (GptOssContinuousTokenBuilder, picked there by model_type gpt_oss
 the format, which reads harmony: `is_harmony`): `<|start|>functions.NAME to=assistant<|channel|>commentary<|message|>` + the
 text as a JSON string + `<|end|>`, then the template's generation prompt (`<|start|>assistant`).
 
+`appended` is verl's Continuous Token helper's rendering of messages a loop appends (tool replies and
+other messages mixed; agent_loop/verl_helpers.py): `inserted`, or under harmony each run of replies
+written as above and every other message alone, the generation prompt once at the end.
+
 `ids` renders a whole conversation at once (the tokenization sanity check, agent_loop/sanity.py);
 the agent loop (agent_loop/) and warm starts on tool-call traces (tool_traces.py) use `inserted`
 and `tool_results`.
@@ -71,6 +75,32 @@ class ChatRenderer:
         )
         return self.tokenizer(replies, add_special_tokens=False)["input_ids"] + self.generation_prompt
 
+    def appended(self, messages: list[dict], previous: list[dict] = ()) -> list[int]:
+        """Token ids of `messages` (tool replies, user turns, ...) appended to the conversation
+        `previous`, up to the model's next turn: `inserted`, except under harmony, where verl's
+        Continuous Token builder for gpt-oss writes each run of tool messages itself (`tool_results`:
+        the template cannot render a reply alone), renders every other message alone, and adds the
+        generation prompt once, after the last. A reply's function is its message's `name`, else the
+        call its `tool_call_id` names, else the call at its place in the latest assistant message's
+        `tool_calls` (as verl resolves it)."""
+        if not self.harmony or not any(m.get("role") == "tool" for m in messages):
+            return self.inserted(messages)
+        ids, start = [], 0
+        for end in range(len(messages) + 1):
+            in_run = end < len(messages) and messages[end].get("role") == "tool"
+            if in_run:
+                continue
+            run = messages[start:end]
+            if run:  # the replies to the calls of the latest assistant message before them
+                names = tool_names(run, [*previous, *messages[:start]])
+                ids += self.tool_results([str(m.get("content", "")) for m in run], names)
+                ids = ids[: len(ids) - len(self.generation_prompt)]
+            if end < len(messages):
+                alone = self.inserted([messages[end]])
+                ids += alone[: len(alone) - len(self.generation_prompt)]
+            start = end + 1
+        return ids + self.generation_prompt
+
     def _generation_prompt(self) -> list[int]:
         """What add_generation_prompt adds after a conversation, as verl derives it (a diff)."""
         user = [{"role": "user", "content": ""}]
@@ -78,3 +108,24 @@ class ChatRenderer:
         if with_prompt[: len(without)] != without:
             raise ValueError("the chat template's generation prompt is not a suffix of the conversation")
         return with_prompt[len(without) :]
+
+
+def tool_names(replies: list[dict], previous: list[dict]) -> list[str]:
+    """The function each tool message of `replies` answers (ChatRenderer.appended); ValueError names
+    a reply none of the three rules resolves."""
+    calls = next((m.get("tool_calls") or [] for m in reversed(previous) if m.get("role") == "assistant"), [])
+    functions = [c.get("function", c) for c in calls]
+    by_id = {str(c["id"]): f.get("name") for c, f in zip(calls, functions) if c.get("id") is not None}
+    names = []
+    for i, reply in enumerate(replies):
+        name = reply.get("name") or by_id.get(str(reply.get("tool_call_id")))
+        if not name and len(replies) == len(functions):
+            name = functions[i].get("name")
+        if not name:
+            raise ValueError(
+                f"tool message {i} of {len(replies)} names no function (no 'name', no 'tool_call_id' of a "
+                f"call, and the latest assistant message has {len(functions)} tool_calls): harmony writes "
+                "a reply's sender; give the message a 'name'"
+            )
+        names.append(str(name))
+    return names

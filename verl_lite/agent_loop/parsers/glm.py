@@ -6,7 +6,8 @@
     </tool_call>
 
 A value is JSON where it parses and text otherwise, as in verl. GLM ends a tool-calling turn with
-<|observation|> rather than its EOS, so that token stops generation where the tokenizer has it.
+<|observation|> rather than its EOS: the rollout stops there as vLLM does, because GLM's
+generation_config.json lists it among its eos_token_id (start-up checks the model does).
 Malformed: a call without a name, an <arg_key> without its <arg_value>, a <tool_call> never closed.
 """
 
@@ -23,7 +24,7 @@ _PAIR = re.compile(r"<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>", r
 
 @ToolParser.register("glm")
 class GlmToolParser(TextToolParser):
-    STOP_TOKENS = (OBSERVATION,)  # refused at start-up until the rollouts stop at it (tool_parser.py)
+    STOP_TOKENS = (OBSERVATION,)  # GLM's folders list it in generation_config.json (checks.check_turn_end)
 
     @property
     def stop_token_ids(self) -> list[int]:

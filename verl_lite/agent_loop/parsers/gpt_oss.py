@@ -25,6 +25,8 @@ _CHANNEL = re.compile(r"<\|channel\|>\s*(\w+)")
 
 @ToolParser.register("gpt-oss")
 class GptOssToolParser(TextToolParser):
+    STOP_TOKENS = (CALL,)  # gpt-oss's generation_config.json lists it (agent_loop/checks.check_turn_end)
+
     def parse(self, text: str, tools: list | None = None) -> tuple[str, list[ToolCall]]:
         content, calls = [], []
         for header, body, end in _messages(text):
