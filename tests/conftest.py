@@ -42,7 +42,10 @@ def pytest_sessionstart(session):
             cwd=config.rootpath,
             stdout=out,
             stderr=out,
-            start_new_session=True,  # its own process group: a pinned build's child goes with it
+            # its own process group (a pinned build's child is ended with it), not its own session: this
+            # kernel shares the CPU between sessions first (autogroup), so a session of its own took
+            # half the machine from the tests' session, and Ray's start-ups timed out under them
+            process_group=0,
         )
 
 

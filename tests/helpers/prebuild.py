@@ -4,12 +4,12 @@ tests run (`make test` passes --prebuild; tests/conftest.py starts `python -m te
 A machine without the cache folder (VERL_LITE_CACHE, data/assets.py), as a fresh CI machine is,
 builds about five minutes of one core's warm starts: the tool demo's model alone ~200 s. Built inside
 the first test that needs each, they held that pytest worker while the tests that need nothing of
-them waited behind it; here they run beside the tests and use the CPU the tests leave idle (Ray's
-and vLLM's start-ups, sleeps, locks). Each build goes through data/assets.build_once, under the
-same lock a test takes: a test that needs a model being built waits for it, a test that got there
-first builds it and this process then finds it done, so nothing is built twice. With the cache
-filled this process only checks it. A failed build is logged and skipped: the test that needs the
-model builds it and says why.
+them waited behind it; here they run beside the tests, at a lower priority (nice 10), on the CPU the
+tests leave idle (Ray's and vLLM's start-ups, sleeps, locks). Each build goes through
+data/assets.build_once, under the same lock a test takes: a test that needs a model being built
+waits for it, a test that got there first builds it and this process then finds it done, so nothing
+is built twice. With the cache filled this process only checks it. A failed build is logged and
+skipped: the test that needs the model builds it and says why.
 
 Ordered by when the suite first needs each (tests/conftest.py runs the end-to-end files first):
 the single-turn demo's model and data (nearly every CLI run, from the first minute), the tool
@@ -55,7 +55,13 @@ BUILDS = [
 
 
 def main() -> int:
+    import os
+
     import torch
+
+    # below the tests: the builds take the CPU the tests leave idle, and a test that waits on a model
+    # being built leaves its share to the build (Ray's start-ups timed out beside a build at equal priority)
+    os.nice(10)
 
     # one thread, as tests/conftest.py sets it: the test models' cache keys include the thread count
     torch.set_num_threads(1)
