@@ -44,10 +44,9 @@ run: install
 
 # Two pytest workers, each given whole files (module fixtures such as a shared CLI run stay in one
 # process), in collection order (tests/conftest.py puts the long end-to-end files first; xdist would
-# otherwise start with the files of most tests); the 15 slowest tests are printed at the end. --prebuild:
-# the end-to-end tests' models are built in a background process beside them (tests/helpers/prebuild.py).
+# otherwise start with the files of most tests); the 15 slowest tests are printed at the end.
 test: install
-	$(PY) -m pytest -q tests -n 2 --dist loadfile --no-loadscope-reorder --durations=15 --prebuild $(PYTEST_ARGS)
+	$(PY) -m pytest -q tests -n 2 --dist loadfile --no-loadscope-reorder --durations=15 $(PYTEST_ARGS)
 
 lint: install
 	$(PY) -m ruff check verl_lite tests scripts

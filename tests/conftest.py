@@ -1,9 +1,6 @@
 """Shared fixtures: one local Ray for the tests that need it, torch on one thread."""
 
 import os
-import signal
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -15,50 +12,6 @@ os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 for _name in ("NO_PROXY", "no_proxy"):
     os.environ[_name] = ",".join(filter(None, [os.environ.get(_name, ""), "127.0.0.1,localhost"]))
 torch.set_num_threads(1)
-
-
-def pytest_addoption(parser):
-    parser.addoption(
-        "--prebuild",
-        action="store_true",
-        help="build the end-to-end tests' models and data in a background process while the tests run "
-        "(tests/helpers/prebuild.py; `make test` passes it)",
-    )
-
-
-def pytest_sessionstart(session):
-    """With --prebuild, the controller (xdist's, or the only process) starts the background build."""
-    config = session.config
-    if not config.getoption("--prebuild") or hasattr(config, "workerinput"):
-        return
-    from verl_lite.data import assets
-
-    log = assets.cache_root().parent / "prebuild.log"  # beside what it builds
-    log.parent.mkdir(parents=True, exist_ok=True)
-    config._prebuild_log = log
-    with open(log, "w") as out:
-        config._prebuild = subprocess.Popen(
-            [sys.executable, "-m", "tests.helpers.prebuild"],
-            cwd=config.rootpath,
-            stdout=out,
-            stderr=out,
-            # its own process group (a pinned build's child is ended with it), not its own session: this
-            # kernel shares the CPU between sessions first (autogroup), so a session of its own took
-            # half the machine from the tests' session, and Ray's start-ups timed out under them
-            process_group=0,
-        )
-
-
-def pytest_terminal_summary(terminalreporter, config):
-    proc = getattr(config, "_prebuild", None)
-    if proc is None:
-        return
-    if proc.poll() is None:  # the run ended first (a selection of tests); build_once's next use of
-        os.killpg(proc.pid, signal.SIGTERM)  # the cache removes the unfinished build's folder
-        proc.wait()
-    failed = [line for line in config._prebuild_log.read_text().splitlines() if " failed: " in line]
-    if failed:
-        terminalreporter.write_line(f"{failed[0]} (all: {config._prebuild_log})")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -109,9 +109,9 @@ def test_cache_folder_names_the_recipe_version(monkeypatch, tmp_path):
 
 
 def test_a_build_killed_before_its_rename_is_cleared_by_the_next_and_only_its_own(tmp_path):
-    """build_once builds into `.NAME.build-*` and renames it into place: a build killed in between (the
-    suite's background build ended with its run) leaves that folder; the next build of NAME removes
-    it, and leaves another asset's (whose name NAME begins) alone."""
+    """build_once builds into `.NAME.build-*` and renames it into place: a build killed in between (a
+    first run stopped with Ctrl-C while it built its model) leaves that folder; the next build of NAME
+    removes it, and leaves another asset's (whose name NAME begins) alone."""
     (tmp_path / ".arith.build-killed").mkdir()
     (tmp_path / ".arith.build-killed" / "model.safetensors").write_bytes(b"half")
     (tmp_path / ".arith-tool.build-running").mkdir()

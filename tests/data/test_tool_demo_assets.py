@@ -6,6 +6,7 @@ itself, and solves part of the task, not all."""
 import os
 
 import pandas as pd
+import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -17,8 +18,7 @@ from verl_lite.reward.scorers import score_arith_tool
 from verl_lite.tools.calculator import CalculatorTool, evaluate, format_value
 from verl_lite.tools.registry import build_tools
 
-# not marked slow: the model (a ~200 s warm start on a machine without the cache) is built by the suite's
-# background build (tests/helpers/prebuild.py) while the end-to-end files run first
+pytestmark = pytest.mark.slow  # builds the model (a short supervised run) on first use
 
 
 def test_rows_are_verls_tool_agent_layout_and_splits_disjoint(tool_demo_assets):

@@ -92,9 +92,8 @@ def calc_trace(a: int, b: int) -> list[dict]:
     ]
 
 
-def make_gpt_oss_model_dir(path: str | None, pairs: list[tuple[int, int]], steps: int = 200) -> str:
-    """The warm-started model folder (cached: an existing folder is returned as it is; `path` None:
-    the cached build only, as make_tool_model_dir)."""
+def make_gpt_oss_model_dir(path: str, pairs: list[tuple[int, int]], steps: int = 200) -> str:
+    """The warm-started model folder (cached: an existing folder is returned as it is)."""
     return make_tool_model_dir(
         path,
         [calc_trace(a, b) for a, b in pairs],
@@ -105,6 +104,6 @@ def make_gpt_oss_model_dir(path: str | None, pairs: list[tuple[int, int]], steps
     )
 
 
-def calculator_model_dir(path: str | None) -> str:
+def calculator_model_dir(path: str) -> str:
     """The model tests/test_main_ppo_gpt_oss.py runs: warm-started on 300 of the tool demo's SFT pairs."""
     return make_gpt_oss_model_dir(path, arith_tool.split_pairs()["sft"][:300], steps=300)

@@ -45,7 +45,7 @@ def gsm8k_tool_trace(prompt: list[dict], answer: str) -> list[dict]:
 
 
 def make_tool_model_dir(
-    path: str | None,
+    path: str,
     traces: list[list[dict]],
     tools: list[dict] | None = None,
     max_positions: int = 256,
@@ -61,9 +61,8 @@ def make_tool_model_dir(
     on `traces`: the cached build for this recipe (module docstring), made now if there is none,
     copied to `path`. `tool_format` and `end_tokens` as tool_traces.trace_examples takes them; the end
     tokens also stop generation (generation_config.json's eos_token_id list, which vLLM stops at, as
-    gpt-oss's own folder lists <|call|>). `path` None: only the cached build is made (the suite's
-    background build, tests/helpers/prebuild.py); its folder is returned, to be read, never written."""
-    if path is not None and os.path.exists(os.path.join(path, "config.json")):
+    gpt-oss's own folder lists <|call|>)."""
+    if os.path.exists(os.path.join(path, "config.json")):
         return path
     if tokenizer is None:
         tokenizer = build_tokenizer()
@@ -82,8 +81,6 @@ def make_tool_model_dir(
     # the tokenizer by what decides its tokens: its vocabulary and rules, its template, its special tokens
     identity = [tokenizer.backend_tokenizer.to_str(), tokenizer.chat_template, tokenizer.special_tokens_map]
     built = _cached({**recipe, "tokenizer": identity}, lambda folder: _build(folder, tokenizer, **recipe))
-    if path is None:
-        return str(built)
     shutil.copytree(built, path)  # runs never write into the cache
     return path
 

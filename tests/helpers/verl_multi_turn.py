@@ -207,9 +207,8 @@ _rng = random.Random(0)
 PAIRS = [(_rng.randrange(50), _rng.randrange(50)) for _ in range(240)]
 
 
-def tiny_model_dir(path: str | None) -> str:
-    """The tiny model the scripts run (make_tool_model_dir: cached; `path` None builds the cache only),
-    warm-started on GSM8K tool traces of the first 200 pairs. 800 steps: at 400 the model's calls were
+def tiny_model_dir(path: str) -> str:
+    """The tiny model the scripts run (make_tool_model_dir: cached), warm-started on GSM8K tool traces of the first 200 pairs. 800 steps: at 400 the model's calls were
     well formed on one CPU and mostly malformed on another (27 of 32, an Intel Xeon with AMX), the
     training's float rounding differing between them."""
     traces = [gsm8k_tool_trace(question(a, b), str(a + b)) for a, b in PAIRS[:200]]
