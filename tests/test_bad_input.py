@@ -1116,7 +1116,11 @@ def test_a_failing_reward_function_ends_the_run_in_one_line(
         assert fragment in lines[0], lines[0]
 
 
-def _cli(tmp_path, *overrides, timeout=600):
+# the runs whose subject is the reward function (called on the driver) need one worker, not two
+ONE_WORKER = [o.replace("trainer.n_gpus_per_node=2", "trainer.n_gpus_per_node=1") for o in BASE]
+
+
+def _cli(tmp_path, *overrides, timeout=600, base=BASE):
     cmd = [
         sys.executable,
         "-m",
@@ -1125,7 +1129,7 @@ def _cli(tmp_path, *overrides, timeout=600):
         "demo",
         f"hydra.run.dir={tmp_path}/hydra",
     ]
-    cmd += [*BASE, *overrides]
+    cmd += [*base, *overrides]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=dict(os.environ))
 
 
@@ -1170,6 +1174,7 @@ def test_reward_function_failing_mid_run_ends_it_like_a_start_up_error(bad, tmp_
         "data.val_files=null",
         "data.shuffle=False",
         f"custom_reward_function.path={reward}",
+        base=ONE_WORKER,
     )
     assert proc.returncode == 2, proc.stderr[-4000:]
     line = [x for x in proc.stderr.splitlines() if x.startswith("verl_lite: ")][-1]
@@ -1183,7 +1188,7 @@ def test_reward_function_failing_mid_run_ends_it_like_a_start_up_error(bad, tmp_
         assert fragment in line, line
 
 
-def _cli_cmd(tmp_path, *overrides) -> list[str]:
+def _cli_cmd(tmp_path, *overrides, base=BASE) -> list[str]:
     cmd = [
         sys.executable,
         "-m",
@@ -1192,7 +1197,7 @@ def _cli_cmd(tmp_path, *overrides) -> list[str]:
         "demo",
         f"hydra.run.dir={tmp_path}/hydra",
     ]
-    return [*cmd, *BASE, f"trainer.default_local_dir={tmp_path}/run", *overrides]
+    return [*cmd, *base, f"trainer.default_local_dir={tmp_path}/run", *overrides]
 
 
 def _console_lines(output: str) -> list[str]:
@@ -1213,7 +1218,12 @@ def test_a_finished_run_exits_past_a_reward_thread_and_leaves_no_process(tmp_pat
         "    return 0.0\n"
     )
     run = run_watched(
-        _cli_cmd(tmp_path, f"custom_reward_function.path={reward}", f"{ARR}.actor.use_kl_loss=True")
+        _cli_cmd(
+            tmp_path,
+            f"custom_reward_function.path={reward}",
+            f"{ARR}.actor.use_kl_loss=True",
+            base=ONE_WORKER,
+        )
         + ["algorithm.use_kl_in_reward=True"],
         timeout=400,
     )
@@ -1241,7 +1251,10 @@ def test_a_reward_stuck_in_c_code_ends_the_run_and_every_process(tmp_path):
         "    return 0.0\n"
     )
     run = run_watched(
-        _cli_cmd(tmp_path, f"custom_reward_function.path={reward}", "reward_model.timeout=2"), timeout=400
+        _cli_cmd(
+            tmp_path, f"custom_reward_function.path={reward}", "reward_model.timeout=2", base=ONE_WORKER
+        ),
+        timeout=400,
     )
     kill_survivors(run.survivors)
     assert run.returncode != 0 and not run.survivors, (run.survivors, run.output[-3000:])

@@ -136,7 +136,10 @@ def test_a_worker_error_is_shown_on_the_console(tmp_path):
         'import os\n\nif "RANK" in os.environ:\n    raise RuntimeError("injected failure in a worker")\n'
     )
     env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
-    proc = run_cli(tmp_path, *SMALL, "actor_rollout_ref.model.external_lib=failing_model_lib", env=env)
+    one_worker = [o for o in SMALL if not o.startswith("trainer.n_gpus_per_node")] + [
+        "trainer.n_gpus_per_node=1"
+    ]
+    proc = run_cli(tmp_path, *one_worker, "actor_rollout_ref.model.external_lib=failing_model_lib", env=env)
     assert proc.returncode != 0
     assert "injected failure in a worker" in proc.stderr, (proc.stdout + proc.stderr)[-3000:]
     assert re.search(r"actor_rollout_ref rank \d raised in init_model", proc.stderr), proc.stderr[-3000:]
