@@ -328,4 +328,6 @@ class RayWorkerGroup:
         for w, exit_ref in zip(self.workers, exits):
             if exit_ref in busy:
                 ray.kill(w)
+        if busy:  # a killed actor's call ends (with an error) once Ray has it dead: nothing it ran
+            ray.wait(busy, num_returns=len(busy), timeout=10.0)  # writes after shutdown returns
         self.workers = []

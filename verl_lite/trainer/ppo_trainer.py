@@ -111,6 +111,7 @@ class RayPPOTrainer:
 
     def shutdown(self) -> None:
         self.workers.shutdown()
+        self.checkpoint.discard_failed()  # a failed save's folder, once no worker writes into it
 
     def fit(self) -> dict[str, float]:
         t = self.config.trainer

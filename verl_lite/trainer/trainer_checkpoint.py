@@ -41,6 +41,7 @@ class TrainerCheckpoint:
         self.config, self.use_critic, self.world_size = config, use_critic, world_size
         self.committing: tuple[int, Future] | None = None  # the step being committed in the background
         self.committer: ThreadPoolExecutor | None = None
+        self.failed_tmp: str | None = None  # a failed save's temp folder (discard_failed)
         # what a resume loads per role (each role's checkpoint.load_contents)
         self.contents = {"actor": config.actor_rollout_ref.actor.checkpoint.load_contents}
         if use_critic:
@@ -101,11 +102,21 @@ class TrainerCheckpoint:
                 raise RunError(f"cannot write {os.path.join(tmp, ckpt.DATA_FILE)}: {e}") from e
         except BaseException:  # a full disk: the partial folder would stay behind, filling it
             ckpt.discard(tmp)
+            # a rank that did not fail may still be writing into it (one rank died mid-save and the
+            # call raised at once): removed again once the workers are stopped (discard_failed)
+            self.failed_tmp = tmp
             raise
         keep = {role: getattr(t, f"max_{role}_ckpt_to_keep") for role in groups}
         if self.committer is None:
             self.committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="verl_lite-commit")
         self.committing = (step, self.committer.submit(_commit, root, step, tmp, keep))
+
+    def discard_failed(self) -> None:
+        """After the workers are stopped: the temp folder of a failed save, which a surviving rank
+        may have written into after `save` removed it."""
+        if self.failed_tmp:
+            ckpt.discard(self.failed_tmp)
+            self.failed_tmp = None
 
     def wait(self) -> None:
         """Block until the checkpoint being committed in the background is published; a failure
