@@ -13,11 +13,12 @@ def ids(text):
     return TOK(text, add_special_tokens=False)["input_ids"]
 
 
-def trajectory(model_text_ids):
-    """The response: a model turn (its ids as sampled, ending in EOS), an inserted user turn, a last
-    model turn."""
-    inserted = R.inserted([{"role": "user", "content": "no"}])
-    return model_text_ids + ids("<|im_end|>") + inserted + ids("8<|im_end|>")
+def trajectory(model_text_ids, separator=True):
+    """The response: a model turn (its ids as sampled, ending in EOS), an inserted user turn (after
+    the template's newline, as the loop inserts it; or without, as before verl#6921), a last model turn."""
+    end = ids("<|im_end|>")
+    inserted = R.inserted([{"role": "user", "content": "no"}], after=end[-1] if separator else None)
+    return model_text_ids + end + inserted + ids("8<|im_end|>")
 
 
 MESSAGES = [
@@ -30,10 +31,12 @@ MESSAGES = [
 
 def test_modes():
     as_template = trajectory(ids("7 user"))
-    # the template puts a newline after each end of turn; a turn ends at the sampled EOS: whitespace only
-    assert "'\\n'" in first_mismatch(R, MESSAGES, None, as_template, "strict")
-    assert first_mismatch(R, MESSAGES, None, as_template, "ignore_strippable") is None
-    assert first_mismatch(R, MESSAGES, None, as_template, "disable") is None
+    assert first_mismatch(R, MESSAGES, None, as_template, "strict") is None
+    # the template puts a newline after each end of turn; dropping it is whitespace only
+    dropped = trajectory(ids("7 user"), separator=False)
+    assert "'\\n'" in first_mismatch(R, MESSAGES, None, dropped, "strict")
+    assert first_mismatch(R, MESSAGES, None, dropped, "ignore_strippable") is None
+    assert first_mismatch(R, MESSAGES, None, dropped, "disable") is None
     # the model spelled "user" letter by letter, where the tokenizer has one token: a real difference
     spelled = trajectory(ids("7 ") + [i for ch in "user" for i in ids(ch)])
     assert "user" in first_mismatch(R, MESSAGES, None, spelled, "ignore_strippable")

@@ -16,10 +16,11 @@ QUESTION = [{"role": "user", "content": "3+4="}]
 CALL_8 = '<tool_call>\n{"name": "calc_gsm8k_reward", "arguments": {"answer": "8"}}\n</tool_call><|im_end|>'
 CALL_7 = '<tool_call>{"name": "calc_gsm8k_reward", "arguments": {"answer": "7"}}</tool_call><|im_end|>'
 ANSWER = "#### 7<|im_end|>"
-# what the chat template inserts after each call: the tool's words in a user turn, then the next
-# assistant turn's opening (written out by hand from the template)
-TOOL_8 = "<|im_start|>user\n<tool_response>\nCurrent parsed answer='8' reward=0.0\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
-TOOL_7 = "<|im_start|>user\n<tool_response>\nCurrent parsed answer='7' reward=1.0\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
+# what the chat template inserts after each call: the newline it writes after <|im_end|> (the model
+# stops at <|im_end|>; verl#6921), the tool's words in a user turn, then the next assistant turn's
+# opening (written out by hand from the template)
+TOOL_8 = "\n<|im_start|>user\n<tool_response>\nCurrent parsed answer='8' reward=0.0\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
+TOOL_7 = "\n<|im_start|>user\n<tool_response>\nCurrent parsed answer='7' reward=1.0\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
 
 
 def rollout_cfg(tmp_path, **multi_turn):
@@ -56,18 +57,18 @@ def test_three_turns_worked_by_hand(tmp_path):
     m1, t1, m2, t2, m3 = (ids(tok, s) for s in (CALL_8, TOOL_8, CALL_7, TOOL_7, ANSWER))
     # the spans, counted by hand: one token per character, except <|im_start|> (12 characters),
     # <|im_end|> (10) and the words user (4) and assistant (9), one token each:
-    # CALL_8 94 - 9 = 85, CALL_7 92 - 9 = 83, ANSWER 16 - 9 = 7, TOOL_* 119 - 2 * 11 - 9 - 3 - 8 = 77
-    assert (len(CALL_8), len(CALL_7), len(ANSWER), len(TOOL_8), len(TOOL_7)) == (94, 92, 16, 119, 119)
-    assert (len(m1), len(m2), len(m3), len(t1), len(t2)) == (85, 83, 7, 77, 77)
+    # CALL_8 94 - 9 = 85, CALL_7 92 - 9 = 83, ANSWER 16 - 9 = 7, TOOL_* 120 - 2 * 11 - 9 - 3 - 8 = 78
+    assert (len(CALL_8), len(CALL_7), len(ANSWER), len(TOOL_8), len(TOOL_7)) == (94, 92, 16, 120, 120)
+    assert (len(m1), len(m2), len(m3), len(t1), len(t2)) == (85, 83, 7, 78, 78)
     prompt = ids(tok, tok.apply_chat_template(QUESTION, add_generation_prompt=True, tokenize=False))
     b = out.batch
     n = len(m1 + t1 + m2 + t2 + m3)
     assert b["responses"][0, :n].tolist() == m1 + t1 + m2 + t2 + m3
     assert (b["responses"][0, n:] == tok.pad_token_id).all()
-    assert n == 329
-    mask = [1] * 85 + [0] * 77 + [1] * 83 + [0] * 77 + [1] * 7 + [0] * (R - n)
+    assert n == 331
+    mask = [1] * 85 + [0] * 78 + [1] * 83 + [0] * 78 + [1] * 7 + [0] * (R - n)
     assert b["response_mask"][0].tolist() == mask
-    logps = scripted_log_probs(0, 0, 85) + [0.0] * 77 + scripted_log_probs(0, 1, 83) + [0.0] * 77
+    logps = scripted_log_probs(0, 0, 85) + [0.0] * 78 + scripted_log_probs(0, 1, 83) + [0.0] * 78
     logps += scripted_log_probs(0, 2, 7) + [0.0] * (R - n)
     assert torch.allclose(b["rollout_log_probs"][0], torch.tensor(logps), atol=0, rtol=0)
     # attention on every real token; positions run on across the turns, as in generation
@@ -79,7 +80,7 @@ def test_three_turns_worked_by_hand(tmp_path):
     # token-in: each turn's request is the prompt and everything so far, as ids; budgets shrink
     requests = [call[0] for call in engine.calls]
     assert [list(r.prompt_ids) for r in requests] == [prompt, prompt + m1 + t1, prompt + m1 + t1 + m2 + t2]
-    assert [r.max_tokens for r in requests] == [R, R - 85 - 77, R - 85 - 77 - 83 - 77]
+    assert [r.max_tokens for r in requests] == [R, R - 85 - 78, R - 85 - 78 - 83 - 78]
     nt = out.non_tensor_batch
     assert nt["__num_turns__"].tolist() == [6]  # 3 assistant + 2 tool (user) turns + 1
     assert nt["tool_call_counts"].tolist() == [2]

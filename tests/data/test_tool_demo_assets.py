@@ -90,7 +90,8 @@ def test_warm_start_calls_the_tool_for_part_and_cannot_multiply_alone(tool_demo_
             value = format_value(evaluate(call.arguments.get("expression")))
         except (ValueError, TypeError, AttributeError):
             value = "error"
-        tool_turns.append(renderer.inserted([{"role": "tool", "content": value}]))
+        # as the loop inserts it: after the turn separator when the call ended at <|im_end|>
+        tool_turns.append(renderer.inserted([{"role": "tool", "content": value}], after=firsts[i][-1]))
     seconds = _greedy(model, tok, [prompts[i] + firsts[i] + t for i, t in zip(called, tool_turns)], 12)
     texts = {i: tok.decode(firsts[i], skip_special_tokens=True) for i in direct}
     for i, t, s in zip(called, tool_turns, seconds):

@@ -27,7 +27,7 @@ from verl_lite.data.pinned_build import describe_pin
 from verl_lite.data.tiny_tokenizer import build_tokenizer
 from verl_lite.data.tool_chat_template import TOOL_CHAT_TEMPLATE
 from verl_lite.data.tool_traces import trace_examples
-from verl_lite.data.warm_start import supervised_steps
+from verl_lite.data.warm_start import row, supervised_steps
 
 # the code a build runs: a change to any of these files is a new cache key
 _BUILD_SOURCES = (models, chat_render, tiny_tokenizer, tool_chat_template, tool_traces, warm_start)
@@ -95,8 +95,8 @@ def _cached(recipe: dict, build) -> Path:
 
 
 def _build(path, tokenizer, traces, tools, max_positions, steps, hidden, seed, lr, tool_format, end_tokens):
-    examples = [
-        ex
+    rows = [
+        row(*ex)
         for trace in traces
         for ex in trace_examples(tokenizer, trace, tools, tool_format=tool_format, end_tokens=end_tokens)
     ]
@@ -105,7 +105,7 @@ def _build(path, tokenizer, traces, tools, max_positions, steps, hidden, seed, l
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(config)
     with torch.random.fork_rng():
-        supervised_steps(model, examples, tokenizer.pad_token_id, steps, lr=lr, batch_size=16, seed=seed)
+        supervised_steps(model, rows, tokenizer.pad_token_id, steps, lr=lr, batch_size=16, seed=seed)
     if end_tokens:
         ends = tokenizer.convert_tokens_to_ids(list(end_tokens))
         model.generation_config.eos_token_id = [tokenizer.eos_token_id, *ends]

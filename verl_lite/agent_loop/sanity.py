@@ -2,8 +2,10 @@
 template gives for the whole conversation at once?
 
 The loop builds a trajectory turn by turn (the model's tokens as sampled, inserted messages rendered
-alone), so the two can differ at turn boundaries (a template's newline after the end-of-turn token
-the model stopped at) or where the model's text would tokenize differently. That never changes
+alone after the template's turn separator: data/chat_render.py), so the two can differ where the
+model's text would tokenize differently, or where a template renders a turn differently in
+context. The separator after the last turn (which ends the episode and is never sampled) is not a
+difference. That never changes
 what is trained (the sampled tokens are), but it shows how far training drifts from what the
 template would produce in deployment. Modes, as verl's: `disable`; `strict` (any difference counts);
 `ignore_strippable` (differences that are only whitespace do not count). Counted per trajectory;
@@ -29,6 +31,7 @@ def first_mismatch(renderer, messages: list[dict], tools, response_ids: list[int
         return None
     first = next((i for i, m in enumerate(messages) if m["role"] == "assistant"), len(messages))
     ids = renderer.ids(messages[:first], add_generation_prompt=True, tools=tools) + list(response_ids)
+    ids += renderer.separator_after(ids[-1] if ids else None)  # the last turn's: after the episode
     full = renderer.ids(messages, add_generation_prompt=False, tools=tools)
     if full == ids:
         return None

@@ -13,8 +13,9 @@ and inserted ones) never exceeds it; tool results that would not fit end the epi
 inserted, as in verl, and a user turn is cut at the budget. The model's tokens are appended as
 sampled (and decoded only to find tool calls and to give the interaction the conversation); the
 inserted messages are rendered by the chat template alone, tool replies in gpt-oss's harmony layout
-for that format (data/chat_render.py). num_turns counts user and
-assistant turns plus one (the prompt), as verl does.
+for that format, after the turn separator the template writes after the closing token the model
+stopped at (data/chat_render.py, verl#6921). num_turns counts user and assistant turns plus one
+(the prompt), as verl does.
 
 The interaction's methods are a user's code: each call runs as a tool call does (on the worker's
 tool loop, at most multi_turn.tool_call_timeout seconds, tool_calls.ToolRunner), and one that times out,
@@ -54,6 +55,11 @@ class Trajectory:
     @property
     def left(self) -> int:
         return self.budget - len(self.ids)
+
+    @property
+    def last_id(self) -> int | None:
+        """The last token so far: the turn separator follows it when it is the closing token."""
+        return (self.ids or self.prompt_ids or [None])[-1]
 
     def add_model(self, ids: list[int], log_probs: list[float]) -> None:
         self.ids += ids
@@ -102,7 +108,9 @@ class ToolAgentLoop(AgentLoopBase):
                     )
                     texts = await session.run_turn(calls, mt.max_parallel_calls, agent_data)
                     tool_messages = [{"role": "tool", "content": t} for t in texts]
-                    ids = ctx.renderer.tool_results(texts, [c.name for c in calls[: len(texts)]])
+                    ids = ctx.renderer.tool_results(
+                        texts, [c.name for c in calls[: len(texts)]], traj.last_id
+                    )
                     if len(ids) >= traj.left:  # verl: results that do not fit end the episode
                         break
                     messages += tool_messages
@@ -120,7 +128,7 @@ class ToolAgentLoop(AgentLoopBase):
                     user_turns += 1
                     turn_scores.append(finite_score(score))
                     messages.append({"role": "user", "content": reply})
-                    traj.add_inserted(ctx.renderer.inserted([messages[-1]])[: traj.left])
+                    traj.add_inserted(ctx.renderer.inserted([messages[-1]], traj.last_id)[: traj.left])
                     if done or traj.left <= 0:
                         break
                 else:

@@ -11,8 +11,9 @@ one the dataset's prompts and the built-in tool loop use:
   - the model's tokens are appended as sampled (mask 1, their log-probs), never re-encoded;
   - appended messages (tool results, user turns) are rendered alone, as the built-in tool loop
     inserts them (ChatRenderer.inserted: the template's default system prompt cut off, the
-    generation prompt after them), mask 0 and log-prob 0.0. verl's model-specific boundary edits
-    at that junction (its Qwen / DeepSeek builders) are the renderer's concern here.
+    generation prompt after them), mask 0 and log-prob 0.0, after the template's turn separator
+    when the ids so far end with its closing token (Qwen's `\n` after `<|im_end|>`: verl's
+    QwenContinuousTokenBuilder; reported as `inserted_token_ids`, not counted as appended).
 
 Multimodal inputs are refused by name (verl_lite trains text models; `processor` is None), so
 `process_multi_modal_info` returns {} as verl's does without a processor.
@@ -142,14 +143,15 @@ class VerlHelpers:
         if updated[: len(previous)] != previous:
             raise ValueError("Continuous Token messages must be append-only; prefix messages changed")
         appended = updated[len(previous) :]
+        renderer, runtime = self.context.renderer, list(runtime_token_ids)
         ids = (
-            await asyncio.get_running_loop().run_in_executor(
-                None, self.context.renderer.appended, appended, previous
-            )
+            await asyncio.get_running_loop().run_in_executor(None, renderer.appended, appended, previous)
             if appended
             else []
         )
-        merged = MergeResult(list(runtime_token_ids) + ids, len(ids), "context")
+        separator = renderer.separator_after(runtime[-1] if runtime else None) if appended else []
+        merged = MergeResult(runtime + separator + ids, len(ids), "context", separator)
+        ids = separator + ids
         mask = list(response_mask) + [0] * len(ids)
         logprobs = None if response_logprobs is None else list(response_logprobs) + [0.0] * len(ids)
         return merged, mask, logprobs

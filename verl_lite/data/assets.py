@@ -33,7 +33,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SCHEME = "verl_lite://"
-RECIPE_VERSION = "v5"  # bump when the model, tokenizer, warm start, task or build pin changes
+# bump when the model, tokenizer, warm start, task or build pin changes (v7: the tool traces hold the
+# turn separator after <|im_end|>, data/chat_render.py, and the tool model learns each trace in one
+# row, data/tool_warm_start.py; v6, the separator alone, was never on main)
+RECIPE_VERSION = "v7"
 ASSETS = {
     "tiny-qwen2-arith": "model",
     "arith": "data",

@@ -18,6 +18,19 @@ text as a JSON string + `<|end|>`, then the template's generation prompt (`<|sta
 other messages mixed; agent_loop/verl_helpers.py): `inserted`, or under harmony each run of replies
 written as above and every other message alone, the generation prompt once at the end.
 
+The turn separator. A template may write tokens after a turn's closing token (Qwen's ChatML
+writes `<|im_end|>\n`), but the model stops at the closing token, and a message rendered alone
+does not start with the separator: without care, every turn boundary drops it and the trajectory
+differs from the whole conversation rendered at once. verl restored it (verl-project/verl#6921,
+July 2026; in 0.9.1 `QwenContinuousTokenBuilder._merge_context_token_ids` appends `\n` when the
+ids so far end with `<|im_end|>`, mask 0). Here the separator is found for any template as #6921's
+`initialize_turn_separator` finds it: the common tail of a user turn rendered empty and with text
+is [close token, *separator]; the close token is the last EOS id in that tail (else its first
+token). Whatever is inserted after ids ending with that close token (`after`) starts with the
+separator; after a turn cut at the length budget or ended by another stop token (gpt-oss's
+<|call|>) nothing is added. For Qwen templates that is 0.9.1's rule token for token; templates
+without a separator (Llama 3's `<|eot_id|>`, gpt-oss's harmony) get nothing.
+
 `ids` renders a whole conversation at once (the tokenization sanity check, agent_loop/sanity.py);
 the agent loop (agent_loop/) and warm starts on tool-call traces (tool_traces.py) use `inserted`
 and `tool_results`.
@@ -43,6 +56,7 @@ class ChatRenderer:
         self.system_prefix = self._system_prefix()
         self.harmony = harmony
         self.generation_prompt = self._generation_prompt() if self.harmony else []
+        self.turn_close, self.turn_separator = self._turn_separator()
 
     def ids(
         self, messages: list[dict], add_generation_prompt: bool, tools: list[dict] | None = None
@@ -57,35 +71,59 @@ class ChatRenderer:
         one, two = self.ids([user], False), self.ids([user, user], False)
         return one[: len(one) - (len(two) - len(one))]
 
-    def inserted(self, messages: list[dict]) -> list[int]:
-        """Token ids of `messages` appended to a conversation, up to the model's next turn."""
+    def _turn_separator(self) -> tuple[int | None, list[int]]:
+        """(the turn's closing token, the separator the template writes after it): verl's probe."""
+        empty = self.ids([{"role": "user", "content": ""}], False)
+        filled = self.ids([{"role": "user", "content": "x"}], False)
+        n = 0
+        while n < min(len(empty), len(filled)) and empty[-1 - n] == filled[-1 - n]:
+            n += 1
+        tail = empty[len(empty) - n :]
+        if not tail:
+            return None, []
+        eos = self.tokenizer.eos_token_id
+        eos_ids = {eos} if isinstance(eos, int) else set(eos or [])
+        close = max((i for i, t in enumerate(tail) if t in eos_ids), default=0)
+        return tail[close], tail[close + 1 :]
+
+    def separator_after(self, last_id: int | None) -> list[int]:
+        """The turn separator when the ids so far end with `last_id` = the closing token, else []."""
+        return list(self.turn_separator) if last_id is not None and last_id == self.turn_close else []
+
+    def inserted(self, messages: list[dict], after: int | None = None) -> list[int]:
+        """Token ids of `messages` appended to a conversation whose last token is `after`, up to the
+        model's next turn: the turn separator first when `after` is the closing token."""
         ids = self.ids(messages, add_generation_prompt=True)
         prefix = self.system_prefix
-        return ids[len(prefix) :] if prefix and ids[: len(prefix)] == prefix else ids
+        ids = ids[len(prefix) :] if prefix and ids[: len(prefix)] == prefix else ids
+        return self.separator_after(after) + ids
 
-    def tool_results(self, texts: list[str], names: list[str]) -> list[int]:
+    def tool_results(self, texts: list[str], names: list[str], after: int | None = None) -> list[int]:
         """Token ids of the tool replies `texts` (to the calls named `names`, in order) appended to a
-        conversation, up to the model's next turn (module docstring)."""
+        conversation whose last token is `after`, up to the model's next turn (module docstring)."""
         if not self.harmony:
-            return self.inserted([{"role": "tool", "content": t} for t in texts])
+            return self.inserted([{"role": "tool", "content": t} for t in texts], after)
         replies = "".join(
             f"<|start|>functions.{name} to=assistant<|channel|>commentary<|message|>"
             f"{json.dumps(text, ensure_ascii=False, separators=(',', ':'))}<|end|>"
             for name, text in zip(names, texts, strict=True)
         )
-        return self.tokenizer(replies, add_special_tokens=False)["input_ids"] + self.generation_prompt
+        ids = self.tokenizer(replies, add_special_tokens=False)["input_ids"] + self.generation_prompt
+        return self.separator_after(after) + ids
 
-    def appended(self, messages: list[dict], previous: list[dict] = ()) -> list[int]:
+    def appended(
+        self, messages: list[dict], previous: list[dict] = (), after: int | None = None
+    ) -> list[int]:
         """Token ids of `messages` (tool replies, user turns, ...) appended to the conversation
         `previous`, up to the model's next turn: `inserted`, except under harmony, where verl's
         Continuous Token builder for gpt-oss writes each run of tool messages itself (`tool_results`:
         the template cannot render a reply alone), renders every other message alone, and adds the
         generation prompt once, after the last. A reply's function is its message's `name`, else the
         call its `tool_call_id` names, else the call at its place in the latest assistant message's
-        `tool_calls` (as verl resolves it)."""
+        `tool_calls` (as verl resolves it). The turn separator first when `after` is the closing token."""
         if not self.harmony or not any(m.get("role") == "tool" for m in messages):
-            return self.inserted(messages)
-        ids, start = [], 0
+            return self.inserted(messages, after)
+        ids, start = self.separator_after(after), 0
         for end in range(len(messages) + 1):
             in_run = end < len(messages) and messages[end].get("role") == "tool"
             if in_run:

@@ -4,13 +4,16 @@ calculator task (data/arith_tool.py) in the rollout's own token layout (data/too
 
 Its 2,000 traces call the calculator for most prompts whose first factor is below
 arith_tool.TOOL_BELOW and for a minority of the others (arith_tool.warm_start_traces), so the model
-starts by calling the tool greedily for ~40% of the prompts (almost only those below 40), sampling it for the
-rest now and then: greedy validation reward starts well below saturation and GRPO has room and
-signal to raise it. 600 steps: copying (the operands into the call, the tool's result into the
-answer) appears abruptly between steps 300 and 600 (at 300 the model calls the tool but copies
-nothing). The pinned build, on 200 validation prompts: P(tool call first) 0.96 for first factors
-below 40 and 0.29 for the others; the exact call, sampled, 0.76-0.83; the exact answer after the
-tool's reply 0.35-0.38 sampled, ~0.5 greedy: GRPO both spreads the call and sharpens the copy.
+starts by calling the tool greedily for the prompts below 40 only, sampling it for the rest now and
+then: greedy validation reward starts well below saturation and GRPO has room and signal to raise it.
+Each trace is one training row (tool_traces.trace_row: the call and the answer after the tool's
+reply learnt in one sequence, the loss on both), 600 steps. Learnt as separate (context, turn)
+pairs (the first versions), copying the tool's result into the answer appeared abruptly between
+steps 300 and 1,000 depending on the token layout (verl's turn separator moved it past 600); as rows
+(a step then sees ~1.5 times the assistant turns, at the cost of the same padded width) it is there
+by step 400 (a greedy check along one build: 0.79 of the answers exact at 400, 0.84 at 600). The pinned build (assets v7), greedy
+on 200 validation prompts: the tool called for every prompt below 40 and none from 40 on, 70% of
+those calls answered exactly (call and copy), reward 0.24.
 The prompts list no tool schemas (conf/tool_demo.yaml sets data.tool_config_path=null): with a
 character vocabulary the schema block alone is ~600 tokens, 40 times the question; the model knows
 its one tool from the warm start. Built like the single-turn model (data/warm_start.py): seeded, in
@@ -26,15 +29,16 @@ from pathlib import Path
 import torch
 
 from verl_lite.data import arith_tool
-from verl_lite.data.tool_traces import trace_examples
+from verl_lite.data.tool_traces import trace_row
 from verl_lite.data.warm_start import build_tiny_model, supervised_steps
 
 MAX_POSITIONS = 256  # prompt (16) + a call, the tool's reply and the answer (~140 tokens)
 SFT_STEPS, SFT_BATCH, SFT_LR, SFT_SEED = 600, 32, 3e-3, 0
 
 
-def examples(tokenizer) -> list[tuple[list[int], list[int]]]:
-    return [ex for trace in arith_tool.warm_start_traces() for ex in trace_examples(tokenizer, trace)]
+def rows(tokenizer) -> list[tuple[list[int], list[int]]]:
+    """One training row per trace: the call and the answer after the tool's reply learnt together."""
+    return [trace_row(tokenizer, trace) for trace in arith_tool.warm_start_traces()]
 
 
 def build_model_folder(folder: str | Path, sft_steps: int = SFT_STEPS) -> dict:
@@ -49,7 +53,7 @@ def build_model_folder(folder: str | Path, sft_steps: int = SFT_STEPS) -> dict:
     tokenizer.chat_template = TOOL_CHAT_TEMPLATE
     model = build_tiny_model(tokenizer, SFT_SEED, max_position_embeddings=MAX_POSITIONS)
     losses = supervised_steps(
-        model, examples(tokenizer), tokenizer.pad_token_id, sft_steps, SFT_LR, SFT_BATCH, SFT_SEED
+        model, rows(tokenizer), tokenizer.pad_token_id, sft_steps, SFT_LR, SFT_BATCH, SFT_SEED
     )
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)

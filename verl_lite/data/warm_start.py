@@ -55,37 +55,42 @@ def _sft_examples(tokenizer: PreTrainedTokenizerFast) -> list[tuple[list[int], l
     return examples
 
 
-def _collate(examples, pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Right-padded prompt+target, loss only on the target tokens."""
-    width = max(len(p) + len(t) for p, t in examples)
-    ids = torch.full((len(examples), width), pad_id)
-    labels = torch.full((len(examples), width), -100)
-    mask = torch.zeros((len(examples), width), dtype=torch.long)
-    for row, (p, t) in enumerate(examples):
-        seq = p + t
-        ids[row, : len(seq)] = torch.tensor(seq)
-        mask[row, : len(seq)] = 1
-        labels[row, len(p) : len(seq)] = torch.tensor(t)
+def row(context: list[int], target: list[int]) -> tuple[list[int], list[int]]:
+    """A training row (ids, labels) of a (context, target) pair: the loss on the target only."""
+    return context + target, [-100] * len(context) + target
+
+
+def _collate(rows, pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Right-padded (ids, labels) rows; labels -100 where no loss is taken."""
+    width = max(len(ids) for ids, _ in rows)
+    ids = torch.full((len(rows), width), pad_id)
+    labels = torch.full((len(rows), width), -100)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, (seq, seq_labels) in enumerate(rows):
+        ids[i, : len(seq)] = torch.tensor(seq)
+        mask[i, : len(seq)] = 1
+        labels[i, : len(seq)] = torch.tensor(seq_labels)
     return ids, mask, labels
 
 
 def supervised_steps(
     model,
-    examples: list[tuple[list[int], list[int]]],
+    rows: list[tuple[list[int], list[int]]],
     pad_id: int,
     steps: int,
     lr: float,
     batch_size: int,
     seed: int,
 ) -> list[float]:
-    """AdamW steps on random batches of the examples, loss on the target tokens; the loss curve."""
+    """AdamW steps on random batches of the (ids, labels) rows, loss where labels are not -100; the
+    loss curve."""
     optim = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     gen = torch.Generator().manual_seed(seed)
     losses = []
     model.train()
     for _ in range(steps):
-        rows = torch.randint(0, len(examples), (batch_size,), generator=gen).tolist()
-        ids, mask, labels = _collate([examples[r] for r in rows], pad_id)
+        picked = torch.randint(0, len(rows), (batch_size,), generator=gen).tolist()
+        ids, mask, labels = _collate([rows[r] for r in picked], pad_id)
         loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
         loss.backward()
         optim.step()
@@ -105,8 +110,8 @@ def build_model_folder(folder: str | Path, sft_steps: int = SFT_STEPS) -> dict:
     torch.set_num_threads(1)
     tokenizer = build_tokenizer()
     model = build_tiny_model(tokenizer)
-    examples = _sft_examples(tokenizer)
-    losses = supervised_steps(model, examples, tokenizer.pad_token_id, sft_steps, SFT_LR, SFT_BATCH, SFT_SEED)
+    rows = [row(context, target) for context, target in _sft_examples(tokenizer)]
+    losses = supervised_steps(model, rows, tokenizer.pad_token_id, sft_steps, SFT_LR, SFT_BATCH, SFT_SEED)
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return {
