@@ -83,8 +83,8 @@ def recorded_call(launch, root: str, workdir: str) -> list[str] | None:
         start = next(i for i, line in enumerate(lines) if "verl.trainer.main_ppo" in line)
         end = next(i for i in range(start, len(lines)) if not lines[i].rstrip().endswith("\\"))
         text = textwrap.dedent("\n".join(lines[start : end + 1]))
-    else:
-        text = catalogue.read(root, launch.path)
+    else:  # sourced, so the script's BASH_SOURCE[0] is its path (verl 0.9's find their checkout by it)
+        text = 'source "$0" "$@"'
     prelude = PRELUDE.format(entry=shlex.quote(ENTRY), record=shlex.quote(record))
     # VERL_USE_UV=0: verl 0.9's scripts' own switch to the system python (no uv here); DEVICE=gpu: their
     # GPU branch (they probe `import torch_npu` otherwise), whose workers are CPU processes here

@@ -91,6 +91,7 @@ def build_reward_fns(cfg: PPOTrainerConfig, tokenizer, score, train=None, val=No
             cfg.actor_rollout_ref.rollout.response_length,
             timeout=rm.timeout,
             locate=dataset.where if dataset is not None else None,
+            experiment_name=cfg.trainer.experiment_name,
         )
         for num_examine, dataset in ((0, train), (1, val))
     )

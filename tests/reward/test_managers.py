@@ -82,7 +82,7 @@ def test_bad_reward_kwargs_are_named(tok):
         build("dapo", {"max_resp_len": 2, "overlong_buffer_cfg": {"enable": True, "len": 4}})
     with pytest.raises(ValueError, match="reward_model.reward_manager='prime'"):
         build("prime", {})
-    assert REWARD_MANAGERS.names() == ["dapo", "naive"]
+    assert REWARD_MANAGERS.names() == ["dapo", "gdpo", "naive"]
 
 
 @pytest.mark.slow

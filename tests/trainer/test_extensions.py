@@ -16,6 +16,7 @@ import torch
 
 from verl_lite.algos import ADV_ESTIMATORS, POLICY_LOSSES
 from verl_lite.algos.loss_agg import LossScale
+from verl_lite.algos.registry import REWARD_EXTRA
 from verl_lite.config.compose import load_config
 from verl_lite.config.errors import ConfigError
 from verl_lite.config.schema import TINY_MODEL, TINY_TRAIN
@@ -32,10 +33,16 @@ ARR = "actor_rollout_ref"
 N = 4  # responses per prompt: every estimator's minimum group size is at most this
 # the batch tensor each trainer phase adds that an estimator may read ("index" is the uid every step has)
 PRODUCED_BY = {
+    REWARD_EXTRA: "reward",  # the reward function's extra info, per response
     "values": "values",
     "reward_baselines": "gen_max",
     "old_log_probs": "old_log_prob",
     "sum_pi_squared": "old_log_prob",
+}
+# what a name needs set beyond its spec's `requires` (a key without a default it can run with)
+NEEDS = {
+    "gdpo": ["+algorithm.gdpo_reward_keys=[acc,fmt]"],
+    "dro": [f"{ARR}.actor.policy_loss.dro_beta=0.1"],
 }
 
 
@@ -75,14 +82,17 @@ def _scored_batch(trainer, rows: int = 8, width: int = 5) -> DataProto:
         "sum_pi_squared": torch.rand(rows, width, generator=g) * mask,
     }
     uid = np.array([f"p{i // N}" for i in range(rows)], dtype=object)
-    return DataProto.from_dict(tensors, non_tensors={"uid": uid})
+    extra = np.array([{"acc": float(i % 2), "fmt": float(i % 3 == 0)} for i in range(rows)], dtype=object)
+    return DataProto.from_dict(tensors, non_tensors={"uid": uid, REWARD_EXTRA: extra})
 
 
 @pytest.mark.parametrize("name", ADV_ESTIMATORS.names())
 def test_every_estimator_builds_its_phases_and_advantages(name, tmp_path):
     spec = ADV_ESTIMATORS.spec(name)
     requires = [f"{key}={value}" for key, value in spec.requires]
-    trainer = build_trainer(load(tmp_path, f"algorithm.adv_estimator={name}", *requires))
+    trainer = build_trainer(
+        load(tmp_path, f"algorithm.adv_estimator={name}", *requires, *NEEDS.get(name, []))
+    )
     phases = [phase for phase, _ in trainer.phases]
     assert set(spec.phases) <= set(phases)
     assert ({"values", "update_critic"} <= set(phases)) == spec.needs_critic == trainer.run.critic
@@ -124,7 +134,7 @@ def _micro(rows=6, prompt=3, width=_Micro.width, vocab=11):
 
 @pytest.mark.parametrize("mode", POLICY_LOSSES.names())
 def test_every_policy_loss_runs_in_the_actor_loss_function(mode, tmp_path):
-    cfg = load(tmp_path, f"{ARR}.actor.policy_loss.loss_mode={mode}")
+    cfg = load(tmp_path, f"{ARR}.actor.policy_loss.loss_mode={mode}", *NEEDS.get(mode, []))
     prepare(cfg, num_gpus=0)
     actor = PPOActor(None, cfg.actor_rollout_ref.actor, response_length=4, temperature=1.0)
     micro, logits = _micro()
@@ -134,7 +144,7 @@ def test_every_policy_loss_runs_in_the_actor_loss_function(mode, tmp_path):
     assert torch.isfinite(loss) and torch.isfinite(logits.grad).all() and logits.grad.abs().sum() > 0
     assert {"pg_loss", "entropy"} <= set(shares)
     reported = {"pg_clipfrac", "pg_clipfrac_lower", "ppo_kl"} & set(shares)
-    expected = {"gpg": set(), "kl_cov": {"ppo_kl"}, "clip_cov": {"pg_clipfrac", "ppo_kl"}}
+    expected = {"gpg": set(), "kl_cov": {"ppo_kl"}, "clip_cov": {"pg_clipfrac", "ppo_kl"}, "dro": {"ppo_kl"}}
     assert reported == expected.get(mode, {"pg_clipfrac", "pg_clipfrac_lower", "ppo_kl"}), reported
 
 
@@ -198,3 +208,61 @@ def test_spec_rules_are_checked_before_ray(tmp_path):
     assert check_placeholders(without, run_of(without, 0)) == []  # no critic: no matter
     # the dual-clip cap is vanilla's key: other losses do not read it (verl checks it in vanilla only)
     prepare(load(tmp_path, f"{ARR}.actor.policy_loss.loss_mode=gspo", f"{ARR}.actor.clip_ratio_c=1.0"), 0)
+
+
+GDPO_REWARD = """
+def compute_score(data_source, solution_str, ground_truth, extra_info=None):
+    accuracy = float(solution_str.strip() == ground_truth)
+    fmt = float(solution_str.strip().isdigit())
+    return {"score": accuracy + fmt, "accuracy_reward": accuracy, "format_reward": fmt}
+"""
+
+
+def test_gdpo_reads_the_components_the_reward_function_returned(tmp_path):
+    """verl's GDPO launch (examples/gdpo_trainer): the gdpo manager keeps every key of the reward
+    function's dict, the trainer keeps them per response, gdpo normalises each within its group."""
+    path = tmp_path / "components.py"
+    path.write_text(GDPO_REWARD)
+    trainer = build_trainer(
+        load(
+            tmp_path,
+            "algorithm.adv_estimator=gdpo",
+            "+algorithm.gdpo_reward_keys=[accuracy_reward,format_reward]",
+            "reward.reward_manager.name=gdpo",
+            f"reward.custom_reward_function.path={path}",
+        )
+    )
+    tok, rows = trainer.tokenizer, 8
+    texts = [
+        "12",
+        "12",
+        "x",
+        "13",
+        "7",
+        "7",
+        "7",
+        "x",
+    ]  # ground truth 12 for the first group, 7 for the second
+    ids = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
+    width = max(map(len, ids))
+    responses = torch.tensor([i + [tok.pad_token_id] * (width - len(i)) for i in ids])
+    mask = (torch.arange(width) < torch.tensor([len(i) for i in ids]).unsqueeze(1)).float()
+    truth = [{"ground_truth": "12"}] * 4 + [{"ground_truth": "7"}] * 4
+    batch = DataProto.from_dict(
+        {"responses": responses, "response_mask": mask},
+        non_tensors={
+            "uid": np.array([f"p{i // N}" for i in range(rows)], dtype=object),
+            "data_source": np.array(["verl_lite/arith"] * rows, dtype=object),
+            "reward_model": np.array(truth, dtype=object),
+        },
+    )
+    metrics = {}
+    batch = trainer.step_phases._reward(batch, metrics)
+    extra = batch.non_tensor_batch[REWARD_EXTRA]
+    assert [e["accuracy_reward"] for e in extra] == [1, 1, 0, 0, 1, 1, 1, 0]
+    assert [e["format_reward"] for e in extra] == [1, 1, 0, 1, 1, 1, 1, 0]
+    batch = trainer.step_phases._advantage(batch, metrics)
+    adv = batch.batch["advantages"][:, 0]
+    # group 1: "13" has the format, not the answer; "x" neither: GDPO ranks 12 > 13 > x
+    assert adv[0] == adv[1] > adv[3] > adv[2]
+    assert metrics["gdpo/accuracy_reward/mean"] == 0.625 and metrics["gdpo/format_reward/min"] == 0.0

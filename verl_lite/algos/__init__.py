@@ -7,8 +7,10 @@ with its spec (registry.py).
 
 from verl_lite.algos import (  # noqa: F401  (registers)
     advantages,
+    gdpo,
     policy_loss,
     policy_loss_cov,
+    policy_loss_dppo,
     policy_loss_pg,
     returns,
     token_baseline,

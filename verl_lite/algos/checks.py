@@ -52,6 +52,7 @@ def _estimator(cfg: PPOTrainerConfig) -> list[str]:
         value = select(cfg, key)
         if value != wanted:
             problems.append(f"algorithm.adv_estimator={name} needs {key}={wanted}, got {value}")
+    problems += spec.problems(cfg) if spec.problems else []
     return problems + ADV_ESTIMATORS.check_values(spec, cfg)
 
 

@@ -7,8 +7,9 @@ verl's or a user's) touches one file and no code elsewhere tests its name:
               (verl runs most group estimators with n=1: `group_of_one` says what such a group gets);
               the extra trainer phases it needs (the trainer's phase names, e.g. ReMax's `gen_max`);
               the batch tensors it reads besides token_level_rewards and response_mask ("index" is
-              the group ids); the config keys it reads (from the config root) and the config values
-              it requires of other keys.
+              the group ids, REWARD_EXTRA each response's extra info from the reward function); the config keys it reads
+              (from the config root), the config values it requires of other keys, and rules
+              across its keys (`problems`, checked before Ray).
   policy loss the function; the actor keys it reads (relative to actor_rollout_ref.actor); the
               aggregation it fixes for pg_loss (verl's gspo, sapo, geo_mean ignore loss_agg_mode);
               whether its per-token losses depend on how a mini-batch is split into micro-batches;
@@ -26,6 +27,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 Check = tuple[str, Callable[[object], bool], str]  # (key as in config_keys, predicate, requirement)
+# the batch field holding each response's extra info from the reward function (verl's
+# reward_extra_info), one dict per row; an estimator names it in its inputs to read it
+REWARD_EXTRA = "reward_extra_info"
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,8 @@ class EstimatorSpec:
     checks: tuple[Check, ...] = ()
     why_group: str = ""  # why min_group_size, for the error message
     group_of_one: str = ""  # what a prompt with one response gets (rollout.n=1 runs, as in verl): said once
+    problems: Callable | None = None  # config -> [one line per problem]: rules across its keys (gdpo.py)
+    metrics: Callable | None = None  # (config, batch) -> its own metrics, after it ran (gdpo/*)
 
 
 @dataclass(frozen=True)

@@ -184,6 +184,8 @@ NO_DOMAIN = {
     f"{ARR}.actor.tau_neg": "checked by the policy loss that reads it (its registered spec, algos/), only when that loss_mode runs",
     f"{ARR}.actor.policy_loss.clip_cov_ratio": "checked by the policy loss that reads it (its registered spec, algos/), only when that loss_mode runs",
     f"{ARR}.actor.policy_loss.kl_cov_ratio": "checked by the policy loss that reads it (its registered spec, algos/), only when that loss_mode runs",
+    f"{ARR}.actor.policy_loss.dro_beta": "checked by the policy loss that reads it (its registered spec, algos/), only when that loss_mode runs",
+    "algorithm.gdpo_reward_weights": "algos/gdpo.config_problems: one weight per gdpo_reward_keys entry, only when adv_estimator=gdpo",
     "algorithm.rollout_correction.rollout_is_threshold": "algos/rollout_corr.is_problems: it matters only with rollout_is set",
     "algorithm.kl_ctrl.horizon": "algos/kl_ctrl.kl_ctrl_problems: it matters only for the adaptive controller",
     "algorithm.kl_ctrl.target_kl": "algos/kl_ctrl.kl_ctrl_problems: it matters only for the adaptive controller",

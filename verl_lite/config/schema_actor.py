@@ -36,12 +36,13 @@ def is_kl_type(name) -> bool:
 
 @dataclass
 class PolicyLossConfig(ConfigNode):
-    loss_mode: str = "vanilla"  # policy loss (docs/algorithms.md): vanilla, gspo, geo_mean, cispo, sapo, gpg, clip_cov, kl_cov
+    loss_mode: str = "vanilla"  # policy loss (docs/algorithms.md): vanilla, gspo, geo_mean, cispo, sapo, gpg, clip_cov, kl_cov, dppo_tv, dppo_kl, dro
     clip_cov_ratio: float = 0.0002  # clip_cov: share of tokens whose covariance is clipped
     clip_cov_lb: float = 1.0  # clip_cov: lower covariance bound
     clip_cov_ub: float = 5.0  # clip_cov: upper covariance bound
     kl_cov_ratio: float = 0.0002  # kl_cov: share of tokens that get the KL penalty
     ppo_kl_coef: float = 0.1  # kl_cov: weight of that KL penalty
+    dro_beta: float | None = None  # dro: weight of the squared log-ratio penalty (> 0; required by dro)
 
 
 @dataclass

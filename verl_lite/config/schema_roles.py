@@ -143,7 +143,7 @@ class RewardModelConfig(ConfigNode):
         "${critic.forward_max_token_len_per_gpu}"  # token budget per reward-model forward
     )
     reward_manager: str | None = (
-        "naive"  # naive (rule scorers by data_source) | dapo (naive + overlong penalty)
+        "naive"  # naive (rule scorers by data_source) | dapo (naive + overlong penalty) | gdpo (naive, every returned key kept)
     )
     reward_loop_source: str | None = "register"  # verl's reward loop: where its manager comes from
     reward_loop_module_path: str | None = None  # file of a custom reward-loop manager
@@ -176,7 +176,7 @@ class ModuleConfig(ConfigNode):
 @dataclass
 class RewardManagerConfig(ConfigNode):
     source: str = "register"  # register: a manager registered by name | importlib: a class from module.path
-    name: str | None = "${reward_model.reward_manager}"  # the reward manager: naive | dapo
+    name: str | None = "${reward_model.reward_manager}"  # the reward manager: naive | dapo | gdpo
     module: ModuleConfig = field(default_factory=ModuleConfig)
 
 

@@ -141,6 +141,10 @@ class AlgorithmConfig(ConfigNode):
     lam: float = 1.0  # GAE's lambda: bias/variance trade-off of the advantage
     adv_estimator: str = "gae"  # advantage estimator (docs/algorithms.md); gae trains a critic
     norm_adv_by_std_in_grpo: bool = True  # GRPO: divide by the group's std (False: Dr.GRPO)
+    gdpo_reward_keys: list[str] | None = (
+        None  # gdpo: the reward components compute_score returns (its dict's keys)
+    )
+    gdpo_reward_weights: list[float] | None = None  # gdpo: one weight per component; null: 1 each
     use_kl_in_reward: bool = False  # subtract kl_coef x KL(actor || ref) from the token-level rewards
     kl_penalty: str = key(
         "kl", choice(KL_TYPES, test=is_kl_type)

@@ -5,6 +5,9 @@ dapo   naive plus DAPO's overlong-buffer penalty (Yu et al. 2025, sec. 3.4), wit
        `reward_model.reward_kwargs`: max_resp_len and overlong_buffer_cfg.{enable, len, penalty_factor, log}.
        A response longer than max_resp_len - len loses (length - (max_resp_len - len)) / len * penalty_factor,
        i.e. up to penalty_factor at max_resp_len; shorter responses are not touched.
+gdpo   naive, keeping every key of a dict result as the response's extra info ("score" too), or a plain
+       number as `acc`, and telling the scorer trainer.experiment_name (extra_info["experiment_name"]),
+       as verl 0.9.1's gdpo manager does: adv_estimator=gdpo reads the components (algos/gdpo.py).
 """
 
 from __future__ import annotations
@@ -80,6 +83,18 @@ class DAPORewardManager(NaiveRewardManager):
         return score + penalty
 
 
+@REWARD_MANAGERS.register("gdpo")
+class GDPORewardManager(NaiveRewardManager):
+    def extra_info(self, non_tensor_batch: dict, i: int) -> dict:
+        # verl's gdpo manager hands the scorer trainer.experiment_name (its rlla.py scorer reads the
+        # model family from it)
+        return {**super().extra_info(non_tensor_batch, i), "experiment_name": self.experiment_name}
+
+    def _number(self, result, text: str, where: str) -> tuple[float, dict]:
+        number, details = super()._number(result, text, where)
+        return number, ({"score": number, **details} if isinstance(result, dict) else {"acc": number})
+
+
 def build_reward_manager(
     name: str,
     tokenizer,
@@ -90,10 +105,11 @@ def build_reward_manager(
     max_response_length: int | None = None,
     timeout: float | None = None,
     locate: Callable[[int], str] | None = None,
+    experiment_name: str = "",
 ) -> NaiveRewardManager:
     """The manager `name` with its `reward_kwargs`; dapo's max_resp_len defaults to max_response_length.
     `timeout` (reward_model.timeout) bounds the scoring of one batch; `locate` names a sample's file
-    and row in error messages."""
+    and row in error messages; `experiment_name` (trainer.experiment_name) is what gdpo tells the scorer."""
     cls = REWARD_MANAGERS.get(name)
     kwargs = dict(reward_kwargs or {})
     if cls is DAPORewardManager:
@@ -107,5 +123,5 @@ def build_reward_manager(
             f"(it takes {sorted(allowed) or 'none'})"
         )
     manager = cls(tokenizer, compute_score, reward_fn_key, num_examine, **kwargs)
-    manager.timeout, manager.locate = timeout, locate
+    manager.timeout, manager.locate, manager.experiment_name = timeout, locate, experiment_name
     return manager

@@ -55,6 +55,7 @@ def function_name(fn: Callable) -> str:
 class NaiveRewardManager:
     timeout: float | None = None  # seconds per batch (reward_model.timeout); None: no limit
     locate: Callable[[int], str] | None = None  # dataset index -> "file row N"
+    experiment_name: str = ""  # trainer.experiment_name (the gdpo manager passes it on)
 
     def __init__(
         self, tokenizer, compute_score: Callable, reward_fn_key: str = "data_source", num_examine: int = 0
@@ -103,7 +104,7 @@ class NaiveRewardManager:
                 "data_source": data.non_tensor_batch[self.reward_fn_key][i],
                 "solution_str": text,
                 "ground_truth": data.non_tensor_batch["reward_model"][i].get("ground_truth"),
-                "extra_info": build_extra_info(data.non_tensor_batch, i),
+                "extra_info": self.extra_info(data.non_tensor_batch, i),
             }
             rows.append((n, call))
         results = self._call_all(data, rows, progress)
@@ -153,6 +154,10 @@ class NaiveRewardManager:
 
         progress["row"] = None
         return asyncio.run(every_row())
+
+    def extra_info(self, non_tensor_batch: dict, i: int) -> dict:
+        """Row i's extra_info for the scorer (reward/extra_info.py); subclasses add keys (gdpo)."""
+        return build_extra_info(non_tensor_batch, i)
 
     def shape(self, score: float, length: int, details: dict) -> float:
         """The reward of a response from its score and valid length; subclasses add terms (dapo)."""

@@ -46,7 +46,9 @@ GROUPS: tuple[tuple[str, Rule], ...] = (
     ("critic", _prefixes("critic/")),
     (
         "rollout",
-        _prefixes("rollout/", "response_length/", "prompt_length/", "global_seqlen/", "reward_extra/"),
+        _prefixes(
+            "rollout/", "response_length/", "prompt_length/", "global_seqlen/", "reward_extra/", "gdpo/"
+        ),
     ),
     ("timing", _prefixes("timing_s/", "timing_per_token_ms/")),
     ("offload/memory", _memory),

@@ -30,6 +30,7 @@ import torch
 
 from verl_lite.algos import ADV_ESTIMATORS
 from verl_lite.algos.kl_ctrl import KLController, apply_kl_penalty
+from verl_lite.algos.registry import REWARD_EXTRA
 from verl_lite.algos.rollout_corr import compute_rollout_correction, correction_enabled
 from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.data.rlhf_dataset import EpochSampler, RLHFDataset
@@ -243,12 +244,19 @@ class StepPhases:
         return out.batch["rm_scores"], {}
 
     def _score(self, batch: DataProto, metrics: dict) -> dict:
+        """Scores into the batch, and each response's extra info from the reward function (verl's
+        reward_extra_info: gdpo reads its components there) as one dict per row, with their means."""
         scores, extra = self._compute_scores(batch, metrics)
         batch.batch["token_level_scores"] = scores
         batch.batch["token_level_rewards"] = scores
+        rows = [{} for _ in range(len(batch))]
         for key, values in extra.items():
+            if len(values) == len(batch):
+                for row, value in zip(rows, values, strict=True):
+                    row[key] = value
             if values and isinstance(values[0], (int, float)):
                 metrics[f"reward_extra/{key}/mean"] = float(np.mean(values))
+        batch.non_tensor_batch[REWARD_EXTRA] = np.array(rows, dtype=object)
         return extra
 
     def _reward(self, batch: DataProto, metrics: dict) -> DataProto:
@@ -301,9 +309,10 @@ class StepPhases:
         return batch
 
     def _advantage(self, batch: DataProto, metrics: dict) -> DataProto:
-        inputs = {  # the batch tensors the estimator's spec names; "index" is the group ids
-            name: batch.non_tensor_batch["uid"] if name == "index" else batch.batch[name]
-            for name in self.adv_spec.inputs
+        fields = batch.non_tensor_batch
+        special = {"index": fields["uid"], REWARD_EXTRA: fields.get(REWARD_EXTRA)}
+        inputs = {  # what the estimator's spec names: batch tensors, the group ids, the reward's extra info
+            name: special[name] if name in special else batch.batch[name] for name in self.adv_spec.inputs
         }
         advantages, returns = self.adv_spec.fn(
             token_level_rewards=batch.batch["token_level_rewards"],
@@ -312,6 +321,7 @@ class StepPhases:
             **self.adv_kwargs,
         )
         batch.batch["advantages"], batch.batch["returns"] = advantages, returns
+        metrics.update(self.adv_spec.metrics(self.config, batch) if self.adv_spec.metrics else {})
         return batch
 
     # --- updates ------------------------------------------------------------------------------------
