@@ -249,7 +249,9 @@ def test_algorithm_keys_are_checked_with_their_names():
     assert "algorithm.kl_penalty='nope'" in msg
     assert "algorithm.kl_ctrl.type='pid' is not one of ['fixed', 'adaptive']" in msg
     assert "algorithm.lam=1.5 must be a number in [0, 1]" in problems(load("algorithm.lam=1.5"))
-    assert "algorithm.filter_groups.metric=None is not one of" in msg
+    assert "filter_groups" not in msg  # verl 0.9.1's default metric: reward
+    msg = problems(load("algorithm.filter_groups.enable=True", "algorithm.filter_groups.metric=null"))
+    assert "algorithm.filter_groups.metric=null must be a metric name: reward, seq_reward" in msg
     adaptive = ("algorithm.kl_ctrl.type=adaptive", "algorithm.kl_ctrl.target_kl=0")
     msg = problems(load(*adaptive, "algorithm.use_kl_in_reward=True"))
     assert "algorithm.kl_ctrl.type=adaptive needs algorithm.kl_ctrl.target_kl > 0" in msg

@@ -33,7 +33,6 @@ MISSING_LEFT = [
 # defaults that still differ from verl 0.9.1's, each a feature of issue 35 not landed yet
 DIFFERING_LEFT = {
     "data.gen_batch_size",  # verl: null (= train_batch_size); here the link says so
-    "algorithm.filter_groups.metric",  # verl 0.9.1's `reward` metric is not a choice here yet
 }
 
 

@@ -36,10 +36,13 @@ def test_a_group_of_one_is_kept_as_in_verl():
 
 def test_metrics_come_from_scores_rewards_or_extra_info():
     batch = scored([[1.0, 0.0]], "a")
+    assert sequence_metric(batch, {}, "reward").tolist() == [1.0, 0.0]  # verl 0.9.1's default: pre-KL
     assert sequence_metric(batch, {}, "seq_reward").tolist() == [1.0, 0.0]
     assert np.allclose(sequence_metric(batch, {}, "seq_final_reward"), [0.7, -0.3])
     assert sequence_metric(batch, {"acc": [True, False]}, "acc").tolist() == [1.0, 0.0]
     assert sequence_metric(batch, {}, "score").tolist() == [1.0, 0.0]
+    # verl 0.9.1: any key of the reward function's extra info
+    assert sequence_metric(batch, {"format_reward": [0.5, 0.5]}, "format_reward").tolist() == [0.5, 0.5]
     with pytest.raises(RunError, match="algorithm.filter_groups.metric='acc'"):
         sequence_metric(batch, {}, "acc")
 
@@ -65,7 +68,7 @@ def test_a_metric_the_reward_function_does_not_return_is_one_line_naming_the_key
     assert err.startswith(
         "verl_lite: trainer phase 'gen' at step 1 failed: algorithm.filter_groups.metric='acc'"
     )
-    assert "use seq_reward" in err
+    assert "use reward" in err
 
 
 def test_more_batches_are_drawn_until_enough_groups_are_kept():

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from verl_lite.config.fields import choice, key
+from verl_lite.config.fields import Domain, choice, key
 from verl_lite.config.freeze import ConfigNode
 from verl_lite.config.schema_actor import KL_TYPES, is_kl_type
 
@@ -19,7 +19,13 @@ VERL_TRAIN = "~/data/rlhf/gsm8k/train.parquet"
 VERL_VAL = "~/data/rlhf/gsm8k/test.parquet"
 TRUNCATIONS = ("error", "left", "right")
 KL_CTRL_TYPES = ("fixed", "adaptive")
-FILTER_METRICS = ("seq_reward", "seq_final_reward", "acc", "score")
+# DAPO's group metric: verl 0.9.1's "reward" (the pre-KL reward), the DAPO recipe's seq_* names, or any
+# key of the reward function's extra info (trainer/dynamic_sampling.py)
+FILTER_METRIC = Domain(
+    lambda v: isinstance(v, str) and v != "",
+    "a metric name: reward, seq_reward, seq_final_reward, or a key your reward function returns "
+    "(needed with algorithm.filter_groups.enable=True)",
+)
 BYPASS_LOSS_TYPES = ("ppo_clip", "reinforce")
 TRAINER_MODES = (
     "sync",
@@ -101,8 +107,8 @@ class KLControlConfig(ConfigNode):
 class FilterGroupsConfig(ConfigNode):
     enable: bool = False  # DAPO dynamic sampling: drop groups whose metric is equal for all responses
     metric: str | None = key(
-        None, choice(FILTER_METRICS, "(needed with algorithm.filter_groups.enable=True)")
-    )  # seq_reward (scores) | seq_final_reward (rewards after KL) | acc | score
+        "reward", FILTER_METRIC
+    )  # reward (verl 0.9.1: the pre-KL score) | seq_reward | seq_final_reward | a key the reward function returns (acc, score, ...)
     max_num_gen_batches: int = 0  # generation batches allowed per step; <= 0: no limit
 
 

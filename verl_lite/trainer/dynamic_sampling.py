@@ -4,12 +4,14 @@ A group (the n responses to one prompt, sharing a uid) whose metric is equal for
 zero advantage under group baselines (GRPO, RLOO, ...): it costs compute and teaches nothing. The
 trainer drops such groups and generates more batches until it has train_batch_size prompts.
 
-Metrics, as in verl's DAPO trainer:
-  seq_reward        sum of token_level_scores (the reward function's or reward model's score)
+Metrics, as in verl 0.9.1 (its V1 trainer's replay buffer) and verl's DAPO recipe:
+  reward            (verl 0.9.1's default) the canonical pre-KL reward: the sum of token_level_scores
+  seq_reward        the same (the DAPO recipe's name)
   seq_final_reward  sum of token_level_rewards (equal to seq_reward at filtering time: the in-reward
                     KL penalty needs log-probs, which are computed only for the kept groups)
-  acc, score        the reward function's extra info of that name ("score" falls back to seq_reward
-                    when the reward function returns a plain number)
+  any other name    the reward function's extra info of that name (acc, score, ...; "score" falls
+                    back to seq_reward when the reward function returns a plain number, as the
+                    recipe reads it)
 
 A metric the reward function does not return, and a filter that keeps too few groups, are known only
 once a batch is scored: both are RunErrors, which main_ppo reports as one line naming the key and the
@@ -30,7 +32,7 @@ from verl_lite.protocol import DataProto
 
 def sequence_metric(batch: DataProto, extra: dict[str, list], metric: str) -> np.ndarray:
     """The per-response value of `metric` (see the module docstring)."""
-    if metric == "seq_reward":
+    if metric in ("reward", "seq_reward"):
         return batch.batch["token_level_scores"].sum(-1).numpy()
     if metric == "seq_final_reward":
         return batch.batch["token_level_rewards"].sum(-1).numpy()
@@ -40,7 +42,7 @@ def sequence_metric(batch: DataProto, extra: dict[str, list], metric: str) -> np
         return batch.batch["token_level_scores"].sum(-1).numpy()
     raise RunError(
         f"algorithm.filter_groups.metric={metric!r}: the reward function returns no {metric!r} "
-        f"(it returns {sorted(extra) or 'a plain number'}); use seq_reward, or a reward function that "
+        f"(it returns {sorted(extra) or 'a plain number'}); use reward, or a reward function that "
         f"returns a dict with {metric!r}"
     )
 
