@@ -30,10 +30,9 @@ MISSING_LEFT = [
     for tool in ("npu", "torch")
     for end in ("start", "end")
 ]
-# defaults that still differ from verl 0.9.1's, each a feature of issue 35 not landed yet
-DIFFERING_LEFT = {
-    "data.gen_batch_size",  # verl: null (= train_batch_size); here the link says so
-}
+# defaults that still differ from verl 0.9.1's, each a feature of issue 35 not landed yet: none since
+# data.gen_batch_size became null and filter_groups.metric `reward`
+DIFFERING_LEFT: set[str] = set()
 
 
 def _same(a, b) -> bool:

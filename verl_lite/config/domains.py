@@ -80,7 +80,7 @@ _LISTED: dict[str, Domain] = {
     "data.seed": NON_NEG_INT.or_null("a fixed default seed"),
     "data.train_max_samples": MAX_SAMPLES,
     "data.val_max_samples": MAX_SAMPLES,
-    "data.gen_batch_size": POS_INT,
+    "data.gen_batch_size": POS_INT.or_null("data.train_batch_size"),
     # actor
     f"{ARR}.actor.ppo_mini_batch_size": POS_INT,
     f"{ARR}.actor.ppo_micro_batch_size": MICRO,

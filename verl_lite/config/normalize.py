@@ -2,8 +2,9 @@
 verl_lite/preflight.py RESOLVE, before the checks and the freeze).
 
 Pure config arithmetic, no component knowledge: a deprecated global micro-batch size becomes a
-per-GPU one (verl's rule), null clip bounds become clip_ratio, the deprecated optim.warmup_style
-replaces optim.lr_scheduler_type. Everything else verl derives is a link in the schema.
+per-GPU one (verl's rule), null clip bounds become clip_ratio, a null data.gen_batch_size is
+train_batch_size (verl 0.9.1's default and rule), the deprecated optim.warmup_style replaces
+optim.lr_scheduler_type. Everything else verl derives is a link in the schema.
 """
 
 from __future__ import annotations
@@ -75,6 +76,8 @@ def derive_values(cfg: PPOTrainerConfig, run: Run | None) -> list[str]:
     problems: list[str] = []
     a = cfg.actor_rollout_ref.actor
     a.clip_ratio_low, a.clip_ratio_high = _clip_bounds(a)
+    if cfg.data.gen_batch_size is None:  # verl 0.9.1: `gen_batch_size or train_batch_size`
+        cfg.data.gen_batch_size = cfg.data.train_batch_size
     _scheduler(a.optim)
     _scheduler(cfg.critic.optim)
     _micro_sizes(cfg, world_size(cfg), problems)

@@ -90,7 +90,9 @@ class DataConfig(ConfigNode):
     apply_chat_template_kwargs: dict[str, Any] | None = field(
         default_factory=dict
     )  # extra arguments of apply_chat_template
-    gen_batch_size: int | None = "${.train_batch_size}"  # DAPO dynamic sampling: prompts per generation batch
+    gen_batch_size: int | None = (
+        None  # DAPO dynamic sampling: prompts per generation batch; null: train_batch_size
+    )
 
 
 @dataclass
