@@ -83,7 +83,7 @@ def test_a_format_whose_turn_end_the_model_does_not_stop_at_is_refused_by_the_mo
     generation.write_text(json.dumps(config | {"eos_token_id": [tokenizer.eos_token_id]}))
     assert problems("gpt-oss") == [
         f"{MT}.format='gpt-oss' ends a tool-calling turn with <|call|> (id {call_id}), but the model stops only "
-        f"at its EOS and generation_config.json's eos_token_id [{tokenizer.eos_token_id}] ({model!r}), so it "
+        f"at [{tokenizer.eos_token_id}] (its EOS and generation_config.json's eos_token_id, {model!r}), so it "
         f"would write past its call; add {call_id} to that list, as the format's own models do"
     ]
     assert problems("glm") == [

@@ -109,15 +109,15 @@ def check_turn_end(cfg: PPOTrainerConfig, run: Run, tokenizer) -> list[str]:
     """A format that ends a tool-calling turn with its own token (the parser's STOP_TOKENS: GLM's
     <|observation|>, gpt-oss's <|call|>): a rollout stops only at the model's stop tokens, the
     tokenizer's EOS and the eos_token_id list of the model folder's generation_config.json (vLLM's
-    rule, rollout/base.stop_ids), so the token must be one of them, or the model writes past its call."""
+    rule, rollout/base.folder_stop_ids), so the token must be one of them, or the model writes past its call."""
     from verl_lite.agent_loop.tool_parser import ToolParser
+    from verl_lite.rollout.base import folder_stop_ids
 
     mt, model = cfg.actor_rollout_ref.rollout.multi_turn, cfg.actor_rollout_ref.model
     parser = ToolParser._registry.get(mt.format)
     if parser is None or not parser.STOP_TOKENS:
         return []
-    listed = _generation_eos(model.path)
-    stops = {tokenizer.eos_token_id, *listed}
+    stops = folder_stop_ids(tokenizer.eos_token_id, model.path)  # what the rollouts stop at
     problems = []
     for token in parser.STOP_TOKENS:
         token_id = tokenizer.convert_tokens_to_ids(token)
@@ -129,23 +129,10 @@ def check_turn_end(cfg: PPOTrainerConfig, run: Run, tokenizer) -> list[str]:
         elif token_id not in stops:
             problems.append(
                 f"{MT}.format={mt.format!r} ends a tool-calling turn with {token} (id {token_id}), but the model "
-                f"stops only at its EOS and generation_config.json's eos_token_id {listed} ({model.path!r}), so it "
-                f"would write past its call; add {token_id} to that list, as the format's own models do"
+                f"stops only at {stops} (its EOS and generation_config.json's eos_token_id, {model.path!r}), so "
+                f"it would write past its call; add {token_id} to that list, as the format's own models do"
             )
     return problems
-
-
-def _generation_eos(folder: str) -> list[int]:
-    """The eos_token_id list of `folder`'s generation_config.json (none: [])."""
-    import json
-    import os
-
-    try:
-        with open(os.path.join(folder, "generation_config.json")) as f:
-            listed = json.load(f).get("eos_token_id")
-    except (OSError, ValueError):
-        return []
-    return [listed] if isinstance(listed, int) else [i for i in listed or [] if isinstance(i, int)]
 
 
 def _absent(value) -> bool:

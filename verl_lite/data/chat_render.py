@@ -93,23 +93,29 @@ class ChatRenderer:
     def inserted(self, messages: list[dict], after: int | None = None) -> list[int]:
         """Token ids of `messages` appended to a conversation whose last token is `after`, up to the
         model's next turn: the turn separator first when `after` is the closing token."""
-        ids = self.ids(messages, add_generation_prompt=True)
+        return self.separator_after(after) + self._alone(messages, add_generation_prompt=True)
+
+    def _alone(self, messages: list[dict], add_generation_prompt: bool) -> list[int]:
+        """`messages` rendered alone, the template's default system prompt cut off the front."""
+        ids = self.ids(messages, add_generation_prompt=add_generation_prompt)
         prefix = self.system_prefix
-        ids = ids[len(prefix) :] if prefix and ids[: len(prefix)] == prefix else ids
-        return self.separator_after(after) + ids
+        return ids[len(prefix) :] if prefix and ids[: len(prefix)] == prefix else ids
 
     def tool_results(self, texts: list[str], names: list[str], after: int | None = None) -> list[int]:
         """Token ids of the tool replies `texts` (to the calls named `names`, in order) appended to a
         conversation whose last token is `after`, up to the model's next turn (module docstring)."""
         if not self.harmony:
             return self.inserted([{"role": "tool", "content": t} for t in texts], after)
+        return self.separator_after(after) + self._harmony_replies(texts, names) + self.generation_prompt
+
+    def _harmony_replies(self, texts: list[str], names: list[str]) -> list[int]:
+        """The replies as verl's gpt-oss builder writes them, without the generation prompt."""
         replies = "".join(
             f"<|start|>functions.{name} to=assistant<|channel|>commentary<|message|>"
             f"{json.dumps(text, ensure_ascii=False, separators=(',', ':'))}<|end|>"
             for name, text in zip(names, texts, strict=True)
         )
-        ids = self.tokenizer(replies, add_special_tokens=False)["input_ids"] + self.generation_prompt
-        return self.separator_after(after) + ids
+        return self.tokenizer(replies, add_special_tokens=False)["input_ids"]
 
     def appended(
         self, messages: list[dict], previous: list[dict] = (), after: int | None = None
@@ -131,11 +137,9 @@ class ChatRenderer:
             run = messages[start:end]
             if run:  # the replies to the calls of the latest assistant message before them
                 names = tool_names(run, [*previous, *messages[:start]])
-                ids += self.tool_results([str(m.get("content", "")) for m in run], names)
-                ids = ids[: len(ids) - len(self.generation_prompt)]
+                ids += self._harmony_replies([str(m.get("content", "")) for m in run], names)
             if end < len(messages):
-                alone = self.inserted([messages[end]])
-                ids += alone[: len(alone) - len(self.generation_prompt)]
+                ids += self._alone([messages[end]], add_generation_prompt=False)
             start = end + 1
         return ids + self.generation_prompt
 

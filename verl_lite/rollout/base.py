@@ -157,6 +157,18 @@ def stop_ids(eos_id: int | None, generation_config) -> list[int]:
     return list(dict.fromkeys([i for i in [eos_id, *listed] if i is not None]))
 
 
+def folder_stop_ids(eos_id: int | None, folder: str) -> list[int]:
+    """stop_ids of a model folder: its generation_config.json's eos_token_id list is what vLLM stops
+    at (no such file: the tokenizer's EOS alone). The rollouts and the format checks read it here."""
+    from transformers import GenerationConfig
+
+    try:
+        config = GenerationConfig.from_pretrained(folder)
+    except OSError:
+        config = None
+    return stop_ids(eos_id, config)
+
+
 def response_mask_from_tokens(responses: torch.Tensor, eos_id: int | list[int]) -> torch.Tensor:
     """1 for tokens up to and including the first stop token (`eos_id`: one id or the rollout's
     `stop_ids`), 0 after it."""

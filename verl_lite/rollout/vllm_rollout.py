@@ -49,7 +49,7 @@ import torch
 from verl_lite.engine.lora_spec import LoraSpec
 from verl_lite.engine.parallelize import parse_dtype
 from verl_lite.rollout import VLLM_LORA_RANKS, cpu_shm
-from verl_lite.rollout.base import Rollout, SamplingParams, TokenRequest, TokenResult, stop_ids
+from verl_lite.rollout.base import Rollout, SamplingParams, TokenRequest, TokenResult, folder_stop_ids
 from verl_lite.rollout.engine_state import prepare_engine_env, preserved_process_state
 from verl_lite.rollout.tp_group import TPGroup
 from verl_lite.rollout.vllm_args import CPU_BLOCK_SIZE
@@ -311,7 +311,7 @@ class VLLMRollout(Rollout):
         from vllm import LLM  # after prepare_engine_env: vLLM reads its env vars at import
 
         self.eos_id, self.pad_id = tokenizer.eos_token_id, tokenizer.pad_token_id
-        self.stop_ids = stop_ids(self.eos_id, _generation_config(model_files(model_cfg)))
+        self.stop_ids = folder_stop_ids(self.eos_id, model_files(model_cfg))
         self.bucket_bytes = int(r.update_weights_bucket_megabytes * 1024**2)
         self.lora_enabled = LoraSpec.of(model_cfg) is not None
         self.lora_request = None  # LoRA: the synced adapter every request runs with
@@ -518,16 +518,6 @@ class VLLMRollout(Rollout):
             # vLLM's scheduler may preempt under KV-cache pressure; read as verl's server reads it
             results.append(TokenResult(ids, logps, stop, getattr(sample, "num_preempted", None)))
         return results, True
-
-
-def _generation_config(folder: str):
-    """The model folder's generation_config.json (whose eos_token_id list vLLM stops at), or None."""
-    from transformers import GenerationConfig
-
-    try:
-        return GenerationConfig.from_pretrained(folder)
-    except OSError:  # no generation_config.json: the tokenizer's EOS alone
-        return None
 
 
 def _padded(rows: list[list], width: int, pad, dtype: torch.dtype) -> torch.Tensor:
