@@ -1120,7 +1120,8 @@ def test_a_failing_reward_function_ends_the_run_in_one_line(
 ONE_WORKER = [o.replace("trainer.n_gpus_per_node=2", "trainer.n_gpus_per_node=1") for o in BASE]
 
 
-def _cli(tmp_path, *overrides, timeout=600, base=BASE):
+def _cli_cmd(tmp_path, *overrides, base=BASE, run_dir=True) -> list[str]:
+    """The demo's CLI command with `overrides` (its output folder under tmp_path unless run_dir=False)."""
     cmd = [
         sys.executable,
         "-m",
@@ -1129,7 +1130,11 @@ def _cli(tmp_path, *overrides, timeout=600, base=BASE):
         "demo",
         f"hydra.run.dir={tmp_path}/hydra",
     ]
-    cmd += [*base, *overrides]
+    return [*cmd, *base, *([f"trainer.default_local_dir={tmp_path}/run"] if run_dir else []), *overrides]
+
+
+def _cli(tmp_path, *overrides, timeout=600, base=BASE):
+    cmd = _cli_cmd(tmp_path, *overrides, base=base, run_dir=False)
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=dict(os.environ))
 
 
@@ -1186,18 +1191,6 @@ def test_reward_function_failing_mid_run_ends_it_like_a_start_up_error(bad, tmp_
         "data_source='verl_lite/arith'",
     ]:
         assert fragment in line, line
-
-
-def _cli_cmd(tmp_path, *overrides, base=BASE) -> list[str]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "verl_lite.main_ppo",
-        "--config-name",
-        "demo",
-        f"hydra.run.dir={tmp_path}/hydra",
-    ]
-    return [*cmd, *base, f"trainer.default_local_dir={tmp_path}/run", *overrides]
 
 
 def _console_lines(output: str) -> list[str]:
