@@ -36,54 +36,51 @@ DPPO = dict(
 )
 
 
-def _dppo(old_log_prob, log_prob, advantages, clip_ratio_c, valid_up, valid_down) -> dict[str, torch.Tensor]:
-    log_ratio = (log_prob - old_log_prob).clamp(-20.0, 20.0)
-    ratio = torch.exp(log_ratio)
-    weight = ratio.clamp(max=clip_ratio_c).detach()
-    valid = torch.where(advantages > 0, valid_up, valid_down).detach().float()
-    return {
-        "pg_loss": -advantages * weight * log_prob * valid,
-        "clipped": 1.0 - valid,
-        "clipped_lower": (ratio > clip_ratio_c).float() * valid,
-        "approx_kl": -log_ratio.detach(),
-    }
-
-
-@POLICY_LOSSES.register("dppo_tv", **DPPO)
-def compute_policy_loss_dppo_tv(
-    old_log_prob: torch.Tensor,  # (bs, T)
-    log_prob: torch.Tensor,  # (bs, T)
-    advantages: torch.Tensor,  # (bs, T)
-    response_mask: torch.Tensor | None = None,  # unused: per token
-    clip_ratio_low: float = 0.2,
-    clip_ratio_high: float = 0.2,
-    clip_ratio_c: float = 3.0,
-) -> dict[str, torch.Tensor]:
-    """DPPO-Binary-TV: the total variation p - p_old bounds the step (module docstring)."""
+def _tv_valid(old_log_prob, log_prob, low, high):
+    """DPPO-Binary-TV's (valid where A > 0, valid elsewhere): the total variation p - p_old."""
     moved = torch.exp(log_prob) - torch.exp(old_log_prob)
-    return _dppo(
-        old_log_prob, log_prob, advantages, clip_ratio_c, moved <= clip_ratio_high, moved >= -clip_ratio_low
-    )
+    return moved <= high, moved >= -low
 
 
-@POLICY_LOSSES.register("dppo_kl", **DPPO)
-def compute_policy_loss_dppo_kl(
-    old_log_prob: torch.Tensor,  # (bs, T)
-    log_prob: torch.Tensor,  # (bs, T)
-    advantages: torch.Tensor,  # (bs, T)
-    response_mask: torch.Tensor | None = None,  # unused: per token
-    clip_ratio_low: float = 0.2,
-    clip_ratio_high: float = 0.2,
-    clip_ratio_c: float = 3.0,
-) -> dict[str, torch.Tensor]:
-    """DPPO-Binary-KL: the KL of the token's two-outcome distribution bounds the step (module docstring)."""
+def _kl_valid(old_log_prob, log_prob, low, high):
+    """DPPO-Binary-KL's: the KL of the token's two-outcome distribution, in the advantage's direction."""
     prob, old_prob = torch.exp(log_prob), torch.exp(old_log_prob)
     binary_kl = old_prob * (old_log_prob - log_prob) + (1 - old_prob) * torch.log(
         (1.0 - old_prob + 1e-8) / (1.0 - prob + 1e-8)
     )
-    up = (binary_kl <= clip_ratio_high) | (prob <= old_prob)
-    down = (binary_kl <= clip_ratio_low) | (prob >= old_prob)
-    return _dppo(old_log_prob, log_prob, advantages, clip_ratio_c, up, down)
+    return (binary_kl <= high) | (prob <= old_prob), (binary_kl <= low) | (prob >= old_prob)
+
+
+def _dppo_loss(valid_set):
+    """The DPPO loss whose valid tokens `valid_set` decides (module docstring)."""
+
+    def loss(
+        old_log_prob: torch.Tensor,  # (bs, T)
+        log_prob: torch.Tensor,  # (bs, T)
+        advantages: torch.Tensor,  # (bs, T)
+        response_mask: torch.Tensor | None = None,  # unused: per token
+        clip_ratio_low: float = 0.2,
+        clip_ratio_high: float = 0.2,
+        clip_ratio_c: float = 3.0,
+    ) -> dict[str, torch.Tensor]:
+        valid_up, valid_down = valid_set(old_log_prob, log_prob, clip_ratio_low, clip_ratio_high)
+        log_ratio = (log_prob - old_log_prob).clamp(-20.0, 20.0)
+        ratio = torch.exp(log_ratio)
+        weight = ratio.clamp(max=clip_ratio_c).detach()
+        valid = torch.where(advantages > 0, valid_up, valid_down).detach().float()
+        return {
+            "pg_loss": -advantages * weight * log_prob * valid,
+            "clipped": 1.0 - valid,
+            "clipped_lower": (ratio > clip_ratio_c).float() * valid,
+            "approx_kl": -log_ratio.detach(),
+        }
+
+    loss.__doc__ = valid_set.__doc__
+    return loss
+
+
+compute_policy_loss_dppo_tv = POLICY_LOSSES.register("dppo_tv", **DPPO)(_dppo_loss(_tv_valid))
+compute_policy_loss_dppo_kl = POLICY_LOSSES.register("dppo_kl", **DPPO)(_dppo_loss(_kl_valid))
 
 
 @POLICY_LOSSES.register(

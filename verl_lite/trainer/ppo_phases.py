@@ -244,19 +244,18 @@ class StepPhases:
         return out.batch["rm_scores"], {}
 
     def _score(self, batch: DataProto, metrics: dict) -> dict:
-        """Scores into the batch, and each response's extra info from the reward function (verl's
-        reward_extra_info: gdpo reads its components there) as one dict per row, with their means."""
+        """Scores into the batch, the means of the reward function's extra info, and that info as one
+        dict per row (verl's reward_extra_info) when the estimator reads it (gdpo's components)."""
         scores, extra = self._compute_scores(batch, metrics)
         batch.batch["token_level_scores"] = scores
         batch.batch["token_level_rewards"] = scores
-        rows = [{} for _ in range(len(batch))]
         for key, values in extra.items():
-            if len(values) == len(batch):
-                for row, value in zip(rows, values, strict=True):
-                    row[key] = value
             if values and isinstance(values[0], (int, float)):
                 metrics[f"reward_extra/{key}/mean"] = float(np.mean(values))
-        batch.non_tensor_batch[REWARD_EXTRA] = np.array(rows, dtype=object)
+        if REWARD_EXTRA in self.adv_spec.inputs:  # one dict per row, only for an estimator that reads it
+            every_row = {k: v for k, v in extra.items() if len(v) == len(batch)}  # not keys some rows lack
+            rows = [{k: v[i] for k, v in every_row.items()} for i in range(len(batch))]
+            batch.non_tensor_batch[REWARD_EXTRA] = np.array(rows, dtype=object)
         return extra
 
     def _reward(self, batch: DataProto, metrics: dict) -> DataProto:
