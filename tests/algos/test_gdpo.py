@@ -56,7 +56,7 @@ def test_a_dominant_component_does_not_drown_a_weak_one():
 
 
 def test_a_component_the_reward_function_did_not_return_is_named():
-    with pytest.raises(KeyError, match=r"returned no 'format_reward' \(it returned \['acc', 'fmt'\]\)"):
+    with pytest.raises(ValueError, match=r"returned no 'format_reward' \(it returned \['acc', 'fmt'\]\)"):
         GDPO(torch.zeros(4, 3), MASK, INDEX, EXTRA, gdpo_reward_keys=["acc", "format_reward"])
     bad = np.array([{"acc": "yes"}] * 4, dtype=object)
     with pytest.raises(ValueError, match="'acc' must be a number for every response"):

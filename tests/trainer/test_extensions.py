@@ -22,6 +22,7 @@ from verl_lite.config.errors import ConfigError
 from verl_lite.config.schema import TINY_MODEL, TINY_TRAIN
 from verl_lite.data.assets import resolve_paths
 from verl_lite.engine.forward import TokenRequest, response_token_outputs
+from verl_lite.errors import RunError
 from verl_lite.main_ppo import SetupError, build_trainer
 from verl_lite.preflight import prepare
 from verl_lite.preflight_early import check_placeholders
@@ -266,3 +267,10 @@ def test_gdpo_reads_the_components_the_reward_function_returned(tmp_path):
     # group 1: "13" has the format, not the answer; "x" neither: GDPO ranks 12 > 13 > x
     assert adv[0] == adv[1] > adv[3] > adv[2]
     assert metrics["gdpo/accuracy_reward/mean"] == 0.625 and metrics["gdpo/format_reward/min"] == 0.0
+    # a component the reward function does not return: one line naming it (RunError: main_ppo's form)
+    for row in batch.non_tensor_batch[REWARD_EXTRA]:
+        row.pop("format_reward")
+    with pytest.raises(
+        RunError, match=r"^algorithm.adv_estimator=gdpo: algorithm.gdpo_reward_keys: the reward "
+    ):
+        trainer.step_phases._advantage(batch, {})

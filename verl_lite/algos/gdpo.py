@@ -11,7 +11,8 @@ manager returned beside the score, per response (verl's reward_extra_info, train
 
 so a dominant component cannot drown a weaker one, as it would in GRPO on their sum. The components
 are read as the reward manager returned them (before any KL penalty in the reward, as in verl). A key
-the reward function did not return stops the run with one line naming it and the keys it did return.
+the reward function did not return stops the run with one line (the trainer's adv phase reports an
+estimator's ValueError so, with the phase and step) naming it and the keys it did return.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def component_scores(extra_info, keys, batch_size: int) -> list[torch.Tensor]:
     for key in keys:
         missing = next((row for row in extra_info if key not in row), None)
         if missing is not None:
-            raise KeyError(
+            raise ValueError(
                 f"{KEYS}: the reward function returned no {key!r} (it returned {sorted(missing)}); "
                 f"return it in compute_score's dict"
             )

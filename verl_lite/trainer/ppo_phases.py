@@ -23,6 +23,7 @@ queued behind this step's update_actor when the trainer says nothing comes betwe
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Callable
 
 import numpy as np
@@ -34,6 +35,7 @@ from verl_lite.algos.registry import REWARD_EXTRA
 from verl_lite.algos.rollout_corr import compute_rollout_correction, correction_enabled
 from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.data.rlhf_dataset import EpochSampler, RLHFDataset
+from verl_lite.errors import RunError
 from verl_lite.protocol import DataProto
 from verl_lite.rollout.base import compute_logprob_diff_metrics
 from verl_lite.trainer.batching import Dispatch, in_order, inverse_order
@@ -313,12 +315,17 @@ class StepPhases:
         inputs = {  # what the estimator's spec names: batch tensors, the group ids, the reward's extra info
             name: special[name] if name in special else batch.batch[name] for name in self.adv_spec.inputs
         }
-        advantages, returns = self.adv_spec.fn(
-            token_level_rewards=batch.batch["token_level_rewards"],
-            response_mask=batch.batch["response_mask"],
-            **inputs,
-            **self.adv_kwargs,
-        )
+        try:
+            advantages, returns = self.adv_spec.fn(
+                token_level_rewards=batch.batch["token_level_rewards"],
+                response_mask=batch.batch["response_mask"],
+                **inputs,
+                **self.adv_kwargs,
+            )
+        except ValueError as e:  # what the batch cannot give the estimator (gdpo: a missing component)
+            raise RunError(
+                f"algorithm.adv_estimator={self.adv_spec.name}: {e}", traceback.format_exc()
+            ) from e
         batch.batch["advantages"], batch.batch["returns"] = advantages, returns
         metrics.update(self.adv_spec.metrics(self.config, batch) if self.adv_spec.metrics else {})
         return batch
