@@ -4,7 +4,7 @@ Read from a verl checkout (or its git directory) and its recipe submodule, not w
 the catalogue follows verl:
 
 - examples: the quickstart's PPO line and the FSDP text-model scripts of examples/ (verl 0.7: the ones
-  docs/verl_scripts.md lists why it picked; verl 0.9: every examples/*/run_*_fsdp.sh of a text model);
+  docs/verl_scripts.md lists why it picked; verl 0.9: every examples/*/run_*_fsdp.sh and examples/tuning/*/run_*_fsdp.sh of a text model);
   run with their defaults;
 - ci: every step of verl's .github/workflows (stash/ included) that runs a tests/special_e2e script,
   with the environment the step and its job set (`KEY=value bash tests/special_e2e/...`, `export`,
@@ -95,9 +95,10 @@ def ls(verl_root: str, prefix: str) -> list[str]:
     return sorted(out)
 
 
-# verl 0.9's examples: examples/<algorithm>/run_<model>_fsdp.sh, one per algorithm and model; the
-# text-model FSDP ones run (not the vision-language, video, turbo-engine or distillation scripts)
-EXAMPLES_09 = re.compile(r"^examples/[^/]+/run_[^/]*_fsdp(_multi_rs)?\.sh$")
+# verl 0.9's examples: examples/<algorithm>/run_<model>_fsdp.sh, one per algorithm and model, and
+# examples/tuning/<topic>/ (LoRA: from an adapter, lora.merge; scaling); the text-model FSDP ones run
+# (not the vision-language, video, turbo-engine or distillation scripts)
+EXAMPLES_09 = re.compile(r"^examples/(tuning/)?[^/]+/run_[^/]*_fsdp(_multi_rs)?\.sh$")
 NOT_TEXT_FSDP = re.compile(r"vl_|_vl|video|glm4_1v|minicpm_o|openr1|turbo|distillation|ascend|megatron")
 
 

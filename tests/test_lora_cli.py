@@ -132,3 +132,29 @@ def test_vllm_serves_the_synced_adapter_and_only_the_adapter_moves(vllm_run):
     gb = rows[2]["perf/update_weights_gb"] * 1024**3
     assert round(gb) == adapter_bytes(), "after the first sync only the adapter moves"
     assert rows[2]["perf/weight_sync_unverified_params"] == 0, "the adapter checked where vLLM holds it"
+
+
+@pytest.fixture(scope="module")
+def vllm_merged_run(tmp_path_factory):
+    pytest.importorskip("vllm", reason="the vLLM rollout needs vllm (make install)")
+    tmp = tmp_path_factory.mktemp("lora_vllm_merged")
+    _ok(run_cli(tmp, *VLLM, f"{ARR}.model.lora.merge=True", join=True))
+    return tmp
+
+
+def test_vllm_serves_the_merged_weights_with_lora_merge(vllm_merged_run):
+    """verl 0.9's lora.merge: vLLM runs without LoRA and each sync sends the whole model with the
+    adapter merged in; vLLM's log-probs are the adapter actor's, and every merged weight is checked."""
+    rows = read_metrics(vllm_merged_run)
+    assert [r["step"] for r in rows] == [0, 1, 2]
+    model = AutoModelForCausalLM.from_pretrained(assets.resolve(TINY_MODEL))
+    # fp32; the tied LM head is sent as its own tensor too, as vLLM loads it (with_tied_lm_head)
+    whole = sum(p.numel() * 4 for _, p in model.named_parameters(remove_duplicate=False))
+    for row in rows[1:]:
+        assert row["rollout/actor_logprob_abs_diff_max"] < 1e-4, row  # the adapter model's policy
+        assert row["perf/ref_engines"] == 0
+    # step 1 needs no sync (a fresh adapter merges to the base vLLM loaded); step 2 follows an update
+    assert round(rows[2]["perf/update_weights_gb"] * 1024**3) == whole, "the whole merged model each sync"
+    assert rows[2]["perf/weight_sync_unverified_params"] == 0, "every merged weight checked in vLLM"
+    assert rows[2]["timing_s/weight_sync_verify"] > 0
+    assert rows[2]["actor/kl_loss"] > 0, "the adapter moved the actor, and the rollout followed it"

@@ -86,6 +86,20 @@ def test_the_hf_rollout_takes_any_rank():
     assert check(f"{ARR}.model.lora_rank=1024", f"{ARR}.rollout.name=hf") == ""
 
 
+def test_with_lora_merge_vllm_serves_no_adapter_so_its_lora_limits_do_not_apply():
+    merged = (f"{ARR}.model.lora.merge=True", f"{ARR}.rollout.name=vllm")
+    assert check(f"{ARR}.model.lora_rank=1024", *merged) == ""
+    assert check(f"{ARR}.model.lora_rank=8", f"{ARR}.rollout.layered_summon=True", *merged) == ""
+    assert "ranks up to 512" in check(f"{ARR}.model.lora_rank=1024", f"{ARR}.rollout.name=vllm")
+
+
+def test_of_verl_09s_lora_block_merge_is_implemented_and_megatrons_keys_are_refused_by_name():
+    assert load_config([f"{ARR}.model.lora.merge=True"], "demo").actor_rollout_ref.model.lora.merge is True
+    with pytest.raises(ConfigError) as info:
+        load_config([f"{ARR}.model.lora.rank=8"], "demo")
+    assert info.value.problems[0].startswith(f"{ARR}.model.lora.rank=8 is not supported by verl_lite: ")
+
+
 def test_vllm_rank_table_is_vllms():
     vllm_lora = pytest.importorskip("vllm.config.lora", reason="vLLM not installed")
     from typing import get_args

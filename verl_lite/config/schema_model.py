@@ -40,6 +40,16 @@ class FusedKernelOptions(ConfigNode):
 
 
 @dataclass
+class LoraBlockConfig(ConfigNode):
+    """actor_rollout_ref.model.lora: verl 0.9's LoRA block. Its other keys are Megatron's LoRA (verl's
+    FSDP engine reads lora_rank, lora_alpha, ... above): accepted at verl's defaults, refused when set."""
+
+    merge: bool = (
+        False  # LoRA: send the rollout W + alpha/r * B A at each weight sync, served without vLLM's LoRA
+    )
+
+
+@dataclass
 class ModelConfig(ModelBase):
     """actor_rollout_ref.model: the policy's model, also the reference's and the rollout's."""
 
@@ -52,6 +62,7 @@ class ModelConfig(ModelBase):
     target_modules: Any = "all-linear"  # modules LoRA adapts: all-linear (but the LM head) or a list
     exclude_modules: Any = None  # modules LoRA leaves alone: a list of names or a regex
     lora_adapter_path: str | None = None  # saved PEFT adapter to continue from (rank, targets)
+    lora: LoraBlockConfig = field(default_factory=LoraBlockConfig)
     use_liger: bool = False  # Liger kernels for the HF model
     use_fused_kernels: bool = False  # log-probs and entropy from hidden states in chunks, without full logits
     fused_kernel_options: FusedKernelOptions = field(default_factory=FusedKernelOptions)

@@ -30,7 +30,7 @@ FEATURES = {
     "disaggregation": "prefill/decode disaggregation",
     "router_replay": "MoE router replay",
     "mtp": "multi-token prediction (MTP)",
-    "lora": "LoRA block (verl_lite's LoRA keys are actor_rollout_ref.model.lora_rank, lora_alpha, ...)",
+    "lora": "Megatron LoRA block (FSDP's LoRA keys are the model's lora_rank, lora_alpha, ...; of the block, actor_rollout_ref.model.lora.merge is here)",
     "profiler": "profiler",
     "global_profiler": "profiler",
     "skip": "rollout skipping",

@@ -99,6 +99,46 @@ def base_param_name(name: str) -> str:
     return name.removeprefix(PEFT_PREFIX).replace(".base_layer.", ".")
 
 
+def lora_layers(peft_model: torch.nn.Module) -> dict[str, tuple[str, str, float]]:
+    """{base weight's parameter name: (lora_A's, lora_B's, scale)} for every adapted linear layer
+    (what verl 0.9's model.lora.merge folds in: W + scale * B @ A, scale = PEFT's alpha / r)."""
+    from peft.tuners.lora import LoraLayer
+
+    out = {}
+    for name, layer in peft_model.named_modules():
+        if not isinstance(layer, LoraLayer):
+            continue
+        if "default" not in layer.lora_A or getattr(layer, "fan_in_fan_out", False):
+            raise ValueError(
+                f"actor_rollout_ref.model.lora.merge=True merges the adapters of linear layers; {name} "
+                f"({type(layer).__name__}) is not one: leave it out of target_modules or set lora.merge=False"
+            )
+        out[f"{name}.base_layer.weight"] = (
+            f"{name}.lora_A.default.weight",
+            f"{name}.lora_B.default.weight",
+            float(layer.scaling["default"]),
+        )
+    return out
+
+
+@torch.no_grad()
+def merged_weight(w: torch.Tensor, b: torch.Tensor, a: torch.Tensor, scale: float) -> torch.Tensor:
+    """W + scale * (B @ A) in at least float32 (a new tensor), for any rows of W with the same rows of
+    B. Each element is built from plain products and sums, k = 0..r-1 in order (not a matmul, whose
+    summation order may follow the shape, nor a fused multiply-add, which a vectorised loop may use
+    where its scalar tail does not): an FSDP2 row shard of the result is exactly those rows of the
+    whole, so the weight check's trainer side (engine/weight_fingerprint.py) matches what a sync sent."""
+    dtype = torch.promote_types(w.dtype, torch.float32)
+    b, a = b.to(dtype), a.to(dtype)
+    delta, term = (
+        torch.zeros(w.shape, dtype=dtype, device=w.device),
+        torch.empty(w.shape, dtype=dtype, device=w.device),
+    )
+    for k in range(a.shape[0]):
+        delta += torch.mul(b[:, k : k + 1], a[k : k + 1], out=term)
+    return w.to(dtype) + delta.mul_(scale)
+
+
 def adapter_file_state(peft_model: PeftModel, tensors: Iterable[tuple[str, torch.Tensor]]) -> dict:
     """Trainable tensors (parameter names) in PEFT's file format: names without the adapter name,
     as `save_pretrained` writes them and vLLM reads them."""

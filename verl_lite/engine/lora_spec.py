@@ -28,6 +28,7 @@ class LoraSpec:
     exclude_modules: object
     adapter_path: str | None
     base_path: str  # the model folder the adapters sit on (recorded in the saved adapter)
+    merge: bool = False  # the actor's lora.merge: the rollout gets W + scale * B A, not the adapter
 
     @classmethod
     def of(cls, model_cfg, model_kind: str = "causal_lm") -> LoraSpec | None:
@@ -46,6 +47,7 @@ class LoraSpec:
             exclude_modules=_modules(getattr(model_cfg, "exclude_modules", None)),
             adapter_path=adapter_path,
             base_path=model_cfg.path,
+            merge=bool(getattr(getattr(model_cfg, "lora", None), "merge", False)),
         )
 
     def saved_config(self) -> dict:
@@ -76,6 +78,14 @@ class LoraSpec:
         if not saved:
             return self.target_modules, self.exclude_modules
         return _modules(saved.get("target_modules")), _modules(saved.get("exclude_modules"))
+
+
+def served_adapter(model_cfg) -> LoraSpec | None:
+    """The actor's LoRA as its rollout serves it, an adapter on the base (vLLM's LoRA slot, PEFT in the
+    HF rollout); None without LoRA, or with verl 0.9's model.lora.merge (the rollout then holds plain
+    weights with the adapter merged in: rollout/weight_sync.py's MergedSync)."""
+    spec = LoraSpec.of(model_cfg)
+    return spec if spec is not None and not spec.merge else None
 
 
 def lora_enabled(model_cfg, model_kind: str = "causal_lm") -> bool:

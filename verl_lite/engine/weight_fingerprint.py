@@ -24,6 +24,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 
+from verl_lite.engine.lora import merged_weight
 from verl_lite.engine.weight_gather import _crosses_ranks, _shard_mesh_dim
 
 RTOL = 1e-14  # float64 sums of the same values in another order: ~5e-16 measured
@@ -85,29 +86,43 @@ def shard_fingerprints(
     forms: dict[str, tuple[torch.dtype | None, float, torch.dtype | None]],
     sent_name: Callable[[str], str],
     device: torch.device,
+    merged: dict[str, tuple[str, str, float]] | None = None,
 ) -> dict[str, torch.Tensor]:
     """The fingerprint of every parameter whose sent name (`sent_name(param name)`) `forms` lists,
     in that form's (dtype, scale, via), from each rank's FSDP2 shards: every rank calls it together
     with the same `forms` (one all-reduce per shard group; a parameter not row-sharded is read
-    whole)."""
+    whole). `merged` ({W: (A, B, scale)}, LoRA's lora.merge): W's values are W + scale * B @ A, from
+    this rank's rows of W and B (sharded alike: the same row count) and the whole A."""
     out: dict[str, torch.Tensor] = {}
     sharded: dict = {}  # process group -> [(sent name, local fingerprint)]
-    for name, param in module.named_parameters():
+    params = dict(module.named_parameters())
+    merged = merged or {}
+    for name, param in params.items():
         sent = sent_name(name)
         if sent not in forms:
             continue
         dtype, scale, via = forms[sent]
         dim = _shard_mesh_dim(param)
-        if dim is not None and param.device_mesh.size(dim) > 1:
+        local = dim is not None and param.device_mesh.size(dim) > 1
+        values = param.to_local() if local else _whole(param)
+        if name in merged:
+            a, b, lora_scale = merged[name]
+            rows = params[b].to_local() if local else _whole(params[b])
+            values = merged_weight(values, rows, _whole(params[a]), lora_scale)
+        if local:
             group = param.device_mesh.get_group(dim)
-            sharded.setdefault(group, []).append((sent, fingerprint(param.to_local(), dtype, scale, via)))
+            sharded.setdefault(group, []).append((sent, fingerprint(values, dtype, scale, via)))
         else:
-            # full_tensor() costs ~0.5 ms of DTensor dispatch even where no rank holds another part
-            whole = isinstance(param, DTensor) and _crosses_ranks(param)
-            full = param.full_tensor() if whole else getattr(param, "_local_tensor", param)
-            out[sent] = fingerprint(full, dtype, scale, via)
+            out[sent] = fingerprint(values, dtype, scale, via)
     for group, rows in sharded.items():
         total = torch.stack([fp for _, fp in rows]).to(device)
         dist.all_reduce(total, group=group)
         out.update(zip([sent for sent, _ in rows], total.cpu()))
     return out
+
+
+def _whole(param) -> torch.Tensor:
+    """The parameter's full value; full_tensor() costs ~0.5 ms of DTensor dispatch even where no rank
+    holds another part, so only where one does."""
+    whole = isinstance(param, DTensor) and _crosses_ranks(param)
+    return param.full_tensor() if whole else getattr(param, "_local_tensor", param)

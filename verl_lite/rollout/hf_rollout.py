@@ -54,7 +54,7 @@ from transformers.generation.logits_process import (
 
 from verl_lite.engine.attention import requested_attention, select_attention
 from verl_lite.engine.lora import apply_lora
-from verl_lite.engine.lora_spec import LoraSpec
+from verl_lite.engine.lora_spec import served_adapter
 from verl_lite.engine.parallelize import parse_dtype
 from verl_lite.rollout.base import (
     Rollout,
@@ -158,7 +158,7 @@ class HFRollout(Rollout):
         # defaults, an EOS that would stop ignore_eos runs): an empty one leaves the rollout config in
         # charge; EOS is passed per call. Set on the HF model itself, which PEFT's generate defers to.
         model.generation_config = GenerationConfig()
-        lora = LoraSpec.of(model_cfg)
+        lora = served_adapter(model_cfg)  # lora.merge: a plain copy, synced with merged weights
         if lora is not None:
             model = apply_lora(model, lora)
         self.model = model.to(dev.local_device()).eval()

@@ -13,7 +13,8 @@ With LoRA (model.lora_rank > 0) the engine serves the actor's adapter with vLLM'
 arrive once (from disk, or in the first sync); after each update only the adapter is sent:
 `update_adapter` builds vLLM's LoRA model from the in-memory tensors on the engine's worker and
 swaps it into the slot under the same id (no file, no reload of the base), and every request then
-runs with that adapter.
+runs with that adapter. With verl 0.9's model.lora.merge the engine has no LoRA: every sync sends
+the weights with the adapter merged in (weight_sync.py's MergedSync), as without LoRA.
 
 Creating the engine has process-wide side effects (engine_state.py undoes them): it reseeds the
 torch/python/numpy RNGs, replaces `torch.set_num_threads` by a no-op and edits a few environment
@@ -46,7 +47,7 @@ from collections.abc import Iterable, Iterator
 
 import torch
 
-from verl_lite.engine.lora_spec import LoraSpec
+from verl_lite.engine.lora_spec import served_adapter
 from verl_lite.engine.parallelize import parse_dtype
 from verl_lite.rollout import VLLM_LORA_RANKS, cpu_shm
 from verl_lite.rollout.base import Rollout, SamplingParams, TokenRequest, TokenResult, folder_stop_ids
@@ -161,7 +162,7 @@ def engine_kwargs(model_cfg, r, enable_sleep_mode: bool) -> dict:
         # on CPU vLLM reads gpu_memory_utilization as a share of *host* memory, which ranks share
         kwargs["kv_cache_memory_bytes"] = int(r.cpu_kv_cache_gb * GB)
         kwargs["block_size"] = CPU_BLOCK_SIZE  # vLLM's CPU default is 128: slower (vllm_args.py)
-    lora = LoraSpec.of(model_cfg)
+    lora = served_adapter(model_cfg)  # lora.merge: plain weights, no LoRA slot
     if lora is not None:
         kwargs.update(enable_lora=True, max_loras=1, max_lora_rank=vllm_max_lora_rank(lora.max_rank))
     kwargs.update({k: v for k, v in dict(r.engine_kwargs.vllm).items() if v is not None})
@@ -313,7 +314,7 @@ class VLLMRollout(Rollout):
         self.eos_id, self.pad_id = tokenizer.eos_token_id, tokenizer.pad_token_id
         self.stop_ids = folder_stop_ids(self.eos_id, model_files(model_cfg))
         self.bucket_bytes = int(r.update_weights_bucket_megabytes * 1024**2)
-        self.lora_enabled = LoraSpec.of(model_cfg) is not None
+        self.lora_enabled = served_adapter(model_cfg) is not None
         self.lora_request = None  # LoRA: the synced adapter every request runs with
         # no sleep mode on CPU. LoRA syncs only the adapter, so its base weights must survive a sleep
         # (level 1, kept on the host) rather than be discarded (level 2) and re-sent every step

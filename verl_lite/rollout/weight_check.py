@@ -26,7 +26,8 @@ backend. The cost is one pass over each side's weights in memory and one all-red
 numbers per parameter (measured in docs/hybrid_engine.md), reported as
 timing_s/weight_sync_verify. The check is always on: it has no key.
 
-With LoRA the adapter is checked at every check and the frozen base when it was just sent.
+With LoRA the adapter is checked at every check and the frozen base when it was just sent; with
+lora.merge every weight at every check, an adapted layer's as W + scale * B A on both sides.
 Parameters the check cannot pair (an engine parameter fed by names the trainer does not have, or a
 sent one no engine parameter is known to hold: vLLM's layer-wise reload on a CPU engine drops
 packed weights without a fingerprint) are counted in perf/weight_sync_unverified_params and named once
@@ -40,7 +41,7 @@ from dataclasses import dataclass
 
 import torch
 
-from verl_lite.engine.lora import adapter_file_names, base_param_name
+from verl_lite.engine.lora import adapter_file_names, base_param_name, lora_layers
 from verl_lite.engine.weight_fingerprint import agree, shard_fingerprints
 from verl_lite.errors import RunError
 from verl_lite.utils import device as dev
@@ -63,25 +64,32 @@ class WeightSyncMismatch(RunError):
 class SyncCheck:
     """Compare the rollout engine's weights with the trainer's (every trainer rank calls together)."""
 
-    def __init__(self, engine, rollout, backend: str, sent_dtype: torch.dtype | None = None):
+    def __init__(
+        self, engine, rollout, backend: str, sent_dtype: torch.dtype | None = None, merged: bool = False
+    ):
         """`sent_dtype`: the dtype a sync casts the base weights to on the way (weight_sync.py's
-        `dtype`; None: the actor's own), which values keep when they land in a wider parameter."""
+        `dtype`; None: the actor's own), which values keep when they land in a wider parameter.
+        `merged`: LoRA with lora.merge (MergedSync): the engine holds W + scale * B A of each adapted
+        layer, which the trainer side computes from its shards of W and B and the whole A."""
         self.engine, self.rollout, self.backend = engine, rollout, backend
         self.sent_dtype = sent_dtype
-        self.lora = engine.lora_config is not None
+        self.renamed = engine.lora_config is not None  # PEFT's parameter names (base_param_name)
+        self.lora = self.renamed and not merged  # the rollout serves the adapter
+        self.merged = lora_layers(engine.module) if self.renamed and merged else {}
         live = [n for n, _ in engine.module.named_parameters()]
         frozen = engine.frozen_names if self.lora else set()
         self.adapter_names = (
             adapter_file_names(engine.module, [n for n in live if n not in frozen]) if self.lora else {}
         )
-        self.base_names = {n for n in live if n not in self.adapter_names}
+        folded = {n for a, b, _ in self.merged.values() for n in (a, b)}  # inside their layer's W
+        self.base_names = {n for n in live if n not in self.adapter_names and n not in folded}
         self.warned: set[str] = set()
 
     def sent_name(self, name: str) -> str:
         """The name a sync sends the trainer's parameter `name` under (what the engine reports)."""
         if name in self.adapter_names:
             return self.adapter_names[name]
-        return base_param_name(name) if self.lora else name
+        return base_param_name(name) if self.renamed else name
 
     def __call__(self, base: bool, sync: int, version: int) -> dict[str, float]:
         """Check the adapter (LoRA) and, if `base`, the base weights (all of them without LoRA).
@@ -97,7 +105,9 @@ class SyncCheck:
                 forms.setdefault(part, (entry.dtype, entry.scale, via))
         # an offloaded actor's shards are brought in and taken out again, as the sync's gather does
         with self.engine.phase("verify_weights"):
-            trainer = shard_fingerprints(self.engine.module, forms, self.sent_name, dev.local_device())
+            trainer = shard_fingerprints(
+                self.engine.module, forms, self.sent_name, dev.local_device(), self.merged
+            )
         selected = {
             self.sent_name(n)
             for n in (self.base_names if base else set()) | (set(self.adapter_names) if adapter else set())

@@ -5,6 +5,9 @@
                HF rollout; vLLM with load_format auto/safetensors) or in the first sync (vLLM's
                load_format=dummy) -- and each later sync sends only the adapter: rank x (in + out)
                numbers per adapted layer instead of in x out.
+  MergedSync   LoRA with verl 0.9's model.lora.merge: every sync sends all the weights under HF's
+               names, each adapted layer's as W + alpha/r * B A (engine/lora.merged_weight); the
+               rollout serves them as a plain model (no vLLM LoRA: any target module, full speed).
 
 Weights are gathered a bucket of shards per collective (rollout.update_weights_bucket_megabytes),
 the full weights already cast to the rollout's dtype (engine/weight_gather.py); the adapter keeps
@@ -28,7 +31,13 @@ from __future__ import annotations
 
 import torch
 
-from verl_lite.engine.lora import adapter_config_dict, adapter_file_state, base_param_name
+from verl_lite.engine.lora import (
+    adapter_config_dict,
+    adapter_file_state,
+    base_param_name,
+    lora_layers,
+    merged_weight,
+)
 
 
 class _Sync:
@@ -69,13 +78,44 @@ class AdapterSync(_Sync):
         }
 
 
+class MergedSync(_Sync):
+    def __init__(self, engine, rollout, bucket_bytes: int | None = None, dtype: torch.dtype | None = None):
+        super().__init__(engine, rollout, bucket_bytes, dtype)
+        self.layers = lora_layers(engine.module)  # {W: (A, B, scale)}
+        self.parts = {n: w for w, (a, b, _) in self.layers.items() for n in (w, a, b)}
+
+    def __call__(self) -> dict[str, float]:
+        gathered: dict = {}
+        stats = self.rollout.update_weights(self._merged(gathered))
+        return {**stats, "update_weights_collectives": gathered.get("collectives", 0)}
+
+    def _merged(self, gathered: dict):
+        """The plain weights (cast before the gather), then each adapted layer's W + scale * B A, merged
+        in the master dtype (at least float32) and cast after."""
+        plain = self._gather(lambda n: n not in self.parts, self.dtype, gathered)
+        yield from ((base_param_name(n), t) for n, t in plain)
+        held: dict[str, torch.Tensor] = {}
+        for name, t in self._gather(self.parts.__contains__, stats=gathered):
+            held[name] = t
+            w = self.parts[name]
+            a, b, scale = self.layers[w]
+            if w in held and a in held and b in held:
+                merged = merged_weight(held.pop(w), held.pop(b), held.pop(a), scale)
+                yield base_param_name(w), merged.to(self.dtype or t.dtype)
+        if held:
+            raise RuntimeError(f"lora.merge: no complete adapted layer for {sorted(held)[:4]}")
+
+
 class RolloutWeights:
     """The actor's weights version, the one the rollout was synced to, and the rollout's device memory
     around them: the worker's whole policy, so it is tested without an engine (tests/rollout)."""
 
-    def __init__(self, rollout):
+    def __init__(self, rollout, starts_synced: bool = True):
+        """`starts_synced`: the rollout was built holding the actor's weights (from the same folder);
+        not so where the actor merges a saved adapter into them (MergedSync from lora_adapter_path)."""
         self.rollout = rollout
-        self.actor_version = self.synced_version = 0  # built from the same folder as the actor
+        self.actor_version = 0
+        self.synced_version = 0 if starts_synced else -1
         self.num_syncs = 0
         self.checked_version = self.checked_syncs = -1  # nothing checked yet (rollout/weight_check.py)
 
@@ -110,8 +150,11 @@ class RolloutWeights:
         self.rollout.release()
 
 
-def build_weight_sync(engine, rollout, bucket_bytes: int | None = None, dtype: torch.dtype | None = None):
-    """AdapterSync for an engine with LoRA adapters, else FullSync; `bucket_bytes` of full weights
-    per gather (None: one parameter each), full weights cast to `dtype` (None: the master dtype)."""
-    kind = FullSync if engine.lora_config is None else AdapterSync
+def build_weight_sync(
+    engine, rollout, bucket_bytes: int | None = None, dtype: torch.dtype | None = None, merge: bool = False
+):
+    """AdapterSync for an engine with LoRA adapters (MergedSync with `merge`: lora.merge), else
+    FullSync; `bucket_bytes` of full weights per gather (None: one parameter each), full weights cast
+    to `dtype` (None: the master dtype)."""
+    kind = FullSync if engine.lora_config is None else MergedSync if merge else AdapterSync
     return kind(engine, rollout, bucket_bytes, dtype)

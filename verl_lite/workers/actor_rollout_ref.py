@@ -27,6 +27,7 @@ from verl_lite.config.schema import ActorRolloutRefConfig
 from verl_lite.engine.checkpoint import load_engine, save_engine
 from verl_lite.engine.forward import TokenMath
 from verl_lite.engine.fsdp_engine import FSDPEngine
+from verl_lite.engine.lora_spec import LoraSpec
 from verl_lite.engine.mesh import build_layout
 from verl_lite.engine.parallelize import parse_dtype
 from verl_lite.engine.transfers import offload_metrics
@@ -120,16 +121,24 @@ class ActorRolloutRefWorker(Worker):
             # after the FSDP2 engine, on every rank together: vLLM joins the existing process group
             self.rollout = build_rollout(cfg.rollout.name, cfg.model, cfg.rollout, self.tokenizer, self.rank)
             r = cfg.rollout  # a bucket of shards per collective, in the rollout's dtype (weight_gather.py)
+            lora = LoraSpec.of(cfg.model)
+            merge = lora is not None and lora.merge  # verl 0.9's lora.merge: W + scale * B A each sync
             self.weight_sync = build_weight_sync(
                 self.engines["actor"],
                 self.rollout,
                 bucket_bytes=int(r.update_weights_bucket_megabytes * 1024**2),
                 dtype=parse_dtype(r.dtype, "actor_rollout_ref.rollout.dtype"),
+                merge=merge,
             )
-            self.weights = RolloutWeights(self.rollout)  # versions: sync only after the actor moved
+            # versions: sync only after the actor moved (or first, to merge a saved adapter in)
+            self.weights = RolloutWeights(self.rollout, starts_synced=not (merge and lora.adapter_path))
             # every sync verified: the engine's weights against the actor's (rollout/weight_check.py)
             self.weight_check = SyncCheck(
-                self.engines["actor"], self.rollout, cfg.rollout.name, sent_dtype=self.weight_sync.dtype
+                self.engines["actor"],
+                self.rollout,
+                cfg.rollout.name,
+                sent_dtype=self.weight_sync.dtype,
+                merged=merge,
             )
         if self.has_ref:
             self._build_ref(layout)

@@ -6,7 +6,7 @@ LoRA is on for the actor when actor_rollout_ref.model.lora_rank > 0 or lora_adap
 for the critic when critic.model.lora_rank > 0. What can be known before Ray is checked here, each
 problem one line naming the key, the value and the fix: the target and exclude lists, the saved
 adapter's folder, the ranks vLLM serves, and verl's rule that layered_summon needs the base weights
-preloaded in vLLM. The rank's and alpha's domains (>= 0, > 0) are in config/domains.py.
+preloaded in vLLM (those two only where vLLM serves the adapter: not with model.lora.merge). The rank's and alpha's domains (>= 0, > 0) are in config/domains.py.
 
 Every name in a target_modules or exclude_modules list must name a module of the model (PEFT's
 rule: the module's name, or its last dotted parts), and a regex must match one: PEFT itself stops
@@ -125,6 +125,7 @@ def check_lora(cfg: PPOTrainerConfig, run: Run) -> list[str]:
     if (
         not _check_model(f"{ARR}.model", model, "causal_lm", problems)
         or resolve_rollout_name(r.name) != "vllm"
+        or model.lora.merge  # vLLM serves merged weights, no adapter: its LoRA limits do not apply
     ):
         return problems
     if model.lora_rank > VLLM_LORA_RANKS[-1]:
