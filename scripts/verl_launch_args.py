@@ -87,8 +87,11 @@ def recorded_call(launch, root: str, workdir: str) -> list[str] | None:
         text = 'source "$0" "$@"'
     prelude = PRELUDE.format(entry=shlex.quote(ENTRY), record=shlex.quote(record))
     # VERL_USE_UV=0: verl 0.9's scripts' own switch to the system python (no uv here); DEVICE=gpu: their
-    # GPU branch (they probe `import torch_npu` otherwise), whose workers are CPU processes here
-    env = dict(os.environ, HOME=workdir, SLURM_JOB_NUM_NODES="1", VERL_USE_UV="0", DEVICE="gpu", **launch.env)
+    # GPU branch (they probe `import torch_npu` otherwise), whose workers are CPU processes here. These
+    # and HOME (the run's temp folder, where $HOME/data and $HOME/models point) win over a CI job's env
+    # (ROCm's sets HOME)
+    fixed = {"HOME": workdir, "SLURM_JOB_NUM_NODES": "1", "VERL_USE_UV": "0", "DEVICE": "gpu"}
+    env = {**os.environ, **launch.env, **fixed}
     subprocess.run(
         ["bash", "-c", prelude + text, launch.path, *launch.args],
         cwd=root,
