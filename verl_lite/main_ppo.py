@@ -4,7 +4,7 @@ Compose the config with Hydra (verl's '+' spellings and unknown keys are handled
 config/overrides.py), build it (config/compose.py), resolve and check everything that can be
 known without workers, load the tokenizer, datasets and reward manager (each checked too), then
 start or join Ray, reserve the workers' slots, settle what the devices decide and freeze the config,
-launch the worker groups and train: verl_lite/preflight.py lists the start-up in order. The
+build the trainer from the frozen config, launch the worker groups and train: verl_lite/preflight.py lists the start-up in order. The
 driver's and the workers' output is routed before anything starts (utils/logs.py): the console
 shows the run, the run folder's log files keep the rest. Ray is shut down afterwards when this
 process started it, so Hydra multirun jobs each get a fresh one.
@@ -43,7 +43,7 @@ from verl_lite.utils import import_gc
 from verl_lite.utils.paths import output_folder_problem
 
 if TYPE_CHECKING:
-    from verl_lite.trainer.ppo_trainer import RayPPOTrainer
+    from verl_lite.trainer.ppo_trainer import RayPPOTrainer, TrainerInputs
 
 log = logging.getLogger("verl_lite")
 register_schema()
@@ -114,11 +114,14 @@ def _setup_error(e: Exception) -> SetupError:
     return SetupError(problems[0] if len(problems) == 1 else str(e))
 
 
-def build_trainer(cfg: PPOTrainerConfig) -> RayPPOTrainer:
-    """Everything that can fail on bad input, checked before Ray starts (preflight.py lists what)."""
+def load_inputs(cfg: PPOTrainerConfig) -> TrainerInputs:
+    """Everything that can fail on bad input, checked before Ray starts (preflight.py lists what): the
+    config resolved and checked, the tokenizer, the datasets, the reward functions, the checkpoint to
+    resume from."""
     from verl_lite import preflight
     from verl_lite.reward.scorers import load_custom_scorer
-    from verl_lite.trainer.ppo_trainer import RayPPOTrainer
+    from verl_lite.trainer.ppo_trainer import TrainerInputs
+    from verl_lite.trainer.trainer_checkpoint import TrainerCheckpoint
     from verl_lite.utils.hf_model import load_tokenizer
     from verl_lite.workers.checks import actor_tokenizer_path
 
@@ -135,30 +138,58 @@ def build_trainer(cfg: PPOTrainerConfig) -> RayPPOTrainer:
         crf = cfg.custom_reward_function
         score = load_custom_scorer(crf.path, crf.name, dict(crf.reward_kwargs))
         reward_fn, val_reward_fn = build_reward_fns(cfg, tokenizer, score, train, val)
+        checkpoint = TrainerCheckpoint(cfg, run.critic, run.world)  # finds and vets the one to resume from
     except (ValueError, FileNotFoundError, AttributeError) as e:
         raise _setup_error(e) from e
-    try:  # also finds and checks the checkpoint to resume from
-        trainer = RayPPOTrainer(cfg, run, train, val, reward_fn, val_reward_fn, tokenizer=tokenizer)
-    except (ValueError, FileNotFoundError) as e:
+    return TrainerInputs(run, tokenizer, train, val, reward_fn, val_reward_fn, checkpoint)
+
+
+def build_trainer(cfg: PPOTrainerConfig) -> RayPPOTrainer:
+    """A trainer without workers (no Ray): the inputs loaded, the config made final with no device to
+    probe and frozen. Tests drive its phases with workers of their own; a run starts with
+    start_trainer."""
+    from verl_lite import preflight
+    from verl_lite.trainer.ppo_trainer import RayPPOTrainer
+
+    inputs = load_inputs(cfg)
+    try:
+        preflight.finalize(cfg, inputs.run, [])
+        return RayPPOTrainer(cfg, inputs)
+    except ValueError as e:
         raise _setup_error(e) from e
-    return trainer
 
 
-def start_workers(trainer: RayPPOTrainer, started_ray: bool = False) -> None:
+def start_trainer(cfg: PPOTrainerConfig, inputs: TrainerInputs, started_ray: bool = False) -> RayPPOTrainer:
     """Once Ray runs: a cluster this process did not start is checked (its nodes are known only now),
     the workers' slots are reserved and their devices probed, the config is made final and frozen
-    (preflight.finalize: trainer.auto_offload's choice, the checks on it), then the workers are built."""
+    (preflight.finalize: trainer.auto_offload's choice, the checks on it), and only then the trainer is
+    built from it and builds the workers. On a failure what was reserved or started is released."""
     from verl_lite import preflight
     from verl_lite.single_controller.checks import joins_cluster
+    from verl_lite.trainer.ppo_trainer import RayPPOTrainer
+    from verl_lite.trainer.worker_setup import reserve_slots
 
-    cfg, run = trainer.config, trainer.run
+    run = inputs.run
     try:
         if joins_cluster(cfg) or not started_ray:
             preflight.run_phase(preflight.CLUSTER, cfg, run)
-        preflight.finalize(cfg, run, trainer.reserve_slots())
     except ValueError as e:
         raise _setup_error(e) from e
-    trainer.init_workers()
+    pool, slots = reserve_slots(cfg, run)
+    try:
+        preflight.finalize(cfg, run, slots)
+        trainer = RayPPOTrainer(cfg, inputs, pool)
+    except BaseException as e:
+        pool.release()
+        if isinstance(e, ValueError):
+            raise _setup_error(e) from e
+        raise
+    try:
+        trainer.init_workers()
+    except BaseException:
+        trainer.shutdown()
+        raise
+    return trainer
 
 
 def start_ray(cfg: PPOTrainerConfig) -> None:
@@ -170,14 +201,16 @@ def start_ray(cfg: PPOTrainerConfig) -> None:
 def run_ppo(cfg: PPOTrainerConfig) -> dict[str, float]:
     import ray
 
-    trainer = build_trainer(cfg)
+    inputs = load_inputs(cfg)
     started_ray = not ray.is_initialized()
     start_ray(cfg)
     try:
-        start_workers(trainer, started_ray)
-        return trainer.fit()
+        trainer = start_trainer(cfg, inputs, started_ray)
+        try:
+            return trainer.fit()
+        finally:
+            trainer.shutdown()
     finally:
-        trainer.shutdown()
         if cfg.ray_kwargs.timeline_json_file:  # verl's key: Ray's task timeline, for chrome://tracing
             ray.timeline(filename=cfg.ray_kwargs.timeline_json_file)
         if started_ray:

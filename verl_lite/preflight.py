@@ -12,12 +12,13 @@ it and exits 2, before Ray wherever the problem can be known there.
                                        and max_model_len; then CHECKS on the resolved config
     (main_ppo loads the tokenizer)     TOKENIZER
     (main_ppo loads the datasets)      RESOLVE_DATA (the training steps), then DATASETS
-    (RayPPOTrainer vets the checkpoint to resume from; main_ppo starts or joins Ray)
+    (main_ppo vets the checkpoint to resume from, then starts or joins Ray)
     CLUSTER                            the nodes of a cluster joined or found running
-    (the trainer reserves the workers' slots and probes their devices)
-    finalize                           RESOLVE_DEVICES (trainer.auto_offload's choice), CHECKS again
+    (trainer/worker_setup.reserve_slots: the workers' slots, their devices probed)
+    finalize                           RESOLVE_DEVICES (trainer.auto_offload's choice, a colocated
+                                       critic / reward model idle on the host), CHECKS again
                                        when it changed a value, then freeze (config/freeze.py)
-    (RayPPOTrainer.init_workers builds the workers from the frozen config)
+    (main_ppo builds RayPPOTrainer from the frozen config; it builds the workers)
 
 Adding a step: write `fn(cfg, run[, loaded...]) -> list[str]` next to its component (in
 <component>/checks.py) and add one `Step("name", fn)` line to its phase. `run` (config/run.py) says
@@ -42,7 +43,7 @@ from verl_lite.config.values import check_choices
 from verl_lite.data.assets import resolve_paths
 from verl_lite.data.checks import check_batch, check_data
 from verl_lite.engine.checks import check_engines, check_levers
-from verl_lite.planner.auto_offload import resolve_auto_offload
+from verl_lite.planner.auto_offload import resolve_auto_offload, resolve_idle_on_host
 from verl_lite.preflight_early import VALUES, Step, placeholders_first, run_of, run_phase
 from verl_lite.reward.checks import check_reward, check_scorers
 from verl_lite.rollout.checks import check_rollout, check_vllm_engine, resolve_rollout
@@ -97,9 +98,10 @@ DATASETS: list[Step] = [
 
 CLUSTER: list[Step] = [Step("the cluster's nodes", check_nodes)]
 
-RESOLVE_DEVICES: list[Step] = [
-    Step("trainer.auto_offload", resolve_auto_offload)
-]  # (cfg, run, [(device, host) GiB per slot])
+RESOLVE_DEVICES: list[Step] = [  # (cfg, run, [(device, host) GiB per slot])
+    Step("trainer.auto_offload", resolve_auto_offload),
+    Step("a critic / reward model idle on the host", resolve_idle_on_host),
+]
 
 RESOLVE_PHASES = (RESOLVE, RESOLVE_DATA, RESOLVE_DEVICES)  # the config's only writers outside config/
 

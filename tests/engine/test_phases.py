@@ -18,7 +18,6 @@ from tests.helpers.models import make_ppo_batch
 from verl_lite.engine import fsdp_engine
 from verl_lite.engine.fsdp_engine import FSDPEngine
 from verl_lite.engine.mesh import build_layout
-from verl_lite.engine.offload import ManualOffload, NoOffload, PolicyOffload, TransferLog, build_offload
 from verl_lite.workers.actor import compute_log_prob
 
 
@@ -63,14 +62,3 @@ def test_between_phases_units_are_resharded_blocks_released_and_offloaded_params
         assert min(inside) > 0, "inside a phase they are back"
         for a, b in zip(logps, offloaded_logps):
             assert torch.equal(a, b), "offloading must not change log-probs"
-
-
-def test_an_idle_role_waits_on_the_host_only_where_the_device_is_not_the_host():
-    log = TransferLog()
-    gpu, cpu = torch.device("cuda", 0), torch.device("cpu")
-    idle = build_offload(fp32_fsdp(), gpu, log, idle_on_host=True)
-    assert isinstance(idle, ManualOffload) and idle.params and idle.optim
-    assert type(build_offload(fp32_fsdp(), cpu, log, idle_on_host=True)) is NoOffload
-    assert type(build_offload(fp32_fsdp(), gpu, log)) is NoOffload
-    kept = build_offload(fp32_fsdp(offload_policy=True), gpu, log, idle_on_host=True)
-    assert isinstance(kept, PolicyOffload), "offload_policy already keeps everything on the host"

@@ -314,3 +314,27 @@ def test_a_backend_registered_in_one_place_brings_its_own_memory_model(shape, mo
     assert plan.phases["update_actor"] == actor.update and plan.phases["old_log_prob"] == actor.forward
     with pytest.raises(TypeError, match="memory"):
         Backend("bare", "nowhere:Bare", lambda: True)
+
+
+def test_start_up_writes_the_idle_decision_into_the_config_the_workers_get(shape):
+    """preflight's RESOLVE_DEVICES: where the plan says the critic and reward model wait on the host,
+    their fsdp sections get param_offload and optimizer_offload (what their engines then do), so the
+    frozen config says it; where they fit, on CPUs, and under offload_policy nothing is written."""
+    import dataclasses
+
+    from verl_lite.planner.auto_offload import resolve_idle_on_host
+
+    keys = ("param_offload", "optimizer_offload")
+
+    def resolved(device_gb: float, *extra: str, use_gpu: bool = True):
+        cfg = config(*COLOCATED, *extra)
+        run = dataclasses.replace(roles.run_of(cfg, 8), use_gpu=use_gpu)
+        assert resolve_idle_on_host(cfg, run, [(device_gb, 500.0)] * 8) == []
+        return [getattr(s, k) for s in (cfg.critic.fsdp, cfg.reward_model.model.fsdp_config) for k in keys]
+
+    assert resolved(56) == [True] * 4, "56 GB would not hold them resident (the test above)"
+    assert resolved(80) == [False] * 4, "80 GB holds them: they stay, as their fsdp sections say"
+    assert resolved(56, use_gpu=False) == [False] * 4, "never on CPUs: the device is the host"
+    # a critic under offload_policy is never resident: only a smaller device leaves the rest too big
+    assert resolved(56, "critic.fsdp.offload_policy=True") == [False] * 4
+    assert resolved(30, "critic.fsdp.offload_policy=True") == [False, False, True, True], "policy stays"

@@ -19,7 +19,7 @@ from transformers import AutoModelForCausalLM
 
 from tests.test_main_ppo import SMALL
 from verl_lite.config.compose import load_config
-from verl_lite.main_ppo import build_trainer, start_workers
+from verl_lite.main_ppo import load_inputs, start_trainer
 from verl_lite.model_merger import merge
 from verl_lite.single_controller import WorkerError
 from verl_lite.trainer import checkpoint as ckpt
@@ -40,9 +40,7 @@ def _trainer(out: str):
         "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]",
     ]
     cfg = load_config(overrides, "demo")
-    trainer = build_trainer(cfg)
-    start_workers(trainer)
-    return trainer
+    return start_trainer(cfg, load_inputs(cfg))
 
 
 def _kill_rank_1_at_step_2(trainer, fn):

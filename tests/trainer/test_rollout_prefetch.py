@@ -16,7 +16,7 @@ from tests.test_main_ppo import NONDETERMINISTIC
 from tests.trainer.test_extensions import ARR, load
 from verl_lite.config.schema import TINY_VAL
 from verl_lite.data.rlhf_dataset import EpochSampler
-from verl_lite.main_ppo import build_trainer, start_workers
+from verl_lite.main_ppo import load_inputs, start_trainer
 from verl_lite.trainer.rollout_prefetch import peek_next_indices
 
 pytestmark = pytest.mark.slow
@@ -51,10 +51,9 @@ def _train(tmp_path, ray_local, prefetch: bool):
         f"{ARR}.rollout.dtype=fp32",
         f"{ARR}.actor.checkpoint.save_contents=[model,optimizer,extra]",
     )
-    trainer = build_trainer(cfg)
+    trainer = start_trainer(cfg, load_inputs(cfg))
     trainer.prefetch_rollouts = prefetch
     try:
-        start_workers(trainer)
         trainer.fit()
     finally:
         trainer.shutdown()

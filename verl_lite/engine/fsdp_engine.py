@@ -104,7 +104,6 @@ class FSDPEngine:
         grad_clip: float | None = None,
         module: torch.nn.Module | None = None,
         model_kind: str = "causal_lm",
-        idle_on_host: bool = False,
         entropy: TokenMath | None = None,
         sp_key: str = "ulysses_sequence_parallel_size",
     ):
@@ -112,8 +111,7 @@ class FSDPEngine:
         benchmark's randomly initialised real shapes, which are never written to disk).
         `model_kind`: causal_lm (actor, ref), value (critic) or reward (reward model); see
         utils/hf_model.py. `model_cfg.use_remove_padding` packs every forward (engine/packing.py).
-        `idle_on_host`: keep params and optimizer state on the host between phases (a role that
-        shares its GPU with busier ones; offload.build_offload). `layout`: engine/mesh.py's, or a
+        `layout`: engine/mesh.py's, or a
         1-D mesh (all ranks shard, all hold different rows); with sequence parallelism (layout.sp_size
         > 1, `sp_key` names its config key in errors) the forward is ulysses.py's.
         The memory levers read from `model_cfg`: use_fused_kernels (causal LMs: per-token results
@@ -124,7 +122,7 @@ class FSDPEngine:
         self.device = dev.local_device()
         self.reduce_every_micro = fsdp_cfg.reduce_scatter_every_micro_batch
         self.transfers = TransferLog()
-        self.offload = build_offload(fsdp_cfg, self.device, self.transfers, idle_on_host)
+        self.offload = build_offload(fsdp_cfg, self.device, self.transfers)
         fused = model_kind == "causal_lm" and getattr(model_cfg, "use_fused_kernels", False)
         token_math = dataclasses.replace(entropy or TokenMath(), fused=fused)
         sp_group = self.layout.sp_group if self.layout.sp_size > 1 else None

@@ -436,19 +436,15 @@ def offload_problems(fsdp_cfg, key: str = "fsdp_config") -> list[str]:
     return []
 
 
-def build_offload(fsdp_cfg, device: torch.device, log: TransferLog, idle_on_host: bool = False) -> NoOffload:
+def build_offload(fsdp_cfg, device: torch.device, log: TransferLog) -> NoOffload:
     """The engine's offload mode from its fsdp_config (engine/checks.py says what the combination
-    means once, on the driver, at start-up). `idle_on_host`: this engine's role shares its device
-    with others that need it while this one idles (critic, reward model beside the actor and the
-    rollout), so its params and optimizer state wait on the host between its phases whatever the
-    config says -- only where the device is not the host."""
+    means once, on the driver, at start-up; a critic or reward model idle beside the actor on a GPU
+    has param_offload and optimizer_offload set there: planner/auto_offload.resolve_idle_on_host)."""
     problems = offload_problems(fsdp_cfg)
     if problems:
         raise ValueError(problems[0])
     if fsdp_cfg.offload_policy:
         return PolicyOffload(device, log, fsdp_cfg.reshard_after_forward)
-    idle = idle_on_host and device.type != HOST.type
-    params, optimizer = fsdp_cfg.param_offload or idle, fsdp_cfg.optimizer_offload or idle
-    if params or optimizer:
-        return ManualOffload(device, log, params, optimizer)
+    if fsdp_cfg.param_offload or fsdp_cfg.optimizer_offload:
+        return ManualOffload(device, log, fsdp_cfg.param_offload, fsdp_cfg.optimizer_offload)
     return NoOffload(device, log)

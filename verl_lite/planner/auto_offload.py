@@ -1,16 +1,19 @@
 """The planner at start-up and in the trainer, for the memory the workers' devices report.
 
 With `trainer.auto_offload=True` start-up's `resolve_auto_offload` sets what the recommendation
-(recommend.py) gives, before the checks run on it and the config is frozen; `idle_on_host` tells the
-trainer whether a critic / reward model sharing each GPU with the actor waits on the host between
-their phases (phases.colocated_idle_on_host, for the actor as configured, after auto_offload).
+(recommend.py) gives, before the checks run on it and the config is frozen; then
+`resolve_idle_on_host` decides whether a critic / reward model sharing each GPU with the actor waits
+on the host between their phases (phases.colocated_idle_on_host, for the actor as configured, after
+auto_offload) and, where it does, writes it into the config as that role's param_offload and
+optimizer_offload: the frozen config the workers are built from says what they do.
 """
 
 from __future__ import annotations
 
 import logging
 
-from verl_lite.config.common import world_size
+from verl_lite.config.common import FSDP_SECTIONS, world_size
+from verl_lite.config.keys import lookup
 from verl_lite.config.overrides import apply_to_config
 from verl_lite.config.run import Run
 from verl_lite.config.schema import PPOTrainerConfig
@@ -76,8 +79,28 @@ def resolve_auto_offload(cfg: PPOTrainerConfig, run: Run, slots: list[tuple[floa
     return []
 
 
+def resolve_idle_on_host(cfg: PPOTrainerConfig, run: Run, slots: list[tuple[float, float]]) -> list[str]:
+    """The resolve step after auto_offload (preflight.py RESOLVE_DEVICES): on GPUs, a critic or reward
+    model beside the actor whose state the device would not hold resident through the step waits on
+    the host between its phases -- its fsdp section's param_offload and optimizer_offload set True
+    (offload_policy already keeps everything there), logged with the plan; as it stays when it fits,
+    as in verl, where only a role's own fsdp section offloads it. Never on CPUs (the device is the
+    host)."""
+    roles = [role for role, on in (("critic", run.critic), ("reward_model", cfg.reward_model.enable)) if on]
+    if not (run.use_gpu and roles and slots):
+        return []
+    idle, message = idle_on_host(cfg, [d for d, _ in slots], accelerator=True)
+    log.info(message)
+    if idle:
+        sections = [FSDP_SECTIONS[r] for r in roles if not lookup(cfg, f"{FSDP_SECTIONS[r]}.offload_policy")]
+        apply_to_config(
+            cfg, {f"{s}.{k}": True for s in sections for k in ("param_offload", "optimizer_offload")}
+        )
+    return []
+
+
 def idle_on_host(cfg: PPOTrainerConfig, reported_gb: list[float], accelerator: bool) -> tuple[bool, str]:
-    """For the trainer: whether the critic / reward model beside the actor on each GPU wait on the host
+    """Whether the critic / reward model beside the actor on each GPU wait on the host
     between their phases, on the smallest device the workers report (or trainer.device_memory_gb),
     and the log line saying so."""
     budget = cfg.trainer.device_memory_gb or min(reported_gb)
@@ -89,8 +112,8 @@ def idle_on_host(cfg: PPOTrainerConfig, reported_gb: list[float], accelerator: b
     actor = Choice(fsdp_mode(a.fsdp_config), micro)
     idle = colocated_idle_on_host(req, actor)
     where = (
-        "wait in host memory between their phases (the device would not hold them resident; traffic in "
-        "perf/offload/<role>/*)"
+        "wait in host memory between their phases (the device would not hold them resident: their "
+        "param_offload and optimizer_offload set True; traffic in perf/offload/<role>/*)"
         if idle
         else "stay on the device between their phases, as their fsdp_config says (the plan fits)"
     )

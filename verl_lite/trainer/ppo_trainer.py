@@ -2,10 +2,14 @@
 
 The trainer holds, each built with the state it needs and nothing more:
 
-    workers       WorkerSet (worker_setup.py): reserves the slots, builds and shuts down the groups
+    workers       WorkerSet (worker_setup.py): builds the groups in the slots start-up reserved, and
+                  shuts them down
     step_phases   StepPhases (ppo_phases.py): the step's phases, chosen once from the config
-    checkpoint    TrainerCheckpoint (trainer_checkpoint.py): resume (vetted now, before any worker),
+    checkpoint    TrainerCheckpoint (trainer_checkpoint.py): resume (vetted at start-up, before Ray),
                   save every save_freq steps with the background commit
+
+It is built from the final, frozen config and what start-up loaded before Ray (TrainerInputs:
+main_ppo.load_inputs), so nothing here decides or checks a value of the config.
 
 and owns what runs across steps: the step count, the sampler, the KL controller and the schedule
 (validate after test_freq steps: validation.py).
@@ -20,9 +24,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from verl_lite.agent_loop.metrics import FailingToolReport, compute_agent_loop_metrics
 from verl_lite.algos.kl_ctrl import build_kl_controller
+from verl_lite.config.freeze import is_frozen
 from verl_lite.config.run import Run
 from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.data.rlhf_dataset import EpochSampler, RLHFDataset
@@ -45,6 +51,19 @@ from verl_lite.trainer.worker_setup import WorkerSet
 log = logging.getLogger(__name__)
 
 
+@dataclass
+class TrainerInputs:
+    """What start-up loads and checks before Ray, for the trainer (main_ppo.load_inputs)."""
+
+    run: Run
+    tokenizer: object
+    train_dataset: RLHFDataset
+    val_dataset: RLHFDataset | None
+    reward_fn: Callable
+    val_reward_fn: Callable
+    checkpoint: TrainerCheckpoint  # the checkpoint to resume from, found and vetted
+
+
 @contextmanager
 def trainer_phase(name: str, step: int):
     """Name the trainer phase and step in a worker failure (the group names worker, rank, method) and
@@ -58,19 +77,17 @@ def trainer_phase(name: str, step: int):
 
 
 class RayPPOTrainer:
-    def __init__(
-        self,
-        config: PPOTrainerConfig,
-        run: Run,
-        train_dataset: RLHFDataset,
-        val_dataset: RLHFDataset | None,
-        reward_fn,
-        val_reward_fn,
-        tokenizer=None,
-    ):
+    def __init__(self, config: PPOTrainerConfig, inputs: TrainerInputs, pool=None):
+        """From the frozen config; `pool`: the workers' reserved slots (None: a trainer driven without
+        Ray, whose phases tests call with workers of their own)."""
+        if not is_frozen(config):
+            raise RuntimeError("the trainer is built from the final, frozen config (preflight.finalize)")
+        run, train_dataset, tokenizer = inputs.run, inputs.train_dataset, inputs.tokenizer
         self.config, self.run, self.tokenizer = config, run, tokenizer
-        self.train_dataset, self.val_dataset, self.val_reward_fn = train_dataset, val_dataset, val_reward_fn
-        t, alg = config.trainer, config.algorithm
+        self.train_dataset, self.val_dataset = train_dataset, inputs.val_dataset
+        self.val_reward_fn = inputs.val_reward_fn
+        reward_fn = inputs.reward_fn
+        alg = config.algorithm
         # prompts per generation batch: data.gen_batch_size (= train_batch_size unless DAPO draws more)
         self.sampler = EpochSampler(
             len(train_dataset), config.data.gen_batch_size, config.data.shuffle, config.data.seed
@@ -82,7 +99,7 @@ class RayPPOTrainer:
         if alg.use_kl_in_reward:
             k = alg.kl_ctrl
             self.kl_ctrl = build_kl_controller(k.type, k.kl_coef, k.target_kl, k.horizon)
-        self.workers = WorkerSet(config, run)
+        self.workers = WorkerSet(config, run, pool)
         self.step_phases = StepPhases(
             config,
             self.workers,
@@ -94,18 +111,11 @@ class RayPPOTrainer:
             self.quiet_after,
         )
         self.phases = self.step_phases.build_phases()
-        if (t.rollout_data_dir or t.validation_data_dir or t.log_val_generations > 0) and tokenizer is None:
-            raise ValueError(
-                "trainer.rollout_data_dir / validation_data_dir / log_val_generations need a tokenizer"
-            )
-        self.checkpoint = TrainerCheckpoint(config, run.critic, run.world)  # vets the one to resume from
+        self.checkpoint = inputs.checkpoint
         self.tracker: Tracking | None = None
         self.global_steps = 0
 
     # --- the verbs: set up, train, shut down ---------------------------------------------------------
-    def reserve_slots(self) -> list[tuple[float, float]]:
-        return self.workers.reserve_slots()
-
     def init_workers(self) -> None:
         self.workers.init_workers()
 

@@ -1,11 +1,11 @@
-"""The trainer's worker groups: WorkerSet reserves their slots, builds them, and shuts them down.
+"""The trainer's worker groups: their slots reserved, then WorkerSet builds and shuts them down.
 
 reserve_slots reserves each rank's slot (one Ray placement group per node, shared by the colocated
 groups: actor(+reference), critic, reward model) and measures the slots' devices where something
 plans with their memory; start-up then makes the config final and freezes it (preflight.finalize:
-trainer.auto_offload's choice); init_workers builds the groups, each with its sections of the one
-frozen config. Whether an idle critic or reward model waits on the host is the planner's decision
-(plan.idle_on_host), made once here.
+trainer.auto_offload's choice, whether an idle critic or reward model waits on the host), and the
+trainer is built; WorkerSet.init_workers builds the groups in those slots, each with its sections
+of the one frozen config.
 """
 
 from __future__ import annotations
@@ -13,10 +13,8 @@ from __future__ import annotations
 import logging
 
 from verl_lite.config.common import dp_size
-from verl_lite.config.freeze import is_frozen
 from verl_lite.config.run import Run
 from verl_lite.config.schema import PPOTrainerConfig
-from verl_lite.planner.auto_offload import idle_on_host
 from verl_lite.single_controller import RayResourcePool, RayWorkerGroup
 from verl_lite.workers.actor_rollout_ref import ActorRolloutRefWorker
 from verl_lite.workers.critic import CriticWorker
@@ -25,38 +23,41 @@ from verl_lite.workers.reward_model import RewardModelWorker
 log = logging.getLogger(__name__)
 
 
-class WorkerSet:
-    """The worker groups of one run: actor(+rollout, +reference) always, a critic and a reward model
-    when the run has them (None otherwise); `checkpoint_wgs` are those with trainable state."""
+def colocated_groups(config: PPOTrainerConfig, run: Run) -> int:
+    """Worker groups sharing each rank's slot: actor(+ref), critic, reward model (ray_group.py)."""
+    return 1 + int(run.critic) + int(config.reward_model.enable)
 
-    def __init__(self, config: PPOTrainerConfig, run: Run):
+
+def reserve_slots(config: PPOTrainerConfig, run: Run) -> tuple[RayResourcePool, list[tuple[float, float]]]:
+    """Reserve each rank's slot (Ray running); the pool and each slot's (device memory, its node's
+    available host memory) in GiB, measured before any worker exists, when trainer.auto_offload or
+    roles sharing a GPU plan with them (else []): what start-up makes the config final with."""
+    t, groups = config.trainer, colocated_groups(config, run)
+    pool = RayResourcePool(t.nnodes, t.n_gpus_per_node, run.use_gpu, max_colocate_count=groups)
+    try:
+        return pool, (pool.memory_gb() if t.auto_offload or (run.use_gpu and groups > 1) else [])
+    except BaseException:
+        pool.release()
+        raise
+
+
+class WorkerSet:
+    """The worker groups of one run in the slots reserved for it: actor(+rollout, +reference) always, a
+    critic and a reward model when the run has them (None otherwise); `checkpoint_wgs` are those
+    with trainable state. Without a pool (a trainer driven without Ray) no group can be built."""
+
+    def __init__(self, config: PPOTrainerConfig, run: Run, pool: RayResourcePool | None = None):
         self.config, self.use_gpu, self.use_ref, self.use_critic = config, run.use_gpu, run.ref, run.critic
-        self.world_size = run.world
-        self.pool: RayResourcePool | None = None
-        self.slot_memory_gb: list[tuple[float, float]] = []
+        self.world_size, self.pool = run.world, pool
         self.actor_rollout_wg: RayWorkerGroup | None = None
         self.critic_wg = self.rm_wg = None
         self.checkpoint_wgs: dict[str, RayWorkerGroup] = {}
 
-    def reserve_slots(self) -> list[tuple[float, float]]:
-        """Reserve each rank's slot; each slot's (device memory, its node's available host memory) in
-        GiB, measured before any worker exists, when trainer.auto_offload or roles sharing a GPU plan
-        with them (else [])."""
-        t = self.config.trainer
-        self.pool = RayResourcePool(
-            t.nnodes, t.n_gpus_per_node, self.use_gpu, max_colocate_count=self.num_colocated_groups()
-        )
-        colocated = self.use_gpu and self.num_colocated_groups() > 1
-        self.slot_memory_gb = self.pool.memory_gb() if t.auto_offload or colocated else []
-        return self.slot_memory_gb
-
     def init_workers(self) -> None:
         """Build the worker groups in the reserved slots from the final, frozen config (every group
         gets its sections of it)."""
-        if not is_frozen(self.config):
-            raise RuntimeError(
-                "the config must be final and frozen before workers are built (preflight.finalize)"
-            )
+        if self.pool is None:
+            raise RuntimeError("no slots were reserved for the workers (worker_setup.reserve_slots)")
         t = self.config.trainer
         role = "actor_rollout_ref" if self.use_ref else "actor_rollout"
         self.actor_rollout_wg = RayWorkerGroup(
@@ -72,19 +73,13 @@ class WorkerSet:
         )
         # the critic's and reward model's processes start now too (their imports overlap the actor's
         # model build); each group builds its model in turn below
-        idle = self.colocated_idle_on_host([device for device, _ in self.slot_memory_gb])
         if self.use_critic:
             rollout = self.config.actor_rollout_ref.rollout
             args = (self.config.critic, rollout.response_length, rollout.n, t.dist_timeout_s)
-            self.critic_wg = RayWorkerGroup(self.pool, CriticWorker, *args, name="critic", idle_on_host=idle)
+            self.critic_wg = RayWorkerGroup(self.pool, CriticWorker, *args, name="critic")
         if self.config.reward_model.enable:
             self.rm_wg = RayWorkerGroup(
-                self.pool,
-                RewardModelWorker,
-                self.config.reward_model,
-                t.dist_timeout_s,
-                name="reward_model",
-                idle_on_host=idle,
+                self.pool, RewardModelWorker, self.config.reward_model, t.dist_timeout_s, name="reward_model"
             )
         # log-probs and updates go to data-parallel ranks: a sequence-parallel group shares its rows
         self.actor_rollout_wg.set_data_layout("actor", self.world_size // dp_size(self.config, "actor"))
@@ -108,20 +103,6 @@ class WorkerSet:
         if self.rm_wg is not None:
             info = self.rm_wg.init_model()
             log.info("reward model ready: %d workers, %s params", self.world_size, info[0]["num_params"])
-
-    def num_colocated_groups(self) -> int:
-        """Worker groups sharing each rank's slot: actor(+ref), critic, reward model (ray_group.py)."""
-        return 1 + int(self.use_critic) + int(self.config.reward_model.enable)
-
-    def colocated_idle_on_host(self, reported_gb: list[float]) -> bool:
-        """A critic or reward model beside the actor on each GPU keeps its params and optimizer state on
-        the host between its phases only where the planner says the device would not hold them
-        (plan.idle_on_host); never on CPU."""
-        if not (self.use_gpu and self.num_colocated_groups() > 1):
-            return False
-        idle, message = idle_on_host(self.config, reported_gb, accelerator=True)
-        log.info(message)
-        return idle
 
     def keep_rollout(self, scores_between: bool, surely_generate: bool) -> bool:
         """Whether a generate's rollout may keep its device memory (and so its weights: no sync for

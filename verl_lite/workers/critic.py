@@ -82,10 +82,7 @@ class PPOCritic:
 
 
 class CriticWorker(Worker):
-    """One Ray actor per rank holding a shard of the value model (its own process group).
-
-    `idle_on_host`: the critic shares each GPU with the actor and its rollout, so between its own
-    phases its params and optimizer state wait in host memory (fsdp_engine.py)."""
+    """One Ray actor per rank holding a shard of the value model (its own process group)."""
 
     def __init__(
         self,
@@ -93,11 +90,10 @@ class CriticWorker(Worker):
         response_length: int,
         rollout_n: int,
         dist_timeout_s: int = 600,
-        idle_on_host: bool = False,
     ):
         super().__init__()
         self.config, self.response_length, self.rollout_n = config, response_length, rollout_n
-        self.dist_timeout_s, self.idle_on_host = dist_timeout_s, idle_on_host
+        self.dist_timeout_s = dist_timeout_s
 
     @register(Dispatch.ONE_TO_ALL)
     def init_model(self) -> dict:
@@ -114,7 +110,6 @@ class CriticWorker(Worker):
             optim_cfg=c.optim,
             grad_clip=c.grad_clip,
             model_kind="value",
-            idle_on_host=self.idle_on_host,
             sp_key="critic.ulysses_sequence_parallel_size",
         )
         self.critic = PPOCritic(self.engine, c, self.response_length)

@@ -51,21 +51,16 @@ def compute_rm_scores(engine: FSDPEngine, tensors: dict, micro_size: int, max_to
 
 
 class RewardModelWorker(Worker):
-    """`idle_on_host`: the reward model shares each GPU with the actor and its rollout, so between
-    its scoring phases its params wait in host memory (fsdp_engine.py)."""
-
-    def __init__(self, config: RewardModelConfig, dist_timeout_s: int = 600, idle_on_host: bool = False):
+    def __init__(self, config: RewardModelConfig, dist_timeout_s: int = 600):
         super().__init__()
-        self.config, self.dist_timeout_s, self.idle_on_host = config, dist_timeout_s, idle_on_host
+        self.config, self.dist_timeout_s = config, dist_timeout_s
 
     @register(Dispatch.ONE_TO_ALL)
     def init_model(self) -> dict:
         self.init_distributed(self.dist_timeout_s)
         m = self.config.model
         layout = build_layout(dev.device_type(), m.fsdp_config.fsdp_size)
-        self.engine = FSDPEngine(
-            m, m.fsdp_config, layout, role="reward", model_kind="reward", idle_on_host=self.idle_on_host
-        )
+        self.engine = FSDPEngine(m, m.fsdp_config, layout, role="reward", model_kind="reward")
         return {"num_params": self.engine.num_params()}
 
     @register(Dispatch.DP_COMPUTE_PROTO)
