@@ -91,7 +91,9 @@ def recorded_call(launch, root: str, workdir: str) -> list[str] | None:
     # and HOME (the run's temp folder, where $HOME/data and $HOME/models point) win over a CI job's env
     # (ROCm's sets HOME)
     fixed = {"HOME": workdir, "SLURM_JOB_NUM_NODES": "1", "VERL_USE_UV": "0", "DEVICE": "gpu"}
-    env = {**os.environ, **launch.env, **fixed}
+    # a script that must be given a saved adapter (verl 0.9's tuning/lora/*from_adapter*) gets one;
+    # its lora_adapter_path is then swapped for the tiny model's (adapter_dir)
+    env = {**os.environ, "LORA_ADAPTER_PATH": "lora_adapter", **launch.env, **fixed}
     subprocess.run(
         ["bash", "-c", prelude + text, launch.path, *launch.args],
         cwd=root,
@@ -177,6 +179,36 @@ class Sizes:
         return cls(tiny_mini, MICRO if local % MICRO == 0 else 1)
 
 
+def adapter_dir(reward_model_dir: str) -> str:
+    """The tiny model's saved LoRA adapter, beside the tiny reward model (make_tiny_adapter_dir)."""
+    return reward_model_dir.rstrip("/") + "_lora_adapter"
+
+
+def make_tiny_adapter_dir(reward_model_dir: str) -> str:
+    """A PEFT adapter folder for the tiny model (rank 8 on every linear, B moved off zero so it is not
+    the base), for launches that continue from a saved adapter."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from verl_lite.data import assets
+    from verl_lite.engine.lora import adapter_file_state, apply_lora, save_adapter
+    from verl_lite.engine.lora_spec import LoraSpec
+
+    path = adapter_dir(reward_model_dir)
+    if os.path.exists(os.path.join(path, "adapter_config.json")):
+        return path
+    model_path = assets.resolve(TINY_MODEL)
+    spec = LoraSpec("model", "causal_lm", 8, 16, "all-linear", None, None, model_path)
+    model = apply_lora(AutoModelForCausalLM.from_pretrained(model_path), spec)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if ".lora_B." in name:
+                p.normal_(std=0.01, generator=torch.Generator().manual_seed(0))
+    trained = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    save_adapter(path, adapter_file_state(model, trained), model.peft_config["default"])
+    return path
+
+
 def swap(key: str, value: str, sizes: Sizes, reward_model_dir: str) -> str | None:
     """The tiny value for `key`, '' to drop it, or None to keep the script's value."""
     leaf = key.rsplit(".", 1)[-1]
@@ -189,6 +221,7 @@ def swap(key: str, value: str, sizes: Sizes, reward_model_dir: str) -> str | Non
         "reward_model.model.path": reward_model_dir,
         "reward_model.model.input_tokenizer": TINY_MODEL,  # verl: the actor's tokenizer
         "reward.reward_model.model_path": reward_model_dir,  # verl 0.9's spelling
+        f"{ARR}.model.lora_adapter_path": adapter_dir(reward_model_dir),  # a saved adapter to continue
     }
     if key == "ray_kwargs.ray_init.runtime_env.py_executable" and value.startswith("uv"):
         return "null"  # verl 0.9's uv launcher's interpreter: without uv (as here), verl's own null

@@ -49,7 +49,14 @@ from dataclasses import dataclass
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import verl_launch_table  # noqa: E402
 import verl_launches as catalogue  # noqa: E402
-from verl_launch_args import build_tree, entry_config, recorded_call, tiny_args, user_config_call  # noqa: E402
+from verl_launch_args import (  # noqa: E402
+    build_tree,
+    entry_config,
+    make_tiny_adapter_dir,
+    recorded_call,
+    tiny_args,
+    user_config_call,
+)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -367,6 +374,7 @@ def check(opts, tmp: str) -> int:
     from tests.helpers.models import make_tiny_reward_model_dir
 
     make_tiny_reward_model_dir(opts.reward_model_dir)
+    make_tiny_adapter_dir(opts.reward_model_dir)
     out_base = opts.out or os.path.join(tmp, "runs")
     outcomes, code = [], code_label()
     for launch in chosen:

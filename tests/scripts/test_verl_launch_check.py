@@ -118,3 +118,20 @@ def test_a_launch_that_filters_groups_on_acc_gets_the_arith_scorer_that_returns_
     assert args_for("algorithm.filter_groups.metric=acc", own) == []  # the launch's own scorer stays
     assert scorer.compute_score("verl_lite/arith", " 12", "12") == {"score": 1.0, "acc": 1.0}
     assert scorer.compute_score("verl_lite/arith", "13", "12") == {"score": 0.0, "acc": 0.0}
+
+
+def test_a_script_that_needs_a_saved_adapter_gets_the_tiny_models_and_a_jobs_home_loses(tmp_path):
+    """verl 0.9's tuning/lora/*from_adapter* stops unless LORA_ADAPTER_PATH is set: the check sets
+    one and swaps the path for the tiny model's adapter; a CI job's own HOME (ROCm's) does not win
+    over the check's temp folder."""
+    script = tmp_path / "run.sh"
+    script.write_text(
+        "set -eu\nP=${LORA_ADAPTER_PATH:?must set LORA_ADAPTER_PATH}\n"
+        "python3 -m verl.trainer.main_ppo actor_rollout_ref.model.lora_adapter_path=$P data.train_files=$HOME/d\n"
+    )
+    launch = catalogue.Launch("x", str(script), "ci", env={"HOME": "/github/home"})
+    (tmp_path / "work").mkdir()
+    call = check.recorded_call(launch, str(tmp_path), str(tmp_path / "work"))
+    assert call[1:] == [f"{ARR}.model.lora_adapter_path=lora_adapter", f"data.train_files={tmp_path}/work/d"]
+    args = check.tiny_args(call[1:2], "/out", "/rm")
+    assert f"{ARR}.model.lora_adapter_path=/rm_lora_adapter" in args
