@@ -72,6 +72,9 @@ pip() {{ return 0; }}
 wget() {{ return 0; }}
 rm() {{ return 0; }}  # a script may delete what it wrote for its trainer (a reward function) once the call returns
 curl() {{ return 0; }}
+# a script that hands over to another (`exec bash run_v1_separate_async.sh "${{params[@]}}"`): the
+# child bash inherits the stand-ins
+export -f _record _python python python3 uv ulimit ray nvidia-smi huggingface-cli hf conda pip wget rm curl
 """
 
 

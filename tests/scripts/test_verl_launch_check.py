@@ -135,3 +135,18 @@ def test_a_script_that_needs_a_saved_adapter_gets_the_tiny_models_and_a_jobs_hom
     assert call[1:] == [f"{ARR}.model.lora_adapter_path=lora_adapter", f"data.train_files={tmp_path}/work/d"]
     args = check.tiny_args(call[1:2], "/out", "/rm")
     assert f"{ARR}.model.lora_adapter_path=/rm_lora_adapter" in args
+
+
+def test_a_script_handing_over_to_another_is_recorded_in_the_child(tmp_path):
+    """verl 0.9's run_v1_separate_async_ascend.sh ends with `exec bash run_v1_separate_async.sh ...`:
+    the child bash inherits the stand-ins, so its trainer call is recorded (was: none)."""
+    (tmp_path / "child.sh").write_text('python3 -m verl.trainer.main_ppo "$@"\n')
+    script = tmp_path / "run.sh"
+    script.write_text(f'exec bash {tmp_path}/child.sh a=1 "$@"\n')
+    (tmp_path / "work").mkdir()
+    launch = catalogue.Launch("x", str(script), "ci", args=("b=2",))
+    assert check.recorded_call(launch, str(tmp_path), str(tmp_path / "work")) == [
+        "verl.trainer.main_ppo",
+        "a=1",
+        "b=2",
+    ]
