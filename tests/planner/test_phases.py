@@ -7,7 +7,7 @@ rollout's, written out here.
 
 import pytest
 
-from tests.helpers.model_configs import HALF_B, SEVEN_B, H, N, V
+from tests.helpers.model_configs import HALF_B, MLP, SEVEN_B, H, N, V
 from verl_lite import roles
 from verl_lite.engine.model_shape import read_shape
 from verl_lite.planner.cli import compose_config
@@ -338,3 +338,15 @@ def test_start_up_writes_the_idle_decision_into_the_config_the_workers_get(shape
     # a critic under offload_policy is never resident: only a smaller device leaves the rest too big
     assert resolved(56, "critic.fsdp.offload_policy=True") == [False] * 4
     assert resolved(30, "critic.fsdp.offload_policy=True") == [False, False, True, True], "policy stays"
+
+
+def test_lora_merge_syncs_build_the_merged_weight_in_two_float32_buffers(shape):
+    """model.lora.merge: the update_weights phase also holds the merge's two float32 buffers of the
+    largest adapted weight (a decoder layer's MLP matrix, not the embedding), and nothing else moves."""
+    lora = ("actor_rollout_ref.model.lora_rank=8",)
+    served = plan_8x(config(*lora), shape, DEVICE)
+    merged = plan_8x(config(*lora, "actor_rollout_ref.model.lora.merge=True"), shape, DEVICE)
+    assert merged.phases["update_weights"] - served.phases["update_weights"] == 2 * MLP * 4
+    assert {k: v for k, v in merged.phases.items() if k != "update_weights"} == {
+        k: v for k, v in served.phases.items() if k != "update_weights"
+    }

@@ -136,7 +136,8 @@ def merged_weight(w: torch.Tensor, b: torch.Tensor, a: torch.Tensor, scale: floa
     )
     for k in range(a.shape[0]):
         delta += torch.mul(b[:, k : k + 1], a[k : k + 1], out=term)
-    return w.to(dtype) + delta.mul_(scale)
+    del term
+    return delta.mul_(scale).add_(w.to(dtype))  # in delta: two float32 buffers of W's size at most
 
 
 def adapter_file_state(peft_model: PeftModel, tensors: Iterable[tuple[str, torch.Tensor]]) -> dict:

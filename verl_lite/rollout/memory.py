@@ -10,7 +10,8 @@ config, the actor's model shape, the world, the device's bytes, GPU or CPU) and 
                   claimed at start and on every wake) while it generates; while it receives weights
                   only its weights (the KV cache still sleeps) plus the sync's gather buffer (up to
                   update_weights_bucket_megabytes of full tensors, plus the tensor that overflows
-                  it); between rollouts nothing with free_cache_engine (sleep level 2), else its share
+                  it, plus with LoRA's lora.merge two float32 buffers of the largest weight, where
+                  the merge is built); between rollouts nothing with free_cache_engine (sleep level 2), else its share
   vLLM on CPU     its weights and rollout.cpu_kv_cache_gb, always (no sleep mode)
   HF generate     a full copy of the weights, always, plus the KV cache of the rank's prompts x n at
                   full length and one step's logits while it generates
@@ -21,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from verl_lite.engine.lora_spec import LoraSpec
 from verl_lite.engine.model_shape import DTYPE_BYTES
 
 if TYPE_CHECKING:
@@ -43,10 +45,22 @@ def _largest_gathered(req: Request) -> int:
     return max(n for _, n in req.shape.all_tensors()) * p
 
 
+def _merge_buffers(req: Request) -> int:
+    """LoRA with model.lora.merge: a sync merges each adapted weight in float32 (engine/lora.
+    merged_weight: W + scale * B A built in one buffer of W's size, each rank-term in another), on
+    the actor's device, beside the gathered tensors; nothing otherwise."""
+    spec = LoraSpec.of(req.cfg.actor_rollout_ref.model)
+    if spec is None or not spec.merge:
+        return 0
+    return (
+        2 * max(n for _, n in req.shape.layer_tensors()) * DTYPE_BYTES["fp32"]
+    )  # adapted: a layer's linears
+
+
 def vllm_memory(req: Request) -> RolloutMemory:
     r = req.cfg.actor_rollout_ref.rollout
     weights = -(-req.shape.num_params // r.tensor_model_parallel_size) * DTYPE_BYTES[r.dtype]
-    buffer = int(r.update_weights_bucket_megabytes * MB) + _largest_gathered(req)
+    buffer = int(r.update_weights_bucket_megabytes * MB) + _largest_gathered(req) + _merge_buffers(req)
     if not req.accelerator:
         held = weights + int(r.cpu_kv_cache_gb * GB)
         return RolloutMemory(generate=held, sync=held + buffer, idle=held)
@@ -67,6 +81,6 @@ def hf_memory(req: Request) -> RolloutMemory:
     kv_cache = 2 * shape.layers * shape.kv_dim * sequences * seq_len * w
     return RolloutMemory(
         generate=weights + kv_cache + sequences * shape.vocab * 4,
-        sync=weights + _largest_gathered(req),
+        sync=weights + _largest_gathered(req) + _merge_buffers(req),
         idle=weights,
     )
