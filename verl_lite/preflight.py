@@ -18,7 +18,8 @@ it and exits 2, before Ray wherever the problem can be known there.
     finalize                           RESOLVE_DEVICES (trainer.auto_offload's choice, a colocated
                                        critic / reward model idle on the host), CHECKS again
                                        when it changed a value, then freeze (config/freeze.py)
-    (main_ppo builds RayPPOTrainer from the frozen config; it builds the workers)
+    (main_ppo builds RayPPOTrainer from the frozen config -- its phases are chosen then, after Ray:
+    an estimator asking for a phase the trainer lacks is refused there -- and it builds the workers)
 
 Adding a step: write `fn(cfg, run[, loaded...]) -> list[str]` next to its component (in
 <component>/checks.py) and add one `Step("name", fn)` line to its phase. `run` (config/run.py) says

@@ -93,6 +93,28 @@ def test_with_lora_merge_vllm_serves_no_adapter_so_its_lora_limits_do_not_apply(
     assert "ranks up to 512" in check(f"{ARR}.model.lora_rank=1024", f"{ARR}.rollout.name=vllm")
 
 
+def test_with_lora_merge_what_a_merge_cannot_send_is_refused_before_ray(tmp_path):
+    """The tiny model ties its LM head to the embedding: an adapter on it has no weight of its own to
+    merge into; a saved DoRA adapter's magnitude is not W + scale * B A."""
+    from peft import LoraConfig
+
+    from verl_lite.config.schema import TINY_MODEL
+    from verl_lite.data import assets
+
+    path = f"{ARR}.model.path={assets.resolve(TINY_MODEL)}"  # as start-up's RESOLVE leaves it
+    merged = (path, f"{ARR}.model.lora.merge=True", f"{ARR}.model.lora_rank=8")
+    tied = check(*merged, f"{ARR}.model.target_modules=[q_proj,lm_head]")
+    assert (
+        "lora.merge=True merges W + scale * B A of plain linear layers; lm_head's adapter has a tied weight"
+        in tied
+    )
+    assert check(path, f"{ARR}.model.lora_rank=8", f"{ARR}.model.target_modules=[q_proj,lm_head]") == ""
+    assert check(*merged, f"{ARR}.model.target_modules=all-linear") == ""
+    LoraConfig(r=4, target_modules=["q_proj"], use_dora=True).save_pretrained(tmp_path)
+    dora = check(path, f"{ARR}.model.lora.merge=True", f"{ARR}.model.lora_adapter_path={tmp_path}")
+    assert "model.layers.0.self_attn.q_proj's adapter has DoRA" in dora
+
+
 def test_of_verl_09s_lora_block_merge_is_implemented_and_megatrons_keys_are_refused_by_name():
     assert load_config([f"{ARR}.model.lora.merge=True"], "demo").actor_rollout_ref.model.lora.merge is True
     with pytest.raises(ConfigError) as info:

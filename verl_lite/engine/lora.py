@@ -103,15 +103,36 @@ def lora_layers(peft_model: torch.nn.Module) -> dict[str, tuple[str, str, float]
     """{base weight's parameter name: (lora_A's, lora_B's, scale)} for every adapted linear layer
     (what verl 0.9's model.lora.merge folds in: W + scale * B @ A, scale = PEFT's alpha / r)."""
     from peft.tuners.lora import LoraLayer
+    from peft.utils import ModulesToSaveWrapper
 
+    params = dict(peft_model.named_parameters())  # a tied LM head's weight is the embedding's
     out = {}
     for name, layer in peft_model.named_modules():
+        module = name.removeprefix(PEFT_PREFIX)  # the HF model's name, for messages
+        if isinstance(layer, ModulesToSaveWrapper):
+            raise ValueError(
+                f"actor_rollout_ref.model.lora.merge=True: {module} is trained in full beside the adapter "
+                "(PEFT's modules_to_save), which a merge of W + scale * B A does not send; set lora.merge=False"
+            )
         if not isinstance(layer, LoraLayer):
             continue
-        if "default" not in layer.lora_A or getattr(layer, "fan_in_fan_out", False):
+        odd = [
+            kind
+            for kind, on in (
+                (
+                    "not a linear layer",
+                    "default" not in layer.lora_A or getattr(layer, "fan_in_fan_out", False),
+                ),
+                ("DoRA", getattr(layer, "use_dora", {}).get("default", False)),
+                ("a LoRA bias", getattr(layer, "lora_bias", {}).get("default", False)),
+                ("a tied weight", f"{name}.base_layer.weight" not in params),
+            )
+            if on
+        ]
+        if odd:
             raise ValueError(
-                f"actor_rollout_ref.model.lora.merge=True merges the adapters of linear layers; {name} "
-                f"({type(layer).__name__}) is not one: leave it out of target_modules or set lora.merge=False"
+                f"actor_rollout_ref.model.lora.merge=True merges W + scale * B A of plain linear layers; "
+                f"{module}'s adapter has {odd[0]}: leave it out of target_modules or set lora.merge=False"
             )
         out[f"{name}.base_layer.weight"] = (
             f"{name}.lora_A.default.weight",

@@ -13,7 +13,8 @@ weights had them: one element of a 2M-element tensor moved by 1e-6 is seen. A pe
 elements within a tensor would not show; that is not how a sync fails.
 
 The trainer side costs one pass over the rank's own shards and one all-reduce of three numbers per
-parameter (the element count rides along, for the tolerance): no gather.
+parameter (the element count rides along, for the tolerance): no gather, but for LoRA's lora.merge
+the adapters' A (rank x in each), gathered whole.
 """
 
 from __future__ import annotations
@@ -97,6 +98,9 @@ def shard_fingerprints(
     sharded: dict = {}  # process group -> [(sent name, local fingerprint)]
     params = dict(module.named_parameters())
     merged = merged or {}
+    # every merged layer's whole A first, in one order on every rank (collectives), whatever `forms`
+    # lists (each rank's engine reports its own)
+    whole_a = {a: _whole(params[a]) for a, _, _ in merged.values()}
     for name, param in params.items():
         sent = sent_name(name)
         if sent not in forms:
@@ -108,7 +112,7 @@ def shard_fingerprints(
         if name in merged:
             a, b, lora_scale = merged[name]
             rows = params[b].to_local() if local else _whole(params[b])
-            values = merged_weight(values, rows, _whole(params[a]), lora_scale)
+            values = merged_weight(values, rows, whole_a[a], lora_scale)
         if local:
             group = param.device_mesh.get_group(dim)
             sharded.setdefault(group, []).append((sent, fingerprint(values, dtype, scale, via)))

@@ -37,6 +37,8 @@ def auto_offload(
     available on a node before the workers start; on CPUs the device is the host, planned as such),
     and the log line saying what was chosen and why. ValueError naming the key when nothing fits."""
     t, a = cfg.trainer, cfg.actor_rollout_ref.actor
+    if not t.device_memory_gb and not reported_gb:
+        raise ValueError("no worker's device was probed (no Ray); set trainer.device_memory_gb")
     budget = t.device_memory_gb or min(reported_gb)
     source = "trainer.device_memory_gb" if t.device_memory_gb else "the smallest device the workers report"
     shape = read_shape(cfg.actor_rollout_ref.model.path)

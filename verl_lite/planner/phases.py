@@ -5,8 +5,9 @@ reference; in processes of their own the critic (GAE) and the reward model, colo
 colocates them. Their state stays on the device between their phases, as their fsdp_config says
 (verl's behaviour), unless the device would not hold the step that way: then, on a GPU, the
 critic and the reward model keep their params and optimizer state on the host between their phases
-(as param+optimizer offload; offload_policy stays itself), the trainer's `idle_on_host`
-(`colocated_idle_on_host` decides, for the trainer and for every row the planner prints). Each
+(as param+optimizer offload; offload_policy stays itself): `idle_on_host`, which
+`colocated_idle_on_host` decides for every row the planner prints and start-up writes into the
+config (auto_offload.resolve_idle_on_host). Each
 phase of a step puts one engine at its peak while the others hold what they keep between phases
 (role_engines.py gives both per engine); the rollout holds what its backend's memory model says
 (rollout/memory.py, declared with the backend in the rollout registry). With LoRA on the actor the

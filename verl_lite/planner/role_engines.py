@@ -6,7 +6,8 @@ With LoRA on the actor (`actor_rollout_ref.model.lora_rank > 0` or a saved adapt
 reference engine: the reference's log-probs are the actor's forward with its adapters off (phases.py
 plans that forward). LoRA's trained tensors (the adapters; the critic's value head) set the engines'
 gradient, optimizer and reduce terms (engine_memory.py). The critic and the reward model keep their
-fsdp_config's mode, or with `idle_on_host` wait on the host between their phases (phases.py decides).
+fsdp_config's mode, or with `idle_on_host` wait on the host between their phases (phases.py decides;
+start-up then sets their param_offload and optimizer_offload).
 """
 
 from __future__ import annotations
@@ -63,7 +64,8 @@ def setup_for(fsdp, req: Request, trains: bool = True, **kw) -> EngineSetup:
 def idle_mode(fsdp, idle_on_host: bool) -> str:
     """A critic's or reward model's mode: its fsdp_config's, or with `idle_on_host` (a GPU the device
     would not hold them on: phases.colocated_idle_on_host) params and optimizer state waiting on the
-    host between their phases (engine/offload.build_offload); offload_policy keeps its own."""
+    host between their phases (the offload start-up then sets: auto_offload.resolve_idle_on_host);
+    offload_policy keeps its own."""
     mode = fsdp_mode(fsdp)
     return "param_optimizer_offload" if idle_on_host and mode == "none" else mode
 

@@ -11,7 +11,7 @@ config, the actor's model shape, the world, the device's bytes, GPU or CPU) and 
                   only its weights (the KV cache still sleeps) plus the sync's gather buffer (up to
                   update_weights_bucket_megabytes of full tensors, plus the tensor that overflows
                   it, plus with LoRA's lora.merge two float32 buffers of the largest weight, where
-                  the merge is built); between rollouts nothing with free_cache_engine (sleep level 2), else its share
+                  the merge is built, and a bucket of merged tensors); between rollouts nothing with free_cache_engine (sleep level 2), else its share
   vLLM on CPU     its weights and rollout.cpu_kv_cache_gb, always (no sleep mode)
   HF generate     a full copy of the weights, always, plus the KV cache of the rank's prompts x n at
                   full length and one step's logits while it generates
@@ -45,22 +45,24 @@ def _largest_gathered(req: Request) -> int:
     return max(n for _, n in req.shape.all_tensors()) * p
 
 
-def _merge_buffers(req: Request) -> int:
+def _merge_buffers(req: Request, rebucketed: bool) -> int:
     """LoRA with model.lora.merge: a sync merges each adapted weight in float32 (engine/lora.
     merged_weight: W + scale * B A built in one buffer of W's size, each rank-term in another), on
-    the actor's device, beside the gathered tensors; nothing otherwise."""
+    the actor's device, beside the gathered tensors; `rebucketed` (vLLM): the merged tensors, new
+    ones, are collected up to update_weights_bucket_megabytes before the engine loads them, beside
+    the gather's bucket they came from. Nothing without merge."""
     spec = LoraSpec.of(req.cfg.actor_rollout_ref.model)
     if spec is None or not spec.merge:
         return 0
-    return (
-        2 * max(n for _, n in req.shape.layer_tensors()) * DTYPE_BYTES["fp32"]
-    )  # adapted: a layer's linears
+    largest = max(n for _, n in req.shape.layer_tensors())  # an adapted weight: a decoder layer's linear
+    bucket = int(req.cfg.actor_rollout_ref.rollout.update_weights_bucket_megabytes * MB) if rebucketed else 0
+    return 2 * largest * DTYPE_BYTES["fp32"] + bucket
 
 
 def vllm_memory(req: Request) -> RolloutMemory:
     r = req.cfg.actor_rollout_ref.rollout
     weights = -(-req.shape.num_params // r.tensor_model_parallel_size) * DTYPE_BYTES[r.dtype]
-    buffer = int(r.update_weights_bucket_megabytes * MB) + _largest_gathered(req) + _merge_buffers(req)
+    buffer = int(r.update_weights_bucket_megabytes * MB) + _largest_gathered(req) + _merge_buffers(req, True)
     if not req.accelerator:
         held = weights + int(r.cpu_kv_cache_gb * GB)
         return RolloutMemory(generate=held, sync=held + buffer, idle=held)
@@ -81,6 +83,6 @@ def hf_memory(req: Request) -> RolloutMemory:
     kv_cache = 2 * shape.layers * shape.kv_dim * sequences * seq_len * w
     return RolloutMemory(
         generate=weights + kv_cache + sequences * shape.vocab * 4,
-        sync=weights + _largest_gathered(req) + _merge_buffers(req),
+        sync=weights + _largest_gathered(req) + _merge_buffers(req, False),
         idle=weights,
     )

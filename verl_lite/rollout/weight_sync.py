@@ -29,6 +29,8 @@ sync together: the gathers are collectives.
 
 from __future__ import annotations
 
+import itertools
+
 import torch
 
 from verl_lite.engine.lora import (
@@ -90,18 +92,29 @@ class MergedSync(_Sync):
         return {**stats, "update_weights_collectives": gathered.get("collectives", 0)}
 
     def _merged(self, gathered: dict):
-        """The plain weights (cast before the gather), then each adapted layer's W + scale * B A, merged
-        in the master dtype (at least float32) and cast after."""
-        plain = self._gather(lambda n: n not in self.parts, self.dtype, gathered)
-        yield from ((base_param_name(n), t) for n, t in plain)
+        """Every weight in the module's order, so the engine gets each layer's parts together (vLLM's
+        layer-wise reload holds a fused layer's parts until all have come): runs of plain weights cast
+        before their gather, runs of adapted layers' W, A, B in the master dtype, each layer's
+        W + scale * B A merged (at least float32) and cast once its three parts are in. One phase: an
+        offloaded actor's params come in and go out once per sync."""
+        names = [n for n, _ in self.engine.module.named_parameters()]
         held: dict[str, torch.Tensor] = {}
-        for name, t in self._gather(self.parts.__contains__, stats=gathered):
-            held[name] = t
-            w = self.parts[name]
-            a, b, scale = self.layers[w]
-            if w in held and a in held and b in held:
-                merged = merged_weight(held.pop(w), held.pop(b), held.pop(a), scale)
-                yield base_param_name(w), merged.to(self.dtype or t.dtype)
+        with self.engine.phase("gather_weights"):
+            for adapted, run in itertools.groupby(names, key=self.parts.__contains__):
+                selected = set(run).__contains__
+                if not adapted:
+                    yield from (
+                        (base_param_name(n), t) for n, t in self._gather(selected, self.dtype, gathered)
+                    )
+                    continue
+                for name, t in self._gather(selected, stats=gathered):
+                    held[name] = t
+                    w = self.parts[name]
+                    a, b, scale = self.layers[w]
+                    if w in held and a in held and b in held:
+                        dtype = self.dtype or held[w].dtype
+                        merged = merged_weight(held.pop(w), held.pop(b), held.pop(a), scale)
+                        yield base_param_name(w), merged.to(dtype)
         if held:
             raise RuntimeError(f"lora.merge: no complete adapted layer for {sorted(held)[:4]}")
 

@@ -116,14 +116,48 @@ def _check_model(key: str, model, kind: str, problems: list[str]) -> bool:
     return True
 
 
+def _merge_problem(model, key: str) -> str | None:
+    """With lora.merge: what a merge of W + scale * B A cannot send (DoRA, a LoRA bias, modules trained
+    in full, a tied LM head; engine/lora.lora_layers says it), found on the PEFT model built on the
+    meta device from the config's or the saved adapter's LoRA settings."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from verl_lite.engine.lora import build_lora_config, lora_layers
+    from verl_lite.utils.hf_model import model_config
+
+    spec = LoraSpec.of(model)
+    try:
+        config = model_config(model, key, "causal_lm")
+        lora = LoraConfig.from_pretrained(spec.adapter_path) if spec.adapter_path else build_lora_config(spec)
+        with torch.device("meta"):
+            peft_model = get_peft_model(
+                AutoModelForCausalLM.from_config(config, trust_remote_code=model.trust_remote_code), lora
+            )
+    except Exception:  # a broken folder, config or target list: the other checks name it
+        return None
+    try:
+        lora_layers(peft_model)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
 def check_lora(cfg: PPOTrainerConfig, run: Run) -> list[str]:
     problems: list[str] = []
     r = cfg.actor_rollout_ref.rollout
     if run.critic:  # verl reads the critic's LoRA keys only when there is a critic
         _check_model("critic.model", cfg.critic.model, "value", problems)
     model = cfg.actor_rollout_ref.model
+    lora_on = _check_model(f"{ARR}.model", model, "causal_lm", problems)
+    merge_problem = (
+        _merge_problem(model, f"{ARR}.model") if lora_on and model.lora.merge and not problems else None
+    )
+    if merge_problem:
+        problems.append(merge_problem)
     if (
-        not _check_model(f"{ARR}.model", model, "causal_lm", problems)
+        not lora_on
         or resolve_rollout_name(r.name) != "vllm"
         or model.lora.merge  # vLLM serves merged weights, no adapter: its LoRA limits do not apply
     ):
