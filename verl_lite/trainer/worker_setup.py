@@ -47,7 +47,7 @@ class WorkerSet:
     with trainable state. Without a pool (a trainer driven without Ray) no group can be built."""
 
     def __init__(self, config: PPOTrainerConfig, run: Run, pool: RayResourcePool | None = None):
-        self.config, self.use_gpu, self.use_ref, self.use_critic = config, run.use_gpu, run.ref, run.critic
+        self.config, self.use_ref, self.use_critic = config, run.ref, run.critic
         self.world_size, self.pool = run.world, pool
         self.actor_rollout_wg: RayWorkerGroup | None = None
         self.critic_wg = self.rm_wg = None
