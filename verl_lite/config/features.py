@@ -6,7 +6,8 @@ budget only with dynamic batching (and a micro-batch size only without it). A va
 while their feature is off changes nothing there, and verl's launch scripts rely on that: they set
 every key through shell variables whose defaults are "off" (`LORA_RANK=0 LORA_ALPHA=0`,
 `CUSTOM_REWARD_FN_NAME=null`). So a start-up rule about one value (its domain, config/domains.py; its
-null, config/nulls.py) applies only when `reads(cfg, run, key)`.
+null, config/nulls.py; its support rule, config/support.py) applies only when `reads(cfg, run, key)`:
+this table is the config's one gate.
 
 A feature's keys are dotted keys or whole sections; its switches are the keys that turn it on (they
 are always read). A key covered by several features (the critic's token budget: the critic, and
@@ -33,6 +34,7 @@ class Feature:
     keys: tuple[str, ...]  # keys or sections read only while the feature is on
     on: Callable[[Any, Run], bool]  # (the config as built, the run) -> whether it is on
     switches: tuple[str, ...] = ()  # keys under `keys` that turn it on: always read
+    by_run: bool = False  # on or off by a role the run decides (config/run.py), not by a key
 
     def covers(self, key: str) -> bool:
         if key in self.switches:
@@ -92,19 +94,21 @@ RM_WORKER = (
     "use_reward_loop",
     "num_workers",
     "rollout",
-    "reward_loop_source",
-    "reward_loop_module_path",
-    "reward_loop_class_name",
 )
 LOG_PROB_MICRO = ("log_prob_micro_batch_size", "log_prob_micro_batch_size_per_gpu")
 
 FEATURES: tuple[Feature, ...] = (
-    Feature("the critic", ("critic",), lambda c, r: r.critic, switches=("critic.enable",)),
-    Feature("the reference policy", (f"{ARR}.ref",), lambda c, r: r.ref),
+    Feature("the critic", ("critic",), lambda c, r: r.critic, switches=("critic.enable",), by_run=True),
+    Feature("the reference policy", (f"{ARR}.ref",), lambda c, r: r.ref, by_run=True),
     Feature(
         "the reward model",
         tuple(f"reward_model.{k}" for k in RM_WORKER),
         lambda c, r: bool(c.reward_model.enable),
+    ),
+    Feature(  # verl's reward loop does not read it: only its legacy worker (verl_lite's reward model)
+        "the reward model's legacy worker",
+        ("reward_model.model.input_tokenizer",),
+        lambda c, r: bool(c.reward_model.enable) and not c.reward_model.use_reward_loop,
     ),
     Feature(
         "actor LoRA",
@@ -200,6 +204,8 @@ def features_of(key: str) -> list[Feature]:
     return [f for f in FEATURES if f.covers(key)]
 
 
-def reads(cfg, run: Run, key: str) -> bool:
-    """Whether the run reads `key`: every feature that covers it is on."""
-    return all(f.on(cfg, run) for f in features_of(key))
+def reads(cfg, run: Run | None, key: str) -> bool:
+    """Whether the run reads `key`: every feature that covers it is on. `cfg`: the config as built,
+    or as composed (an OmegaConf tree reads the same); `run=None`: before the roles are decided (the
+    config's support table, config/support.py), when a role's feature counts as on."""
+    return all(f.on(cfg, run) for f in features_of(key) if run is not None or not f.by_run)

@@ -81,6 +81,7 @@ WARMUP_STEPS = Domain(lambda v: _is_int(v) and v >= -1, "-1 (use lr_warmup_steps
 FREQ = Domain(_is_int, "an integer (a step count; <= 0: never)")
 MAX_SAMPLES = Domain(lambda v: _is_int(v) and (v == -1 or v > 0), "-1 (all rows) or a positive integer")
 FINITE = Domain(_is_num, "a finite number")
+INT_LIMIT = Domain(_is_int, "an integer (<= 0: no limit)")
 TEXT = Domain(lambda v: isinstance(v, str), "a string")
 LORA_RANK = Domain(lambda v: _is_int(v) and v >= 0, "0 (full fine-tuning) or a positive LoRA rank")
 MICRO = POS_INT.or_null("unset")

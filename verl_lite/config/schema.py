@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from verl_lite.config.fields import POS_INT, key
 from verl_lite.config.freeze import ConfigNode
 from verl_lite.config.schema_actor import ActorConfig, RefConfig
 from verl_lite.config.schema_engine import (
@@ -89,9 +90,9 @@ class ActorRolloutRefConfig(ConfigNode):
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     hybrid_engine: bool | None = True  # actor and rollout share each worker (the only mode)
-    nccl_timeout: int | None = (
-        600  # seconds a collective may wait before the run fails (trainer.dist_timeout_s follows it)
-    )
+    nccl_timeout: int | None = key(
+        600, POS_INT
+    )  # seconds a collective may wait before the run fails (trainer.dist_timeout_s follows it)
 
 
 @dataclass

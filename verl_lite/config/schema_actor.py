@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from verl_lite.config.fields import choice, key
+from verl_lite.config.fields import FINITE, MICRO, NON_NEG, POS, POS_INT, UNIT_OPEN, choice, key
 from verl_lite.config.freeze import ConfigNode
 from verl_lite.config.schema_engine import (
     CheckpointConfig,
@@ -38,10 +38,10 @@ def is_kl_type(name) -> bool:
 class PolicyLossConfig(ConfigNode):
     loss_mode: str = "vanilla"  # policy loss (docs/algorithms.md): vanilla, gspo, geo_mean, cispo, sapo, gpg, clip_cov, kl_cov, dppo_tv, dppo_kl, dro
     clip_cov_ratio: float = 0.0002  # clip_cov: share of tokens whose covariance is clipped
-    clip_cov_lb: float = 1.0  # clip_cov: lower covariance bound
-    clip_cov_ub: float = 5.0  # clip_cov: upper covariance bound
+    clip_cov_lb: float = key(1.0, FINITE)  # clip_cov: lower covariance bound
+    clip_cov_ub: float = key(5.0, FINITE)  # clip_cov: upper covariance bound
     kl_cov_ratio: float = 0.0002  # kl_cov: share of tokens that get the KL penalty
-    ppo_kl_coef: float = 0.1  # kl_cov: weight of that KL penalty
+    ppo_kl_coef: float = key(0.1, NON_NEG)  # kl_cov: weight of that KL penalty
     dro_beta: float | None = None  # dro: weight of the squared log-ratio penalty (> 0; required by dro)
 
 
@@ -51,14 +51,16 @@ class ActorConfig(ConfigNode):
     fsdp_config: FSDPConfig = field(default_factory=FSDPConfig)
     rollout_n: int = f"${{{ARR}.rollout.n}}"  # responses per prompt (verl's copy of rollout.n)
     strategy: str = "fsdp"  # fsdp | fsdp2: both run FSDP2 (fully_shard)
-    ppo_mini_batch_size: int = 256  # prompts per optimizer step (global; x rollout.n responses)
-    ppo_micro_batch_size: int | None = None  # deprecated global micro size; use the per-GPU key
-    ppo_micro_batch_size_per_gpu: int | None = None  # responses per forward/backward on one worker
+    ppo_mini_batch_size: int = key(256, POS_INT)  # prompts per optimizer step (global; x rollout.n responses)
+    ppo_micro_batch_size: int | None = key(None, MICRO)  # deprecated global micro size; use the per-GPU key
+    ppo_micro_batch_size_per_gpu: int | None = key(
+        None, MICRO
+    )  # responses per forward/backward on one worker
     use_dynamic_bsz: bool = False  # token-budgeted micro-batches (ppo_max_token_len_per_gpu)
-    ppo_max_token_len_per_gpu: int = 16384  # token budget per micro-batch with use_dynamic_bsz
-    clip_ratio: float = 0.2  # PPO clip range where clip_ratio_low/high are null
-    clip_ratio_low: float | None = 0.2  # lower clip range; null: clip_ratio
-    clip_ratio_high: float | None = 0.2  # upper clip range; null: clip_ratio
+    ppo_max_token_len_per_gpu: int = key(16384, POS_INT)  # token budget per micro-batch with use_dynamic_bsz
+    clip_ratio: float = key(0.2, UNIT_OPEN)  # PPO clip range where clip_ratio_low/high are null
+    clip_ratio_low: float | None = key(0.2, POS.or_null("clip_ratio"))  # lower clip range; null: clip_ratio
+    clip_ratio_high: float | None = key(0.2, POS.or_null("clip_ratio"))  # upper clip range; null: clip_ratio
     tau_pos: float = 1.0  # sapo: temperature of the gate for positive advantages
     tau_neg: float = 1.05  # sapo: temperature of the gate for negative advantages
     freeze_vision_tower: bool = False  # vision-language models: do not train the vision tower
@@ -67,27 +69,31 @@ class ActorConfig(ConfigNode):
     loss_agg_mode: str = key(
         "token-mean", choice(LOSS_AGG_MODES)
     )  # token-mean | token-sum | seq-mean-token-sum | seq-mean-token-mean | seq-mean-token-sum-norm
-    loss_scale_factor: int | None = None  # seq-mean-token-sum-norm's divisor; null: the response length
-    entropy_coeff: float = 0.0  # entropy bonus weight
+    loss_scale_factor: int | None = key(
+        None, POS_INT.or_null("the response length of each batch")
+    )  # seq-mean-token-sum-norm's divisor; null: the response length
+    entropy_coeff: float = key(0.0, NON_NEG)  # entropy bonus weight
     calculate_entropy: bool = False  # compute the entropy even when entropy_coeff is 0 (it always is here)
     use_kl_loss: bool = False  # add KL(actor || ref) to the loss (GRPO style)
     use_prefix_grouper: bool = False  # share the forward of a prompt prefix across its responses
     use_torch_compile: bool = True  # torch.compile the entropy/log-prob kernels (speed only)
-    kl_loss_coef: float = 0.001  # weight of the KL loss
+    kl_loss_coef: float = key(0.001, NON_NEG)  # weight of the KL loss
     kl_loss_type: str = key(
         "low_var_kl", choice(KL_TYPES, "(optionally with '+')", is_kl_type)
     )  # kl | abs | mse | low_var_kl (k1 | k2 | k3); '+': k2's gradient
-    ppo_epochs: int = 1  # passes over each training batch
+    ppo_epochs: int = key(1, POS_INT)  # passes over each training batch
     shuffle: bool = False  # verl's new worker: shuffle responses before splitting into mini-batches
     data_loader_seed: int = 42  # seed of that shuffle
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     use_fused_kernels: bool = f"${{{ARR}.model.use_fused_kernels}}"  # the model's use_fused_kernels
     profiler: ProfilerConfig = field(default_factory=ProfilerConfig)
     router_replay: RouterReplayConfig = field(default_factory=RouterReplayConfig)
-    grad_clip: float = (
-        "${.optim.clip_grad}"  # max global grad norm (verl's legacy-worker name); default: optim.clip_grad
-    )
-    ulysses_sequence_parallel_size: int = 1  # ranks one sequence is split over (Ulysses sequence parallelism)
+    grad_clip: float = key(
+        "${.optim.clip_grad}", POS
+    )  # max global grad norm (verl's legacy-worker name); default: optim.clip_grad
+    ulysses_sequence_parallel_size: int = key(
+        1, POS_INT
+    )  # ranks one sequence is split over (Ulysses sequence parallelism)
     entropy_from_logits_with_chunking: bool = False  # compute the entropy over vocabulary chunks (memory)
     entropy_checkpointing: bool = False  # recompute the entropy in backward instead of keeping it (memory)
     use_remove_padding: bool = f"${{{ARR}.model.use_remove_padding}}"  # the model's use_remove_padding
@@ -100,17 +106,21 @@ class RefConfig(ConfigNode):
     rollout_n: int = f"${{{ARR}.rollout.n}}"  # responses per prompt (verl's copy of rollout.n)
     strategy: str = f"${{{ARR}.actor.strategy}}"  # fsdp | fsdp2: both run FSDP2 (fully_shard)
     use_torch_compile: bool = f"${{{ARR}.actor.use_torch_compile}}"  # torch.compile kernels (speed only)
-    log_prob_micro_batch_size: int | None = None  # deprecated global size; use the per-GPU key
-    log_prob_micro_batch_size_per_gpu: int | None = None  # responses per ref forward on one worker
+    log_prob_micro_batch_size: int | None = key(None, MICRO)  # deprecated global size; use the per-GPU key
+    log_prob_micro_batch_size_per_gpu: int | None = key(
+        None, MICRO
+    )  # responses per ref forward on one worker
     log_prob_use_dynamic_bsz: bool = f"${{{ARR}.actor.use_dynamic_bsz}}"  # token-budgeted ref forwards
-    log_prob_max_token_len_per_gpu: int = (
-        f"${{{ARR}.actor.ppo_max_token_len_per_gpu}}"  # token budget per ref forward
-    )
+    log_prob_max_token_len_per_gpu: int = key(
+        f"${{{ARR}.actor.ppo_max_token_len_per_gpu}}", POS_INT
+    )  # token budget per ref forward
     profiler: ProfilerConfig = field(default_factory=ProfilerConfig)
     router_replay: RouterReplayConfig = field(default_factory=RouterReplayConfig)
     fsdp_config: FSDPConfig = field(
         default_factory=lambda: FSDPConfig(forward_only=True)
     )  # the reference's FSDP2 and offload modes
-    ulysses_sequence_parallel_size: int = f"${{{ARR}.actor.ulysses_sequence_parallel_size}}"  # as the actor's
+    ulysses_sequence_parallel_size: int = key(
+        f"${{{ARR}.actor.ulysses_sequence_parallel_size}}", POS_INT
+    )  # as the actor's
     entropy_from_logits_with_chunking: bool = False  # compute the entropy over vocabulary chunks (memory)
     entropy_checkpointing: bool = False  # recompute the entropy in backward instead of keeping it (memory)

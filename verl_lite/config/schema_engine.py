@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from verl_lite.config.fields import choice, key
+from verl_lite.config.fields import BETAS, NON_NEG, NON_NEG_INT, POS, SHARDS, UNIT, WARMUP_STEPS, choice, key
 from verl_lite.config.freeze import ConfigNode
 
 # torch dtypes by the names the config takes (engine/parallelize.py maps them)
@@ -21,7 +21,9 @@ LR_SCHEDULER_TYPES = ("constant", "cosine")
 
 @dataclass
 class WrapPolicyConfig(ConfigNode):
-    min_num_params: int = 0  # 0: one fully_shard per decoder layer; >0: per submodule this large
+    min_num_params: int = key(
+        0, NON_NEG_INT
+    )  # 0: one fully_shard per decoder layer; >0: per submodule this large
 
 
 @dataclass
@@ -46,7 +48,9 @@ class FSDPConfig(ConfigNode):
     reshard_after_forward: bool = (
         True  # free gathered params after forward, gather again in backward (ZeRO-3)
     )
-    fsdp_size: int = -1  # ranks per FSDP shard group (HSDP when smaller than the world); -1: all ranks
+    fsdp_size: int = key(
+        -1, SHARDS
+    )  # ranks per FSDP shard group (HSDP when smaller than the world); -1: all ranks
     forward_prefetch: bool = (
         False  # explicitly prefetch the next layer's all-gather (and the previous in backward)
     )
@@ -81,17 +85,19 @@ class FSDPConfig(ConfigNode):
 class OptimConfig(ConfigNode):
     optimizer: str = "AdamW"  # optimizer class in optimizer_impl
     optimizer_impl: str = "torch.optim"  # module the optimizer class comes from
-    lr: float = 1e-6  # learning rate
-    lr_warmup_steps_ratio: float = 0.0  # warm-up as a fraction of all training steps
+    lr: float = key(1e-6, POS)  # learning rate
+    lr_warmup_steps_ratio: float = key(0.0, UNIT)  # warm-up as a fraction of all training steps
     total_training_steps: int = -1  # filled in at start-up from the data: training steps of the whole run
-    weight_decay: float = 0.01  # AdamW decoupled weight decay
-    lr_warmup_steps: int | None = -1  # warm-up training steps; -1 or null: use lr_warmup_steps_ratio
-    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])  # AdamW betas
-    clip_grad: float = (
-        1.0  # max global grad norm (verl's new-engine name); the actor's / critic's grad_clip follows it
-    )
-    min_lr_ratio: float | None = 0.0  # cosine floor as a fraction of lr
-    num_cycles: float = 0.5  # cosine cycles over the run
+    weight_decay: float = key(0.01, NON_NEG)  # AdamW decoupled weight decay
+    lr_warmup_steps: int | None = key(
+        -1, WARMUP_STEPS
+    )  # warm-up training steps; -1 or null: use lr_warmup_steps_ratio
+    betas: list[float] = key(domain=BETAS, factory=lambda: [0.9, 0.999])  # AdamW betas
+    clip_grad: float = key(
+        1.0, POS
+    )  # max global grad norm (verl's new-engine name); the actor's / critic's grad_clip follows it
+    min_lr_ratio: float | None = key(0.0, UNIT)  # cosine floor as a fraction of lr
+    num_cycles: float = key(0.5, POS)  # cosine cycles over the run
     lr_scheduler_type: str = key(
         "constant", choice(LR_SCHEDULER_TYPES)
     )  # schedule after warm-up: constant | cosine

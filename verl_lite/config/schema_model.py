@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from verl_lite.config.fields import TEXT, key
+from verl_lite.config.fields import LORA_RANK, POS, TEXT, key
 from verl_lite.config.freeze import ConfigNode
 from verl_lite.config.schema_engine import FSDPConfig
 
@@ -57,8 +57,12 @@ class ModelConfig(ModelBase):
     tokenizer_path: str | None = None  # tokenizer folder; null: path
     custom_chat_template: str | None = None  # Jinja chat template replacing the tokenizer's
     enable_activation_offload: bool = False  # keep activations on the host between forward and backward
-    lora_rank: int = 0  # > 0: LoRA of this rank on the frozen model, no reference copy; 0: full tuning
-    lora_alpha: int = 16  # LoRA scaling: an adapter's update is multiplied by lora_alpha / lora_rank
+    lora_rank: int = key(
+        0, LORA_RANK
+    )  # > 0: LoRA of this rank on the frozen model, no reference copy; 0: full tuning
+    lora_alpha: int = key(
+        16, POS
+    )  # LoRA scaling: an adapter's update is multiplied by lora_alpha / lora_rank
     target_modules: Any = "all-linear"  # modules LoRA adapts: all-linear (but the LM head) or a list
     exclude_modules: Any = None  # modules LoRA leaves alone: a list of names or a regex
     lora_adapter_path: str | None = None  # saved PEFT adapter to continue from (rank, targets)
@@ -82,8 +86,12 @@ class CriticModelConfig(ModelBase):
     )
     enable_activation_offload: bool = False  # keep activations on the host between forward and backward
     use_remove_padding: bool = True  # pack sequences without padding into one row for forward passes
-    lora_rank: int = 0  # > 0: LoRA of this rank on the frozen backbone (value head trained in full)
-    lora_alpha: int = 16  # LoRA scaling: an adapter's update is multiplied by lora_alpha / lora_rank
+    lora_rank: int = key(
+        0, LORA_RANK
+    )  # > 0: LoRA of this rank on the frozen backbone (value head trained in full)
+    lora_alpha: int = key(
+        16, POS
+    )  # LoRA scaling: an adapter's update is multiplied by lora_alpha / lora_rank
     target_modules: Any = "all-linear"  # modules LoRA adapts: all-linear (but the value head) or a list
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from verl_lite.config.fields import FOLLOWS_ACTOR, MICRO, POS, POS_INT, key
 from verl_lite.config.freeze import ConfigNode
 from verl_lite.config.schema_engine import (
     CheckpointConfig,
@@ -35,35 +36,43 @@ class CriticConfig(ConfigNode):
     rollout_n: int = "${actor_rollout_ref.rollout.n}"  # responses per prompt (verl's copy of rollout.n)
     strategy: str = "fsdp"  # fsdp | fsdp2: both run FSDP2 (fully_shard)
     enable: bool | None = None  # train a critic; null: when the advantage estimator needs one (gae)
-    ppo_mini_batch_size: int = (
-        f"${{{ACTOR}.ppo_mini_batch_size}}"  # prompts per critic optimizer step (global)
-    )
-    ppo_micro_batch_size: int | None = None  # deprecated global micro size; use the per-GPU key
-    ppo_micro_batch_size_per_gpu: int | None = (
-        "${.ppo_micro_batch_size}"  # responses per forward/backward on one worker (verl's link to the global key)
-    )
+    ppo_mini_batch_size: int = key(
+        f"${{{ACTOR}.ppo_mini_batch_size}}", FOLLOWS_ACTOR
+    )  # prompts per critic optimizer step (global)
+    ppo_micro_batch_size: int | None = key(None, MICRO)  # deprecated global micro size; use the per-GPU key
+    ppo_micro_batch_size_per_gpu: int | None = key(
+        "${.ppo_micro_batch_size}", FOLLOWS_ACTOR
+    )  # responses per forward/backward on one worker (verl's link to the global key)
     use_dynamic_bsz: bool = f"${{{ACTOR}.use_dynamic_bsz}}"  # token-budgeted micro-batches
-    ppo_max_token_len_per_gpu: int = 32768  # token budget per training micro-batch with use_dynamic_bsz
-    forward_max_token_len_per_gpu: int = "${.ppo_max_token_len_per_gpu}"  # token budget per values forward
-    ppo_epochs: int = f"${{{ACTOR}.ppo_epochs}}"  # passes over each training batch
+    ppo_max_token_len_per_gpu: int = key(
+        32768, POS_INT
+    )  # token budget per training micro-batch with use_dynamic_bsz
+    forward_max_token_len_per_gpu: int = key(
+        "${.ppo_max_token_len_per_gpu}", POS_INT.or_null("ppo_max_token_len_per_gpu")
+    )  # token budget per values forward
+    ppo_epochs: int = key(f"${{{ACTOR}.ppo_epochs}}", FOLLOWS_ACTOR)  # passes over each training batch
     shuffle: bool = f"${{{ACTOR}.shuffle}}"  # verl's new worker: shuffle before splitting into mini-batches
     data_loader_seed: int = 42  # seed of that shuffle
-    cliprange_value: float = 0.5  # values may move at most this far from the rollout's values (clipped loss)
+    cliprange_value: float = key(
+        0.5, POS
+    )  # values may move at most this far from the rollout's values (clipped loss)
     loss_agg_mode: str = f"${{{ACTOR}.loss_agg_mode}}"  # aggregation of the value loss
     checkpoint: CheckpointConfig = field(
         default_factory=CheckpointConfig
     )  # what the critic's checkpoints hold and what a resume loads (as the actor's)
     profiler: ProfilerConfig = field(default_factory=ProfilerConfig)
-    forward_micro_batch_size: int | None = (
-        "${.ppo_micro_batch_size}"  # deprecated global size; use the per-GPU key
-    )
-    forward_micro_batch_size_per_gpu: int | None = (
-        "${.ppo_micro_batch_size_per_gpu}"  # responses per compute_values forward on one worker
-    )
-    ulysses_sequence_parallel_size: int = 1  # ranks one sequence is split over (Ulysses sequence parallelism)
-    grad_clip: float = (
-        "${.optim.clip_grad}"  # max global grad norm (verl's legacy-worker name); default: optim.clip_grad
-    )
+    forward_micro_batch_size: int | None = key(
+        "${.ppo_micro_batch_size}", MICRO
+    )  # deprecated global size; use the per-GPU key
+    forward_micro_batch_size_per_gpu: int | None = key(
+        "${.ppo_micro_batch_size_per_gpu}", POS_INT.or_null("ppo_micro_batch_size_per_gpu")
+    )  # responses per compute_values forward on one worker
+    ulysses_sequence_parallel_size: int = key(
+        1, POS_INT
+    )  # ranks one sequence is split over (Ulysses sequence parallelism)
+    grad_clip: float = key(
+        "${.optim.clip_grad}", POS
+    )  # max global grad norm (verl's legacy-worker name); default: optim.clip_grad
 
 
 @dataclass
@@ -135,13 +144,15 @@ class RewardModelConfig(ConfigNode):
     nnodes: int | None = 0  # nodes of that pool
     strategy: str | None = "fsdp"  # fsdp | fsdp2: both run FSDP2 (fully_shard)
     model: RewardModelModelConfig = field(default_factory=RewardModelModelConfig)
-    micro_batch_size: int | None = None  # deprecated global size; use the per-GPU key
-    micro_batch_size_per_gpu: int | None = None  # responses per reward-model forward on one worker
+    micro_batch_size: int | None = key(None, MICRO)  # deprecated global size; use the per-GPU key
+    micro_batch_size_per_gpu: int | None = key(
+        None, MICRO
+    )  # responses per reward-model forward on one worker
     max_length: int | None = None  # longest input the reward model reads; null: no limit
     use_dynamic_bsz: bool | None = "${critic.use_dynamic_bsz}"  # token-budgeted reward-model forwards
-    forward_max_token_len_per_gpu: int | None = (
-        "${critic.forward_max_token_len_per_gpu}"  # token budget per reward-model forward
-    )
+    forward_max_token_len_per_gpu: int | None = key(
+        "${critic.forward_max_token_len_per_gpu}", POS_INT
+    )  # token budget per reward-model forward
     reward_manager: str | None = (
         "naive"  # naive (rule scorers by data_source) | dapo (naive + overlong penalty) | gdpo (naive, every returned key kept)
     )
@@ -164,7 +175,9 @@ class RewardModelConfig(ConfigNode):
     reward_kwargs: dict[str, Any] = field(
         default_factory=dict  # manager's extra args, added with '+'; dapo: max_resp_len, overlong_buffer_cfg.{enable,len,penalty_factor,log}
     )
-    timeout: float = 300.0  # seconds the reward function may take to score one batch, then the run stops (verl's limited reward manager reads this key, per sample)
+    timeout: float = key(
+        300.0, POS
+    )  # seconds the reward function may take to score one batch, then the run stops (verl's limited reward manager reads this key, per sample)
 
 
 @dataclass

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from verl_lite.config.fields import choice, key
+from verl_lite.config.fields import MICRO, NON_NEG, NON_NEG_INT, POS, POS_INT, SHARE, TOP_K, choice, key
 from verl_lite.config.freeze import ConfigNode
 from verl_lite.config.schema_engine import DTYPES, RolloutProfilerConfig
 
@@ -25,10 +25,10 @@ ARR = "actor_rollout_ref"
 
 @dataclass
 class SamplingKwargs(ConfigNode):
-    top_k: int = -1  # -1: no top-k
-    top_p: float = 1.0  # nucleus sampling mass (1.0: off)
-    temperature: float = 0.0  # 0: greedy
-    n: int = 1  # samples per prompt
+    top_k: int = key(-1, TOP_K)  # -1: no top-k
+    top_p: float = key(1.0, SHARE)  # nucleus sampling mass (1.0: off)
+    temperature: float = key(0.0, NON_NEG)  # 0: greedy
+    n: int = key(1, POS_INT)  # samples per prompt
     do_sample: bool = False  # False: greedy validation
 
 
@@ -42,15 +42,19 @@ class EngineKwargs(ConfigNode):
 @dataclass
 class MultiTurnConfig(ConfigNode):
     enable: bool = False  # multi-turn rollouts with tools or interactions; rows pick their loop by agent_name (docs/multi_turn.md)
-    max_assistant_turns: int | None = None  # most model turns per trajectory; null: no limit
+    max_assistant_turns: int | None = key(
+        None, POS_INT.or_null("no limit")
+    )  # most model turns per trajectory; null: no limit
     tool_config_path: str | None = (
         None  # tools' config file, verl's format (tools: class_name, config, tool_schema)
     )
-    max_user_turns: int | None = None  # most tool or user turns per trajectory; null: no limit
-    max_parallel_calls: int = (
-        1  # tool calls run per turn (concurrently); further calls of the turn are not run, and counted
-    )
-    max_tool_response_length: int = 256  # characters kept of a tool's text (verl's truncation)
+    max_user_turns: int | None = key(
+        None, POS_INT.or_null("no limit")
+    )  # most tool or user turns per trajectory; null: no limit
+    max_parallel_calls: int = key(
+        1, POS_INT
+    )  # tool calls run per turn (concurrently); further calls of the turn are not run, and counted
+    max_tool_response_length: int = key(256, POS_INT)  # characters kept of a tool's text (verl's truncation)
     tool_response_truncate_side: str = key(
         "middle", choice(TRUNCATE_SIDES)
     )  # left (keep the start) | middle | right (keep the end)
@@ -62,7 +66,9 @@ class MultiTurnConfig(ConfigNode):
     format: str = "hermes"  # tool-call parser by its registered name (agent_loop/parsers/): hermes | gpt-oss | qwen3_coder | glm | a user's (@ToolParser.register in a module VERL_USE_EXTERNAL_MODULES names)
     num_repeat_rollouts: int | None = None  # repeats per interaction (CollabLLM's recipe loop)
     # verl_lite's own key
-    tool_call_timeout: float = 60.0  # seconds a tool call may run before the model is told it timed out
+    tool_call_timeout: float = key(
+        60.0, POS
+    )  # seconds a tool call may run before the model is told it timed out
 
 
 @dataclass
@@ -80,17 +86,17 @@ class AgentLoopConfig(ConfigNode):
     )
     custom_async_server: CustomAsyncServerConfig = field(default_factory=CustomAsyncServerConfig)
     # verl_lite's own key
-    loop_timeout: float | None = (
-        None  # seconds a trajectory's loop may run between two generations (its own code, its tool and interaction calls); then the rollout fails naming the loop and what it waits in; null: (3 + 2 x tools) x multi_turn.tool_call_timeout
-    )
+    loop_timeout: float | None = key(
+        None, POS.or_null("(3 + 2 x tools) x tool_call_timeout")
+    )  # seconds a trajectory's loop may run between two generations (its own code, its tool and interaction calls); then the rollout fails naming the loop and what it waits in; null: (3 + 2 x tools) x multi_turn.tool_call_timeout
 
 
 @dataclass
 class CheckpointEngineConfig(ConfigNode):
     backend: str | None = "naive"  # how weights reach the rollout: naive (in-process) | nccl | nixl | hccl
-    update_weights_bucket_megabytes: int = (
-        2048  # weight sync: full tensors gathered per bucket before vLLM loads them
-    )
+    update_weights_bucket_megabytes: int = key(
+        2048, POS_INT
+    )  # weight sync: full tensors gathered per bucket before vLLM loads them
     engine_kwargs: dict[str, Any] = field(default_factory=dict)  # backend arguments
 
 
@@ -109,13 +115,17 @@ class RolloutConfig(ConfigNode):
     mode: str = "async"  # async (verl's server mode) | sync: both run the hybrid engine, generation and training taking turns
     nnodes: int = 0  # nodes of standalone rollout servers (verl 0.9's separate_async trainer); 0: the rollout shares the trainer's workers
     n_gpus_per_node: int | None = "${oc.select:trainer.n_gpus_per_node,8}"  # GPUs per node of those servers
-    temperature: float = 1.0  # sampling temperature of training rollouts
-    top_k: int = -1  # -1: no top-k
-    top_p: float = 1.0  # nucleus sampling mass (1.0: off)
-    prompt_length: int | None = "${data.max_prompt_length}"  # prompt tokens the rollout takes (left-padded)
-    response_length: int | None = "${data.max_response_length}"  # most tokens generated per response
+    temperature: float = key(1.0, NON_NEG)  # sampling temperature of training rollouts
+    top_k: int = key(-1, TOP_K)  # -1: no top-k
+    top_p: float = key(1.0, SHARE)  # nucleus sampling mass (1.0: off)
+    prompt_length: int | None = key(
+        "${data.max_prompt_length}", POS_INT
+    )  # prompt tokens the rollout takes (left-padded)
+    response_length: int | None = key(
+        "${data.max_response_length}", POS_INT
+    )  # most tokens generated per response
     dtype: str = key("bfloat16", choice(DTYPES))  # dtype of the rollout copy of the weights
-    gpu_memory_utilization: float = 0.5  # share of the GPU vLLM may use for weights and KV cache
+    gpu_memory_utilization: float = key(0.5, SHARE)  # share of the GPU vLLM may use for weights and KV cache
     ignore_eos: bool = False  # keep generating past EOS up to response_length
     enforce_eager: bool = (
         False  # no CUDA graphs / torch.compile; on CPU False means an inductor compile at start
@@ -124,13 +134,17 @@ class RolloutConfig(ConfigNode):
     free_cache_engine: bool = (
         True  # GPU: release weights and KV cache after generation (vLLM sleep level 2); no-op on CPU
     )
-    tensor_model_parallel_size: int = 2  # ranks per vLLM engine (TP), must divide the world; the hf rollout has no TP: each worker generates alone
+    tensor_model_parallel_size: int = key(
+        2, POS_INT
+    )  # ranks per vLLM engine (TP), must divide the world; the hf rollout has no TP: each worker generates alone
     data_parallel_size: int = 1  # vLLM data parallelism inside one engine
     expert_parallel_size: int = 1  # vLLM expert parallelism (MoE)
     pipeline_model_parallel_size: int = 1  # vLLM pipeline parallelism
-    max_num_batched_tokens: int = 8192  # tokens per vLLM scheduler step
-    max_model_len: int | None = None  # longest prompt + response; null: prompt_length + response_length
-    max_num_seqs: int = 256  # sequences vLLM runs at once
+    max_num_batched_tokens: int = key(8192, POS_INT)  # tokens per vLLM scheduler step
+    max_model_len: int | None = key(
+        None, POS_INT.or_null("prompt_length + response_length")
+    )  # longest prompt + response; null: prompt_length + response_length
+    max_num_seqs: int = key(256, POS_INT)  # sequences vLLM runs at once
     enable_chunked_prefill: bool = True  # split long prefills across scheduler steps
     enable_prefix_caching: bool = True  # reuse KV of shared prompt prefixes (reset at every weight sync)
     logprobs_mode: str | None = "processed_logprobs"  # the rollout's log-probs: after temperature/top-k/top-p
@@ -138,17 +152,17 @@ class RolloutConfig(ConfigNode):
     load_format: str = key(
         "dummy", choice(LOAD_FORMATS)
     )  # vLLM's start-up weights: dummy (random; the first sync brings the actor's) | auto | safetensors (read from model.path; with LoRA no base weights are ever synced)
-    log_prob_micro_batch_size: int | None = None  # deprecated global size; use the per-GPU key
-    log_prob_micro_batch_size_per_gpu: int | None = None  # responses per old-log-prob forward
+    log_prob_micro_batch_size: int | None = key(None, MICRO)  # deprecated global size; use the per-GPU key
+    log_prob_micro_batch_size_per_gpu: int | None = key(None, MICRO)  # responses per old-log-prob forward
     log_prob_use_dynamic_bsz: bool = (
         f"${{{ARR}.actor.use_dynamic_bsz}}"  # token-budgeted old-log-prob forwards
     )
-    log_prob_max_token_len_per_gpu: int = (
-        f"${{{ARR}.actor.ppo_max_token_len_per_gpu}}"  # token budget per old-log-prob forward
-    )
+    log_prob_max_token_len_per_gpu: int = key(
+        f"${{{ARR}.actor.ppo_max_token_len_per_gpu}}", POS_INT
+    )  # token budget per old-log-prob forward
     disable_log_stats: bool = True  # no vLLM throughput logging
     do_sample: bool = True  # False: greedy decoding for training rollouts
-    n: int = 1  # responses per prompt
+    n: int = key(1, POS_INT)  # responses per prompt
     over_sample_rate: float = 0  # stop a step's generation when (1 - rate) of its requests are done
     multi_stage_wake_up: bool = False  # SGLang: wake weights and KV cache in stages (peak memory)
     engine_kwargs: EngineKwargs = field(default_factory=EngineKwargs)
@@ -168,10 +182,10 @@ class RolloutConfig(ConfigNode):
     mtp: Any = f"${{{ARR}.model.mtp}}"  # multi-token prediction: the model's mtp section
     layered_summon: bool = False  # LoRA: gather the adapter layer by layer for the sync (verl_lite always gathers one tensor at a time); vLLM needs load_format other than dummy
     # verl_lite's own keys
-    seed: int = 42  # seed of the rollout's own sampling generator (per rank and call)
-    update_weights_bucket_megabytes: int = (
-        "${.checkpoint_engine.update_weights_bucket_megabytes}"  # verl's older name of the sync bucket size
-    )
-    cpu_kv_cache_gb: float = (
-        1.0  # CPU only: host memory (GiB) per rank for vLLM's KV cache; VLLM_CPU_KVCACHE_SPACE wins
-    )
+    seed: int = key(42, NON_NEG_INT)  # seed of the rollout's own sampling generator (per rank and call)
+    update_weights_bucket_megabytes: int = key(
+        "${.checkpoint_engine.update_weights_bucket_megabytes}", POS_INT
+    )  # verl's older name of the sync bucket size
+    cpu_kv_cache_gb: float = key(
+        1.0, POS
+    )  # CPU only: host memory (GiB) per rank for vLLM's KV cache; VLLM_CPU_KVCACHE_SPACE wins

@@ -10,7 +10,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from verl_lite.config.fields import Domain, choice, key
+from verl_lite.config.fields import (
+    FREQ,
+    INT_LIMIT,
+    MAX_SAMPLES,
+    NON_NEG,
+    NON_NEG_INT,
+    POS,
+    POS_INT,
+    UNIT,
+    Domain,
+    choice,
+    key,
+)
 from verl_lite.config.freeze import ConfigNode
 from verl_lite.config.schema_actor import KL_TYPES, is_kl_type
 
@@ -54,14 +66,22 @@ class DataConfig(ConfigNode):
     use_shm: bool | None = False  # copy the data files to /dev/shm before reading them
     train_files: Any = VERL_TRAIN  # parquet file or list of files, verl's RLHF layout
     val_files: Any = VERL_VAL  # parquet file or list of files for validation
-    train_max_samples: int | None = -1  # use only the first this many training rows; -1: all
-    val_max_samples: int | None = -1  # use only the first this many validation rows; -1: all
+    train_max_samples: int | None = key(
+        -1, MAX_SAMPLES
+    )  # use only the first this many training rows; -1: all
+    val_max_samples: int | None = key(
+        -1, MAX_SAMPLES
+    )  # use only the first this many validation rows; -1: all
     prompt_key: str | None = "prompt"  # column holding the chat messages
     reward_fn_key: str | None = "data_source"  # column that picks the reward scorer
-    max_prompt_length: int | None = 512  # prompt tokens after the chat template (left-padded to this)
-    max_response_length: int | None = 512  # generated tokens per response
-    train_batch_size: int | None = 1024  # prompts per training step (global)
-    val_batch_size: int | None = None  # prompts per validation batch; null: the whole validation set
+    max_prompt_length: int | None = key(
+        512, POS_INT
+    )  # prompt tokens after the chat template (left-padded to this)
+    max_response_length: int | None = key(512, POS_INT)  # generated tokens per response
+    train_batch_size: int | None = key(1024, POS_INT)  # prompts per training step (global)
+    val_batch_size: int | None = key(
+        None, POS_INT.or_null("the whole validation set in one batch")
+    )  # prompts per validation batch; null: the whole validation set
     tool_config_path: str | None = (
         "${actor_rollout_ref.rollout.multi_turn.tool_config_path}"  # tools listed in the prompts (the chat template's `tools`)
     )
@@ -69,7 +89,9 @@ class DataConfig(ConfigNode):
     return_raw_chat: bool | None = True  # keep the raw messages in the batch
     return_full_prompt: bool | None = False  # keep the templated prompt text
     shuffle: bool | None = True  # shuffle the training set every epoch
-    seed: int | None = None  # seed of the shuffling; null: a fixed default seed
+    seed: int | None = key(
+        None, NON_NEG_INT.or_null("a fixed default seed")
+    )  # seed of the shuffling; null: a fixed default seed
     dataloader_num_workers: int | None = 8  # data-loader processes (verl_lite reads on the driver)
     image_patch_size: int | None = 14  # vision-language data: image patch size
     validation_shuffle: bool | None = False  # shuffle the validation set (its metrics are means: no effect)
@@ -90,9 +112,9 @@ class DataConfig(ConfigNode):
     apply_chat_template_kwargs: dict[str, Any] | None = field(
         default_factory=dict
     )  # extra arguments of apply_chat_template
-    gen_batch_size: int | None = (
-        None  # DAPO dynamic sampling: prompts per generation batch; null: train_batch_size
-    )
+    gen_batch_size: int | None = key(
+        None, POS_INT.or_null("data.train_batch_size")
+    )  # DAPO dynamic sampling: prompts per generation batch; null: train_batch_size
 
 
 @dataclass
@@ -100,7 +122,7 @@ class KLControlConfig(ConfigNode):
     type: str = key(
         "fixed", choice(KL_CTRL_TYPES)
     )  # fixed: constant kl_coef | adaptive: steer the KL towards target_kl
-    kl_coef: float = 0.001  # (initial) weight of the KL penalty in the reward
+    kl_coef: float = key(0.001, NON_NEG)  # (initial) weight of the KL penalty in the reward
     horizon: int = 10000  # adaptive: responses over which the coefficient adapts
     target_kl: float = 0.1  # adaptive: the KL the coefficient steers towards
 
@@ -111,7 +133,7 @@ class FilterGroupsConfig(ConfigNode):
     metric: str | None = key(
         "reward", FILTER_METRIC
     )  # reward (verl 0.9.1: the pre-KL score) | seq_reward | seq_final_reward | a key the reward function returns (acc, score, ...)
-    max_num_gen_batches: int = 0  # generation batches allowed per step; <= 0: no limit
+    max_num_gen_batches: int = key(0, INT_LIMIT)  # generation batches allowed per step; <= 0: no limit
 
 
 @dataclass
@@ -145,8 +167,8 @@ class PFPPOConfig(ConfigNode):
 class AlgorithmConfig(ConfigNode):
     # null (verl's way to turn the section off) reads as the defaults, every option off (config/spellings.py)
     rollout_correction: RolloutCorrectionConfig | None = field(default_factory=RolloutCorrectionConfig)
-    gamma: float = 1.0  # discount factor of GAE (and REINFORCE++ returns)
-    lam: float = 1.0  # GAE's lambda: bias/variance trade-off of the advantage
+    gamma: float = key(1.0, UNIT)  # discount factor of GAE (and REINFORCE++ returns)
+    lam: float = key(1.0, UNIT)  # GAE's lambda: bias/variance trade-off of the advantage
     adv_estimator: str = "gae"  # advantage estimator (docs/algorithms.md); gae trains a critic
     norm_adv_by_std_in_grpo: bool = True  # GRPO: divide by the group's std (False: Dr.GRPO)
     gdpo_reward_keys: list[str] | None = (
@@ -217,19 +239,25 @@ class TrainerConfig(ConfigNode):
     balance_batch: bool | None = (
         True  # give each worker a balanced share of tokens (mini-batches stay the same)
     )
-    total_epochs: int | None = 30  # passes over the training set
-    total_training_steps: int | None = None  # cap on training steps; null: total_epochs' worth
+    total_epochs: int | None = key(30, POS_INT)  # passes over the training set
+    total_training_steps: int | None = key(
+        None, POS_INT.or_null("total_epochs' worth")
+    )  # cap on training steps; null: total_epochs' worth
     project_name: str | None = "verl_examples"  # W&B project / output folder name
     experiment_name: str | None = "gsm8k"  # W&B run name / output folder name
     logger: Any = field(
         default_factory=lambda: ["console", "wandb"]
     )  # console, file, wandb, tensorboard: a list, or one name
-    log_val_generations: int | None = 0  # validation samples (input, output, score) shown per validation
+    log_val_generations: int | None = key(
+        0, NON_NEG_INT
+    )  # validation samples (input, output, score) shown per validation
     rollout_data_dir: str | None = None  # dump each training step's generations to <dir>/<step>.jsonl
     validation_data_dir: str | None = None  # dump each validation's generations to <dir>/<step>.jsonl
-    nnodes: int | None = 1  # nodes of workers
-    n_gpus_per_node: int | None = 8  # workers per node (GPUs, or CPU processes without GPUs)
-    save_freq: int | None = -1  # save a checkpoint every this many steps and at the last step; -1: never
+    nnodes: int | None = key(1, POS_INT)  # nodes of workers
+    n_gpus_per_node: int | None = key(8, POS_INT)  # workers per node (GPUs, or CPU processes without GPUs)
+    save_freq: int | None = key(
+        -1, FREQ
+    )  # save a checkpoint every this many steps and at the last step; -1: never
     esi_redundant_time: int | None = 0  # elastic-instance expiry margin (seconds) that triggers a save
     resume_mode: str | None = (
         "auto"  # auto: from default_local_dir's latest checkpoint if any | disable | resume_path
@@ -237,10 +265,10 @@ class TrainerConfig(ConfigNode):
     resume_from_path: str | None = None  # the global_step_N folder resume_mode=resume_path starts from
     val_before_train: bool | None = True  # validate once before the first step
     val_only: bool | None = False  # with val_before_train: validate once, then stop
-    test_freq: int | None = -1  # validate every this many steps (and at the end); -1: never
-    critic_warmup: int | None = (
-        0  # training steps that update only the critic before the actor starts updating
-    )
+    test_freq: int | None = key(-1, FREQ)  # validate every this many steps (and at the end); -1: never
+    critic_warmup: int | None = key(
+        0, NON_NEG_INT
+    )  # training steps that update only the critic before the actor starts updating
     default_hdfs_dir: str | None = None  # also copy checkpoints to this HDFS folder
     del_local_ckpt_after_load: bool | None = (
         False  # delete the checkpoint folder a run resumed from, once loaded
@@ -248,8 +276,12 @@ class TrainerConfig(ConfigNode):
     default_local_dir: str | None = (
         "checkpoints/${trainer.project_name}/${trainer.experiment_name}"  # metrics.jsonl, checkpoints, trackers
     )
-    max_actor_ckpt_to_keep: int | None = None  # keep only the newest this many actor checkpoints; null: all
-    max_critic_ckpt_to_keep: int | None = None  # keep only the newest this many critic checkpoints; null: all
+    max_actor_ckpt_to_keep: int | None = key(
+        None, POS_INT.or_null("keep all")
+    )  # keep only the newest this many actor checkpoints; null: all
+    max_critic_ckpt_to_keep: int | None = key(
+        None, POS_INT.or_null("keep all")
+    )  # keep only the newest this many critic checkpoints; null: all
     ray_wait_register_center_timeout: int | None = 300  # seconds verl waits for its workers to register
     device: str | None = "auto"  # auto: cuda where a GPU is visible, else cpu | cpu | cuda
     use_legacy_worker_impl: str | None = (
@@ -260,20 +292,24 @@ class TrainerConfig(ConfigNode):
     )
     v1: V1Config = field(default_factory=V1Config)
     # verl_lite's own keys
-    dist_timeout_s: int | None = (
-        "${actor_rollout_ref.nccl_timeout}"  # torch.distributed timeout: a hang becomes an error after this
-    )
+    dist_timeout_s: int | None = key(
+        "${actor_rollout_ref.nccl_timeout}", POS_INT
+    )  # torch.distributed timeout: a hang becomes an error after this
     auto_offload: bool = False  # apply the memory planner's actor offload and micro-batch at start-up
-    device_memory_gb: float | None = None  # auto_offload's budget per device; null: what the devices report
-    console_full_freq: int | None = (
-        -1  # also show every metric on the console every this many steps; -1: only at validation and the last step
-    )
+    device_memory_gb: float | None = key(
+        None, POS.or_null("what the workers report")
+    )  # auto_offload's budget per device; null: what the devices report
+    console_full_freq: int | None = key(
+        -1, FREQ
+    )  # also show every metric on the console every this many steps; -1: only at validation and the last step
     resume_without_manifest: bool = False  # resume from a checkpoint that has no manifest.json (saved before manifests, or copied without it), its files unverified
 
 
 @dataclass
 class RayInitConfig(ConfigNode):
-    num_cpus: int | None = None  # CPUs for a local Ray; null: all
+    num_cpus: int | None = key(
+        None, POS_INT.or_null("all of the machine's")
+    )  # CPUs for a local Ray; null: all
     runtime_env: dict[str, Any] = field(
         default_factory=lambda: {"py_executable": None}
     )  # the run's Ray runtime_env, local Ray or cluster, fields as Ray names them (env_vars: str values; they win over verl_lite's); py_executable as in verl 0.9 (its uv launcher's interpreter); a null field is Ray's default

@@ -6,17 +6,17 @@ classes:
   - accepted at the values that change nothing here (a profiler setting, torch.compile, an ignored
     multi-turn option, ...): a rule with `note`, said once in the log when set away from its default.
   - refused at any other value: `<key>=<value> is not supported by verl_lite: <instead>`, before Ray.
-A rule covers one key or a whole section; a rule on a key beats its section's. A rule with `when`
-applies only while its feature is on, as verl reads the key only then (the reward model's worker
-keys only with reward_model.enable; input_tokenizer only where verl's legacy worker reads it, not
-under its reward loop), so a script that leaves an unused key at any value is not refused for it. Un-refusing a key
+A rule covers one key or a whole section; a rule on a key beats its section's. A rule applies only
+while the run reads its key (config/features.py, the same gate the value domains use), as verl reads
+the key only then (the reward model's worker keys only with reward_model.enable; input_tokenizer only
+where verl's legacy worker reads it, not under its reward loop), so a script that leaves an unused key
+at any value is not refused for it; a role decided later (the critic, the reference) counts as read. Un-refusing a key
 (its feature landed) is deleting its line. A key whose default links another key (`${...}`) and
 was not set is judged through the key it follows, unless nothing governs that one.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 from dataclasses import dataclass
@@ -25,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from verl_lite.config import dialects, keys, verl_keys
 from verl_lite.config.common import FSDP_SECTIONS, format_value
+from verl_lite.config.features import features_of, reads
 
 log = logging.getLogger("verl_lite.config")
 
@@ -39,7 +40,6 @@ class Rule:
     accepted: object = DEFAULT  # DEFAULT | ANY | FOLLOWS | a tuple of values
     instead: str = ""  # refused: what to use instead
     note: str = ""  # accepted at a non-default value: said once in the log
-    when: tuple[str, ...] = ()  # checked only when each of these boolean keys is true ("!key": false)
     also: tuple = ()  # FOLLOWS: values accepted besides the linked one (verl's null fallback)
 
 
@@ -51,12 +51,8 @@ STRATEGIES = ("fsdp", "fsdp2")
 FSDP1 = "FSDP1 and Megatron are not available; fsdp and fsdp2 both run FSDP2 (fully_shard)"
 
 
-RM = ("reward_model.enable",)  # the reward model's worker keys: read only with a reward model
-
-
 def _fsdp_rules(section: str) -> list[Rule]:
-    when = RM if section.startswith("reward_model.") else ()
-    rules = [
+    return [
         # verl's new-engine spellings; its legacy FSDP workers (verl_lite's model) read the role's keys
         Rule(
             f"{section}.ulysses_sequence_parallel_size",
@@ -81,7 +77,6 @@ def _fsdp_rules(section: str) -> list[Rule]:
         Rule(f"{section}.limit_all_gathers", ANY, note="FSDP2 bounds in-flight all-gathers itself"),
         Rule(f"{section}.strategy", STRATEGIES, instead=FSDP1),
     ]
-    return [dataclasses.replace(r, when=when) for r in rules]
 
 
 RULES: list[Rule] = [
@@ -119,7 +114,6 @@ RULES: list[Rule] = [
     Rule(
         "reward_model.ulysses_sequence_parallel_size",
         instead="the reward model runs without sequence parallelism; keep 1",
-        when=RM,
     ),
     *[
         Rule(f"{s}.use_torch_compile", ANY, note="verl_lite does not torch.compile kernels (same math)")
@@ -134,7 +128,7 @@ RULES: list[Rule] = [
         Rule(s, STRATEGIES, instead=FSDP1)
         for s in (f"{ARR}.actor.strategy", f"{ARR}.ref.strategy", "critic.strategy")
     ],
-    Rule("reward_model.strategy", STRATEGIES, instead=FSDP1, when=RM),
+    Rule("reward_model.strategy", STRATEGIES, instead=FSDP1),
     # actor
     Rule(f"{ARR}.actor.freeze_vision_tower", instead="vision-language models are not supported"),
     Rule(f"{ARR}.actor.calculate_entropy", ANY, note="verl_lite always computes the entropy (actor/entropy)"),
@@ -239,21 +233,16 @@ RULES: list[Rule] = [
         "reward_model.model.input_tokenizer",
         (None,),
         instead="the reward model reads the actor's token ids as they are (no chat-template switch); use one that shares the actor's tokenizer and set reward_model.model.input_tokenizer=null",
-        when=(*RM, "!reward_model.use_reward_loop"),
     ),
     Rule(
         "reward_model.model.use_fused_kernels",
         ANY,
         note="the reward model's score head computes no token log-probs: nothing to fuse",
     ),
-    Rule("reward_model.enable_resource_pool", instead="the reward model shares the actor's workers", when=RM),
+    Rule("reward_model.enable_resource_pool", instead="the reward model shares the actor's workers"),
     Rule("reward_model.n_gpus_per_node", ANY),
     Rule("reward_model.nnodes", ANY),
-    Rule(
-        "reward_model.max_length",
-        instead="responses are scored whole; shorten data.max_response_length",
-        when=RM,
-    ),
+    Rule("reward_model.max_length", instead="responses are scored whole; shorten data.max_response_length"),
     Rule("reward_model.reward_loop_source", ("register",), instead="use reward_model.reward_manager"),
     Rule("reward_model.reward_loop_module_path", instead="use reward_model.reward_manager"),
     Rule("reward_model.reward_loop_class_name", instead="use reward_model.reward_manager"),
@@ -269,7 +258,6 @@ RULES: list[Rule] = [
         (False,),
         instead="verl's reward loop re-templates the reward model's input and serves the model with vLLM; "
         "verl_lite runs verl's legacy reward-model worker (FSDP): set reward_model.use_reward_loop=False",
-        when=RM,
     ),
     Rule("reward_model.num_workers", ANY),
     Rule("reward_model.rollout", ANY),  # read only by verl's reward loop (refused above when it would run)
@@ -384,13 +372,6 @@ def _set(values: Values, key: str) -> bool:
     return not (written == keys.written_default(key) and keys.link_target(written, key) is not None)
 
 
-def _applies(rule: Rule, values: Values) -> bool:
-    """Whether the features the rule's key belongs to are on (`when`)."""
-    return all(
-        bool(keys.lookup(values.resolved, w.lstrip("!"), None)) != w.startswith("!") for w in rule.when
-    )
-
-
 def check_support(cfg: DictConfig) -> list[str]:
     """Problems for refused values (one line each); notes for accepted non-default values, once."""
     problems: list[str] = []
@@ -398,7 +379,7 @@ def check_support(cfg: DictConfig) -> list[str]:
     values = Values.of(cfg)
     for key in keys.leaf_keys():
         rule = rule_for(key)
-        if rule is None or not _applies(rule, values):
+        if rule is None or not reads(cfg, None, key):
             continue
         if _governed_through_link(values, key) and rule.accepted != FOLLOWS:
             continue
@@ -418,8 +399,8 @@ def describe(key: str) -> str:
     rule = rule_for(key)
     if rule is None:
         return ""
-    conditions = [f"{w.lstrip('!')}={not w.startswith('!')}" for w in rule.when]
-    when = f"with {' and '.join(conditions)}, " if conditions else ""
+    gates = [f.name for f in features_of(key) if not f.by_run]
+    when = f"with {' and '.join(gates)} on, " if gates else ""
     if rule.accepted == ANY:
         return "verl_lite: accepted, no effect" + (f" ({rule.note})" if rule.note else "")
     if rule.accepted == FOLLOWS:
