@@ -50,7 +50,7 @@ from verl_lite.reward.checks import check_reward, check_scorers
 from verl_lite.rollout.checks import check_rollout, check_vllm_engine, resolve_rollout
 from verl_lite.single_controller.checks import check_cluster as check_nodes
 from verl_lite.single_controller.checks import check_machine
-from verl_lite.trainer.checks import check_trainer, resolve_training_steps
+from verl_lite.trainer.checks import check_async_rows, check_trainer, resolve_training_steps
 from verl_lite.workers.checks import check_lever_heads, check_models, check_positions, check_tokenizer
 from verl_lite.workers.lora_checks import check_lora
 
@@ -95,6 +95,7 @@ DATASETS: list[Step] = [
     Step("a batch fits the data", check_batch),  # (cfg, run, train, val)
     Step("a scorer for every data_source", check_scorers),
     Step("agent loops of the rows", check_agent_rows),
+    Step("colocate_async's rows", check_async_rows),
 ]
 
 CLUSTER: list[Step] = [Step("the cluster's nodes", check_nodes)]

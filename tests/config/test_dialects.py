@@ -102,20 +102,45 @@ def test_every_move_names_keys_the_schema_holds():
 
 
 V1_REFUSED = [
-    ("trainer.v1.trainer_mode=colocate_async", "verl 0.9's async trainers"),
-    ("trainer.v1.trainer_mode=separate_async", "verl 0.9's async trainers"),
-    ("trainer.v1.separate_async.parameter_sync_step=2", "trainer.v1.trainer_mode=sync only"),
-    ("trainer.v1.sampler.max_off_policy_threshold=4", "replay buffer"),
-    (f"{ARR}.rollout.nnodes=1", "standalone rollout servers"),
+    ("trainer.v1.trainer_mode=separate_async", "trainer.v1.trainer_mode", "separate_async trainer"),
+    (
+        "trainer.v1.sampler.custom_sampler.path=/x.py",
+        "trainer.v1.sampler.custom_sampler.path",
+        "ReplayBufferAsync",
+    ),
+    ("+trainer.v1.sync.anything=1", "trainer.v1.sync", "no settings"),
+    (f"{ARR}.rollout.nnodes=1", f"{ARR}.rollout.nnodes", "standalone rollout servers"),
 ]
 
 
-@pytest.mark.parametrize("line, why", V1_REFUSED, ids=[v[0] for v in V1_REFUSED])
-def test_verl_0_9_s_async_trainer_keys_are_refused_by_name(line, why):
+@pytest.mark.parametrize("line, key, why", V1_REFUSED, ids=[v[0] for v in V1_REFUSED])
+def test_verl_0_9_s_async_trainer_keys_are_refused_by_name(line, key, why):
     with pytest.raises(ConfigError) as info:
-        load_config([line], "demo")
+        load_config(["trainer.v1.trainer_mode=colocate_async", line], "demo")
     (problem,) = info.value.problems
-    assert problem.startswith(f"{line.split('=')[0]}=") and why in problem
+    assert problem.startswith(f"{key}=") and why in problem
+
+
+def test_colocate_async_and_its_replay_buffer_keys_are_taken():
+    cfg = load_config(
+        [
+            "trainer.v1.trainer_mode=colocate_async",
+            "trainer.v1.colocate_async.num_warmup_batches=2",
+            "trainer.v1.sampler.max_off_policy_threshold=3",
+            "trainer.v1.sampler.max_off_policy_strategy=wait",
+        ],
+        "demo",
+    )
+    assert cfg.trainer.v1.colocate_async.num_warmup_batches == 2
+    assert cfg.trainer.v1.sampler.max_off_policy_threshold == 3
+
+
+def test_v1_keys_are_not_read_without_use_v1_nor_separate_async_s_outside_its_mode():
+    """verl's legacy trainer (use_v1=False) ignores trainer.v1; colocate_async ignores separate_async's keys."""
+    load_config(["trainer.use_v1=False", "trainer.v1.trainer_mode=separate_async"], "demo")
+    load_config(
+        ["trainer.v1.trainer_mode=colocate_async", "trainer.v1.separate_async.parameter_sync_step=2"], "demo"
+    )
 
 
 def test_verl_0_9_s_trainer_keys_at_their_defaults_run_today_s_trainer():

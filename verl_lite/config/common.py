@@ -21,6 +21,12 @@ FSDP_SECTIONS = {
 }
 
 
+def trainer_mode(cfg: PPOTrainerConfig) -> str:
+    """verl 0.9's trainer mode: trainer.v1.trainer_mode with trainer.use_v1 (verl's legacy trainer,
+    which ignores trainer.v1, is the sync one)."""
+    return cfg.trainer.v1.trainer_mode if cfg.trainer.use_v1 else "sync"
+
+
 def world_size(cfg: PPOTrainerConfig) -> int:
     """nnodes x n_gpus_per_node; 0 while either is null (config/domains.py reports it, before any use)."""
     return (cfg.trainer.nnodes or 0) * (cfg.trainer.n_gpus_per_node or 0)

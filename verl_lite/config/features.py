@@ -178,6 +178,16 @@ FEATURES: tuple[Feature, ...] = (
         ("custom_reward_function.name",),
         lambda c, r: bool(c.custom_reward_function.path),
     ),
+    Feature("the V1 trainer", ("trainer.v1",), lambda c, r: bool(c.trainer.use_v1)),  # verl: else legacy
+    Feature(
+        "the V1 async trainers",
+        ("trainer.v1.sampler",),
+        lambda c, r: c.trainer.v1.trainer_mode != "sync",
+    ),
+    *(
+        Feature(mode, (f"trainer.v1.{mode}",), lambda c, r, m=mode: c.trainer.v1.trainer_mode == m)
+        for mode in ("colocate_async", "separate_async")
+    ),
     Feature(
         "rollout correction",
         ("algorithm.rollout_correction",),

@@ -39,6 +39,7 @@ FILTER_METRIC = Domain(
     "(needed with algorithm.filter_groups.enable=True)",
 )
 BYPASS_LOSS_TYPES = ("ppo_clip", "reinforce")
+OFF_POLICY_STRATEGIES = ("drop", "wait")  # verl 0.9's replay buffer (trainer.v1.sampler)
 TRAINER_MODES = (
     "sync",
     "colocate_async",
@@ -200,7 +201,9 @@ class HybridRolloutSwitchConfig(ConfigNode):
 
 @dataclass
 class ColocateAsyncConfig(ConfigNode):
-    num_warmup_batches: int = 1  # batches generated before training starts
+    num_warmup_batches: int = key(
+        1, NON_NEG_INT
+    )  # prompt batches in flight beyond the step's own (generation starts ahead of training)
 
 
 @dataclass
@@ -214,8 +217,12 @@ class SeparateAsyncConfig(ConfigNode):
 class V1SamplerConfig(ConfigNode):
     """verl 0.9's replay buffer: which prompt groups the V1 trainer takes, and when a group is too stale."""
 
-    max_off_policy_threshold: int = 8  # model versions a group may lag behind before the strategy applies
-    max_off_policy_strategy: str = "drop"  # what happens to a group past that threshold
+    max_off_policy_threshold: int = key(
+        8, POS_INT
+    )  # model versions from a prompt's submission to its training before the strategy applies
+    max_off_policy_strategy: str = key(
+        "drop", choice(OFF_POLICY_STRATEGIES)
+    )  # drop: evict and refill a finished group past the threshold | wait: finish in-flight groups at it first
     sync_refill_failed_groups: bool = False  # refill failed groups before the step goes on
     custom_sampler: ClassRefConfig = field(default_factory=ClassRefConfig)  # a sampler of one's own
     sampler_kwargs: dict[str, Any] = field(default_factory=dict)  # its keyword arguments

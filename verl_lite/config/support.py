@@ -274,22 +274,41 @@ RULES: list[Rule] = [
         instead="auto, enable or disable",
         note="verl_lite has one worker implementation",
     ),
-    # verl 0.9's V1 trainer: its sync mode is verl_lite's trainer; the async modes are issue 36's
+    # verl 0.9's V1 trainer (read only with trainer.use_v1, config/features.py): sync is verl_lite's trainer,
+    # colocate_async trainer/colocate_async.py; separate_async is issue 36's
     Rule(
         "trainer.use_v1",
         ANY,
-        note="verl_lite has one trainer: verl 0.9's V1 sync trainer and its legacy one run the same PPO step",
+        note="verl_lite's sync trainer is verl 0.9's V1 sync trainer and its legacy one alike (the same PPO "
+        "step); only trainer.v1.trainer_mode=colocate_async changes the schedule, and only with use_v1",
     ),
     Rule(
         "trainer.v1.trainer_mode",
-        ("sync",),
-        instead="verl 0.9's async trainers (colocate_async, separate_async) are not in verl_lite yet; "
-        "trainer.v1.trainer_mode=sync trains as verl's sync V1 trainer",
+        ("sync", "colocate_async"),
+        instead="verl 0.9's separate_async trainer (a standalone rollout group) is not in verl_lite yet; "
+        "use sync or colocate_async",
+    ),
+    Rule("trainer.v1.sync", instead="verl 0.9's sync mode has no settings; leave it {}"),
+    Rule(  # read only in that mode (config/features.py), itself refused above
+        "trainer.v1.separate_async",
+        instead="read by verl 0.9's separate_async trainer, which is not in verl_lite yet",
+    ),
+    Rule(  # verl 0.9's V1 async trainers require it (their launch scripts set it); it moves data, not math
+        "transfer_queue",
+        ANY,
+        note="verl_lite moves batches through Ray's object store and keeps colocate_async's replay buffer "
+        "on the driver: verl's TransferQueue settings change nothing here",
     ),
     Rule(
-        "trainer.v1",
-        instead="read by verl 0.9's async trainers and their replay buffer, which verl_lite does not have yet "
-        "(trainer.v1.trainer_mode=sync only); leave it at verl's default",
+        "trainer.v1.sampler.custom_sampler",
+        instead="the replay buffer is verl's ReplayBufferAsync (trainer/colocate_async.py); a sampler of "
+        "one's own is not loaded",
+    ),
+    Rule("trainer.v1.sampler.sampler_kwargs", instead="there is no custom sampler to pass them to"),
+    Rule(
+        "trainer.v1.sampler.sync_refill_failed_groups",
+        ANY,
+        note="a rollout that fails stops the run here: no failed group is left to refill",
     ),
     Rule(
         f"{ARR}.rollout.nnodes",

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from verl_lite.data.rlhf_dataset import EpochSampler, RLHFDataset
+from verl_lite.agent_loop.registry import SINGLE_TURN
+from verl_lite.algos import ADV_ESTIMATORS
+from verl_lite.config.common import trainer_mode
+from verl_lite.data.rlhf_dataset import EpochSampler, RLHFDataset, agent_field
 from verl_lite.engine.checkpoint import CONTENTS
 from verl_lite.trainer.checkpoint import linked_step_folders, resume_problems
 from verl_lite.trainer.trackers import wandb_problem
@@ -83,12 +86,55 @@ def _generation_batch(cfg: PPOTrainerConfig, run: Run) -> list[str]:
     return []
 
 
+ASYNC = "trainer.v1.trainer_mode=colocate_async"
+
+
+def _trainer_mode(cfg: PPOTrainerConfig, run: Run) -> list[str]:
+    """What colocate_async (trainer/colocate_async.py) does not serve yet, named with the fix."""
+    if trainer_mode(cfg) != "colocate_async":
+        return []
+    problems = []
+    if cfg.algorithm.filter_groups.enable:
+        problems.append(
+            f"{ASYNC} with algorithm.filter_groups.enable=True: DAPO's eviction and refill of filtered groups "
+            "in the replay buffer is not in verl_lite yet; use trainer.v1.trainer_mode=sync for DAPO"
+        )
+    if "gen_max" in ADV_ESTIMATORS.spec(cfg.algorithm.adv_estimator).phases:
+        problems.append(
+            f"{ASYNC} with algorithm.adv_estimator={cfg.algorithm.adv_estimator}: its greedy baseline is "
+            "generated beside the sampled responses of the same weights; use trainer.v1.trainer_mode=sync"
+        )
+    r = cfg.actor_rollout_ref.rollout
+    if r.multi_turn.enable or r.agent.default_agent_loop != SINGLE_TURN:
+        problems.append(
+            f"{ASYNC} with multi-turn agent loops (rollout.multi_turn.enable or rollout.agent."
+            "default_agent_loop): partial multi-turn trajectories are not in verl_lite yet; use "
+            "trainer.v1.trainer_mode=sync"
+        )
+    return problems
+
+
+def check_async_rows(cfg: PPOTrainerConfig, run: Run, train: RLHFDataset, val) -> list[str]:
+    """colocate_async runs single-turn rows only (so far): a row naming another agent loop is refused."""
+    if trainer_mode(cfg) != "colocate_async":
+        return []
+    default = cfg.actor_rollout_ref.rollout.agent.default_agent_loop
+    rows = [i for i, r in enumerate(train.rows) if (agent_field(r, "agent_name") or default) != SINGLE_TURN]
+    if not rows:
+        return []
+    return [
+        f"{train.where(rows[0])} (and {len(rows) - 1} more rows) names agent loop "
+        f"{agent_field(train.rows[rows[0]], 'agent_name')!r}: {ASYNC} runs single-turn rows only so far; "
+        "use trainer.v1.trainer_mode=sync"
+    ]
+
+
 def check_trainer(cfg: PPOTrainerConfig, run: Run) -> list[str]:
     problems = dev.device_problems(cfg.trainer.device, run.num_gpus)
     problems += logger_problems(cfg.trainer.logger)
     if "wandb" in cfg.trainer.logger:
         problems += [p for p in [wandb_problem()] if p]
-    problems += _generation_batch(cfg, run)
+    problems += _generation_batch(cfg, run) + _trainer_mode(cfg, run)
     return problems + _checkpointing(cfg, run) + _run_folders(cfg, run)
 
 

@@ -33,12 +33,14 @@ from verl_lite.algos import ADV_ESTIMATORS
 from verl_lite.algos.kl_ctrl import KLController, apply_kl_penalty
 from verl_lite.algos.registry import REWARD_EXTRA
 from verl_lite.algos.rollout_corr import compute_rollout_correction, correction_enabled
+from verl_lite.config.common import trainer_mode
 from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.data.rlhf_dataset import EpochSampler, RLHFDataset
 from verl_lite.errors import RunError
 from verl_lite.protocol import DataProto
 from verl_lite.rollout.base import compute_logprob_diff_metrics
 from verl_lite.trainer.batching import Dispatch, in_order, inverse_order
+from verl_lite.trainer.colocate_async import ColocateAsync
 from verl_lite.trainer.dump import Generations, dump_jsonl
 from verl_lite.trainer.dynamic_sampling import collect_kept_groups
 from verl_lite.trainer.rollout_inputs import rollout_inputs
@@ -89,7 +91,11 @@ class StepPhases:
         bypass = alg.rollout_correction.bypass_mode
         self.old_log_prob_pass = read_before if bypass else not self.old_log_probs_in_update
         # DAPO's next generation depends on this step's kept groups: no early queueing there
-        self.prefetch_rollouts = not alg.filter_groups.enable
+        # verl 0.9's colocate_async: the gen phase draws from a replay buffer (colocate_async.py)
+        self.colocate = None
+        if trainer_mode(config) == "colocate_async":
+            self.colocate = ColocateAsync(config, workers, dataset, sampler, tokenizer)
+        self.prefetch_rollouts = not alg.filter_groups.enable and self.colocate is None
         self.queued_rollout: QueuedRollout | None = None
         self.num_prefetched_rollouts = 0
 
@@ -100,7 +106,11 @@ class StepPhases:
         alg, t = self.config.algorithm, self.config.trainer
         filtered = alg.filter_groups.enable
         available = {
-            "gen": self._generate_filtered if filtered else self._generate,
+            "gen": self._generate_filtered
+            if filtered
+            else self._generate_async
+            if self.colocate
+            else self._generate,
             "gen_max": self._remax_baseline,
             "reward": self._reward,
             "old_log_prob": self._old_log_prob,
@@ -166,11 +176,20 @@ class StepPhases:
             prompts.meta_info["generate_follows"] = self.generate_follows_gen()
             gen = self.workers.actor_rollout_wg.generate_sequences(prompts)
         metrics.update(gen.meta_info.pop("metrics", {}))
-        n = self.config.actor_rollout_ref.rollout.n
-        expanded = batch.repeat(n, interleave=True)
+        return self._with_responses(batch, gen)
+
+    def _with_responses(self, batch: DataProto, gen: DataProto) -> DataProto:
+        """The prompts' rows repeated rollout.n times, each with its response (`gen`'s layout)."""
+        expanded = batch.repeat(self.config.actor_rollout_ref.rollout.n, interleave=True)
         for key in ("input_ids", "attention_mask", "position_ids"):
             expanded.batch.pop(key)
         return expanded.union(gen)
+
+    def _generate_async(self, batch: DataProto, metrics: dict) -> DataProto:
+        """colocate_async: this step's prompts join the replay buffer; the batch is the groups that
+        finished first (colocate_async.py)."""
+        prompts, gen = self.colocate.generate(batch, self.step, metrics)
+        return self._with_responses(prompts, gen)
 
     def generate_follows_gen(self) -> bool:
         """The gen phase's generate: DAPO may generate further batches after scoring these; ReMax's

@@ -129,7 +129,9 @@ class RayPPOTrainer:
         health = HealthMonitor(run_shape(self.config.actor_rollout_ref.actor, self.run.use_gpu))
         last_val: dict[str, float] = {}
         with trainer_phase("load_checkpoint", self.global_steps):
-            self.global_steps = self.checkpoint.load(self.workers.checkpoint_wgs, self.sampler, self.kl_ctrl)
+            self.global_steps = self.checkpoint.load(
+                self.workers.checkpoint_wgs, self.sampler, self.kl_ctrl, self.step_phases.colocate
+            )
         if t.val_before_train and self.val_dataset is not None:
             last_val = self._timed("testing", self._validate)
             tracker.log(last_val, step=self.global_steps)
@@ -213,7 +215,8 @@ class RayPPOTrainer:
         return validate(self.config, self.workers, *args)
 
     def _save(self) -> None:
-        self.checkpoint.save(self.global_steps, self.workers.checkpoint_wgs, self.sampler, self.kl_ctrl)
+        wgs, colocate = self.workers.checkpoint_wgs, self.step_phases.colocate
+        self.checkpoint.save(self.global_steps, wgs, self.sampler, self.kl_ctrl, colocate)
 
     # --- its parts' state, as callers read it ---------------------------------------------------------
     resume_path = property(lambda self: self.checkpoint.resume_path)

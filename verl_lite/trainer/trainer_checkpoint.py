@@ -82,9 +82,12 @@ class TrainerCheckpoint:
             models["critic"] = ("critic.model.path", critic.path, critic.override_config)
         return {role: m for role, m in models.items() if "model" in self.contents.get(role, [])}
 
-    def save(self, step: int, groups: dict, sampler: EpochSampler, kl_ctrl: KLController | None) -> None:
-        """Every role in `groups` writes into a temp folder, the driver adds its own state, then one
-        commit (hash, fsync, rename, tracker) and the rotation, in the background."""
+    def save(
+        self, step: int, groups: dict, sampler: EpochSampler, kl_ctrl: KLController | None, replay=None
+    ) -> None:
+        """Every role in `groups` writes into a temp folder, the driver adds its own state (with
+        colocate_async, `replay`: its replay buffer), then one commit (hash, fsync, rename, tracker)
+        and the rotation, in the background."""
         self.wait()
         t = self.config.trainer
         root = t.default_local_dir
@@ -96,6 +99,8 @@ class TrainerCheckpoint:
             for role, wg in groups.items():
                 wg.save_checkpoint(os.path.join(tmp, role), step)
             driver = {"kl_coef": kl_ctrl.value} if kl_ctrl is not None else {}  # besides the sampler
+            if replay is not None:
+                driver["replay_buffer"] = replay.state_dict()
             try:
                 ckpt.write_trainer_state(tmp, step, sampler.state_dict(), driver)
             except OSError as e:  # torch.save's own error names no file
@@ -146,7 +151,7 @@ class TrainerCheckpoint:
                 self.committer.shutdown(wait=True)
                 self.committer = None
 
-    def load(self, groups: dict, sampler: EpochSampler, kl_ctrl: KLController | None) -> int:
+    def load(self, groups: dict, sampler: EpochSampler, kl_ctrl: KLController | None, replay=None) -> int:
         """Every role in `groups` loads its part, the driver's state is restored; the step resumed
         at (0 without a checkpoint to resume from)."""
         if self.resume_path is None:
@@ -158,6 +163,8 @@ class TrainerCheckpoint:
         sampler.load_state_dict(state["sampler"])
         if kl_ctrl is not None and "kl_coef" in state.get("driver", {}):
             kl_ctrl.value = float(state["driver"]["kl_coef"])  # the adaptive controller's state
+        if replay is not None and "replay_buffer" in state.get("driver", {}):
+            replay.load_state_dict(state["driver"]["replay_buffer"])  # colocate_async's groups
         log.info("resumed from %s at step %d", self.resume_path, step)
         if self.config.trainer.del_local_ckpt_after_load:
             ckpt.delete_loaded(self.config.trainer.default_local_dir, self.resume_path)

@@ -33,7 +33,7 @@ from verl_lite.engine.parallelize import parse_dtype
 from verl_lite.engine.transfers import offload_metrics
 from verl_lite.protocol import DataProto
 from verl_lite.rollout import build_rollout
-from verl_lite.rollout.base import SamplingParams, assemble, place_log_probs
+from verl_lite.rollout.base import SamplingParams, TokenRequest, assemble, place_log_probs
 from verl_lite.rollout.weight_check import SyncCheck
 from verl_lite.rollout.weight_sync import RolloutWeights, build_weight_sync
 from verl_lite.single_controller import Dispatch, Worker, register
@@ -245,6 +245,22 @@ class ActorRolloutRefWorker(Worker):
         metrics["perf/rollout_tokens_per_s"] = float(out.batch["response_mask"].sum()) / max(seconds, 1e-9)
         out.meta_info["metrics"] = metrics
         return out
+
+    @register(Dispatch.ONE_TO_ALL)
+    def generate_round(self, requests: list[list[tuple[list[int], int, int]]]) -> dict:
+        """One round of colocate_async's partial rollouts (trainer/colocate_async.py): this rank's
+        requests (`requests[rank]`), each (prompt ids + the tokens its trajectory has so far, the
+        tokens to generate at most, its key), in one engine call on the actor's current weights
+        (synced first when the actor moved). The rollout keeps its memory for the next round; the
+        next phase of the actor releases it."""
+        metrics = self._sync_rollout_weights()
+        params = self._sampling(validate=False)
+        mine = [TokenRequest(tuple(ids), budget, params, (key,)) for ids, budget, key in requests[self.rank]]
+        start = time.perf_counter()
+        results, _ = self.rollout.generate_requests(mine, self.rollout.next_call(False))
+        self.weights.after_generate(True)
+        metrics["timing_s/generate_local"] = time.perf_counter() - start
+        return {"results": [(r.token_ids, r.log_probs, r.stop_reason) for r in results], "metrics": metrics}
 
     def _agent_loop_runner(self):
         if self.agent_loops is None:

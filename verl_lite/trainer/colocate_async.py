@@ -1,0 +1,197 @@
+"""verl 0.9's colocate_async trainer mode: generation runs ahead of training on the same workers,
+and a response cut off by a training step resumes after it, on the new weights.
+
+With `trainer.use_v1=True trainer.v1.trainer_mode=colocate_async` the gen phase does what verl
+0.9.1's PPOTrainerColocateAsync does, on verl_lite's hybrid workers:
+
+  - before the first step, `colocate_async.num_warmup_batches` batches of prompts are submitted;
+    every step submits its own batch (data.train_batch_size prompts) as it starts;
+  - the workers generate every unfinished trajectory in rounds (`ROUNDS` per response length: a
+    round gives each at most response_length / ROUNDS more tokens, in one engine call per rank,
+    workers/actor_rollout_ref.generate_round); after each round the replay buffer
+    (trainer/replay_buffer.py) evicts stale finished groups (refilling one prompt each) and the
+    step takes its batch once train_batch_size groups are finished: the oldest submitted first;
+  - what is still unfinished then stops where it is (verl aborts its requests) and continues in
+    the next step's rounds from its tokens, under the weights that step's sync brings: a
+    trajectory may span several model versions (`training/off_policy/trajectory_spans`).
+A long response therefore never holds a step back: the step trains on the groups that finished,
+the long one finishes later. The rest of the step (reward, old log-probs, advantages, updates) is
+the sync step's, so rollout correction (algorithm.rollout_correction) applies to this off-policy
+data as in verl, with the rollout's own log-probs of every token (`rollout_log_probs`).
+
+Rounds stand in for verl's abort: a round is one blocking engine call, so a step can stop only
+between rounds (at most response_length / ROUNDS tokens past the moment its batch was complete).
+The model version of a token is the number of actor updates before it was generated (the weights
+of step s are version s - 1), so verl's staleness metrics read as in verl. Sampling seeds come from
+each request's key and the rollout's call count (saved in checkpoints).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from verl_lite.config.schema import PPOTrainerConfig
+from verl_lite.data.rlhf_dataset import EpochSampler, RLHFDataset
+from verl_lite.errors import RunError
+from verl_lite.protocol import DataProto
+from verl_lite.rollout.base import assemble, folder_stop_ids, place_log_probs
+from verl_lite.trainer.replay_buffer import Group, ReplayBuffer
+
+ROUNDS = 8  # rounds per response length: how finely a step can cut generation off
+
+
+def staleness_metrics(groups: list[Group], step: int) -> dict[str, float]:
+    """verl 0.9.1's off-policy metrics of a batch trained at `step` (weights version step - 1)."""
+    versions = np.array([t.versions for g in groups for t in g.trajectories if t.versions], dtype=float)
+    if not len(versions):
+        return {}
+    spans = versions[:, 1] - versions[:, 0] + 1
+    staleness = (step - 1) - versions[:, 1]  # the newest weights a trajectory used
+    worst = (step - 1) - versions[:, 0]  # the oldest
+    out = {}
+    for name, values in (
+        ("trajectory_spans", spans),
+        ("trajectory_staleness", staleness),
+        ("trajectory_staleness_worst", worst),
+    ):
+        for stat in ("mean", "max", "min"):
+            out[f"training/off_policy/{name}/{stat}"] = float(getattr(values, stat)())
+    return out
+
+
+class ColocateAsync:
+    """The gen phase of colocate_async: the replay buffer, the prompts it draws, the rounds."""
+
+    def __init__(
+        self, config: PPOTrainerConfig, workers, dataset: RLHFDataset, sampler: EpochSampler, tokenizer
+    ):
+        r, v1 = config.actor_rollout_ref.rollout, config.trainer.v1
+        self.workers, self.dataset, self.sampler = workers, dataset, sampler
+        self.batch_size, self.n, self.response_length = config.data.train_batch_size, r.n, r.response_length
+        self.warmup_batches = v1.colocate_async.num_warmup_batches
+        self.chunk = max(1, -(-r.response_length // ROUNDS))
+        self.stop_at_eos = not r.ignore_eos
+        self.pad_id = tokenizer.pad_token_id
+        self.stop_ids = folder_stop_ids(tokenizer.eos_token_id, config.actor_rollout_ref.model.path)
+        s = v1.sampler
+        self.buffer = ReplayBuffer(r.n, s.max_off_policy_threshold, s.max_off_policy_strategy)
+        self.drawn: list[int] = []  # prompts drawn from the sampler, not yet submitted (refills)
+        self.started, self.next_key, self.submitted = False, 0, 0
+
+    # --- prompts ------------------------------------------------------------------------------------
+    def _draw(self, count: int) -> list[int]:
+        """`count` prompts from the training sampler, in its order (whole batches drawn as needed)."""
+        while len(self.drawn) < count:
+            batch = next(self.sampler.epoch_batches(), None)
+            self.drawn += batch if batch is not None else next(self.sampler.epoch_batches())
+        taken, self.drawn = self.drawn[:count], self.drawn[count:]
+        return taken
+
+    def _submit(self, indices: list[int], step: int) -> None:
+        uids = [f"a{self.submitted + i}" for i in range(len(indices))]
+        self.submitted += len(indices)
+        self.buffer.add(uids, indices, [self.dataset.prompts[i] for i in indices], step)
+
+    # --- the gen phase --------------------------------------------------------------------------------
+    def generate(self, batch: DataProto, step: int, metrics: dict) -> tuple[DataProto, DataProto]:
+        """This step's batch (`batch`: its new prompts) submitted, rounds until train_batch_size groups
+        are finished; (their prompts, their generations) in verl's layout."""
+        if not self.started:  # verl's on_train_begin: the warm-up batches
+            for _ in range(self.warmup_batches):
+                self._submit(self._draw(self.batch_size), step)
+            self.started = True
+        self._submit([int(i) for i in batch.non_tensor_batch["index"]], step)
+        rounds, evicted, generate_s = 0, [], 0.0
+        while True:
+            stale = self.buffer.evict_stale(step)
+            if stale:
+                evicted += [g.age(step) for g in stale]
+                self._submit(self._draw(len(stale)), step)  # verl's refill: one prompt per evicted group
+                continue
+            if self.buffer.ready(step, self.batch_size):
+                break
+            unfinished = self.buffer.unfinished()
+            if not unfinished:
+                raise RunError(
+                    f"colocate_async: {sum(g.finished for g in self.buffer.groups)} finished groups in "
+                    f"the replay buffer and nothing left to generate, {self.batch_size} needed"
+                )
+            generate_s += self._round(unfinished, version=step - 1, metrics=metrics)
+            rounds += 1
+        groups = self.buffer.take(self.batch_size)
+        metrics.update(staleness_metrics(groups, step))
+        if evicted:
+            ages = np.array(evicted, dtype=float)
+            metrics["training/off_policy/evicted_samples"] = len(evicted)
+            for stat in ("mean", "max", "min"):
+                metrics[f"training/off_policy/evicted_samples_staleness/{stat}"] = float(
+                    getattr(ages, stat)()
+                )
+        metrics["colocate_async/rounds"] = rounds
+        metrics["colocate_async/groups_in_flight"] = len(self.buffer.groups)
+        metrics["colocate_async/partial_trajectories"] = sum(
+            bool(t.tokens) for g in self.buffer.groups for t in g.trajectories if not t.done
+        )
+        metrics["timing_s/generate_local"] = generate_s
+        return self._assembled(groups)
+
+    def _round(self, unfinished, version: int, metrics: dict) -> float:
+        """Every unfinished trajectory a few more tokens, spread over the ranks; the slowest rank's seconds."""
+        world = self.workers.actor_rollout_wg.world_size
+        per_rank: list[list] = [[] for _ in range(world)]
+        placed = []
+        for k, (group, trajectory) in enumerate(unfinished):
+            budget = min(self.chunk, self.response_length - len(trajectory.tokens))
+            per_rank[k % world].append((group.prompt_ids + trajectory.tokens, budget, self.next_key))
+            placed.append((k % world, len(per_rank[k % world]) - 1, trajectory))
+            self.next_key += 1
+        out = self.workers.actor_rollout_wg.generate_round(per_rank)
+        for rank, i, trajectory in placed:
+            tokens, log_probs, reason = out[rank]["results"][i]
+            done = reason == "eos" or len(trajectory.tokens) + len(tokens) >= self.response_length
+            trajectory.extend(list(tokens), list(log_probs), version, done)
+        for key, value in out[0]["metrics"].items():  # a weight sync and its check: the first round's
+            if key != "timing_s/generate_local":
+                metrics[key] = metrics.get(key, 0.0) + value
+        return max(o["metrics"]["timing_s/generate_local"] for o in out)
+
+    def _assembled(self, groups: list[Group]) -> tuple[DataProto, DataProto]:
+        prompts = self.dataset.collate([g.index for g in groups])
+        prompts.non_tensor_batch["uid"] = np.array([g.uid for g in groups], dtype=object)
+        rows, width = len(groups) * self.n, self.response_length
+        raw = torch.full((rows, width), self.pad_id, dtype=torch.long)
+        raw_log_probs = torch.zeros((rows, width), dtype=torch.float32)
+        for row, t in enumerate(t for g in groups for t in g.trajectories):
+            raw[row, : len(t.tokens)] = torch.tensor(t.tokens, dtype=torch.long)
+            raw_log_probs[row, : len(t.log_probs)] = torch.tensor(t.log_probs, dtype=torch.float32)
+        b = prompts.batch
+        out = assemble(
+            b["input_ids"],
+            b["attention_mask"],
+            b["position_ids"],
+            raw,
+            self.n,
+            width,
+            eos_id=self.stop_ids,
+            pad_id=self.pad_id,
+            stop_at_eos=self.stop_at_eos,
+        )
+        out["rollout_log_probs"] = place_log_probs(raw_log_probs, out["response_mask"])
+        return prompts, DataProto.from_dict(out)
+
+    # --- checkpoints ----------------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        return {
+            "buffer": self.buffer.state_dict(),
+            "drawn": list(self.drawn),
+            "started": self.started,
+            "next_key": self.next_key,
+            "submitted": self.submitted,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.buffer.load_state_dict(state["buffer"])
+        self.drawn = [int(i) for i in state["drawn"]]
+        self.started, self.next_key = bool(state["started"]), int(state["next_key"])
+        self.submitted = int(state["submitted"])
