@@ -1,6 +1,8 @@
 """Asynchronous rollout measured on CPU, side by side in one run (issue #36 part 3).
 
     python scripts/bench_async.py --case straggler        # from the repository root
+    python scripts/bench_async.py --case colocate
+    python scripts/bench_async.py --case learning
 
 `--case straggler`: do trajectories wait for each other's tools? The repo's ToolAgentLoop runs 32
 trajectories of 3 tool turns and an answer each through the AgentLoopRunner; in turn k (k = 1..3)
@@ -16,14 +18,32 @@ diffing 32 conversations after the rollout is not scheduling). Three runs, each 
                 no longer holds the others;
   - slowest alone: the slowest trajectory (one 1.5 s tool) run by itself: the floor.
 The last line reads `straggler: R x the slowest trajectory`, R = continuous / slowest alone.
+
+`--case colocate`: verl 0.9's colocate_async against sync on a task with long-tailed response
+lengths, the same 2 CPU workers (vLLM rollout), one after the other. The task: the embedded arith
+prompts and a randomly initialised model of the tiny Qwen2's shape whose end-of-sequence token is
+made likely enough (`--p-eos` per token, tuned on its own hidden states) that response lengths are
+about geometric: most short, a few up to response_length. Each mode trains `--steps` steps; the
+first is left out (engine warm-up). Reported per mode: response tokens trained per second
+(perf/total_num_tokens' response part over timing_s/step), step time, response lengths, staleness.
+The last line reads `colocate: R x sync tokens/s`.
+
+`--case learning`: does colocate_async learn as well as sync? The embedded demo as `make run` runs it
+(conf/demo.yaml: 120 GRPO steps, greedy validation on the 1,000 validation prompts every 20 steps),
+data.seed 1, 2, 3, for sync and for colocate_async (1 warm-up batch) at max_off_policy_threshold 1
+and 4. Printed: each run's validation curve, and per mode the final validation reward's mean and
+seed spread (max - min); the last line says whether every async mode's mean is within sync's spread
+of sync's mean (or above it).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -109,18 +129,170 @@ def straggler(repeats: int) -> None:
     print(f"straggler: {results['continuous (default)'][0] / alone:.2f} x the slowest trajectory")
 
 
+def long_tail_model(folder: Path, p_eos: float) -> str:
+    """A random model of the tiny Qwen2's shape (untied head) whose EOS row is moved along the mean
+    final hidden state until EOS takes `p_eos` of the probability on random contexts."""
+    import shutil
+
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from verl_lite.data import assets
+
+    source = assets.resolve("verl_lite://tiny-qwen2-arith")
+    config = AutoConfig.from_pretrained(source)
+    config.tie_word_embeddings = False
+    config.max_position_embeddings = 256  # room for 128-token responses (the weights are random anyway)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config).eval()
+    eos, vocab = config.eos_token_id, config.vocab_size
+    with torch.no_grad():
+        hidden = model.model(torch.randint(3, vocab, (64, 48))).last_hidden_state.reshape(
+            -1, config.hidden_size
+        )
+        row, direction = model.lm_head.weight[eos].clone(), hidden.mean(0)
+
+        def share(alpha: float) -> float:
+            model.lm_head.weight[eos] = row + alpha * direction
+            return torch.softmax(model.lm_head(hidden), -1)[:, eos].mean().item()
+
+        low, high = 0.0, 1.0
+        while share(high) < p_eos:
+            high *= 2
+        for _ in range(40):
+            low, high = (
+                (low, (low + high) / 2) if share((low + high) / 2) > p_eos else ((low + high) / 2, high)
+            )
+        share(high)
+    model.save_pretrained(folder)
+    for name in os.listdir(source):
+        if name not in ("config.json", "model.safetensors", "DONE"):  # the tokenizer, its chat template
+            shutil.copy(os.path.join(source, name), folder / name)
+    return str(folder)
+
+
+def train(out: Path, overrides: list[str]) -> list[dict]:
+    """`python -m verl_lite.main_ppo --config-name=demo <overrides>` into `out`; its metrics rows."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "verl_lite.main_ppo",
+        "--config-name=demo",
+        f"hydra.run.dir={out}",
+        f"trainer.default_local_dir={out}",
+        "trainer.logger=[file]",
+        *overrides,
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
+    with open(out / "metrics.jsonl") as f:
+        return [json.loads(line) for line in f]
+
+
+def run_mode(model: str, out: Path, steps: int, extra: list[str]) -> list[dict]:
+    overrides = [
+        f"actor_rollout_ref.model.path={model}",
+        f"trainer.total_training_steps={steps}",
+        "trainer.val_before_train=False",
+        "trainer.test_freq=-1",
+        "data.max_response_length=128",
+        "data.train_batch_size=16",
+        "actor_rollout_ref.rollout.n=4",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=16",
+        *extra,
+    ]
+    return [row for row in train(out, overrides) if "actor/pg_loss" in row]
+
+
+def colocate(steps: int, p_eos: float) -> None:
+    work = Path(tempfile.mkdtemp(prefix="bench_colocate_"))
+    model = long_tail_model(work / "model", p_eos)
+    colocate_async = ["trainer.use_v1=True", "trainer.v1.trainer_mode=colocate_async"]
+    modes = {
+        "sync": [],
+        **{
+            f"colocate_async ({w} warm-up batch{'es' if w > 1 else ''})": [
+                *colocate_async,
+                f"trainer.v1.colocate_async.num_warmup_batches={w}",
+            ]
+            for w in (1, 2)
+        },
+    }
+    results = {}
+    for i, (name, extra) in enumerate(modes.items()):
+        rows = run_mode(model, work / f"mode{i}", steps, extra)[1:]  # step 1: the engines warm up
+        seconds = sum(r["timing_s/step"] for r in rows)
+        tokens = sum(r["response_length/mean"] * 16 * 4 for r in rows)  # 16 prompts x n=4 responses a step
+        results[name] = (tokens / seconds, seconds / len(rows), rows)
+    print(
+        f"colocate: tiny Qwen2 shape, random weights with P(EOS) ~ {p_eos:g} per token, response_length 128, "
+        f"16 prompts x n=4 per step, 2 CPU workers, vLLM; steps 2-{steps}; load {os.getloadavg()}"
+    )
+    print("| mode | tokens/s | step s | resp len mean | resp len max | staleness_worst mean | spans max |")
+    print("|---|---|---|---|---|---|---|")
+    for name, (rate, step_s, rows) in results.items():
+        mean_len = statistics.mean(r["response_length/mean"] for r in rows)
+        max_len = max(r["response_length/max"] for r in rows)
+        worst = statistics.mean(r.get("training/off_policy/trajectory_staleness_worst/mean", 0) for r in rows)
+        spans = max(r.get("training/off_policy/trajectory_spans/max", 1) for r in rows)
+        print(
+            f"| {name} | {rate:.0f} | {step_s:.2f} | {mean_len:.1f} | {max_len:.0f} | {worst:.2f} | {spans:.0f} |"
+        )
+    sync, *colocated = (r[0] for r in results.values())
+    print(f"colocate: {max(colocated) / sync:.2f} x sync tokens/s (the better colocate_async run)")
+
+
+def learning(seeds: list[int]) -> None:
+    work = Path(tempfile.mkdtemp(prefix="bench_learning_"))
+    colocate_async = ["trainer.use_v1=True", "trainer.v1.trainer_mode=colocate_async"]
+    modes = {
+        "sync": [],
+        "colocate_async, threshold 1": [*colocate_async, "trainer.v1.sampler.max_off_policy_threshold=1"],
+        "colocate_async, threshold 4": [*colocate_async, "trainer.v1.sampler.max_off_policy_threshold=4"],
+    }
+    key = "val-core/verl_lite/arith/reward/mean@1"
+    finals: dict[str, list[float]] = {}
+    print(
+        f"learning: conf/demo.yaml (120 steps, validation every 20), data.seed {seeds}; load {os.getloadavg()}"
+    )
+    print("| mode | seed | validation reward at steps 0, 20, ..., 120 |")
+    print("|---|---|---|")
+    for i, (name, extra) in enumerate(modes.items()):
+        for seed in seeds:
+            rows = train(work / f"mode{i}_seed{seed}", [f"data.seed={seed}", *extra])
+            curve = [(row["step"], row[key]) for row in rows if key in row]
+            finals.setdefault(name, []).append(curve[-1][1])
+            print(f"| {name} | {seed} | {', '.join(f'{v:.3f}' for _, v in curve)} |", flush=True)
+    print("| mode | final mean | final spread (max - min) |")
+    print("|---|---|---|")
+    for name, values in finals.items():
+        print(f"| {name} | {statistics.mean(values):.3f} | {max(values) - min(values):.3f} |")
+    sync = finals.pop("sync")
+    floor = statistics.mean(sync) - (max(sync) - min(sync))
+    within = all(statistics.mean(v) >= floor for v in finals.values())
+    print(f"learning: every colocate_async mode's final mean >= sync's mean - spread ({floor:.3f}): {within}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--case",
         required=True,
-        choices=("straggler",),
-        help="straggler (the other cases of #36 part 3: not yet)",
+        choices=("straggler", "colocate", "learning"),
+        help="straggler: trajectories and their tools; colocate: colocate_async against sync (tokens/s); "
+        "learning: their validation curves",
     )
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=12, help="colocate: training steps per mode")
+    parser.add_argument("--p-eos", type=float, default=1 / 30, help="colocate: EOS probability per token")
     args = parser.parse_args()
     if args.case == "straggler":
         straggler(args.repeats)
+    elif args.case == "colocate":
+        colocate(args.steps, args.p_eos)
+    else:
+        learning([1, 2, 3])
 
 
 if __name__ == "__main__":

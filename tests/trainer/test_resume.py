@@ -131,18 +131,24 @@ def _wait_for_checkpoint(out, proc, step, timeout=300):
     pytest.fail(f"no checkpoint of step {step} within {timeout}s")
 
 
-def test_sigkilled_run_resumes_exactly_and_keeps_only_the_newest(reference, tmp_path):
-    out = str(tmp_path / "killed")
-    keep = ["trainer.save_freq=1", "trainer.max_actor_ckpt_to_keep=2"]
-    env = dict(os.environ, RAY_DEDUP_LOGS="0")
-    with open(tmp_path / "killed.log", "w") as log:
-        proc = subprocess.Popen(_cmd(out, *keep), stdout=log, stderr=log, env=env, start_new_session=True)
+def killed_after_checkpoint(out, cmd, log_path, step: int = 2) -> int:
+    """Run `cmd` in a session of its own and SIGKILL it, driver process group and all, once it has
+    checkpointed `step` or later; the latest step it saved."""
+    with open(log_path, "w") as log:
+        env = dict(os.environ, RAY_DEDUP_LOGS="0")
+        proc = subprocess.Popen(cmd, stdout=log, stderr=log, env=env, start_new_session=True)
         try:
-            _wait_for_checkpoint(out, proc, 2)
+            _wait_for_checkpoint(out, proc, step)
         finally:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    killed_at = ckpt.latest_step(out)
+    return ckpt.latest_step(out)
+
+
+def test_sigkilled_run_resumes_exactly_and_keeps_only_the_newest(reference, tmp_path):
+    out = str(tmp_path / "killed")
+    keep = ["trainer.save_freq=1", "trainer.max_actor_ckpt_to_keep=2"]
+    killed_at = killed_after_checkpoint(out, _cmd(out, *keep), tmp_path / "killed.log")
     for step in ckpt.saved_steps(out):  # whatever the kill interrupted, every named checkpoint is whole
         ckpt.check_complete(ckpt.step_dir(out, step), {"actor": ["model", "optimizer", "extra"]}, 2, "t")
     proc = _run(out, *keep)  # resume_mode=auto is the default

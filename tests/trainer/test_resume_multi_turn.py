@@ -12,14 +12,13 @@ resumed multi-turn run continues as the uninterrupted one).
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 
 import pytest
 
 from tests.helpers import shared_ray
-from tests.trainer.test_resume import _training_rows, _wait_for_checkpoint
+from tests.trainer.test_resume import _training_rows, killed_after_checkpoint
 from verl_lite.trainer import checkpoint as ckpt
 
 pytestmark = pytest.mark.slow
@@ -96,20 +95,7 @@ def test_tool_demo_reference_calls_tools_and_learns(reference):
 
 def test_tool_demo_repeated_killed_and_resumed_matches_the_reference(reference, tmp_path):
     out = str(tmp_path / "killed")
-    with open(tmp_path / "killed.log", "w") as log:
-        proc = subprocess.Popen(
-            _cmd(out, "trainer.save_freq=1"),
-            stdout=log,
-            stderr=log,
-            env=dict(os.environ, RAY_DEDUP_LOGS="0"),
-            start_new_session=True,
-        )
-        try:
-            _wait_for_checkpoint(out, proc, 2)
-        finally:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    killed_at = ckpt.latest_step(out)
+    killed_at = killed_after_checkpoint(out, _cmd(out, "trainer.save_freq=1"), tmp_path / "killed.log")
     before = _rows(out)
     assert killed_at == 2, f"killed after checkpointing step {killed_at}: no step left to resume"
     assert set(range(1, killed_at + 1)) <= set(before)
