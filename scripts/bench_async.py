@@ -31,7 +31,7 @@ The last line reads `colocate: R x sync tokens/s`.
 `--case learning`: does colocate_async learn as well as sync? The embedded demo as `make run` runs it
 (conf/demo.yaml: 120 GRPO steps, greedy validation on the 1,000 validation prompts every 20 steps),
 data.seed 1, 2, 3, for sync and for colocate_async (1 warm-up batch) at max_off_policy_threshold 1
-and 4. Printed: each run's validation curve, and per mode the final validation reward's mean and
+and 4, and at 4 with rollout correction's token-level importance weights (`--only` picks modes). Printed: each run's validation curve, and per mode the final validation reward's mean and
 seed spread (max - min); the last line says whether every async mode's mean is within sync's spread
 of sync's mean (or above it).
 """
@@ -243,14 +243,21 @@ def colocate(steps: int, p_eos: float) -> None:
     print(f"colocate: {max(colocated) / sync:.2f} x sync tokens/s (the better colocate_async run)")
 
 
-def learning(seeds: list[int]) -> None:
+def learning(seeds: list[int], only: list[str]) -> None:
     work = Path(tempfile.mkdtemp(prefix="bench_learning_"))
     colocate_async = ["trainer.use_v1=True", "trainer.v1.trainer_mode=colocate_async"]
     modes = {
         "sync": [],
         "colocate_async, threshold 1": [*colocate_async, "trainer.v1.sampler.max_off_policy_threshold=1"],
         "colocate_async, threshold 4": [*colocate_async, "trainer.v1.sampler.max_off_policy_threshold=4"],
+        "colocate_async, threshold 4, token IS": [  # rollout correction: verl's advice for async
+            *colocate_async,
+            "trainer.v1.sampler.max_off_policy_threshold=4",
+            "actor_rollout_ref.rollout.calculate_log_probs=True",
+            "algorithm.rollout_correction.rollout_is=token",
+        ],
     }
+    modes = {name: extra for name, extra in modes.items() if name == "sync" or any(m in name for m in only)}
     key = "val-core/verl_lite/arith/reward/mean@1"
     finals: dict[str, list[float]] = {}
     print(
@@ -285,6 +292,12 @@ def main() -> None:
     )
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--steps", type=int, default=12, help="colocate: training steps per mode")
+    parser.add_argument(
+        "--only",
+        nargs="*",
+        default=["colocate"],
+        help="learning: the async modes whose names hold one of these",
+    )
     parser.add_argument("--p-eos", type=float, default=1 / 30, help="colocate: EOS probability per token")
     args = parser.parse_args()
     if args.case == "straggler":
@@ -292,7 +305,7 @@ def main() -> None:
     elif args.case == "colocate":
         colocate(args.steps, args.p_eos)
     else:
-        learning([1, 2, 3])
+        learning([1, 2, 3], args.only)
 
 
 if __name__ == "__main__":
