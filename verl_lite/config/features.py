@@ -6,7 +6,7 @@ budget only with dynamic batching (and a micro-batch size only without it). A va
 while their feature is off changes nothing there, and verl's launch scripts rely on that: they set
 every key through shell variables whose defaults are "off" (`LORA_RANK=0 LORA_ALPHA=0`,
 `CUSTOM_REWARD_FN_NAME=null`). So a start-up rule about one value (its domain, config/domains.py; its
-null, config/nulls.py; its support rule, config/support.py) applies only when `reads(cfg, run, key)`:
+null, config/nulls.py; its support rule, config/support.py) applies only when `reader(cfg, run)(key)`:
 this table is the config's one gate.
 
 A feature's keys are dotted keys or whole sections; its switches are the keys that turn it on (they
@@ -18,6 +18,7 @@ once they are known (verl_lite/preflight.py runs VALUES twice).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -210,12 +211,15 @@ def _rollout_correction(rc) -> bool:
     return rc is not None and (rc.rollout_is is not None or rc.rollout_rs is not None or bool(rc.bypass_mode))
 
 
-def features_of(key: str) -> list[Feature]:
-    return [f for f in FEATURES if f.covers(key)]
+@functools.cache
+def features_of(key: str) -> tuple[Feature, ...]:
+    return tuple(f for f in FEATURES if f.covers(key))
 
 
-def reads(cfg, run: Run | None, key: str) -> bool:
-    """Whether the run reads `key`: every feature that covers it is on. `cfg`: the config as built,
-    or as composed (an OmegaConf tree reads the same); `run=None`: before the roles are decided (the
-    config's support table, config/support.py), when a role's feature counts as on."""
-    return all(f.on(cfg, run) for f in features_of(key) if run is not None or not f.by_run)
+def reader(cfg, run: Run | None) -> Callable[[str], bool]:
+    """Whether the run reads a key, for the keys of one config: every feature that covers it is on,
+    each feature's state worked out once. `cfg`: the config as built, or as composed (an OmegaConf
+    tree reads the same); `run=None`: before the roles are decided (the config's support table,
+    config/support.py), when a role's feature counts as on."""
+    on = {f.name: f.on(cfg, run) for f in FEATURES if run is not None or not f.by_run}
+    return lambda key: all(on.get(f.name, True) for f in features_of(key))

@@ -25,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from verl_lite.config import dialects, keys, verl_keys
 from verl_lite.config.common import FSDP_SECTIONS, format_value
-from verl_lite.config.features import features_of, reads
+from verl_lite.config.features import features_of, reader
 
 log = logging.getLogger("verl_lite.config")
 
@@ -395,10 +395,10 @@ def check_support(cfg: DictConfig) -> list[str]:
     """Problems for refused values (one line each); notes for accepted non-default values, once."""
     problems: list[str] = []
     noted: set[str] = set()
-    values = Values.of(cfg)
+    values, reads = Values.of(cfg), reader(cfg, None)
     for key in keys.leaf_keys():
         rule = rule_for(key)
-        if rule is None or not reads(cfg, None, key):
+        if rule is None or not reads(key):
             continue
         if _governed_through_link(values, key) and rule.accepted != FOLLOWS:
             continue

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from verl_lite.config import keys
 from verl_lite.config.domains import DOMAINS
-from verl_lite.config.features import reads
+from verl_lite.config.features import reader
 from verl_lite.config.fields import Domain
 from verl_lite.config.nulls import judged_here
 
@@ -49,8 +49,10 @@ def check_choices(cfg, run: Run | None = None, links: dict[str, str] | None = No
 def _walk(cfg, run: Run | None, links: dict[str, str] | None, choices: bool) -> list[str]:
     links = links if links is not None else run.links if run is not None else {}
 
+    reads = reader(cfg, run) if run is not None else None
+
     def read(key: str) -> bool:
-        return run is None or reads(cfg, run, key)
+        return reads is None or reads(key)
 
     problems = []
     for key, domain in table().items():
