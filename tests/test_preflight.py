@@ -478,3 +478,61 @@ def test_auto_offload_is_decided_before_the_checks_and_the_freeze(monkeypatch):
     seen.clear()
     preflight.finalize(cfg, run, [])
     assert seen == [] and is_frozen(cfg)
+
+
+COLOCATE = ("trainer.v1.trainer_mode=colocate_async",)
+
+
+@pytest.mark.parametrize(
+    "overrides, said",
+    [
+        (
+            ("algorithm.filter_groups.enable=True",),
+            "with algorithm.filter_groups.enable=True: DAPO's eviction",
+        ),
+        (("algorithm.adv_estimator=remax",), "with algorithm.adv_estimator=remax: its greedy baseline"),
+        ((f"{ARR}.rollout.multi_turn.enable=True",), "with multi-turn agent loops"),
+        ((f"{ARR}.rollout.agent.default_agent_loop=tool_agent",), "with multi-turn agent loops"),
+        (
+            ("trainer.v1.sampler.max_off_policy_threshold=0",),
+            "max_off_policy_threshold=0 must be a positive integer",
+        ),
+        (
+            ("trainer.v1.sampler.max_off_policy_strategy=keep",),
+            "max_off_policy_strategy='keep' is not one of",
+        ),
+        (
+            ("trainer.v1.colocate_async.num_warmup_batches=-1",),
+            "num_warmup_batches=-1 must be an integer >= 0",
+        ),
+    ],
+)
+def test_what_colocate_async_does_not_serve_is_refused_at_start_up_naming_the_key(overrides, said):
+    msg = problems(load(*COLOCATE, *overrides))
+    assert said in msg, msg
+    # the same values under the sync trainer (or verl's legacy one, which ignores trainer.v1) are not its problems
+    assert "colocate_async" not in "\n".join(normalize(load("trainer.use_v1=False", *COLOCATE, *overrides)))
+
+
+def test_colocate_async_refuses_rows_that_name_an_agent_loop(tmp_path):
+    import pandas as pd
+
+    from verl_lite.main_ppo import SetupError, load_inputs
+
+    names = ["single_turn_agent"] + ["tool_agent"] * 33  # a whole batch of the demo's 32 prompts
+    rows = [
+        {
+            "data_source": "verl_lite/arith",
+            "prompt": [{"role": "user", "content": "1+1"}],
+            "reward_model": {"ground_truth": "2"},
+            "extra_info": {"index": i},
+            "agent_name": name,
+        }
+        for i, name in enumerate(names)
+    ]
+    path = str(tmp_path / "rows.parquet")
+    pd.DataFrame(rows).to_parquet(path)
+    with pytest.raises(SetupError) as info:
+        load_inputs(load(*COLOCATE, f"data.train_files={path}", f"data.val_files={path}"))
+    assert f"{path} row 1 (and 32 more rows) names agent loop 'tool_agent'" in str(info.value)
+    assert "runs single-turn rows only so far" in str(info.value)
