@@ -70,6 +70,10 @@ class EchoWorker(Worker):
 
         atexit.register(lambda: open(os.path.join(folder, f"exited-{self.rank}"), "w").close())
 
+    @register(Dispatch.ONE_PER_RANK)
+    def own_items(self, items: list[int]) -> tuple[int, list[int]]:
+        return self.rank, items
+
     @register(Dispatch.ONE_TO_ALL)
     def fail_on(self, rank: int) -> int:
         if self.rank == rank:
@@ -102,6 +106,12 @@ def test_submitted_calls_run_in_submission_order_and_gather_later(group):
     assert [log[-2:] for log in second.result()] == [["slow", "fast"]] * 2
     assert [log[-1] for log in first.result()] == ["slow", "slow"], "each result is its own call's"
     assert third.result().batch["y"].tolist() == group.transform(data).batch["y"].tolist()
+
+
+def test_one_per_rank_sends_each_rank_only_its_item(group):
+    assert group.own_items([[1, 2], [3]]) == [(0, [1, 2]), (1, [3])]
+    with pytest.raises(TypeError, match="one list of 2 items, one per rank"):
+        dispatch_args(Dispatch.ONE_PER_RANK, 2, ([[1]],), {})
 
 
 def test_one_to_all_reaches_every_rank_with_a_shared_rendezvous(group):

@@ -1,6 +1,8 @@
 """`@register`: how a worker method's arguments are split across ranks and its results gathered.
 
 ONE_TO_ALL        every worker gets the same arguments; the driver gets the list of results
+ONE_PER_RANK      the one argument is a list with an item per rank: rank r gets item r (only its
+                  own data travels to it); the driver gets the list of results
 DP_COMPUTE_PROTO  the DataProto argument is chunked into equal parts, one per data-parallel rank, in
                   rank order; the driver gets DataProto.concat of the parts, so row order is preserved
 
@@ -23,6 +25,7 @@ MESH_ATTR = "_verl_lite_mesh"
 
 class Dispatch(Enum):
     ONE_TO_ALL = "one_to_all"
+    ONE_PER_RANK = "one_per_rank"
     DP_COMPUTE_PROTO = "dp_compute_proto"
 
 
@@ -41,6 +44,10 @@ def dispatch_args(
     """Per-rank (args, kwargs)."""
     if mode is Dispatch.ONE_TO_ALL:
         return [(args, kwargs)] * world_size
+    if mode is Dispatch.ONE_PER_RANK:
+        if len(args) != 1 or kwargs or len(args[0]) != world_size:
+            raise TypeError(f"a ONE_PER_RANK method takes one list of {world_size} items, one per rank")
+        return [((item,), {}) for item in args[0]]
     if mode is Dispatch.DP_COMPUTE_PROTO:
         if len(args) != 1 or kwargs or not isinstance(args[0], DataProto):
             raise TypeError("a DP_COMPUTE_PROTO method takes exactly one DataProto argument")
@@ -50,6 +57,6 @@ def dispatch_args(
 
 
 def collect_results(mode: Dispatch, results: list, ranks_per_shard: int = 1):
-    if mode is Dispatch.ONE_TO_ALL:
+    if mode in (Dispatch.ONE_TO_ALL, Dispatch.ONE_PER_RANK):
         return results
     return DataProto.concat(results[::ranks_per_shard])

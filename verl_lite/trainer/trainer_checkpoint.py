@@ -163,8 +163,15 @@ class TrainerCheckpoint:
         sampler.load_state_dict(state["sampler"])
         if kl_ctrl is not None and "kl_coef" in state.get("driver", {}):
             kl_ctrl.value = float(state["driver"]["kl_coef"])  # the adaptive controller's state
-        if replay is not None and "replay_buffer" in state.get("driver", {}):
-            replay.load_state_dict(state["driver"]["replay_buffer"])  # colocate_async's groups
+        saved = state.get("driver", {}).get("replay_buffer")
+        if replay is not None and saved is not None:
+            replay.load_state_dict(saved)  # colocate_async's groups
+        elif saved is not None:
+            log.info(
+                "the checkpoint holds colocate_async's replay buffer (%d prompt groups in flight); this run's "
+                "trainer mode does not use it: their prompts are not trained on",
+                len(saved["buffer"]["groups"]),
+            )
         log.info("resumed from %s at step %d", self.resume_path, step)
         if self.config.trainer.del_local_ckpt_after_load:
             ckpt.delete_loaded(self.config.trainer.default_local_dir, self.resume_path)

@@ -246,16 +246,16 @@ class ActorRolloutRefWorker(Worker):
         out.meta_info["metrics"] = metrics
         return out
 
-    @register(Dispatch.ONE_TO_ALL)
-    def generate_round(self, requests: list[list[tuple[list[int], int, int]]]) -> dict:
+    @register(Dispatch.ONE_PER_RANK)
+    def generate_round(self, requests: list[tuple[list[int], int, int]]) -> dict:
         """One round of colocate_async's partial rollouts (trainer/colocate_async.py): this rank's
-        requests (`requests[rank]`), each (prompt ids + the tokens its trajectory has so far, the
-        tokens to generate at most, its key), in one engine call on the actor's current weights
-        (synced first when the actor moved). The rollout keeps its memory for the next round; the
-        next phase of the actor releases it."""
+        requests, each (prompt ids + the tokens its trajectory has so far, the tokens to generate at
+        most, its key), in one engine call on the actor's current weights (synced first when the
+        actor moved). The rollout keeps its memory for the next round; the next phase of the actor
+        releases it."""
         metrics = self._sync_rollout_weights()
         params = self._sampling(validate=False)
-        mine = [TokenRequest(tuple(ids), budget, params, (key,)) for ids, budget, key in requests[self.rank]]
+        mine = [TokenRequest(tuple(ids), budget, params, (key,)) for ids, budget, key in requests]
         start = time.perf_counter()
         results, _ = self.rollout.generate_requests(mine, self.rollout.next_call(False))
         self.weights.after_generate(True)
