@@ -19,16 +19,21 @@ verl 0.9 also spells the sequence-parallel size and the entropy options of a rol
 section (`actor_rollout_ref.actor.fsdp_config.ulysses_sequence_parallel_size`, `critic.fsdp.*`), which
 verl_lite's engine takes from the role: those spellings are rewritten to the role's key.
 
-Which spelling the schema holds: verl 0.9's for the critic's FSDP section (critic.fsdp). For the reward group the
-schema still holds verl 0.7's (reward_model.*, reward_manager.*, custom_reward_function.*): verl_lite's
-reward model is verl's legacy FSDP reward-model worker, whose keys (strategy, micro-batch sizes,
-model.fsdp_config, max_length, ...) verl 0.9 dropped with that worker, so moving the section is a
-change of the reward model's own keys, not a rename (issue 35 leaves it open).
+Each spelling is declared beside the field it sets (config/fields.key's `verl09` and `older`); this
+module reads them from the schema. Which spelling the schema holds: verl 0.9's for the critic's FSDP
+section (critic.fsdp). For the reward group the schema still holds verl 0.7's (reward_model.*,
+reward_manager.*, custom_reward_function.*): verl_lite's reward model is verl's legacy FSDP
+reward-model worker, whose keys (strategy, micro-batch sizes, model.fsdp_config, max_length, ...)
+verl 0.9 dropped with that worker, so moving the section is a change of the reward model's own keys,
+not a rename (issue 35 leaves it open).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+
+from verl_lite.config.schema import PPOTrainerConfig
 
 
 @dataclass(frozen=True)
@@ -39,53 +44,26 @@ class Move:
     quiet: bool = False  # `key` is verl 0.9's spelling too (verl links one to the other): nothing to say
 
 
-R = "reward"
-ARR = "actor_rollout_ref"
+def _declared(cls: type, prefix: str = "") -> list[Move]:
+    """The moves the schema's fields declare beside themselves (config/fields.key: verl09, older)."""
+    found: list[Move] = []
+    instance = cls()
+    for f in dataclasses.fields(cls):
+        key, spelled = f"{prefix}{f.name}", f.metadata.get("spelled")
+        if spelled is not None:
+            found.append(Move(spelled.verl09 or key, key, spelled.older, spelled.quiet))
+        value = getattr(instance, f.name)
+        if dataclasses.is_dataclass(value):
+            found += _declared(type(value), f"{key}.")
+    return found
 
 
-def _engine_moves(role: str, engine: str, legacy: str) -> list[Move]:
-    """verl 0.9's engine spellings of a role's sequence-parallel and entropy keys. Its FSDP engine reads
-    <engine>.ulysses_sequence_parallel_size, the role's own spelling [DEPRECATED] (verl 0.9.1
-    workers/config/actor.py: a role value > 1 is copied onto the engine's); the engine's entropy keys
-    link the role's (`${oc.select:<role>.entropy_checkpointing,False}`), so both spellings are current."""
-    moves = [
-        Move(f"{engine}.ulysses_sequence_parallel_size", f"{role}.ulysses_sequence_parallel_size", legacy)
-    ]
-    if role != "critic":
-        moves += [
-            Move(f"{role}.{k}", f"{role}.{k}", (f"{engine}.{k}",), quiet=True)
-            for k in ("entropy_checkpointing", "entropy_from_logits_with_chunking")
-        ]
-    return moves
+def _depth(move: Move) -> int:
+    return max(k.count(".") for k in (move.verl09, move.key, *move.older))
 
 
-MOVES: tuple[Move, ...] = (
-    *_engine_moves(f"{ARR}.actor", f"{ARR}.actor.fsdp_config", ()),
-    *_engine_moves(f"{ARR}.ref", f"{ARR}.ref.fsdp_config", ()),
-    *_engine_moves("critic", "critic.fsdp", ("critic.model.fsdp_config.ulysses_sequence_parallel_size",)),
-    Move("critic.fsdp", "critic.fsdp", ("critic.model.fsdp_config",)),
-    Move(f"{R}.num_workers", "reward_model.num_workers"),
-    Move(f"{R}.reward_manager.name", "reward_manager.name", ("reward_model.reward_manager",)),
-    Move(f"{R}.reward_manager.source", "reward_manager.source", ("reward_model.reward_loop_source",)),
-    Move(
-        f"{R}.reward_manager.module.path",
-        "reward_manager.module.path",
-        ("reward_model.reward_loop_module_path",),
-    ),
-    Move(
-        f"{R}.reward_manager.module.name",
-        "reward_manager.module.name",
-        ("reward_model.reward_loop_class_name",),
-    ),
-    Move(f"{R}.custom_reward_function", "custom_reward_function"),
-    *(
-        Move(f"{R}.reward_model.{k}", f"reward_model.{k}")
-        for k in ("enable", "enable_resource_pool", "n_gpus_per_node", "nnodes", "rollout")
-    ),
-    Move(f"{R}.reward_model.model_path", "reward_model.model.path"),
-    Move(f"{R}.sandbox_fusion", "reward_model.sandbox_fusion", ("sandbox_fusion",)),
-    Move(f"{R}.reward_kwargs", "reward_model.reward_kwargs"),
-)
+# a key's own move before its section's (critic.fsdp.ulysses_sequence_parallel_size before critic.fsdp)
+MOVES: tuple[Move, ...] = tuple(sorted(_declared(PPOTrainerConfig), key=_depth, reverse=True))
 
 
 # verl 0.9's config groups chosen on the command line (`model_engine=megatron`): the choices that are

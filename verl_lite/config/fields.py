@@ -58,11 +58,29 @@ def choice(values: tuple, note: str = "", test: Callable[[Any], bool] | None = N
     return Domain(test or (lambda v: v in values), f" {note}" if note else "", choices=values)
 
 
+@dataclass(frozen=True)
+class Spelled:
+    """verl's other spellings of a field (config/dialects.py reads them from the schema)."""
+
+    verl09: str | None = None  # verl 0.9.1's spelling, where it is not the field's own key
+    older: tuple[str, ...] = ()  # verl 0.7's spellings
+    quiet: bool = False  # verl 0.9 links the spellings to each other: using an older one is not news
+
+
 def key(
-    default: Any = dataclasses.MISSING, domain: Domain | None = None, *, factory: Any = dataclasses.MISSING
+    default: Any = dataclasses.MISSING,
+    domain: Domain | None = None,
+    *,
+    factory: Any = dataclasses.MISSING,
+    verl09: str | None = None,
+    older: tuple[str, ...] = (),
+    quiet: bool = False,
 ):
-    """A schema field with its domain beside it (`factory`: a mutable default's factory)."""
-    return dataclasses.field(default=default, default_factory=factory, metadata={"domain": domain})
+    """A schema field with its domain beside it (`factory`: a mutable default's factory) and verl's
+    other spellings of it (`verl09`, `older`; a section's cover every key under it)."""
+    spelled = Spelled(verl09, tuple(older), quiet) if verl09 or older else None
+    metadata = {"domain": domain, "spelled": spelled}
+    return dataclasses.field(default=default, default_factory=factory, metadata=metadata)
 
 
 POS_INT = Domain(lambda v: _is_int(v) and v > 0, "a positive integer")

@@ -103,7 +103,9 @@ class PPOTrainerConfig(ConfigNode):
     critic: CriticConfig = field(default_factory=CriticConfig)
     reward_model: RewardModelConfig = field(default_factory=RewardModelConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
-    custom_reward_function: CustomRewardFunctionConfig = field(default_factory=CustomRewardFunctionConfig)
+    custom_reward_function: CustomRewardFunctionConfig = key(
+        factory=CustomRewardFunctionConfig, verl09="reward.custom_reward_function"
+    )
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     global_profiler: GlobalProfilerConfig = field(default_factory=GlobalProfilerConfig)
     ray_kwargs: RayKwargsConfig = field(default_factory=RayKwargsConfig)

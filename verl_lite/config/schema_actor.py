@@ -91,11 +91,17 @@ class ActorConfig(ConfigNode):
     grad_clip: float = key(
         "${.optim.clip_grad}", POS
     )  # max global grad norm (verl's legacy-worker name); default: optim.clip_grad
+    # verl 0.9's FSDP engine reads these from its own section; the role's spelling is [DEPRECATED]
+    # there for the size, and linked for the entropy keys (both current)
     ulysses_sequence_parallel_size: int = key(
-        1, POS_INT
+        1, POS_INT, verl09=f"{ARR}.actor.fsdp_config.ulysses_sequence_parallel_size"
     )  # ranks one sequence is split over (Ulysses sequence parallelism)
-    entropy_from_logits_with_chunking: bool = False  # compute the entropy over vocabulary chunks (memory)
-    entropy_checkpointing: bool = False  # recompute the entropy in backward instead of keeping it (memory)
+    entropy_from_logits_with_chunking: bool = key(
+        False, older=(f"{ARR}.actor.fsdp_config.entropy_from_logits_with_chunking",), quiet=True
+    )  # compute the entropy over vocabulary chunks (memory)
+    entropy_checkpointing: bool = key(
+        False, older=(f"{ARR}.actor.fsdp_config.entropy_checkpointing",), quiet=True
+    )  # recompute the entropy in backward instead of keeping it (memory)
     use_remove_padding: bool = f"${{{ARR}.model.use_remove_padding}}"  # the model's use_remove_padding
     calculate_sum_pi_squared: bool = False  # compute sum of squared token probabilities (optimal baselines)
     sum_pi_squared_checkpointing: bool = False  # recompute it in backward (memory)
@@ -120,7 +126,13 @@ class RefConfig(ConfigNode):
         default_factory=lambda: FSDPConfig(forward_only=True)
     )  # the reference's FSDP2 and offload modes
     ulysses_sequence_parallel_size: int = key(
-        f"${{{ARR}.actor.ulysses_sequence_parallel_size}}", POS_INT
+        f"${{{ARR}.actor.ulysses_sequence_parallel_size}}",
+        POS_INT,
+        verl09=f"{ARR}.ref.fsdp_config.ulysses_sequence_parallel_size",
     )  # as the actor's
-    entropy_from_logits_with_chunking: bool = False  # compute the entropy over vocabulary chunks (memory)
-    entropy_checkpointing: bool = False  # recompute the entropy in backward instead of keeping it (memory)
+    entropy_from_logits_with_chunking: bool = key(
+        False, older=(f"{ARR}.ref.fsdp_config.entropy_from_logits_with_chunking",), quiet=True
+    )  # compute the entropy over vocabulary chunks (memory)
+    entropy_checkpointing: bool = key(
+        False, older=(f"{ARR}.ref.fsdp_config.entropy_checkpointing",), quiet=True
+    )  # recompute the entropy in backward instead of keeping it (memory)

@@ -102,7 +102,7 @@ class RewardModelModelConfig(ModelBase):
     input_tokenizer: str | None = (
         "${actor_rollout_ref.model.path}"  # verl re-tokenises with it; here must be null: the reward model reads the actor's ids
     )
-    path: str | None = None  # reward model folder (verl 0.9: reward.reward_model.model_path)
+    path: str | None = key(None, verl09="reward.reward_model.model_path")  # reward model folder
     external_lib: str | None = "${actor_rollout_ref.model.external_lib}"  # module imported before loading
     use_remove_padding: bool | None = False  # pack sequences without padding into one row for forward passes
     use_fused_kernels: bool | None = (

@@ -30,8 +30,8 @@ class CriticConfig(ConfigNode):
         default_factory=lambda: OptimConfig(lr=1e-5)
     )  # the value model's AdamW and LR schedule
     model: CriticModelConfig = field(default_factory=CriticModelConfig)
-    fsdp: FSDPConfig = field(
-        default_factory=FSDPConfig
+    fsdp: FSDPConfig = key(
+        factory=FSDPConfig, older=("critic.model.fsdp_config",)
     )  # the critic's own FSDP2 and offload modes (verl 0.9's spelling; verl 0.7's: critic.model.fsdp_config)
     rollout_n: int = "${actor_rollout_ref.rollout.n}"  # responses per prompt (verl's copy of rollout.n)
     strategy: str = "fsdp"  # fsdp | fsdp2: both run FSDP2 (fully_shard)
@@ -68,7 +68,10 @@ class CriticConfig(ConfigNode):
         "${.ppo_micro_batch_size_per_gpu}", POS_INT.or_null("ppo_micro_batch_size_per_gpu")
     )  # responses per compute_values forward on one worker
     ulysses_sequence_parallel_size: int = key(
-        1, POS_INT
+        1,
+        POS_INT,
+        verl09="critic.fsdp.ulysses_sequence_parallel_size",
+        older=("critic.model.fsdp_config.ulysses_sequence_parallel_size",),
     )  # ranks one sequence is split over (Ulysses sequence parallelism)
     grad_clip: float = key(
         "${.optim.clip_grad}", POS
@@ -138,10 +141,18 @@ class RewardModelRolloutConfig(ConfigNode):
 
 @dataclass
 class RewardModelConfig(ConfigNode):
-    enable: bool | None = False  # score responses with a reward model (its score replaces the rule reward)
-    enable_resource_pool: bool | None = False  # run the reward model on its own GPUs
-    n_gpus_per_node: int | None = 8  # GPUs per node of that pool
-    nnodes: int | None = 0  # nodes of that pool
+    # verl 0.9 moved the reward model's settings under reward.reward_model.* (its own migration,
+    # migrate_legacy_reward_impl, is the fact followed by each `verl09` of this section)
+    enable: bool | None = key(
+        False, verl09="reward.reward_model.enable"
+    )  # score responses with a reward model (its score replaces the rule reward)
+    enable_resource_pool: bool | None = key(
+        False, verl09="reward.reward_model.enable_resource_pool"
+    )  # run the reward model on its own GPUs
+    n_gpus_per_node: int | None = key(
+        8, verl09="reward.reward_model.n_gpus_per_node"
+    )  # GPUs per node of that pool
+    nnodes: int | None = key(0, verl09="reward.reward_model.nnodes")  # nodes of that pool
     strategy: str | None = "fsdp"  # fsdp | fsdp2: both run FSDP2 (fully_shard)
     model: RewardModelModelConfig = field(default_factory=RewardModelModelConfig)
     micro_batch_size: int | None = key(None, MICRO)  # deprecated global size; use the per-GPU key
@@ -162,7 +173,9 @@ class RewardModelConfig(ConfigNode):
     launch_reward_fn_async: bool | None = (
         False  # compute rule rewards in the background, overlapping the next phases
     )
-    sandbox_fusion: SandboxFusionConfig = field(default_factory=SandboxFusionConfig)
+    sandbox_fusion: SandboxFusionConfig = key(
+        factory=SandboxFusionConfig, verl09="reward.sandbox_fusion", older=("sandbox_fusion",)
+    )
     profiler: LinkedProfilerConfig = field(default_factory=LinkedProfilerConfig)
     ulysses_sequence_parallel_size: int | None = (
         1  # ranks one sequence is split over (Ulysses sequence parallelism)
@@ -170,10 +183,13 @@ class RewardModelConfig(ConfigNode):
     use_reward_loop: bool | None = (
         True  # verl: rewards in reward-loop workers (with a reward model: see support.py)
     )
-    num_workers: int | None = 8  # reward-loop workers (verl 0.9: reward.num_workers)
-    rollout: RewardModelRolloutConfig = field(default_factory=RewardModelRolloutConfig)
-    reward_kwargs: dict[str, Any] = field(
-        default_factory=dict  # manager's extra args, added with '+'; dapo: max_resp_len, overlong_buffer_cfg.{enable,len,penalty_factor,log}
+    num_workers: int | None = key(8, verl09="reward.num_workers")  # reward-loop workers
+    rollout: RewardModelRolloutConfig = key(
+        factory=RewardModelRolloutConfig, verl09="reward.reward_model.rollout"
+    )
+    reward_kwargs: dict[str, Any] = key(
+        factory=dict,
+        verl09="reward.reward_kwargs",  # manager's extra args, added with '+'; dapo: max_resp_len, overlong_buffer_cfg.{enable,len,penalty_factor,log}
     )
     timeout: float = key(
         300.0, POS
@@ -182,14 +198,26 @@ class RewardModelConfig(ConfigNode):
 
 @dataclass
 class ModuleConfig(ConfigNode):
-    path: str | None = None  # file defining a custom reward manager (source=importlib)
-    name: str | None = "custom_reward_manager"  # its class
+    path: str | None = key(
+        None, verl09="reward.reward_manager.module.path", older=("reward_model.reward_loop_module_path",)
+    )  # file defining a custom reward manager (source=importlib)
+    name: str | None = key(
+        "custom_reward_manager",
+        verl09="reward.reward_manager.module.name",
+        older=("reward_model.reward_loop_class_name",),
+    )  # its class
 
 
 @dataclass
 class RewardManagerConfig(ConfigNode):
-    source: str = "register"  # register: a manager registered by name | importlib: a class from module.path
-    name: str | None = "${reward_model.reward_manager}"  # the reward manager: naive | dapo | gdpo
+    source: str = key(
+        "register", verl09="reward.reward_manager.source", older=("reward_model.reward_loop_source",)
+    )  # register: a manager registered by name | importlib: a class from module.path
+    name: str | None = key(
+        "${reward_model.reward_manager}",
+        verl09="reward.reward_manager.name",
+        older=("reward_model.reward_manager",),
+    )  # the reward manager: naive | dapo | gdpo
     module: ModuleConfig = field(default_factory=ModuleConfig)
 
 
