@@ -360,6 +360,11 @@ class EpochSampler:
         if self.epoch == epoch:
             self.epoch, self.offset = self.epoch + 1, 0
 
+    def next_batch(self) -> list[int]:
+        """The next batch: this epoch's next, else the next epoch's first (the sampler moves on)."""
+        batch = next(self.epoch_batches(), None)
+        return batch if batch is not None else next(self.epoch_batches())
+
     def state_dict(self) -> dict:
         return {"epoch": self.epoch, "offset": self.offset}
 

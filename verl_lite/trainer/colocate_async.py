@@ -83,8 +83,7 @@ class ColocateAsync:
     def _draw(self, count: int) -> list[int]:
         """`count` prompts from the training sampler, in its order (whole batches drawn as needed)."""
         while len(self.drawn) < count:
-            batch = next(self.sampler.epoch_batches(), None)
-            self.drawn += batch if batch is not None else next(self.sampler.epoch_batches())
+            self.drawn += self.sampler.next_batch()
         taken, self.drawn = self.drawn[:count], self.drawn[count:]
         return taken
 

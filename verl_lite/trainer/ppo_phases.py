@@ -105,12 +105,11 @@ class StepPhases:
         and those the advantage estimator's spec names (e.g. ReMax's gen_max)."""
         alg, t = self.config.algorithm, self.config.trainer
         filtered = alg.filter_groups.enable
+        gen = (
+            self._generate_filtered if filtered else self._generate_async if self.colocate else self._generate
+        )
         available = {
-            "gen": self._generate_filtered
-            if filtered
-            else self._generate_async
-            if self.colocate
-            else self._generate,
+            "gen": gen,
             "gen_max": self._remax_baseline,
             "reward": self._reward,
             "old_log_prob": self._old_log_prob,
@@ -219,10 +218,7 @@ class StepPhases:
 
     def _next_prompt_batch(self, tag: str) -> DataProto:
         """The sampler's next batch of prompts (into the next epoch when this one is used up)."""
-        indices = next(self.sampler.epoch_batches(), None)
-        if indices is None:
-            indices = next(self.sampler.epoch_batches())
-        batch = self.dataset.collate(indices)
+        batch = self.dataset.collate(self.sampler.next_batch())
         self.assign_uids(batch, tag)
         return batch
 

@@ -31,9 +31,7 @@ from verl_lite.single_controller.ray_group import PendingCall
 def peek_next_indices(sampler: EpochSampler) -> list[int]:
     """The indices the training loop's next batch will have, without moving the sampler (the next
     one of this epoch, else the first of the next)."""
-    ahead = copy.copy(sampler)
-    indices = next(ahead.epoch_batches(), None)
-    return indices if indices is not None else next(ahead.epoch_batches())
+    return copy.copy(sampler).next_batch()
 
 
 @dataclass
