@@ -83,6 +83,37 @@ def test_rotation_keeps_the_newest_per_role(tmp_path):
     assert not [n for n in os.listdir(root) if n.startswith(".")]
 
 
+class _Killed(BaseException):
+    pass
+
+
+def test_a_run_killed_mid_rotation_leaves_only_whole_checkpoints(tmp_path, monkeypatch):
+    """Rotation removes one folder at a time; a kill after any one removal leaves no global_step_N
+    that names a checkpoint it no longer holds (a step losing its last role goes whole)."""
+    for kill_after in (1, 2):
+        root = str(tmp_path / f"run{kill_after}")
+        os.makedirs(root)
+        for step in (1, 2, 3, 4):
+            _save(root, step, roles=("actor", "critic"))
+        real, calls = ckpt._remove, []
+
+        def dying(root_, path, real=real, calls=calls, kill_after=kill_after):
+            real(root_, path)
+            calls.append(path)
+            if len(calls) == kill_after:
+                raise _Killed
+
+        monkeypatch.setattr(ckpt, "_remove", dying)
+        with pytest.raises(_Killed):
+            ckpt.rotate(root, {"actor": 2, "critic": 2})
+        monkeypatch.setattr(ckpt, "_remove", real)
+        for step in ckpt.saved_steps(root):
+            ckpt.check_complete(ckpt.step_dir(root, step), {"actor": ["model"], "critic": ["model"]}, 2, "t")
+        # the next save clears what the killed deletion left aside
+        ckpt.discard(ckpt.begin(root, 5))
+        assert not [n for n in os.listdir(root) if n.startswith((".tmp", ".trash"))]
+
+
 def _trainer_cfg(root, mode="auto", path=None):
     return SimpleNamespace(default_local_dir=root, resume_mode=mode, resume_from_path=path)
 

@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 TRACKER = "latest_checkpointed_iteration.txt"
 DATA_FILE = "data.pt"
 TMP_PREFIX = ".tmp_global_step_"
+TRASH_PREFIX = ".trash_"  # a folder being deleted (renamed aside first: _remove)
 STEP_DIR = re.compile(r"^global_step_(\d+)$")
 RESUME_MODES = ("auto", "disable", "resume_path")
 
@@ -55,8 +56,8 @@ def begin(root: str, step: int) -> str:
     tmp = os.path.join(root, f"{TMP_PREFIX}{step}")
     if os.path.islink(tmp):
         raise OSError(f"refusing to write a checkpoint into {tmp}: it is a symbolic link")
-    for name in os.listdir(root) if os.path.isdir(root) else []:
-        if name.startswith(TMP_PREFIX) and not os.path.islink(os.path.join(root, name)):
+    for name in os.listdir(root) if os.path.isdir(root) else []:  # and what a killed deletion left
+        if name.startswith((TMP_PREFIX, TRASH_PREFIX)) and not os.path.islink(os.path.join(root, name)):
             shutil.rmtree(os.path.join(root, name), ignore_errors=True)
     os.makedirs(tmp)
     return tmp
@@ -107,15 +108,19 @@ def _through_link(root: str, path: str) -> bool:
     return rel.startswith("..") or os.path.realpath(path) != os.path.join(os.path.realpath(root), rel)
 
 
-def _remove(root: str, path: str) -> None:
-    """Rename aside, then delete: a name that looks like a checkpoint never points at half a one.
-    Never through a symbolic link: a linked checkpoint may be anybody's folder."""
+def _refuse_link(root: str, path: str) -> None:
     if _through_link(root, path):
         raise OSError(
             f"refusing to delete {path}: it is (or is reached through) a symbolic link to "
             f"{os.path.realpath(path)}; only real folders under {root} are rotated or replaced"
         )
-    trash = os.path.join(root, f".trash_{os.path.basename(path)}_{os.getpid()}")
+
+
+def _remove(root: str, path: str) -> None:
+    """Rename aside, then delete: a name that looks like a checkpoint never points at half a one.
+    Never through a symbolic link: a linked checkpoint may be anybody's folder."""
+    _refuse_link(root, path)
+    trash = os.path.join(root, f"{TRASH_PREFIX}{os.path.basename(path)}_{os.getpid()}")
     os.rename(path, trash)
     shutil.rmtree(trash)
 
@@ -160,19 +165,28 @@ def saved_steps(root: str) -> list[int]:
 
 
 def rotate(root: str, keep: dict[str, int | None]) -> None:
-    """Keep the newest `keep[role]` checkpoints of each role (None: all); a step folder left with no
-    role is removed whole."""
+    """Keep the newest `keep[role]` checkpoints of each role (None: all). A step folder that would be
+    left with no role goes whole, in one rename: a run killed between two removals never leaves a
+    global_step_N that names a checkpoint it no longer holds."""
     steps = saved_steps(root)
+    dropped: dict[int, set[str]] = {}
     for role, limit in keep.items():
         if limit is None or limit <= 0:
             continue
         with_role = [s for s in steps if os.path.isdir(os.path.join(step_dir(root, s), role))]
         for s in with_role[:-limit]:
-            _remove(root, os.path.join(step_dir(root, s), role))
+            dropped.setdefault(s, set()).add(role)
     for s in steps:
         folder = step_dir(root, s)
-        if not any(os.path.isdir(os.path.join(folder, role)) for role in keep):
+        held = {role for role in keep if os.path.isdir(os.path.join(folder, role))}
+        gone = dropped.get(s, set())
+        if held <= gone:
+            for role in sorted(gone):  # what rotation drops is the roles: a link is refused naming them
+                _refuse_link(root, os.path.join(folder, role))
             _remove(root, folder)
+        else:
+            for role in sorted(gone):
+                _remove(root, os.path.join(folder, role))
 
 
 def latest_step(root: str) -> int | None:
