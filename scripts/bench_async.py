@@ -19,14 +19,16 @@ diffing 32 conversations after the rollout is not scheduling). Three runs, each 
   - slowest alone: the slowest trajectory (one 1.5 s tool) run by itself: the floor.
 The last line reads `straggler: R x the slowest trajectory`, R = continuous / slowest alone.
 
-`--case colocate`: verl 0.9's colocate_async against sync on a task with long-tailed response
-lengths, the same 2 CPU workers (vLLM rollout), one after the other. The task: the embedded arith
+`--case colocate`: verl 0.9's colocate_async and separate_async against sync on a task with
+long-tailed response lengths, the same 2 CPU workers (vLLM rollout), one after the other: sync and
+colocate_async train and generate on both; separate_async trains on one and generates on the other
+(its rollout group), parameter_sync_step 1 (one update a step, as the others). The task: the embedded arith
 prompts and a randomly initialised model of the tiny Qwen2's shape whose end-of-sequence token is
 made likely enough (`--p-eos` per token, tuned on its own hidden states) that response lengths are
 about geometric: most short, a few up to response_length. Each mode trains `--steps` steps; the
 first is left out (engine warm-up). Reported per mode: response tokens trained per second
 (perf/total_num_tokens' response part over timing_s/step), step time, response lengths, staleness.
-The last line reads `colocate: R x sync tokens/s`.
+The last lines read `colocate: R x sync tokens/s` and `separate: R x sync tokens/s`.
 
 `--case learning`: does colocate_async learn as well as sync? The embedded demo as `make run` runs it
 (conf/demo.yaml: 120 GRPO steps, greedy validation on the 1,000 validation prompts every 20 steps),
@@ -218,6 +220,18 @@ def colocate(steps: int, p_eos: float) -> None:
             ]
             for w in (1, 2)
         },
+        **{  # its own rollout worker beside one trainer worker: the same 2 CPU workers
+            f"separate_async (1 trainer + 1 rollout worker, {w} warm-up batch{'es' if w > 1 else ''})": [
+                "trainer.use_v1=True",
+                "trainer.v1.trainer_mode=separate_async",
+                f"trainer.v1.separate_async.num_warmup_batches={w}",
+                "trainer.v1.separate_async.parameter_sync_step=1",  # 16 prompts = 1 x ppo_mini_batch_size
+                "trainer.n_gpus_per_node=1",
+                "actor_rollout_ref.rollout.nnodes=1",
+                "actor_rollout_ref.rollout.n_gpus_per_node=1",
+            ]
+            for w in (1, 2)
+        },
     }
     results = {}
     for i, (name, extra) in enumerate(modes.items()):
@@ -239,8 +253,10 @@ def colocate(steps: int, p_eos: float) -> None:
         print(
             f"| {name} | {rate:.0f} | {step_s:.2f} | {mean_len:.1f} | {max_len:.0f} | {worst:.2f} | {spans:.0f} |"
         )
-    sync, *colocated = (r[0] for r in results.values())
-    print(f"colocate: {max(colocated) / sync:.2f} x sync tokens/s (the better colocate_async run)")
+    sync = results["sync"][0]
+    for mode in ("colocate_async", "separate_async"):
+        best = max(r[0] for name, r in results.items() if name.startswith(mode))
+        print(f"{mode.split('_')[0]}: {best / sync:.2f} x sync tokens/s (the better {mode} run)")
 
 
 def learning(seeds: list[int], only: list[str]) -> None:

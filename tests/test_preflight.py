@@ -514,6 +514,54 @@ def test_what_colocate_async_does_not_serve_is_refused_at_start_up_naming_the_ke
     assert "colocate_async" not in "\n".join(normalize(load("trainer.use_v1=False", *COLOCATE, *overrides)))
 
 
+SEPARATE = (
+    "trainer.v1.trainer_mode=separate_async",
+    f"{ARR}.rollout.nnodes=1",
+    f"{ARR}.rollout.n_gpus_per_node=1",
+    "trainer.v1.separate_async.parameter_sync_step=2",  # the demo: 32 prompts, mini-batches of 16
+)
+
+
+@pytest.mark.parametrize(
+    "overrides, said",
+    [
+        (
+            ("trainer.v1.separate_async.parameter_sync_step=4",),
+            "data.train_batch_size=32 must equal trainer.v1.separate_async.parameter_sync_step=4 x "
+            "actor_rollout_ref.actor.ppo_mini_batch_size=16",
+        ),
+        ((f"{ARR}.rollout.nnodes=0",), "rollout.nnodes=0: the rollout group has no devices"),
+        (
+            (f"{ARR}.rollout.n_gpus_per_node=0",),
+            "rollout.n_gpus_per_node=0: the rollout group has no devices",
+        ),
+        (("algorithm.adv_estimator=gae",), "with a critic (algorithm.adv_estimator=gae)"),
+        (
+            ("algorithm.use_kl_in_reward=True", "algorithm.kl_ctrl.type=adaptive"),
+            "kl_ctrl.type=adaptive: verl moves the KL coefficient",
+        ),
+        (("algorithm.adv_estimator=remax",), "separate_async with algorithm.adv_estimator=remax"),
+        (("trainer.v1.separate_async.parameter_sync_step=0",), "parameter_sync_step=0 must be a positive"),
+    ],
+)
+def test_what_separate_async_cannot_serve_is_refused_at_start_up_naming_the_keys(overrides, said):
+    assert normalize(load(*SEPARATE)) == []
+    msg = problems(load(*SEPARATE, *overrides))
+    assert said in msg, msg
+
+
+def test_separate_async_refuses_a_rollout_group_the_node_has_no_gpus_for():
+    cfg = load(*SEPARATE, "trainer.n_gpus_per_node=2", "trainer.device=cuda")
+    with pytest.raises(ConfigError) as info:
+        prepare(cfg, num_gpus=2)
+    said = "\n".join(info.value.problems)
+    assert (
+        "trainer.n_gpus_per_node=2 + actor_rollout_ref.rollout.n_gpus_per_node=1 GPUs on one node, which "
+        in said
+    )
+    assert "has 2: no devices are left for the rollout group" in said
+
+
 def test_colocate_async_refuses_rows_that_name_an_agent_loop(tmp_path):
     import pandas as pd
 

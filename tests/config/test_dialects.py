@@ -102,14 +102,18 @@ def test_every_move_names_keys_the_schema_holds():
 
 
 V1_REFUSED = [
-    ("trainer.v1.trainer_mode=separate_async", "trainer.v1.trainer_mode", "separate_async trainer"),
     (
         "trainer.v1.sampler.custom_sampler.path=/x.py",
         "trainer.v1.sampler.custom_sampler.path",
         "ReplayBufferAsync",
     ),
     ("+trainer.v1.sync.anything=1", "trainer.v1.sync", "no settings"),
-    (f"{ARR}.rollout.nnodes=1", f"{ARR}.rollout.nnodes", "standalone rollout servers"),
+    (f"{ARR}.rollout.nnodes=1", f"{ARR}.rollout.nnodes", "separate_async trainer's"),
+    (
+        f"{ARR}.rollout.checkpoint_engine.backend=nccl",
+        f"{ARR}.rollout.checkpoint_engine.backend",
+        "in-process",
+    ),
 ]
 
 
@@ -119,6 +123,34 @@ def test_verl_0_9_s_async_trainer_keys_are_refused_by_name(line, key, why):
         load_config(["trainer.v1.trainer_mode=colocate_async", line], "demo")
     (problem,) = info.value.problems
     assert problem.startswith(f"{key}=") and why in problem
+
+
+SEPARATE = [
+    "trainer.v1.trainer_mode=separate_async",
+    f"{ARR}.rollout.nnodes=1",
+    f"{ARR}.rollout.n_gpus_per_node=1",
+]
+
+
+def test_separate_async_takes_its_rollout_group_and_refuses_the_hybrid_switch():
+    """verl 0.9's separate_async CI script's keys; its transport (checkpoint_engine.backend) is Ray's here."""
+    cfg = load_config(
+        [
+            *SEPARATE,
+            "trainer.v1.separate_async.parameter_sync_step=2",
+            "trainer.v1.separate_async.num_warmup_batches=2",
+            f"{ARR}.rollout.checkpoint_engine.backend=nccl",
+        ],
+        "demo",
+    )
+    assert (
+        cfg.actor_rollout_ref.rollout.nnodes == 1 and cfg.trainer.v1.separate_async.parameter_sync_step == 2
+    )
+    with pytest.raises(ConfigError) as info:
+        load_config([*SEPARATE, "trainer.v1.separate_async.hybrid_rollout.enable_switch=True"], "demo")
+    (problem,) = info.value.problems
+    assert problem.startswith("trainer.v1.separate_async.hybrid_rollout.enable_switch=True is not supported")
+    assert "leave it False" in problem
 
 
 def test_colocate_async_and_its_replay_buffer_keys_are_taken():

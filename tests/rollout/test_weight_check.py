@@ -120,3 +120,69 @@ def test_hf_adapter_sync_checked_and_a_skipped_one_stopped(tiny_model_dir):
     assert out["synced"]["perf/weight_sync_verified_params"] == 2 * 2 * 2, "A and B of q and v, 2 layers"
     msg = out["skipped"]
     assert "hf rollout) did not arrive" in msg and ".lora_" in msg, msg
+
+
+def _separate(rank, world, model_dir, lora):
+    """separate_async's path (workers/rollout_worker.py, trainer/separate_async.py): the trainer's sync
+    into an Outbox on every rank, rank 0's tensors delivered to the rollout group's own engine, its
+    parameters read back where they landed and compared with the trainer's expected fingerprints
+    (computed by every trainer rank together from the forms the group reported)."""
+    import torch.distributed as dist
+
+    from verl_lite.rollout.weight_check import compare
+    from verl_lite.rollout.weight_sync import Outbox, deliver
+
+    extra = {"lora_rank": 8, "lora_alpha": 16, "target_modules": ["q_proj", "v_proj"]} if lora else {}
+    model_cfg = tiny_model(model_dir, **extra)
+    engine, actor = _actor(model_cfg, world)
+    group = HFRollout(model_cfg, tiny_rollout(seed=3), build_tokenizer(), rank=0)  # the group's engine
+    outbox = Outbox(keep=rank == 0, weights_loaded=group.weights_loaded)
+    export, check = build_weight_sync(engine, outbox), SyncCheck(engine, group, "hf")
+    batch = make_ppo_batch(vocab=110, bs=8, response_len=RESPONSE, seed=4)
+    warned: set[str] = set()
+
+    def push(sync: int, version: int, base: bool) -> str:
+        export()
+        sent = outbox.take()
+        landed = [None]
+        if rank == 0:
+            deliver(sent, group)
+            landed = [group.landed_fingerprints(base=base, adapter=lora)]
+        dist.broadcast_object_list(landed, src=0)  # the driver hands rank 0's report to every trainer rank
+        expected = check.expected(landed[0], base=base, adapter=lora)
+        try:
+            return compare(landed[0], expected, sync, version, "hf rollout group", warned)
+        except WeightSyncMismatch as e:
+            return str(e)
+
+    out = {"start": push(1, 0, base=True), "kept": sum(len(x[1]) for x in outbox.sent)}
+    actor.update(batch, mini_size=8, micro_size=4)
+    out["synced"] = push(2, 1, base=not lora)
+    restore = skip_copies(group, "update_adapter" if lora else "update_weights")
+    actor.update(batch, mini_size=8, micro_size=4)
+    out["skipped"] = push(3, 2, base=not lora)  # gathered and sent, never copied into the engine
+    restore()
+    out["resynced"] = push(4, 2, base=not lora)
+    return out
+
+
+def test_separate_rollout_group_full_sync_checked_and_a_skipped_one_stopped(tiny_model_dir):
+    for out in run_ranks(_separate, 2, tiny_model_dir, False):
+        assert out["start"]["perf/weight_sync_unverified_params"] == 0
+        assert out["start"]["perf/weight_sync_verified_params"] > 10
+        assert out["synced"]["perf/weight_sync_unverified_params"] == 0
+        msg = out["skipped"]
+        assert msg.startswith(
+            "weight sync 3 (actor version 2, hf rollout group) did not arrive: the engine's "
+        ), msg
+        assert "\n" not in msg
+        assert isinstance(out["resynced"], dict)
+
+
+def test_separate_rollout_group_adapter_sync_checked_and_a_skipped_one_stopped(tiny_model_dir):
+    out = run_ranks(_separate, 1, tiny_model_dir, True)[0]
+    assert out["start"]["perf/weight_sync_unverified_params"] == 0
+    assert out["synced"]["perf/weight_sync_verified_params"] == 2 * 2 * 2, "A and B of q and v, 2 layers"
+    msg = out["skipped"]
+    assert "hf rollout group) did not arrive" in msg and ".lora_" in msg, msg
+    assert isinstance(out["resynced"], dict)

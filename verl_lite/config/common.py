@@ -27,6 +27,12 @@ def trainer_mode(cfg: PPOTrainerConfig) -> str:
     return cfg.trainer.v1.trainer_mode if cfg.trainer.use_v1 else "sync"
 
 
+def updates_per_step(cfg: PPOTrainerConfig) -> int:
+    """Updates (LR schedule steps) per training step: separate_async's parameter_sync_step local
+    updates (verl 0.9 sizes the LR schedule as total_training_steps x parameter_sync_step), else 1."""
+    return cfg.trainer.v1.separate_async.parameter_sync_step if trainer_mode(cfg) == "separate_async" else 1
+
+
 def world_size(cfg: PPOTrainerConfig) -> int:
     """nnodes x n_gpus_per_node; 0 while either is null (config/domains.py reports it, before any use)."""
     return (cfg.trainer.nnodes or 0) * (cfg.trainer.n_gpus_per_node or 0)

@@ -44,6 +44,7 @@ NO_DOMAIN = {
     "algorithm.kl_ctrl.horizon": "algos/kl_ctrl.kl_ctrl_problems: it matters only for the adaptive controller",
     "algorithm.kl_ctrl.target_kl": "algos/kl_ctrl.kl_ctrl_problems: it matters only for the adaptive controller",
     f"{ARR}.actor.optim.total_training_steps": "filled in at start-up from the data (trainer/checks.resolve_training_steps; verl does the same)",
+    f"{ARR}.rollout.n_gpus_per_node": "read only under separate_async, where trainer/checks._separate_async wants at least 1 (and, on one GPU node, room beside the trainer's)",
     "critic.optim.total_training_steps": "filled in at start-up from the data (trainer/checks.resolve_training_steps; verl does the same)",
 }
 

@@ -47,6 +47,11 @@ def _lora(model) -> bool:
     return (model.lora_rank or 0) > 0 or getattr(model, "lora_adapter_path", None) is not None
 
 
+def _separate(c) -> bool:
+    """verl 0.9's separate_async trainer (config/common.trainer_mode, on a composed tree too)."""
+    return bool(c.trainer.use_v1) and c.trainer.v1.trainer_mode == "separate_async"
+
+
 def _cosine(optim) -> bool:
     return (optim.warmup_style or optim.lr_scheduler_type) == "cosine"  # warmup_style: verl's old name
 
@@ -188,6 +193,22 @@ FEATURES: tuple[Feature, ...] = (
     *(
         Feature(mode, (f"trainer.v1.{mode}",), lambda c, r, m=mode: c.trainer.v1.trainer_mode == m)
         for mode in ("colocate_async", "separate_async")
+    ),
+    Feature(  # separate_async's: the rollout group's own devices, and its transport
+        "the hybrid engine's rollout",
+        (f"{ARR}.rollout.nnodes", f"{ARR}.rollout.checkpoint_engine.backend"),
+        lambda c, r: not _separate(c),
+    ),
+    Feature(
+        "separate_async's rollout group",
+        (f"{ARR}.rollout.n_gpus_per_node",),
+        lambda c, r: _separate(c),
+    ),
+    Feature(
+        "separate_async's hybrid rollout switch",
+        ("trainer.v1.separate_async.hybrid_rollout",),
+        lambda c, r: bool(c.trainer.v1.separate_async.hybrid_rollout.enable_switch),
+        switches=("trainer.v1.separate_async.hybrid_rollout.enable_switch",),
     ),
     Feature(
         "rollout correction",

@@ -208,8 +208,10 @@ class ColocateAsyncConfig(ConfigNode):
 
 @dataclass
 class SeparateAsyncConfig(ConfigNode):
-    num_warmup_batches: int = 1  # batches generated before training starts
-    parameter_sync_step: int = 4  # mini-batches between weight syncs to the rollout workers
+    num_warmup_batches: int = key(1, NON_NEG_INT)  # batches generated before training starts
+    parameter_sync_step: int = key(
+        4, POS_INT
+    )  # local updates (mini-batches) per step, between weight syncs to the rollout group
     hybrid_rollout: HybridRolloutSwitchConfig = field(default_factory=HybridRolloutSwitchConfig)
 
 

@@ -186,7 +186,10 @@ RULES: list[Rule] = [
         note="the agent loops run inside each rollout worker (trainer.n_gpus_per_node of them)",
     ),
     Rule(f"{ARR}.rollout.agent.custom_async_server", instead="generation runs in the hybrid engine"),
-    Rule(f"{ARR}.rollout.checkpoint_engine.backend", instead="weights reach the rollout in-process (naive)"),
+    Rule(  # read outside separate_async only (config/features.py): there the transport is Ray's
+        f"{ARR}.rollout.checkpoint_engine.backend",
+        instead="weights reach the hybrid engine's rollout in-process (naive)",
+    ),
     Rule(f"{ARR}.rollout.checkpoint_engine.engine_kwargs", ANY),
     # verl traces each agent loop run and generate call to weave / mlflow / trackio (rollout_trace.py)
     Rule(
@@ -275,23 +278,24 @@ RULES: list[Rule] = [
         note="verl_lite has one worker implementation",
     ),
     # verl 0.9's V1 trainer (read only with trainer.use_v1, config/features.py): sync is verl_lite's trainer,
-    # colocate_async trainer/colocate_async.py; separate_async is issue 36's
+    # colocate_async trainer/colocate_async.py, separate_async trainer/separate_async.py
     Rule(
         "trainer.use_v1",
         ANY,
         note="verl_lite's sync trainer is verl 0.9's V1 sync trainer and its legacy one alike (the same PPO "
-        "step); only trainer.v1.trainer_mode=colocate_async changes the schedule, and only with use_v1",
-    ),
-    Rule(
-        "trainer.v1.trainer_mode",
-        ("sync", "colocate_async"),
-        instead="verl 0.9's separate_async trainer (a standalone rollout group) is not in verl_lite yet; "
-        "use sync or colocate_async",
+        "step); only trainer.v1.trainer_mode=colocate_async|separate_async changes the schedule, and only "
+        "with use_v1",
     ),
     Rule("trainer.v1.sync", instead="verl 0.9's sync mode has no settings; leave it {}"),
-    Rule(  # read only in that mode (config/features.py), itself refused above
-        "trainer.v1.separate_async",
-        instead="read by verl 0.9's separate_async trainer, which is not in verl_lite yet",
+    Rule(  # read only with the switch (config/features.py), itself refused below
+        "trainer.v1.separate_async.hybrid_rollout",
+        instead="read only by separate_async's hybrid rollout switch, which is not in verl_lite",
+    ),
+    Rule(
+        "trainer.v1.separate_async.hybrid_rollout.enable_switch",
+        instead="lending the trainer's devices to the rollout while it would wait is not in verl_lite: "
+        "the rollout group generates on its own devices (actor_rollout_ref.rollout.nnodes x n_gpus_per_node); "
+        "leave it False",
     ),
     Rule(  # verl 0.9's V1 async trainers require it (their launch scripts set it); it moves data, not math
         "transfer_queue",
@@ -310,12 +314,12 @@ RULES: list[Rule] = [
         ANY,
         note="a rollout that fails stops the run here: no failed group is left to refill",
     ),
-    Rule(
+    Rule(  # read outside separate_async only (config/features.py)
         f"{ARR}.rollout.nnodes",
-        instead="standalone rollout servers (verl 0.9's separate_async trainer) are not in verl_lite yet; "
-        "keep 0: the rollout shares the trainer's workers",
+        instead="a rollout group on devices of its own is verl 0.9's separate_async trainer's "
+        "(trainer.use_v1=True trainer.v1.trainer_mode=separate_async); keep 0: the rollout shares the "
+        "trainer's workers",
     ),
-    Rule(f"{ARR}.rollout.n_gpus_per_node", ANY),  # read only for standalone servers (rollout.nnodes > 0)
 ]
 
 

@@ -357,9 +357,12 @@ class FSDPEngine:
         epochs: int = 1,
         response_length: int | None = None,
         request: TokenRequest | None = None,
+        local_updates: bool = False,
     ) -> dict[str, float]:
         """`epochs` passes over this rank's rows, one optimizer step per local mini-batch of
         `mini_size` rows, then one step of the lr schedule (it counts training steps, as verl's).
+        `local_updates` (verl 0.9's separate_async): each mini-batch is an update of its own -- its
+        `epochs` passes, then one step of the lr schedule -- before the next mini-batch.
 
         The driver orders rows so that local mini-batch j of every rank together form global
         mini-batch j. For each mini-batch the response tokens and sequences (`response_mask`) are
@@ -377,18 +380,26 @@ class FSDPEngine:
         with self.phase("update", streamed=True):  # offloaded params come in once for all mini-batches
             self.module.train()
             on_device = self._to_device(host)
-            for epoch in range(epochs):
-                for index, start in enumerate(range(0, num_rows, mini_size)):
-                    part = slice(start, start + mini_size)
-                    mini = {k: v[part] for k, v in host.items()}
-                    scale = self.loss_scale(mini["response_mask"], length)
-                    plans = self.plan(mini, micro_size, max_token_len)
-                    micros = self._micro_batches(mini, {k: v[part] for k, v in on_device.items()}, plans)
-                    for micro in micros:  # where it is in the update: a loss may depend on it
-                        micro.epoch, micro.mini_batch, micro.num_in_mini_batch = epoch, index, len(micros)
-                    for k, v in self._train_mini_batch(micros, loss_fn, scale, request).items():
-                        history[k].append(v)
-        self.end_training_step()
+            starts = list(enumerate(range(0, num_rows, mini_size)))
+            order = (
+                [(e, i, s) for i, s in starts for e in range(epochs)]
+                if local_updates
+                else [(e, i, s) for e in range(epochs) for i, s in starts]
+            )
+            for epoch, index, start in order:
+                part = slice(start, start + mini_size)
+                mini = {k: v[part] for k, v in host.items()}
+                scale = self.loss_scale(mini["response_mask"], length)
+                plans = self.plan(mini, micro_size, max_token_len)
+                micros = self._micro_batches(mini, {k: v[part] for k, v in on_device.items()}, plans)
+                for micro in micros:  # where it is in the update: a loss may depend on it
+                    micro.epoch, micro.mini_batch, micro.num_in_mini_batch = epoch, index, len(micros)
+                for k, v in self._train_mini_batch(micros, loss_fn, scale, request).items():
+                    history[k].append(v)
+                if local_updates and epoch == epochs - 1:
+                    self.end_training_step()
+        if not local_updates:
+            self.end_training_step()
         return {k: sum(v) / len(v) for k, v in history.items()}
 
     def loss_scale(self, mask: torch.Tensor, response_length: int) -> LossScale:

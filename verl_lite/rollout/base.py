@@ -51,6 +51,21 @@ class SamplingParams:
         return not self.do_sample or self.temperature == 0
 
 
+def sampling_params(rollout_cfg, validate: bool) -> SamplingParams:
+    """The rollout section's sampling (val_kwargs' for validation) as the backends take it."""
+    source = rollout_cfg.val_kwargs if validate else rollout_cfg
+    return SamplingParams(
+        n=source.n,
+        temperature=source.temperature,
+        top_k=source.top_k,
+        top_p=source.top_p,
+        do_sample=source.do_sample,
+        response_length=rollout_cfg.response_length,
+        ignore_eos=rollout_cfg.ignore_eos,
+        validate=validate,
+    )
+
+
 @dataclass(frozen=True)
 class TokenRequest:
     """One generation of a multi-turn rollout (n = 1): its prompt ids, at most `max_tokens` new ones."""
@@ -234,3 +249,14 @@ def compute_logprob_diff_metrics(
         "rollout/actor_logprob_abs_diff_max": diff.max().item(),
         "rollout/actor_logprob_abs_diff_mean": diff.mean().item(),
     }
+
+
+def generate_round(
+    rollout: Rollout, requests: list[tuple[list[int], int, int]], params: SamplingParams
+) -> list:
+    """One round of the V1 async trainers' partial rollouts on one rank: each request (prompt ids +
+    the tokens its trajectory has so far, the tokens to generate at most, its key) in one engine
+    call; (token ids, their log-probs, stop reason) each."""
+    mine = [TokenRequest(tuple(ids), budget, params, (key,)) for ids, budget, key in requests]
+    results, _ = rollout.generate_requests(mine, rollout.next_call(False))
+    return [(r.token_ids, r.log_probs, r.stop_reason) for r in results]

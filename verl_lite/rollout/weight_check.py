@@ -94,9 +94,14 @@ class SyncCheck:
     def __call__(self, base: bool, sync: int, version: int) -> dict[str, float]:
         """Check the adapter (LoRA) and, if `base`, the base weights (all of them without LoRA).
         `sync`: the number of syncs so far, `version`: the actor's updates so far (for the message)."""
-        adapter = self.lora
-        base = base or not self.lora
+        adapter, base = self.lora, base or not self.lora
         landed = self.rollout.landed_fingerprints(base=base, adapter=adapter)
+        expected = self.expected(landed, base, adapter)
+        return compare(landed, expected, sync, version, f"{self.backend} rollout", self.warned)
+
+    def expected(self, landed: dict, base: bool, adapter: bool) -> Expected:
+        """The trainer's side of a check, for the engine parameters `landed` describes (their forms:
+        the fingerprints in it are not read), from the trainer's shards (every rank together)."""
         forms: dict[str, tuple[torch.dtype, float, torch.dtype | None]] = {}
         adapter_parts = set(self.adapter_names.values())
         for entry in landed.values():
@@ -112,36 +117,55 @@ class SyncCheck:
             self.sent_name(n)
             for n in (self.base_names if base else set()) | (set(self.adapter_names) if adapter else set())
         }
-        covered, unpaired, bad = set(), [], []
-        for name, entry in landed.items():
-            if not all(p in trainer for p in entry.parts):
-                unpaired.append(name)
-                continue
-            covered.update(entry.parts)
-            expected = sum((trainer[p] for p in entry.parts), torch.zeros(3, dtype=torch.float64))
-            if not agree(expected, entry.fingerprint):
-                bad.append((name, entry, expected))
-        unverified = sorted(set(unpaired) | (selected - covered))
-        if bad:
-            name, entry, expected = bad[0]
-            parts = "+".join(entry.parts)
-            raise WeightSyncMismatch(
-                f"weight sync {sync} (actor version {version}, {self.backend} rollout) did not arrive: "
-                f"the engine's {name} does not hold the trainer's {parts} "
-                f"(sum {entry.fingerprint[0].item():.9g} vs {expected[0].item():.9g}, "
-                f"{len(bad)} of {len(landed)} parameters differ); the rollout would sample from stale "
-                "weights -- check that every sync reaches the engine that serves the requests "
-                "(Rollout.update_weights / update_adapter, a sleep that discarded them, the LoRA slot)"
-            )
-        new = [n for n in unverified if n not in self.warned]
-        if new:
-            self.warned.update(new)
-            print(
-                f"verl_lite: weight sync check ({self.backend}): {len(new)} parameters cannot be paired "
-                f"and are not verified: {', '.join(new[:8])}{' ...' if len(new) > 8 else ''}",
-                file=sys.stderr,
-            )
-        return {
-            "perf/weight_sync_verified_params": float(len(landed) - len(unpaired)),
-            "perf/weight_sync_unverified_params": float(len(unverified)),
-        }
+        return Expected(trainer, frozenset(selected))
+
+
+@dataclass(frozen=True)
+class Expected:
+    """The trainer's side of a check: each sent name's fingerprint, and the names the check covers."""
+
+    fingerprints: dict[str, torch.Tensor]
+    selected: frozenset[str]
+
+
+def compare(
+    landed: dict, expected: Expected, sync: int, version: int, where: str, warned: set[str]
+) -> dict[str, float]:
+    """The engine's parameters (`landed`, read where they are) against the trainer's (`expected`):
+    the first that differs stops the run (WeightSyncMismatch, one line); those that cannot be paired
+    are counted and named once on stderr (`warned`: the names said already). `where`: the engine,
+    for the message (e.g. 'vllm rollout')."""
+    trainer = expected.fingerprints
+    covered, unpaired, bad = set(), [], []
+    for name, entry in landed.items():
+        if not all(p in trainer for p in entry.parts):
+            unpaired.append(name)
+            continue
+        covered.update(entry.parts)
+        want = sum((trainer[p] for p in entry.parts), torch.zeros(3, dtype=torch.float64))
+        if not agree(want, entry.fingerprint):
+            bad.append((name, entry, want))
+    unverified = sorted(set(unpaired) | (expected.selected - covered))
+    if bad:
+        name, entry, want = bad[0]
+        parts = "+".join(entry.parts)
+        raise WeightSyncMismatch(
+            f"weight sync {sync} (actor version {version}, {where}) did not arrive: "
+            f"the engine's {name} does not hold the trainer's {parts} "
+            f"(sum {entry.fingerprint[0].item():.9g} vs {want[0].item():.9g}, "
+            f"{len(bad)} of {len(landed)} parameters differ); the rollout would sample from stale "
+            "weights -- check that every sync reaches the engine that serves the requests "
+            "(Rollout.update_weights / update_adapter, a sleep that discarded them, the LoRA slot)"
+        )
+    new = [n for n in unverified if n not in warned]
+    if new:
+        warned.update(new)
+        print(
+            f"verl_lite: weight sync check ({where}): {len(new)} parameters cannot be paired "
+            f"and are not verified: {', '.join(new[:8])}{' ...' if len(new) > 8 else ''}",
+            file=sys.stderr,
+        )
+    return {
+        "perf/weight_sync_verified_params": float(len(landed) - len(unpaired)),
+        "perf/weight_sync_unverified_params": float(len(unverified)),
+    }

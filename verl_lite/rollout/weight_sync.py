@@ -119,6 +119,49 @@ class MergedSync(_Sync):
             raise RuntimeError(f"lora.merge: no complete adapted layer for {sorted(held)[:4]}")
 
 
+class Outbox:
+    """The separate rollout group's engine as the trainer's syncs see it (verl 0.9's separate_async:
+    trainer/separate_async.py): FullSync, AdapterSync or MergedSync push into it as into an engine,
+    and it keeps what they sent, on the host, for the rollout group to load (`take`). Every trainer
+    rank iterates a sync together (the gathers are collectives); only `keep` ranks hold the tensors.
+    `weights_loaded`: whether the group's engines hold base weights (a LoRA sync sends the base
+    only when they do not)."""
+
+    def __init__(self, keep: bool, weights_loaded: bool):
+        self.keep, self.weights_loaded, self.sent = keep, weights_loaded, []
+
+    def update_weights(self, named_tensors) -> dict[str, float]:
+        tensors, size = [], 0
+        for name, tensor in named_tensors:
+            size += tensor.numel() * tensor.element_size()
+            if self.keep:
+                tensors.append((name, tensor.detach().to("cpu", copy=True)))
+        self.sent.append(("weights", tensors))
+        self.weights_loaded = True
+        return {"update_weights_gb": size / 1024**3}
+
+    def update_adapter(self, tensors: dict[str, torch.Tensor], config: dict) -> dict[str, float]:
+        size = sum(t.numel() * t.element_size() for t in tensors.values())
+        kept = {k: t.detach().to("cpu", copy=True) for k, t in tensors.items()} if self.keep else {}
+        self.sent.append(("adapter", kept, config))
+        return {"update_weights_gb": size / 1024**3}
+
+    def take(self) -> list:
+        sent, self.sent = self.sent, []
+        return sent
+
+
+def deliver(sent: list, rollout) -> dict[str, float]:
+    """What an Outbox kept, loaded into a rollout engine in the order it was sent."""
+    gb = 0.0
+    for item in sent:
+        if item[0] == "weights":
+            gb += rollout.update_weights(iter(item[1]))["update_weights_gb"]
+        else:
+            gb += rollout.update_adapter(item[1], item[2])["update_weights_gb"]
+    return {"update_weights_gb": gb}
+
+
 class RolloutWeights:
     """The actor's weights version, the one the rollout was synced to, and the rollout's device memory
     around them: the worker's whole policy, so it is tested without an engine (tests/rollout)."""

@@ -57,11 +57,18 @@ class RayResourcePool:
         use_gpu: bool,
         ready_timeout_s: float = 120.0,
         max_colocate_count: int = 1,
+        share_node_with: int = 0,
+        what: str = "trainer",
     ):
+        """`share_node_with`: workers of another pool on the same nodes (separate_async's rollout
+        group beside the trainer's), which a CPU node's share counts in; `what`: the keys that size
+        it, for the message (trainer: trainer.nnodes / n_gpus_per_node)."""
         self.nnodes, self.n_workers_per_node, self.use_gpu = nnodes, n_workers_per_node, use_gpu
         self.max_colocate_count = max_colocate_count
         self.cpus_per_node = self._cpus_per_node()
-        self.bundle = dev.ray_worker_resources(n_workers_per_node, self.cpus_per_node, use_gpu)
+        self.workers_on_node = n_workers_per_node + share_node_with
+        self.bundle = dev.ray_worker_resources(self.workers_on_node, self.cpus_per_node, use_gpu)
+        self.rollout_pool: RayResourcePool | None = None  # separate_async's rollout group, released with it
         self.placement_groups = [
             placement_group([dict(self.bundle)] * n_workers_per_node, strategy="STRICT_PACK")
             for _ in range(nnodes)
@@ -71,9 +78,9 @@ class RayResourcePool:
         except GetTimeoutError as e:
             self.release()
             raise RuntimeError(
-                f"Ray could not place trainer.nnodes={nnodes} x trainer.n_gpus_per_node={n_workers_per_node} "
+                f"Ray could not place {what}.nnodes={nnodes} x {what}.n_gpus_per_node={n_workers_per_node} "
                 f"workers of {self.bundle} each within {ready_timeout_s:.0f}s; cluster has "
-                f"{ray.cluster_resources()}. Lower trainer.nnodes / trainer.n_gpus_per_node or add nodes."
+                f"{ray.cluster_resources()}. Lower {what}.nnodes / {what}.n_gpus_per_node or add nodes."
             ) from e
 
     @staticmethod
@@ -118,6 +125,8 @@ class RayResourcePool:
         for pg in self.placement_groups:
             remove_placement_group(pg)
         self.placement_groups = []
+        if self.rollout_pool is not None:
+            self.rollout_pool.release()
 
 
 def run_environ() -> dict[str, str]:
@@ -132,9 +141,7 @@ def worker_env(pool: RayResourcePool, environ: dict[str, str]) -> dict[str, str]
     win over the job's runtime_env in Ray, so each of these takes the value `environ` (run_environ)
     sets, where it sets one: a run's ray_init.runtime_env.env_vars reach the workers as written."""
     requested = dev.requested_threads(environ)  # OMP_NUM_THREADS, from the shell or the runtime_env
-    threads = str(
-        dev.worker_num_threads(pool.n_workers_per_node, pool.cpus_per_node, pool.use_gpu, requested)
-    )
+    threads = str(dev.worker_num_threads(pool.workers_on_node, pool.cpus_per_node, pool.use_gpu, requested))
     return {
         "VERL_LITE_NUM_THREADS": threads,
         "OMP_NUM_THREADS": threads,

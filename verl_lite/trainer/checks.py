@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from verl_lite.agent_loop.registry import SINGLE_TURN
 from verl_lite.algos import ADV_ESTIMATORS
-from verl_lite.config.common import trainer_mode
+from verl_lite.config.common import trainer_mode, updates_per_step
 from verl_lite.data.rlhf_dataset import EpochSampler, RLHFDataset, agent_field
 from verl_lite.engine.checkpoint import CONTENTS
 from verl_lite.trainer.checkpoint import linked_step_folders, resume_problems
@@ -86,37 +86,83 @@ def _generation_batch(cfg: PPOTrainerConfig, run: Run) -> list[str]:
     return []
 
 
-ASYNC = "trainer.v1.trainer_mode=colocate_async"
+ASYNC_MODES = ("colocate_async", "separate_async")
 
 
 def _trainer_mode(cfg: PPOTrainerConfig, run: Run) -> list[str]:
-    """What colocate_async (trainer/colocate_async.py) does not serve yet, named with the fix."""
-    if trainer_mode(cfg) != "colocate_async":
+    """What the async modes (trainer/colocate_async.py, trainer/separate_async.py) do not serve yet,
+    and separate_async's rollout group and invariant, named with the fix."""
+    mode = trainer_mode(cfg)
+    if mode not in ASYNC_MODES:
         return []
-    problems = []
+    named, problems = f"trainer.v1.trainer_mode={mode}", []
     if cfg.algorithm.filter_groups.enable:
         problems.append(
-            f"{ASYNC} with algorithm.filter_groups.enable=True: DAPO's eviction and refill of filtered groups "
+            f"{named} with algorithm.filter_groups.enable=True: DAPO's eviction and refill of filtered groups "
             "in the replay buffer is not in verl_lite yet; use trainer.v1.trainer_mode=sync for DAPO"
         )
     if "gen_max" in ADV_ESTIMATORS.spec(cfg.algorithm.adv_estimator).phases:
         problems.append(
-            f"{ASYNC} with algorithm.adv_estimator={cfg.algorithm.adv_estimator}: its greedy baseline is "
+            f"{named} with algorithm.adv_estimator={cfg.algorithm.adv_estimator}: its greedy baseline is "
             "generated beside the sampled responses of the same weights; use trainer.v1.trainer_mode=sync"
         )
     r = cfg.actor_rollout_ref.rollout
     if r.multi_turn.enable or r.agent.default_agent_loop != SINGLE_TURN:
         problems.append(
-            f"{ASYNC} with multi-turn agent loops (rollout.multi_turn.enable or rollout.agent."
+            f"{named} with multi-turn agent loops (rollout.multi_turn.enable or rollout.agent."
             "default_agent_loop): partial multi-turn trajectories are not in verl_lite yet; use "
             "trainer.v1.trainer_mode=sync"
+        )
+    return problems + (_separate_async(cfg, run) if mode == "separate_async" else [])
+
+
+def _separate_async(cfg: PPOTrainerConfig, run: Run) -> list[str]:
+    """verl 0.9's separate_async: a rollout group with devices of its own, train_batch_size =
+    parameter_sync_step x ppo_mini_batch_size, and what its per-mini-batch updates cannot serve here."""
+    sa, r, t = cfg.trainer.v1.separate_async, cfg.actor_rollout_ref.rollout, cfg.trainer
+    problems, named = [], "trainer.v1.trainer_mode=separate_async"
+    mini, batch = cfg.actor_rollout_ref.actor.ppo_mini_batch_size, cfg.data.train_batch_size
+    if batch != sa.parameter_sync_step * mini:
+        problems.append(
+            f"{named}: data.train_batch_size={batch} must equal trainer.v1.separate_async.parameter_sync_step="
+            f"{sa.parameter_sync_step} x actor_rollout_ref.actor.ppo_mini_batch_size={mini} (one local update "
+            f"per mini-batch between weight syncs, verl's invariant); set data.train_batch_size="
+            f"{sa.parameter_sync_step * mini} or parameter_sync_step to train_batch_size / ppo_mini_batch_size"
+        )
+    for key, value in (("nnodes", r.nnodes), ("n_gpus_per_node", r.n_gpus_per_node)):
+        if value is None or value < 1:
+            problems.append(
+                f"{named} with actor_rollout_ref.rollout.{key}={value}: the rollout group has no devices; "
+                f"give it its own (e.g. actor_rollout_ref.rollout.nnodes=1 actor_rollout_ref.rollout."
+                "n_gpus_per_node=1) beside trainer.n_gpus_per_node"
+            )
+    if not problems and run.use_gpu and t.nnodes == 1 and r.nnodes == 1:
+        wanted = (t.n_gpus_per_node or 0) + r.n_gpus_per_node
+        if wanted > run.num_gpus:
+            problems.append(
+                f"{named}: trainer.n_gpus_per_node={t.n_gpus_per_node} + actor_rollout_ref.rollout."
+                f"n_gpus_per_node={r.n_gpus_per_node} GPUs on one node, which has {run.num_gpus}: no devices "
+                "are left for the rollout group; lower one of them so the two fit"
+            )
+    if run.critic:
+        problems.append(
+            f"{named} with a critic (algorithm.adv_estimator={cfg.algorithm.adv_estimator}): verl computes "
+            "each mini-batch's values after the previous mini-batch's critic update, which is not in "
+            "verl_lite yet; use an estimator without a critic (e.g. grpo) or trainer.v1.trainer_mode="
+            "colocate_async"
+        )
+    if cfg.algorithm.use_kl_in_reward and cfg.algorithm.kl_ctrl.type == "adaptive":
+        problems.append(
+            f"{named} with algorithm.use_kl_in_reward=True and algorithm.kl_ctrl.type=adaptive: verl moves "
+            "the KL coefficient between the mini-batches of a step, which is not in verl_lite yet; use "
+            "algorithm.kl_ctrl.type=fixed or trainer.v1.trainer_mode=colocate_async"
         )
     return problems
 
 
 def check_async_rows(cfg: PPOTrainerConfig, run: Run, train: RLHFDataset, val) -> list[str]:
-    """colocate_async runs single-turn rows only (so far): a row naming another agent loop is refused."""
-    if trainer_mode(cfg) != "colocate_async":
+    """The async modes run single-turn rows only (so far): a row naming another agent loop is refused."""
+    if trainer_mode(cfg) not in ASYNC_MODES:
         return []
     default = cfg.actor_rollout_ref.rollout.agent.default_agent_loop
     rows = [i for i, r in enumerate(train.rows) if (agent_field(r, "agent_name") or default) != SINGLE_TURN]
@@ -124,7 +170,8 @@ def check_async_rows(cfg: PPOTrainerConfig, run: Run, train: RLHFDataset, val) -
         return []
     return [
         f"{train.where(rows[0])} (and {len(rows) - 1} more rows) names agent loop "
-        f"{agent_field(train.rows[rows[0]], 'agent_name')!r}: {ASYNC} runs single-turn rows only so far; "
+        f"{agent_field(train.rows[rows[0]], 'agent_name')!r}: trainer.v1.trainer_mode={trainer_mode(cfg)} "
+        "runs single-turn rows only so far; "
         "use trainer.v1.trainer_mode=sync"
     ]
 
@@ -148,6 +195,7 @@ def resolve_training_steps(cfg: PPOTrainerConfig, run: Run, train: RLHFDataset, 
     steps = len(EpochSampler(len(train), d.gen_batch_size, d.shuffle, d.seed)) * t.total_epochs
     if t.total_training_steps is not None:
         steps = min(steps, t.total_training_steps)
-    cfg.actor_rollout_ref.actor.optim.total_training_steps = steps
+    # separate_async: parameter_sync_step local updates a step, the LR schedule counting each (verl's)
+    cfg.actor_rollout_ref.actor.optim.total_training_steps = steps * updates_per_step(cfg)
     cfg.critic.optim.total_training_steps = steps
     return []

@@ -63,6 +63,8 @@ def staleness_metrics(groups: list[Group], step: int) -> dict[str, float]:
 class ColocateAsync:
     """The gen phase of colocate_async: the replay buffer, the prompts it draws, the rounds."""
 
+    mode = "colocate_async"  # the prefix of its own metrics
+
     def __init__(
         self, config: PPOTrainerConfig, workers, dataset: RLHFDataset, sampler: EpochSampler, tokenizer
     ):
@@ -119,6 +121,14 @@ class ColocateAsync:
             generate_s += self._round(unfinished, version=step - 1, metrics=metrics)
             rounds += 1
         groups = self.buffer.take(self.batch_size)
+        self._metrics(groups, evicted, step, metrics)
+        metrics["colocate_async/rounds"] = rounds
+        metrics["timing_s/generate_local"] = generate_s
+        return self._assembled(groups)
+
+    def _metrics(self, groups: list[Group], evicted: list[int], step: int, metrics: dict) -> None:
+        """verl's off-policy metrics of the batch taken at `step` (`evicted`: the ages of the groups
+        evicted meanwhile), and what is still in the buffer."""
         metrics.update(staleness_metrics(groups, step))
         if evicted:
             ages = np.array(evicted, dtype=float)
@@ -127,33 +137,37 @@ class ColocateAsync:
                 metrics[f"training/off_policy/evicted_samples_staleness/{stat}"] = float(
                     getattr(ages, stat)()
                 )
-        metrics["colocate_async/rounds"] = rounds
-        metrics["colocate_async/groups_in_flight"] = len(self.buffer.groups)
-        metrics["colocate_async/partial_trajectories"] = sum(
+        metrics[f"{self.mode}/groups_in_flight"] = len(self.buffer.groups)
+        metrics[f"{self.mode}/partial_trajectories"] = sum(
             bool(t.tokens) for g in self.buffer.groups for t in g.trajectories if not t.done
         )
-        metrics["timing_s/generate_local"] = generate_s
-        return self._assembled(groups)
 
     def _round(self, unfinished, version: int, metrics: dict) -> float:
         """Every unfinished trajectory a few more tokens, spread over the ranks; the slowest rank's seconds."""
-        world = self.workers.actor_rollout_wg.world_size
-        per_rank: list[list] = [[] for _ in range(world)]
-        placed = []
-        for k, (group, trajectory) in enumerate(unfinished):
-            budget = min(self.chunk, self.response_length - len(trajectory.tokens))
-            per_rank[k % world].append((group.prompt_ids + trajectory.tokens, budget, self.next_key))
-            placed.append((k % world, len(per_rank[k % world]) - 1, trajectory))
-            self.next_key += 1
-        out = self.workers.actor_rollout_wg.generate_round(per_rank)
-        for rank, i, trajectory in placed:
-            tokens, log_probs, reason = out[rank]["results"][i]
-            done = reason == "eos" or len(trajectory.tokens) + len(tokens) >= self.response_length
-            trajectory.extend(list(tokens), list(log_probs), version, done)
+        out, placed = self._request_round(self.workers.actor_rollout_wg, unfinished)
+        self._apply_round(out, placed, version)
         for key, value in out[0]["metrics"].items():  # a weight sync and its check: the first round's
             if key != "timing_s/generate_local":
                 metrics[key] = metrics.get(key, 0.0) + value
         return max(o["metrics"]["timing_s/generate_local"] for o in out)
+
+    def _request_round(self, group, unfinished) -> tuple[list[dict], list]:
+        """One engine call per rank of `group` (generate_round) for `unfinished`, spread over its ranks."""
+        world = group.world_size
+        per_rank: list[list] = [[] for _ in range(world)]
+        placed = []
+        for k, (g, trajectory) in enumerate(unfinished):
+            budget = min(self.chunk, self.response_length - len(trajectory.tokens))
+            per_rank[k % world].append((g.prompt_ids + trajectory.tokens, budget, self.next_key))
+            placed.append((k % world, len(per_rank[k % world]) - 1, trajectory))
+            self.next_key += 1
+        return group.generate_round(per_rank), placed
+
+    def _apply_round(self, out: list[dict], placed: list, version: int) -> None:
+        for rank, i, trajectory in placed:
+            tokens, log_probs, reason = out[rank]["results"][i]
+            done = reason == "eos" or len(trajectory.tokens) + len(tokens) >= self.response_length
+            trajectory.extend(list(tokens), list(log_probs), version, done)
 
     def _assembled(self, groups: list[Group]) -> tuple[DataProto, DataProto]:
         prompts = self.dataset.collate([g.index for g in groups])

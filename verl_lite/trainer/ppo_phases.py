@@ -45,6 +45,7 @@ from verl_lite.trainer.dump import Generations, dump_jsonl
 from verl_lite.trainer.dynamic_sampling import collect_kept_groups
 from verl_lite.trainer.rollout_inputs import rollout_inputs
 from verl_lite.trainer.rollout_prefetch import QueuedRollout, peek_next_indices
+from verl_lite.trainer.separate_async import SeparateAsync
 from verl_lite.trainer.worker_setup import WorkerSet
 
 MODEL_INPUTS = ["input_ids", "attention_mask", "position_ids", "responses"]
@@ -91,11 +92,14 @@ class StepPhases:
         bypass = alg.rollout_correction.bypass_mode
         self.old_log_prob_pass = read_before if bypass else not self.old_log_probs_in_update
         # DAPO's next generation depends on this step's kept groups: no early queueing there
-        # verl 0.9's colocate_async: the gen phase draws from a replay buffer (colocate_async.py)
-        self.colocate = None
-        if trainer_mode(config) == "colocate_async":
-            self.colocate = ColocateAsync(config, workers, dataset, sampler, tokenizer)
-        self.prefetch_rollouts = not alg.filter_groups.enable and self.colocate is None
+        # verl 0.9's async modes: the gen phase draws from a replay buffer (colocate_async.py, and
+        # separate_async.py with a rollout group of its own)
+        mode = trainer_mode(config)
+        self.replay = {"colocate_async": ColocateAsync, "separate_async": SeparateAsync}.get(mode)
+        if self.replay is not None:
+            self.replay = self.replay(config, workers, dataset, sampler, tokenizer)
+        self.separate = self.replay if mode == "separate_async" else None
+        self.prefetch_rollouts = not alg.filter_groups.enable and self.replay is None
         self.queued_rollout: QueuedRollout | None = None
         self.num_prefetched_rollouts = 0
 
@@ -105,9 +109,7 @@ class StepPhases:
         and those the advantage estimator's spec names (e.g. ReMax's gen_max)."""
         alg, t = self.config.algorithm, self.config.trainer
         filtered = alg.filter_groups.enable
-        gen = (
-            self._generate_filtered if filtered else self._generate_async if self.colocate else self._generate
-        )
+        gen = self._generate_filtered if filtered else self._generate_async if self.replay else self._generate
         available = {
             "gen": gen,
             "gen_max": self._remax_baseline,
@@ -119,6 +121,7 @@ class StepPhases:
             "adv": self._advantage,
             "update_critic": self._update_critic,
             "update_actor": self._update_actor,
+            "sync_rollout": self._sync_rollout,
             "dump_rollout_generations": self._dump_rollout,
         }
         wanted = {"gen", "adv", "update_actor", *self.adv_spec.phases}
@@ -127,7 +130,11 @@ class StepPhases:
         wanted |= set() if filtered else {"reward"}  # dynamic sampling scores as it generates
         wanted |= {"values", "update_critic"} if self.workers.use_critic else set()
         wanted |= {"kl_reward"} if alg.use_kl_in_reward else set()
+        wanted |= {"sync_rollout"} if self.separate else set()
         wanted |= {"dump_rollout_generations"} if t.rollout_data_dir else set()
+        if self.separate:  # verl 0.9 runs them per local update: a batch statistic is its mini-batch's
+            for name in ("rollout_corr", "adv"):
+                available[name] = self._per_local_update(available[name])
         unknown = sorted(wanted - available.keys())
         if unknown:
             raise ValueError(
@@ -135,6 +142,26 @@ class StepPhases:
                 f"trainer does not have; it has {list(available)}"
             )
         return [(name, phase) for name, phase in available.items() if name in wanted]
+
+    def _per_local_update(self, phase):
+        """separate_async: `phase` over each local update's mini-batch on its own (ppo_mini_batch_size
+        prompts' rows, consecutive as update_actor splits them), as verl 0.9 runs every phase after
+        the sample per mini-batch: an estimator's whitening or a rejection's batch statistic is the
+        mini-batch's. Its metrics are the mean over the mini-batches (verl's aggregation)."""
+        cfg = self.config.actor_rollout_ref
+        rows = cfg.actor.ppo_mini_batch_size * cfg.rollout.n
+
+        def per_mini_batch(batch: DataProto, metrics: dict) -> DataProto:
+            parts, seen = [], {}
+            for part in batch.split(rows):
+                mine: dict = {}
+                parts.append(phase(part, mine))
+                for key, value in mine.items():
+                    seen.setdefault(key, []).append(value)
+            metrics.update({k: float(np.mean(v)) for k, v in seen.items()})
+            return DataProto.concat(parts)
+
+        return per_mini_batch
 
     # --- prompts ------------------------------------------------------------------------------------
     def prompts(self, indices: list[int]) -> DataProto:
@@ -185,10 +212,15 @@ class StepPhases:
         return expanded.union(gen)
 
     def _generate_async(self, batch: DataProto, metrics: dict) -> DataProto:
-        """colocate_async: this step's prompts join the replay buffer; the batch is the groups that
-        finished first (colocate_async.py)."""
-        prompts, gen = self.colocate.generate(batch, self.step, metrics)
+        """The async modes: this step's prompts join the replay buffer; the batch is the groups that
+        finished first (colocate_async.py, separate_async.py)."""
+        prompts, gen = self.replay.generate(batch, self.step, metrics)
         return self._with_responses(prompts, gen)
+
+    def _sync_rollout(self, batch: DataProto, metrics: dict) -> DataProto:
+        """separate_async: the updated weights to the rollout group, checked where they landed."""
+        self.separate.push_weights(self.step, metrics)
+        return batch
 
     def generate_follows_gen(self) -> bool:
         """The gen phase's generate: DAPO may generate further batches after scoring these; ReMax's

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from verl_lite.agent_loop.metrics import FailingToolReport, compute_agent_loop_metrics
 from verl_lite.algos.kl_ctrl import build_kl_controller
+from verl_lite.config.common import updates_per_step
 from verl_lite.config.freeze import is_frozen
 from verl_lite.config.run import Run
 from verl_lite.config.schema import PPOTrainerConfig
@@ -93,7 +94,8 @@ class RayPPOTrainer:
             len(train_dataset), config.data.gen_batch_size, config.data.shuffle, config.data.seed
         )
         # resolved at start-up from the data (trainer/checks.resolve_training_steps)
-        self.total_training_steps = config.actor_rollout_ref.actor.optim.total_training_steps
+        optim_steps = config.actor_rollout_ref.actor.optim.total_training_steps
+        self.total_training_steps = optim_steps // updates_per_step(config)
         self.kl_ctrl = None
         self.report_failing_tools = FailingToolReport()  # a tool failing in every call: said once
         if alg.use_kl_in_reward:
@@ -120,6 +122,8 @@ class RayPPOTrainer:
         self.workers.init_workers()
 
     def shutdown(self) -> None:
+        if self.step_phases.separate is not None:
+            self.step_phases.separate.stop()
         self.workers.shutdown()
         self.checkpoint.discard_failed()  # a failed save's folder, once no worker writes into it
 
@@ -130,8 +134,11 @@ class RayPPOTrainer:
         last_val: dict[str, float] = {}
         with trainer_phase("load_checkpoint", self.global_steps):
             self.global_steps = self.checkpoint.load(
-                self.workers.checkpoint_wgs, self.sampler, self.kl_ctrl, self.step_phases.colocate
+                self.workers.checkpoint_wgs, self.sampler, self.kl_ctrl, self.step_phases.replay
             )
+        if self.step_phases.separate is not None:  # separate_async: the rollout group's weights, its thread
+            with trainer_phase("sync_rollout", self.global_steps):
+                self.step_phases.separate.start(self.global_steps)
         if t.val_before_train and self.val_dataset is not None:
             last_val = self._timed("testing", self._validate)
             tracker.log(last_val, step=self.global_steps)
@@ -215,8 +222,8 @@ class RayPPOTrainer:
         return validate(self.config, self.workers, *args)
 
     def _save(self) -> None:
-        wgs, colocate = self.workers.checkpoint_wgs, self.step_phases.colocate
-        self.checkpoint.save(self.global_steps, wgs, self.sampler, self.kl_ctrl, colocate)
+        wgs, replay = self.workers.checkpoint_wgs, self.step_phases.replay
+        self.checkpoint.save(self.global_steps, wgs, self.sampler, self.kl_ctrl, replay)
 
     # --- its parts' state, as callers read it ---------------------------------------------------------
     resume_path = property(lambda self: self.checkpoint.resume_path)

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import logging
 
-from verl_lite.config.common import dp_size
+from verl_lite.config.common import dp_size, trainer_mode
 from verl_lite.config.run import Run
 from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.single_controller import RayResourcePool, RayWorkerGroup
 from verl_lite.workers.actor_rollout_ref import ActorRolloutRefWorker
 from verl_lite.workers.critic import CriticWorker
 from verl_lite.workers.reward_model import RewardModelWorker
+from verl_lite.workers.rollout_worker import RolloutWorker
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +34,21 @@ def reserve_slots(config: PPOTrainerConfig, run: Run) -> tuple[RayResourcePool, 
     available host memory) in GiB, measured before any worker exists, when trainer.auto_offload or
     roles sharing a GPU plan with them (else []): what start-up makes the config final with."""
     t, groups = config.trainer, colocated_groups(config, run)
-    pool = RayResourcePool(t.nnodes, t.n_gpus_per_node, run.use_gpu, max_colocate_count=groups)
+    r = config.actor_rollout_ref.rollout
+    separate = trainer_mode(config) == "separate_async"  # its rollout group: slots of its own
+    beside = r.n_gpus_per_node if separate else 0
+    pool = RayResourcePool(
+        t.nnodes, t.n_gpus_per_node, run.use_gpu, max_colocate_count=groups, share_node_with=beside
+    )
     try:
+        if separate:
+            pool.rollout_pool = RayResourcePool(
+                r.nnodes,
+                r.n_gpus_per_node,
+                run.use_gpu,
+                share_node_with=t.n_gpus_per_node,
+                what="actor_rollout_ref.rollout",
+            )
         return pool, (pool.memory_gb() if t.auto_offload or (run.use_gpu and groups > 1) else [])
     except BaseException:
         pool.release()
@@ -51,6 +65,8 @@ class WorkerSet:
         self.world_size, self.pool = run.world, pool
         self.actor_rollout_wg: RayWorkerGroup | None = None
         self.critic_wg = self.rm_wg = None
+        self.rollout_wg: RayWorkerGroup | None = None  # separate_async's rollout group
+        self.rollout_info: list[dict] = []
         self.checkpoint_wgs: dict[str, RayWorkerGroup] = {}
 
     def init_workers(self) -> None:
@@ -81,6 +97,10 @@ class WorkerSet:
             self.rm_wg = RayWorkerGroup(
                 self.pool, RewardModelWorker, self.config.reward_model, t.dist_timeout_s, name="reward_model"
             )
+        rollout_pool = self.pool.rollout_pool
+        if rollout_pool is not None:  # separate_async: the standalone rollout group
+            args = (self.config.actor_rollout_ref, t.dist_timeout_s)
+            self.rollout_wg = RayWorkerGroup(rollout_pool, RolloutWorker, *args, name="rollout")
         # log-probs and updates go to data-parallel ranks: a sequence-parallel group shares its rows
         self.actor_rollout_wg.set_data_layout("actor", self.world_size // dp_size(self.config, "actor"))
         info = self.actor_rollout_wg.init_model()
@@ -103,6 +123,14 @@ class WorkerSet:
         if self.rm_wg is not None:
             info = self.rm_wg.init_model()
             log.info("reward model ready: %d workers, %s params", self.world_size, info[0]["num_params"])
+        if self.rollout_wg is not None:
+            self.rollout_info = self.rollout_wg.init_model()
+            log.info(
+                "rollout group ready: %d x %s rollout (separate_async); weights reach it through Ray's "
+                "object store, checked after every sync",
+                self.rollout_wg.world_size,
+                self.config.actor_rollout_ref.rollout.name,
+            )
 
     def keep_rollout(self, scores_between: bool, surely_generate: bool) -> bool:
         """Whether a generate's rollout may keep its device memory (and so its weights: no sync for
@@ -115,7 +143,7 @@ class WorkerSet:
         return surely_generate or self.critic_wg is None
 
     def shutdown(self) -> None:
-        for group in (self.critic_wg, self.rm_wg, self.actor_rollout_wg):
+        for group in (self.rollout_wg, self.critic_wg, self.rm_wg, self.actor_rollout_wg):
             if group is not None:
                 group.shutdown()
         if self.pool is not None:

@@ -95,10 +95,13 @@ class PPOActor:
         response_length: int,
         temperature: float,
         rollout_correction=None,
+        local_updates: bool = False,
     ):
         """`rollout_correction`: algorithm.rollout_correction; its bypass mode replaces the policy loss
-        (algos/policy_loss_bypass.py). Decoupled mode's weights arrive with the batch."""
-        self.engine, self.cfg = engine, cfg
+        (algos/policy_loss_bypass.py). Decoupled mode's weights arrive with the batch.
+        `local_updates`: verl 0.9's separate_async, where each mini-batch is an update of its own
+        (engine.update's `local_updates`)."""
+        self.engine, self.cfg, self.local_updates = engine, cfg, local_updates
         self.response_length, self.temperature = response_length, temperature
         spec = POLICY_LOSSES.spec(cfg.policy_loss.loss_mode)
         self.policy_loss, self.policy_loss_kwargs = spec.fn, POLICY_LOSSES.read_keys(spec, cfg)
@@ -233,6 +236,7 @@ class PPOActor:
             epochs=cfg.ppo_epochs,
             response_length=norm_length(cfg, self.response_length),
             request=self.request,
+            local_updates=self.local_updates,
         )
         out = {k if k.startswith(PREFIX) else f"actor/{k}": v for k, v in metrics.items()}
         if cfg.use_kl_loss:

@@ -23,6 +23,7 @@ import psutil
 import torch
 
 from verl_lite.algos.chunked_logprob import DEFAULT_CHUNK
+from verl_lite.config.common import trainer_mode
 from verl_lite.config.schema import ActorRolloutRefConfig
 from verl_lite.engine.checkpoint import load_engine, save_engine
 from verl_lite.engine.forward import TokenMath
@@ -33,9 +34,15 @@ from verl_lite.engine.parallelize import parse_dtype
 from verl_lite.engine.transfers import offload_metrics
 from verl_lite.protocol import DataProto
 from verl_lite.rollout import build_rollout
-from verl_lite.rollout.base import SamplingParams, TokenRequest, assemble, place_log_probs
+from verl_lite.rollout.base import (
+    SamplingParams,
+    assemble,
+    generate_round,
+    place_log_probs,
+    sampling_params,
+)
 from verl_lite.rollout.weight_check import SyncCheck
-from verl_lite.rollout.weight_sync import RolloutWeights, build_weight_sync
+from verl_lite.rollout.weight_sync import MergedSync, Outbox, RolloutWeights, build_weight_sync
 from verl_lite.single_controller import Dispatch, Worker, register
 from verl_lite.utils import device as dev
 from verl_lite.utils.hf_model import load_tokenizer
@@ -81,6 +88,7 @@ class ActorRolloutRefWorker(Worker):
         self.has_actor = role.startswith("actor")
         self.has_ref = role.endswith("ref")
         self.engines: dict[str, FSDPEngine] = {}
+        self.outbox, self.num_exports = None, 0  # separate_async's syncs to its rollout group
 
     @register(Dispatch.ONE_TO_ALL)
     def init_model(self) -> dict:
@@ -117,6 +125,9 @@ class ActorRolloutRefWorker(Worker):
                 self.response_length,
                 cfg.rollout.temperature,
                 rollout_correction=self.rollout_correction,
+                # separate_async: each mini-batch an update of its own (trainer/separate_async.py)
+                local_updates=self.trainer_config is not None
+                and trainer_mode(self.trainer_config) == "separate_async",
             )
             # after the FSDP2 engine, on every rank together: vLLM joins the existing process group
             self.rollout = build_rollout(cfg.rollout.name, cfg.model, cfg.rollout, self.tokenizer, self.rank)
@@ -177,18 +188,7 @@ class ActorRolloutRefWorker(Worker):
 
     # --- rollout ------------------------------------------------------------------------------------
     def _sampling(self, validate: bool) -> SamplingParams:
-        r = self.config.rollout
-        source = r.val_kwargs if validate else r
-        return SamplingParams(
-            n=source.n,
-            temperature=source.temperature,
-            top_k=source.top_k,
-            top_p=source.top_p,
-            do_sample=source.do_sample,
-            response_length=self.response_length,
-            ignore_eos=r.ignore_eos,
-            validate=validate,
-        )
+        return sampling_params(self.config.rollout, validate)
 
     def _sync_rollout_weights(self) -> dict[str, float]:
         """Sync the rollout's weights if due, then check them against the actor's if due (after
@@ -254,13 +254,50 @@ class ActorRolloutRefWorker(Worker):
         actor moved). The rollout keeps its memory for the next round; the next phase of the actor
         releases it."""
         metrics = self._sync_rollout_weights()
-        params = self._sampling(validate=False)
-        mine = [TokenRequest(tuple(ids), budget, params, (key,)) for ids, budget, key in requests]
         start = time.perf_counter()
-        results, _ = self.rollout.generate_requests(mine, self.rollout.next_call(False))
+        results = generate_round(self.rollout, requests, self._sampling(validate=False))
         self.weights.after_generate(True)
         metrics["timing_s/generate_local"] = time.perf_counter() - start
-        return {"results": [(r.token_ids, r.log_probs, r.stop_reason) for r in results], "metrics": metrics}
+        return {"results": results, "metrics": metrics}
+
+    @register(Dispatch.ONE_TO_ALL)
+    def export_weights(self, weights_loaded: bool) -> dict:
+        """verl 0.9's separate_async (trainer/separate_async.py): the actor's weights as a sync of this
+        hybrid engine sends them -- all of them, or with LoRA the adapter (and the base while the
+        rollout group's engines hold none, `weights_loaded`) -- kept on the host for the standalone
+        rollout group; which parts its check covers (`base`, `adapter`). Every rank takes part in the
+        gathers; rank 0's result holds the tensors."""
+        self._release_rollout()
+        if self.outbox is None:
+            self.outbox = Outbox(keep=self.rank == 0, weights_loaded=weights_loaded)
+            self.export_sync = build_weight_sync(
+                self.engines["actor"],
+                self.outbox,
+                self.weight_sync.bucket_bytes,
+                self.weight_sync.dtype,
+                merge=isinstance(self.weight_sync, MergedSync),
+            )
+        start = time.perf_counter()
+        stats = self.export_sync()
+        lora = self.weight_check.lora
+        base = not lora or self.num_exports == 0 or bool(stats.get("base_sent", 0.0))  # the first: all
+        self.num_exports += 1
+        return {
+            "sent": self.outbox.take() if self.rank == 0 else [],
+            "base": base,
+            "adapter": lora,
+            "metrics": {
+                "timing_s/update_weights": time.perf_counter() - start,
+                "perf/update_weights_gb": stats["update_weights_gb"],
+                "perf/update_weights_collectives": stats["update_weights_collectives"],
+            },
+        }
+
+    @register(Dispatch.ONE_TO_ALL)
+    def expected_weights(self, landed: dict, base: bool, adapter: bool):
+        """The trainer's side of the rollout group's check after a load (rollout/weight_check.py), for
+        the engine parameters `landed` describes, from the actor's shards (every rank together)."""
+        return self.weight_check.expected(landed, base=base, adapter=adapter)
 
     def _agent_loop_runner(self):
         if self.agent_loops is None:
