@@ -253,6 +253,8 @@ def swap(key: str, value: str, sizes: Sizes, reward_model_dir: str) -> str | Non
     if leaf.endswith("micro_batch_size_per_gpu") or leaf.endswith("micro_batch_size"):
         micro = sizes.micro if leaf.startswith("ppo_micro") else MICRO
         return str(micro if leaf.endswith("_per_gpu") else micro * WORKERS)  # deprecated: a global size
+    if key == f"{ARR}.rollout.n_gpus_per_node":  # separate_async's rollout group: as many as the trainer's
+        return str(min(_int(value, WORKERS), WORKERS))
     if leaf in ("tensor_model_parallel_size", "ulysses_sequence_parallel_size", "fsdp_size"):
         return str(min(_int(value, 1), WORKERS))  # fsdp_size=-1 (all workers) stays
     if key in (

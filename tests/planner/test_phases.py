@@ -11,7 +11,7 @@ from tests.helpers.model_configs import HALF_B, MLP, SEVEN_B, H, N, V
 from verl_lite import roles
 from verl_lite.engine.model_shape import read_shape
 from verl_lite.planner.cli import compose_config
-from verl_lite.planner.phases import PROCESS_OVERHEAD, plan_device
+from verl_lite.planner.phases import PROCESS_OVERHEAD, plan_device, plan_rollout_group
 from verl_lite.planner.request import GB, HEADROOM, MB, Choice, Request
 from verl_lite.rollout import ROLLOUTS, Backend
 from verl_lite.rollout.memory import RolloutMemory
@@ -99,6 +99,37 @@ def test_hf_keeps_a_full_copy_and_grows_a_kv_cache_while_generating(shape):
     kv_cache = 2 * 28 * 512 * sequences * 1024 * 2  # K and V, 28 layers, kv dim 512, bf16
     assert plan.phases["generate"] == plan.engines["actor"].resident + copy + kv_cache + sequences * V * 4
     assert plan.phases["update_actor"] == plan.engines["actor"].update + copy
+
+
+SEPARATE = (
+    "trainer.v1.trainer_mode=separate_async",
+    "trainer.v1.separate_async.parameter_sync_step=2",
+    "trainer.v1.separate_async.num_warmup_batches=1",
+    "trainer.n_gpus_per_node=4",
+    "actor_rollout_ref.rollout.nnodes=1",
+    "actor_rollout_ref.rollout.n_gpus_per_node=4",
+)
+
+
+def test_separate_async_plans_its_rollout_group_on_devices_of_its_own(shape):
+    """vLLM on the group's 4 GPUs: its share, never asleep, plus a process; the weights in transit on the
+    host; the trainer's devices plan as before (their hybrid engine validates)."""
+    cfg = config(*SEPARATE)
+    req = Request(cfg, shape, 4, DEVICE / GB, accelerator=True)
+    group = plan_rollout_group(req)
+    assert group.devices == 4 and group.generate == int(0.5 * DEVICE) + PROCESS_OVERHEAD
+    assert group.host_per_rank == N * 2  # bf16
+    assert plan_rollout_group(Request(config(), shape, 8, DEVICE / GB)) is None
+    # HF: the KV cache of every batch in flight (the step's and the warm-up one) over the group's 4 ranks
+    hf = config(
+        *SEPARATE,
+        "actor_rollout_ref.rollout.name=hf",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+    )
+    group = plan_rollout_group(Request(hf, shape, 4, DEVICE / GB, accelerator=True))
+    sequences = 2 * 64 * 4 // 4
+    kv_cache = 2 * 28 * 512 * sequences * 1024 * 2
+    assert group.generate == N * 2 + kv_cache + sequences * V * 4 + PROCESS_OVERHEAD
 
 
 def test_kl_in_the_reward_alone_builds_the_reference_as_the_trainer_does(shape):

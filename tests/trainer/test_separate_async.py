@@ -2,8 +2,8 @@
 HF rollout worker, each on a CPU of its own), one run SIGKILLed after its step-2 checkpoint and
 resumed: the rollout group generates while the trainer trains, every step's weights reach it and are
 checked where they landed, the batch trains on responses begun under older weights within the
-staleness bound, and the resumed run sends its restored weights to the group before generating
-(verl_lite/trainer/separate_async.py says how)."""
+staleness bound, the resumed run sends its restored weights to the group before generating, and
+validation generates on the group (verl_lite/trainer/separate_async.py says how)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,8 @@ SEPARATE = [
     "actor_rollout_ref.rollout.checkpoint_engine.backend=nccl",  # verl's script: the transport is Ray's here
     "actor_rollout_ref.actor.optim.lr_warmup_steps=8",  # the schedule moves with every local update
     "trainer.n_gpus_per_node=1",
-    "trainer.test_freq=-1",
+    "trainer.test_freq=4",  # validation generates on the rollout group (the trainer holds no rollout)
+    "data.val_max_samples=32",
     "trainer.save_freq=1",
 ]
 
@@ -68,3 +69,5 @@ def test_a_sigkilled_separate_async_run_resumes_and_syncs_its_restored_weights(k
     assert f"resumed from {ckpt.step_dir(os.path.abspath(out), killed_at)}" in output
     assert "rollout group ready: 1 x hf rollout (separate_async)" in output
     assert ckpt.latest_step(out) == 4
+    rows = _training_rows(out)
+    assert 0 <= rows[4]["val-core/verl_lite/arith/reward/mean@1"] <= 1

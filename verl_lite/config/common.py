@@ -27,6 +27,13 @@ def trainer_mode(cfg: PPOTrainerConfig) -> str:
     return cfg.trainer.v1.trainer_mode if cfg.trainer.use_v1 else "sync"
 
 
+def prompts_per_draw(cfg: PPOTrainerConfig) -> int:
+    """Prompts the trainer's sampler draws at a time: data.gen_batch_size (train_batch_size, or more
+    under DAPO), but train_batch_size under verl 0.9's async modes, which fetch prompts one at a time
+    into the replay buffer (verl sets gen_batch_size to 1 there: it changes no prompt or step)."""
+    return cfg.data.train_batch_size if trainer_mode(cfg) != "sync" else cfg.data.gen_batch_size
+
+
 def updates_per_step(cfg: PPOTrainerConfig) -> int:
     """Updates (LR schedule steps) per training step: separate_async's parameter_sync_step local
     updates (verl 0.9 sizes the LR schedule as total_training_steps x parameter_sync_step), else 1."""

@@ -16,8 +16,9 @@ from verl_lite.config.common import world_size
 from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.engine.model_shape import read_shape
 from verl_lite.errors import one_line
+from verl_lite.planner.phases import plan_rollout_group
 from verl_lite.planner.recommend import Row, label, plan_rows, recommend
-from verl_lite.planner.request import GB, Request
+from verl_lite.planner.request import GB, HEADROOM, Request
 from verl_lite.planner.role_engines import lora_fields
 from verl_lite.utils.table import Column, Table
 
@@ -126,6 +127,15 @@ def _plan(args, overrides: list[str]) -> int:
         "each process's CUDA context and NCCL buffers; host/node: offloaded state, or a model loading beside it"
     )
     print(format_table(plan_rows(req)))
+    group = plan_rollout_group(req)
+    if group is not None:  # separate_async: the rollout's own devices
+        fits = group.peak <= HEADROOM * req.device_bytes
+        print(
+            f"separate_async's rollout group: {group.devices} device(s) of {budget:.2f} GB, "
+            f"{cfg.actor_rollout_ref.rollout.name} only: {group.generate / GB:.3f} GB while generating, "
+            f"{group.sync / GB:.3f} GB while loading weights; host {group.host_per_rank / GB:.3f} GB per "
+            f"rank for the weights in transit; fits: {'yes' if fits else 'no'}"
+        )
     try:
         rec = recommend(req)
     except ValueError as e:

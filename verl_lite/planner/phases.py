@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from verl_lite.config.common import trainer_mode
+from verl_lite.engine.model_shape import DTYPE_BYTES
 from verl_lite.planner.engine_memory import EngineEstimate
 from verl_lite.planner.request import GB, HEADROOM, MB, Choice, Request
 from verl_lite.planner.role_engines import actor_estimate, log_prob_forward, role_engines
@@ -112,3 +114,33 @@ def colocated_idle_on_host(req: Request, actor: Choice) -> bool:
     if not req.accelerator or not (uses_critic(req.cfg) or req.cfg.reward_model.enable):
         return False
     return plan_device(req, actor, False).peak > HEADROOM * req.device_bytes
+
+
+@dataclass
+class RolloutGroupPlan:
+    """verl 0.9's separate_async rollout group (workers/rollout_worker.py): its devices, and what each
+    holds -- only a rollout engine, never asleep -- while it generates and while it loads weights;
+    host bytes per rank for the weights in transit (a full copy in the rollout's dtype, or the adapter)."""
+
+    devices: int
+    generate: int
+    sync: int
+    host_per_rank: int
+
+    @property
+    def peak(self) -> int:
+        return max(self.generate, self.sync)
+
+
+def plan_rollout_group(req: Request) -> RolloutGroupPlan | None:
+    """The rollout group's plan under separate_async (None in the other modes): the backend's memory
+    model on the group's own devices (its in-flight batches included), plus a process's overhead."""
+    if trainer_mode(req.cfg) != "separate_async":
+        return None
+    r = req.cfg.actor_rollout_ref.rollout
+    devices = r.nnodes * r.n_gpus_per_node
+    backend = ROLLOUTS.get(r.name)
+    group = backend.memory(Request(req.cfg, req.shape, devices, req.device_gb, req.host_gb, req.accelerator))
+    overhead = PROCESS_OVERHEAD if req.accelerator else 0
+    in_transit = req.shape.num_params * DTYPE_BYTES[r.dtype]
+    return RolloutGroupPlan(devices, group.generate + overhead, group.sync + overhead, in_transit)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from verl_lite.config.common import trainer_mode
 from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.engine.model_shape import ModelShape
 
@@ -33,6 +34,15 @@ class Request:
     def __post_init__(self):
         if self.accelerator is None:
             object.__setattr__(self, "accelerator", self.cfg.trainer.device != "cpu")
+
+    @property
+    def in_flight_batches(self) -> int:
+        """Batches of prompts one generate call may hold: 1, or under verl 0.9's async modes the step's
+        own and the warm-up batches (their rounds generate every unfinished response at once)."""
+        mode = trainer_mode(self.cfg)
+        if mode == "sync":
+            return 1
+        return 1 + getattr(self.cfg.trainer.v1, mode).num_warmup_batches
 
     @property
     def device_bytes(self) -> int:

@@ -260,3 +260,23 @@ def generate_round(
     mine = [TokenRequest(tuple(ids), budget, params, (key,)) for ids, budget, key in requests]
     results, _ = rollout.generate_requests(mine, rollout.next_call(False))
     return [(r.token_ids, r.log_probs, r.stop_reason) for r in results]
+
+
+def generate_single_turn(rollout: Rollout, batch: dict, params: SamplingParams, pad_id: int) -> dict:
+    """Left-padded prompts (`batch`: input_ids, attention_mask, position_ids) through the engine,
+    n responses each, assembled in verl's layout (with the rollout's log-probs when it gives them)."""
+    raw, raw_log_probs = rollout.generate_tokens(batch["input_ids"], batch["attention_mask"], params)
+    out = assemble(
+        batch["input_ids"],
+        batch["attention_mask"],
+        batch["position_ids"],
+        raw,
+        params.n,
+        params.response_length,
+        eos_id=rollout.stop_ids,  # every token the engine ends a response at
+        pad_id=pad_id,
+        stop_at_eos=not params.ignore_eos,
+    )
+    if raw_log_probs is not None:
+        out["rollout_log_probs"] = place_log_probs(raw_log_probs, out["response_mask"])
+    return out

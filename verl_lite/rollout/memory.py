@@ -14,7 +14,8 @@ config, the actor's model shape, the world, the device's bytes, GPU or CPU) and 
                   the merge is built, and a bucket of merged tensors); between rollouts nothing with free_cache_engine (sleep level 2), else its share
   vLLM on CPU     its weights and rollout.cpu_kv_cache_gb, always (no sleep mode)
   HF generate     a full copy of the weights, always, plus the KV cache of the rank's prompts x n at
-                  full length and one step's logits while it generates
+                  full length and one step's logits while it generates (under the async modes, of
+                  every batch in flight: Request.in_flight_batches)
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ def hf_memory(req: Request) -> RolloutMemory:
     r = cfg.actor_rollout_ref.rollout
     w = DTYPE_BYTES[r.dtype]
     weights = shape.num_params * w
-    sequences = max(1, cfg.data.train_batch_size * r.n // req.world)
+    sequences = max(1, cfg.data.train_batch_size * r.n * req.in_flight_batches // req.world)
     seq_len = r.prompt_length + r.response_length
     kv_cache = 2 * shape.layers * shape.kv_dim * sequences * seq_len * w
     return RolloutMemory(

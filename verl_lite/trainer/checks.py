@@ -5,11 +5,12 @@ applies; and, once the data is loaded, the run's training steps (a resolve step)
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from verl_lite.agent_loop.registry import SINGLE_TURN
 from verl_lite.algos import ADV_ESTIMATORS
-from verl_lite.config.common import trainer_mode, updates_per_step
+from verl_lite.config.common import prompts_per_draw, trainer_mode, updates_per_step
 from verl_lite.data.rlhf_dataset import EpochSampler, RLHFDataset, agent_field
 from verl_lite.engine.checkpoint import CONTENTS
 from verl_lite.trainer.checkpoint import linked_step_folders, resume_problems
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from verl_lite.config.schema import PPOTrainerConfig
 
 ARR = "actor_rollout_ref"
+log = logging.getLogger("verl_lite.config")
 
 
 def _checkpointing(cfg: PPOTrainerConfig, run: Run) -> list[str]:
@@ -71,6 +73,14 @@ def _generation_batch(cfg: PPOTrainerConfig, run: Run) -> list[str]:
     batches until train_batch_size prompts are kept, so only there may it differ."""
     d = cfg.data
     if d.gen_batch_size == d.train_batch_size:
+        return []
+    if trainer_mode(cfg) != "sync":  # verl 0.9's async modes fetch prompts one at a time (it sets 1)
+        log.info(
+            "data.gen_batch_size=%s has no effect under trainer.v1.trainer_mode=%s: prompts enter the replay "
+            "buffer one at a time, data.train_batch_size a step (verl 0.9 sets gen_batch_size to 1 there)",
+            d.gen_batch_size,
+            trainer_mode(cfg),
+        )
         return []
     if not cfg.algorithm.filter_groups.enable:
         return [
@@ -190,9 +200,10 @@ def resolve_training_steps(cfg: PPOTrainerConfig, run: Run, train: RLHFDataset, 
     whole generation batches, capped by trainer.total_training_steps. The trainer's loop runs that
     many steps and the LR schedules span them (verl fills optim.total_training_steps the same way)."""
     d, t = cfg.data, cfg.trainer
-    if d.gen_batch_size > len(train):
+    draw = prompts_per_draw(cfg)
+    if draw > len(train):
         return []  # no whole batch: the DATASETS checks name it
-    steps = len(EpochSampler(len(train), d.gen_batch_size, d.shuffle, d.seed)) * t.total_epochs
+    steps = len(EpochSampler(len(train), draw, d.shuffle, d.seed)) * t.total_epochs
     if t.total_training_steps is not None:
         steps = min(steps, t.total_training_steps)
     # separate_async: parameter_sync_step local updates a step, the LR schedule counting each (verl's)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from verl_lite.agent_loop.metrics import FailingToolReport, compute_agent_loop_metrics
 from verl_lite.algos.kl_ctrl import build_kl_controller
-from verl_lite.config.common import updates_per_step
+from verl_lite.config.common import prompts_per_draw, updates_per_step
 from verl_lite.config.freeze import is_frozen
 from verl_lite.config.run import Run
 from verl_lite.config.schema import PPOTrainerConfig
@@ -91,7 +91,7 @@ class RayPPOTrainer:
         alg = config.algorithm
         # prompts per generation batch: data.gen_batch_size (= train_batch_size unless DAPO draws more)
         self.sampler = EpochSampler(
-            len(train_dataset), config.data.gen_batch_size, config.data.shuffle, config.data.seed
+            len(train_dataset), prompts_per_draw(config), config.data.shuffle, config.data.seed
         )
         # resolved at start-up from the data (trainer/checks.resolve_training_steps)
         optim_steps = config.actor_rollout_ref.actor.optim.total_training_steps

@@ -46,8 +46,9 @@ def validate(
         # each batch is scored before the next; after the last, the actor workers' next call is the
         # next step's generate or their checkpoint save (the actor's comes first), or none
         prompts.meta_info["generate_follows"] = workers.keep_rollout(True, surely_generate=True)
-        padded, pad = prompts.pad_to_divisor(workers.world_size)
-        gen = workers.actor_rollout_wg.generate_sequences(padded).unpad(pad * val_kwargs.n)
+        group = workers.generator  # the hybrid engine, or separate_async's rollout group
+        padded, pad = prompts.pad_to_divisor(group.world_size)
+        gen = group.generate_sequences(padded).unpad(pad * val_kwargs.n)
         expanded = batch.repeat(val_kwargs.n, interleave=True)
         expanded.batch = {}
         expanded.union(gen)

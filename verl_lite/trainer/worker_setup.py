@@ -132,6 +132,12 @@ class WorkerSet:
                 self.config.actor_rollout_ref.rollout.name,
             )
 
+    @property
+    def generator(self) -> RayWorkerGroup:
+        """The group that generates validation's sequences: separate_async's rollout group, else the
+        actor's (the hybrid engine)."""
+        return self.rollout_wg or self.actor_rollout_wg
+
     def keep_rollout(self, scores_between: bool, surely_generate: bool) -> bool:
         """Whether a generate's rollout may keep its device memory (and so its weights: no sync for
         the next generate): the driver's next call to the actor workers is another generate

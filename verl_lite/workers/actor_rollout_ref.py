@@ -34,15 +34,9 @@ from verl_lite.engine.parallelize import parse_dtype
 from verl_lite.engine.transfers import offload_metrics
 from verl_lite.protocol import DataProto
 from verl_lite.rollout import build_rollout
-from verl_lite.rollout.base import (
-    SamplingParams,
-    assemble,
-    generate_round,
-    place_log_probs,
-    sampling_params,
-)
+from verl_lite.rollout.base import SamplingParams, generate_round, generate_single_turn, sampling_params
 from verl_lite.rollout.weight_check import SyncCheck
-from verl_lite.rollout.weight_sync import MergedSync, Outbox, RolloutWeights, build_weight_sync
+from verl_lite.rollout.weight_sync import Outbox, RolloutWeights, build_weight_sync
 from verl_lite.single_controller import Dispatch, Worker, register
 from verl_lite.utils import device as dev
 from verl_lite.utils.hf_model import load_tokenizer
@@ -88,6 +82,8 @@ class ActorRolloutRefWorker(Worker):
         self.has_actor = role.startswith("actor")
         self.has_ref = role.endswith("ref")
         self.engines: dict[str, FSDPEngine] = {}
+        # verl 0.9's separate_async (trainer/separate_async.py): a rollout group of its own generates
+        self.separate = trainer_config is not None and trainer_mode(trainer_config) == "separate_async"
         self.outbox, self.num_exports = None, 0  # separate_async's syncs to its rollout group
 
     @register(Dispatch.ONE_TO_ALL)
@@ -126,11 +122,17 @@ class ActorRolloutRefWorker(Worker):
                 cfg.rollout.temperature,
                 rollout_correction=self.rollout_correction,
                 # separate_async: each mini-batch an update of its own (trainer/separate_async.py)
-                local_updates=self.trainer_config is not None
-                and trainer_mode(self.trainer_config) == "separate_async",
+                local_updates=self.separate,
             )
-            # after the FSDP2 engine, on every rank together: vLLM joins the existing process group
-            self.rollout = build_rollout(cfg.rollout.name, cfg.model, cfg.rollout, self.tokenizer, self.rank)
+            # after the FSDP2 engine, on every rank together: vLLM joins the existing process group.
+            # separate_async: no rollout here -- the rollout group generates (and validates); the
+            # syncs fill an Outbox for it (export_weights)
+            if self.separate:
+                self.rollout = self.outbox = Outbox(keep=self.rank == 0, weights_loaded=True)
+            else:
+                self.rollout = build_rollout(
+                    cfg.rollout.name, cfg.model, cfg.rollout, self.tokenizer, self.rank
+                )
             r = cfg.rollout  # a bucket of shards per collective, in the rollout's dtype (weight_gather.py)
             lora = LoraSpec.of(cfg.model)
             merge = lora is not None and lora.merge  # verl 0.9's lora.merge: W + scale * B A each sync
@@ -216,7 +218,7 @@ class ActorRolloutRefWorker(Worker):
 
     def _release_rollout(self) -> None:
         """Before an engine phase: the rollout's device memory goes (it may have stayed after a generate)."""
-        if self.has_actor:
+        if self.has_actor and not self.separate:
             self.weights.before_engine_phase()
 
     @register(Dispatch.DP_COMPUTE_PROTO)
@@ -262,28 +264,21 @@ class ActorRolloutRefWorker(Worker):
 
     @register(Dispatch.ONE_TO_ALL)
     def export_weights(self, weights_loaded: bool) -> dict:
-        """verl 0.9's separate_async (trainer/separate_async.py): the actor's weights as a sync of this
-        hybrid engine sends them -- all of them, or with LoRA the adapter (and the base while the
-        rollout group's engines hold none, `weights_loaded`) -- kept on the host for the standalone
-        rollout group; which parts its check covers (`base`, `adapter`). Every rank takes part in the
-        gathers; rank 0's result holds the tensors."""
-        self._release_rollout()
-        if self.outbox is None:
-            self.outbox = Outbox(keep=self.rank == 0, weights_loaded=weights_loaded)
-            self.export_sync = build_weight_sync(
-                self.engines["actor"],
-                self.outbox,
-                self.weight_sync.bucket_bytes,
-                self.weight_sync.dtype,
-                merge=isinstance(self.weight_sync, MergedSync),
-            )
+        """verl 0.9's separate_async (trainer/separate_async.py): the actor's weights as the hybrid
+        engine's sync sends them -- all of them, or with LoRA the adapter (and the base while the
+        rollout group's engines hold none, `weights_loaded`) -- into the Outbox this worker holds in
+        place of a rollout, for the standalone rollout group; which parts its check covers (`base`,
+        `adapter`). Every rank takes part in the gathers; rank 0's result holds the tensors."""
+        if self.num_exports == 0:
+            self.outbox.weights_loaded = weights_loaded
         start = time.perf_counter()
-        stats = self.export_sync()
+        stats = self.weight_sync()
         lora = self.weight_check.lora
         base = not lora or self.num_exports == 0 or bool(stats.get("base_sent", 0.0))  # the first: all
         self.num_exports += 1
+        sent = self.outbox.take()
         return {
-            "sent": self.outbox.take() if self.rank == 0 else [],
+            "sent": sent if self.rank == 0 else [],
             "base": base,
             "adapter": lora,
             "metrics": {
@@ -318,21 +313,7 @@ class ActorRolloutRefWorker(Worker):
         return self.agent_loops
 
     def _generate_single_turn(self, prompts: DataProto, params: SamplingParams) -> DataProto:
-        b = prompts.batch
-        raw, raw_log_probs = self.rollout.generate_tokens(b["input_ids"], b["attention_mask"], params)
-        out = assemble(
-            b["input_ids"],
-            b["attention_mask"],
-            b["position_ids"],
-            raw,
-            params.n,
-            params.response_length,
-            eos_id=self.rollout.stop_ids,  # every token the engine ends a response at
-            pad_id=self.tokenizer.pad_token_id,
-            stop_at_eos=not params.ignore_eos,
-        )
-        if raw_log_probs is not None:
-            out["rollout_log_probs"] = place_log_probs(raw_log_probs, out["response_mask"])
+        out = generate_single_turn(self.rollout, prompts.batch, params, self.tokenizer.pad_token_id)
         return DataProto.from_dict(out)
 
     # --- log-probs ----------------------------------------------------------------------------------
@@ -412,7 +393,9 @@ class ActorRolloutRefWorker(Worker):
         """The actor's state (engine + the rollout's sampling state) into `local_path`, on every rank
         together; the driver commits the folder. The reference is frozen and is not saved."""
         self._release_rollout()
-        extra = {"rollout": self.rollout.state_dict(), "global_step": global_step}
+        extra = {"global_step": global_step}
+        if not self.separate:  # the rollout's sampling state (separate_async: the rollout group's own)
+            extra["rollout"] = self.rollout.state_dict()
         contents = self.config.actor.checkpoint.save_contents
         save_engine(self.engines["actor"], local_path, contents, extra=extra, tokenizer=self.tokenizer)
 
@@ -420,7 +403,7 @@ class ActorRolloutRefWorker(Worker):
     def load_checkpoint(self, local_path: str) -> None:
         self._release_rollout()
         extra = load_engine(self.engines["actor"], local_path, self.config.actor.checkpoint.load_contents)
-        if "rollout" in extra:
+        if "rollout" in extra and not self.separate:
             self.rollout.load_state_dict(extra["rollout"])
         self.weights.actor_moved()  # the rollout still holds the weights it was built with
 

@@ -7,7 +7,8 @@ the replay buffer's trajectories in rounds while the trainer group updates
 (trainer/separate_async.py), and load the trainer's weights when the driver hands them over. Every
 load is checked where the weights landed against the trainer's fingerprints
 (rollout/weight_check.py, compared on the driver): a sync that did not arrive stops the run with
-one line naming the parameter. The engine never sleeps: nothing else uses these devices.
+one line naming the parameter. Validation generates here too (the trainer's workers hold no rollout
+in this mode). The engine never sleeps: nothing else uses these devices.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from __future__ import annotations
 import time
 
 from verl_lite.config.schema import ActorRolloutRefConfig
+from verl_lite.protocol import DataProto
 from verl_lite.rollout import build_rollout
-from verl_lite.rollout.base import generate_round, sampling_params
+from verl_lite.rollout.base import generate_round, generate_single_turn, sampling_params
 from verl_lite.rollout.weight_sync import deliver
 from verl_lite.single_controller import Dispatch, Worker, register
 from verl_lite.utils.hf_model import load_tokenizer
@@ -30,16 +32,16 @@ class RolloutWorker(Worker):
     @register(Dispatch.ONE_TO_ALL)
     def init_model(self) -> dict:
         """The rollout engine, in this group's own process group (vLLM joins it as the hybrid
-                engine's does the trainer's). Returns whether it holds weights (vLLM's load_format=dummy: not
+        engine's does the trainer's). Returns whether it holds weights (vLLM's load_format=dummy: not
         until the first sync)."""
         self.init_distributed(self.dist_timeout_s)
         cfg = self.config
-        tokenizer = load_tokenizer(
+        self.tokenizer = load_tokenizer(
             cfg.model.tokenizer_path or cfg.model.path,
             cfg.model.trust_remote_code,
             cfg.model.custom_chat_template,
         )
-        self.rollout = build_rollout(cfg.rollout.name, cfg.model, cfg.rollout, tokenizer, self.rank)
+        self.rollout = build_rollout(cfg.rollout.name, cfg.model, cfg.rollout, self.tokenizer, self.rank)
         self.params = sampling_params(cfg.rollout, validate=False)
         return {"weights_loaded": self.rollout.weights_loaded}
 
@@ -49,6 +51,14 @@ class RolloutWorker(Worker):
         start = time.perf_counter()
         results = generate_round(self.rollout, requests, self.params)
         return {"results": results, "metrics": {"timing_s/generate_local": time.perf_counter() - start}}
+
+    @register(Dispatch.DP_COMPUTE_PROTO)
+    def generate_sequences(self, prompts: DataProto) -> DataProto:
+        """Validation (meta_info validate: val_kwargs sampling) on the weights this engine holds, the
+        trainer's latest: under separate_async the trainer holds no rollout of its own."""
+        params = sampling_params(self.config.rollout, prompts.meta_info.get("validate", False))
+        out = generate_single_turn(self.rollout, prompts.batch, params, self.tokenizer.pad_token_id)
+        return DataProto.from_dict(out)
 
     @register(Dispatch.ONE_TO_ALL)
     def load_weights(self, sent: list, base: bool, adapter: bool) -> dict:
