@@ -41,8 +41,9 @@ def killed_and_resumed(tmp_path_factory):
     out = str(root / "run")
     killed_at = killed_after_checkpoint(out, _cmd(out, *SEPARATE), root / "killed.log")
     saved = ckpt.read_trainer_state(ckpt.step_dir(out, killed_at))["driver"]["replay_buffer"]
+    in_flight = _training_rows(out)[killed_at]["separate_async/groups_in_flight"]
     proc = _run(out, *SEPARATE)
-    return out, killed_at, saved, proc.stdout + proc.stderr
+    return out, killed_at, (saved, in_flight), proc.stdout + proc.stderr
 
 
 def test_the_rollout_group_generates_ahead_and_every_sync_is_checked(killed_and_resumed):
@@ -64,8 +65,8 @@ def test_the_rollout_group_generates_ahead_and_every_sync_is_checked(killed_and_
 
 
 def test_a_sigkilled_separate_async_run_resumes_and_syncs_its_restored_weights(killed_and_resumed):
-    out, killed_at, saved, output = killed_and_resumed
-    assert saved["buffer"]["groups"], "the groups in flight are in the checkpoint"
+    out, killed_at, (saved, in_flight), output = killed_and_resumed
+    assert len(saved["buffer"]["groups"]) == in_flight > 0  # every group in flight was saved
     assert f"resumed from {ckpt.step_dir(os.path.abspath(out), killed_at)}" in output
     assert "rollout group ready: 1 x hf rollout (separate_async)" in output
     assert ckpt.latest_step(out) == 4
