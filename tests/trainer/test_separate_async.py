@@ -69,6 +69,9 @@ def test_a_sigkilled_separate_async_run_resumes_and_syncs_its_restored_weights(k
     assert len(saved["buffer"]["groups"]) == in_flight > 0  # every group in flight was saved
     assert f"resumed from {ckpt.step_dir(os.path.abspath(out), killed_at)}" in output
     assert "rollout group ready: 1 x hf rollout (separate_async)" in output
+    # the restored weights reached the group before it generated: every one of them checked
+    assert f"the rollout group holds the trainer's weights of step {killed_at} (" in output
+    assert "parameters verified where they landed, 0 unverified)" in output
     assert ckpt.latest_step(out) == 4
     rows = _training_rows(out)
     assert 0 <= rows[4]["val-core/verl_lite/arith/reward/mean@1"] <= 1

@@ -33,6 +33,7 @@ refused at start-up; validation generates on the trainer's hybrid engine, as ver
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
@@ -41,6 +42,8 @@ import ray
 from verl_lite.errors import RunError
 from verl_lite.rollout.weight_check import compare
 from verl_lite.trainer.colocate_async import ColocateAsync
+
+log = logging.getLogger(__name__)
 
 
 class SeparateAsync(ColocateAsync):
@@ -70,7 +73,15 @@ class SeparateAsync(ColocateAsync):
         self.version = step
         self.thread = threading.Thread(target=self._generate_forever, name="separate_async", daemon=True)
         self.thread.start()
-        self.push_weights(step, metrics={})
+        checked: dict = {}
+        self.push_weights(step, checked)
+        log.info(
+            "separate_async: the rollout group holds the trainer's weights of step %d (%d parameters "
+            "verified where they landed, %d unverified)",
+            step,
+            checked["perf/weight_sync_verified_params"],
+            checked["perf/weight_sync_unverified_params"],
+        )
 
     def stop(self) -> None:
         with self.cond:
