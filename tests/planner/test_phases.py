@@ -119,6 +119,13 @@ def test_separate_async_plans_its_rollout_group_on_devices_of_its_own(shape):
     group = plan_rollout_group(req)
     assert group.devices == 4 and group.generate == int(0.5 * DEVICE) + PROCESS_OVERHEAD
     assert group.host_per_rank == N * 2  # bf16
+    # the trainer's devices hold no rollout: a sync's gather only (a bucket and the tensor past it)
+    trainer = plan_device(req, Choice("none", 4))
+    actor = trainer.engines["actor"]
+    assert trainer.phases["generate"] == actor.resident
+    assert (
+        trainer.phases["update_weights"] == max(actor.resident, actor.terms["params"]) + 512 * MB + V * H * 4
+    )
     assert plan_rollout_group(Request(config(), shape, 8, DEVICE / GB)) is None
     # HF: the KV cache of every batch in flight (the step's and the warm-up one) over the group's 4 ranks
     hf = config(

@@ -59,9 +59,9 @@ def test_the_rollout_group_generates_ahead_and_every_sync_is_checked(killed_and_
     # the warm-up batch's groups were begun under the first weights and trained at step 2
     assert rows[2]["training/off_policy/trajectory_staleness_worst/max"] == 1
     # two local updates a step, each one step of the 8-step warm-up (the sync trainer: one a step);
-    # actor/lr is the mean over the step's updates: (k / 8 + (k + 1) / 8) / 2 of 1e-4, k = 2s - 1
+    # actor/lr is the step's last update's, as verl reports it: 2s / 8 of 1e-4
     lrs = [rows[s]["actor/lr"] for s in (1, 2, 3, 4)]
-    assert lrs == pytest.approx([1e-4 * (2 * s - 0.5) / 8 for s in (1, 2, 3, 4)], rel=1e-9)
+    assert lrs == pytest.approx([1e-4 * 2 * s / 8 for s in (1, 2, 3, 4)], rel=1e-9)
 
 
 def test_a_sigkilled_separate_async_run_resumes_and_syncs_its_restored_weights(killed_and_resumed):

@@ -79,6 +79,7 @@ from verl_lite.engine.ulysses import apply_ulysses
 from verl_lite.engine.weight_gather import iter_full_params
 from verl_lite.utils import device as dev
 from verl_lite.utils.hf_model import MODEL_LOADERS
+from verl_lite.utils.metric_reduce import reduce_local_updates
 
 # FSDP2 warns when a wrapped model returns a view (the token-classification heads of the critic and
 # reward model do): in-place ops on it would skip the pre-backward hook. Callers here only read
@@ -377,6 +378,7 @@ class FSDPEngine:
         num_rows = len(host["response_mask"])
         length = response_length or host["response_mask"].shape[1]
         history: dict[str, list[float]] = defaultdict(list)
+        by_update: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
         with self.phase("update", streamed=True):  # offloaded params come in once for all mini-batches
             self.module.train()
             on_device = self._to_device(host)
@@ -396,11 +398,19 @@ class FSDPEngine:
                     micro.epoch, micro.mini_batch, micro.num_in_mini_batch = epoch, index, len(micros)
                 for k, v in self._train_mini_batch(micros, loss_fn, scale, request).items():
                     history[k].append(v)
+                    by_update[index][k].append(v)
                 if local_updates and epoch == epochs - 1:
                     self.end_training_step()
         if not local_updates:
             self.end_training_step()
-        return {k: sum(v) / len(v) for k, v in history.items()}
+            return {k: sum(v) / len(v) for k, v in history.items()}
+        # each local update's metrics (the mean over its epochs), then verl's reduction over them
+        return {
+            k: reduce_local_updates(
+                k, [sum(u[k]) / len(u[k]) for _, u in sorted(by_update.items()) if u.get(k)]
+            )
+            for k in history
+        }
 
     def loss_scale(self, mask: torch.Tensor, response_length: int) -> LossScale:
         """Token and sequence counts of this rank's part of a mini-batch (host mask), summed over

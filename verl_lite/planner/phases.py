@@ -30,6 +30,7 @@ from verl_lite.planner.request import GB, HEADROOM, MB, Choice, Request
 from verl_lite.planner.role_engines import actor_estimate, log_prob_forward, role_engines
 from verl_lite.roles import uses_critic, uses_reference
 from verl_lite.rollout import ROLLOUTS
+from verl_lite.rollout.memory import outbox_memory
 
 PROCESS_OVERHEAD = 768 * MB  # CUDA context + NCCL communicators per GPU process (not measured here)
 HOST_PROCESS_OVERHEAD = 2 * GB  # a worker's interpreter, torch, transformers (and vLLM) once imported
@@ -75,6 +76,8 @@ def plan_device(req: Request, actor: Choice, idle_on_host: bool | None = None) -
         idle_on_host = colocated_idle_on_host(req, actor)
     engines = role_engines(req, actor, idle_on_host)
     roll = ROLLOUTS.get(req.cfg.actor_rollout_ref.rollout.name).memory(req)  # refuses "auto": normalise first
+    if trainer_mode(req.cfg) == "separate_async":  # the rollout is the rollout group's (plan_rollout_group)
+        roll = outbox_memory(req)
     resident = {role: e.resident for role, e in engines.items()}
 
     def beside(role: str) -> int:

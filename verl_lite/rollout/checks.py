@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from verl_lite.config.common import trainer_mode
 from verl_lite.rollout import ROLLOUTS, resolve_rollout_name, vllm_available
 from verl_lite.rollout.tp_group import tp_size_problem
 from verl_lite.rollout.vllm_args import check_engine_args
@@ -54,7 +55,14 @@ def check_rollout(cfg: PPOTrainerConfig, run: Run) -> list[str]:
         return [f"{KEY}.name={r.name} is not supported by verl_lite: use {names} (or auto)"]
     if r.name not in ROLLOUTS.names():  # rollout.dtype's choices: config/values.py
         return [f"{KEY}.name={r.name!r} is not one of {list(ROLLOUTS.names())}"]
-    return _check_vllm(r, run.world) if r.name == "vllm" else []
+    if r.name != "vllm":
+        return []
+    if (
+        trainer_mode(cfg) == "separate_async"
+    ):  # the engines live in the rollout group (>= 1: trainer/checks.py)
+        sized_by = "actor_rollout_ref.rollout.nnodes x actor_rollout_ref.rollout.n_gpus_per_node"
+        return _check_vllm(r, max(1, (r.nnodes or 0) * (r.n_gpus_per_node or 0)), sized_by)
+    return _check_vllm(r, run.world)
 
 
 def _reserved_engine_kwargs(r) -> list[str]:
@@ -69,14 +77,14 @@ def _reserved_engine_kwargs(r) -> list[str]:
     return problems
 
 
-def _check_vllm(r, world: int) -> list[str]:
+def _check_vllm(r, world: int, sized_by: str = "trainer.nnodes x trainer.n_gpus_per_node") -> list[str]:
     """The vLLM engine's keys together (one value alone: config/domains.py); only for the vLLM rollout."""
     problems = []
     if not vllm_available():
         problems.append(
             f"{KEY}.name=vllm but vLLM is not installed; run `make install` (VLLM=cpu or VLLM=cuda) or set {KEY}.name=hf"
         )
-    tp_problem = tp_size_problem(world, r.tensor_model_parallel_size)
+    tp_problem = tp_size_problem(world, r.tensor_model_parallel_size, sized_by)
     problems += [tp_problem] if tp_problem else []
     seq_len = r.prompt_length + r.response_length
     if r.max_model_len < seq_len:

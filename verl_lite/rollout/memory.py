@@ -87,3 +87,12 @@ def hf_memory(req: Request) -> RolloutMemory:
         sync=weights + _largest_gathered(req) + _merge_buffers(req, False),
         idle=weights,
     )
+
+
+def outbox_memory(req: Request) -> RolloutMemory:
+    """separate_async's trainer devices (trainer/separate_async.py): no rollout; a sync gathers the
+    full weights a bucket at a time on the device and copies them to the host (rollout/weight_sync.Outbox)."""
+    bucket = int(req.cfg.actor_rollout_ref.rollout.update_weights_bucket_megabytes * MB)
+    return RolloutMemory(
+        generate=0, sync=bucket + _largest_gathered(req) + _merge_buffers(req, False), idle=0
+    )

@@ -34,15 +34,16 @@ class GroupBatch:
     own_rows: slice  # this rank's rows among them
 
 
-def tp_size_problem(world: int, tp_size: int) -> str | None:
-    """Each engine spans tp_size consecutive ranks, so it must divide the world (start-up checks it
-    with this rule, rollout/checks.py)."""
+def tp_size_problem(
+    world: int, tp_size: int, sized_by: str = "trainer.nnodes x trainer.n_gpus_per_node"
+) -> str | None:
+    """Each engine spans tp_size consecutive ranks, so it must divide the world of the workers that
+    hold the rollout (`sized_by`: the keys that size it; start-up checks it, rollout/checks.py)."""
     if tp_size >= 1 and world % tp_size == 0:
         return None
     return (
         f"actor_rollout_ref.rollout.tensor_model_parallel_size={tp_size} must divide the {world} workers "
-        f"(trainer.nnodes x trainer.n_gpus_per_node): each engine spans {tp_size} consecutive ranks; use a "
-        f"divisor of {world}"
+        f"({sized_by}): each engine spans {tp_size} consecutive ranks; use a divisor of {world}"
     )
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import threading
 
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError, RuntimeEnvSetupError
@@ -190,6 +191,7 @@ class RayWorkerGroup:
         self.workers = []
         self.log_files = [logs.worker_log_path(name, rank) for rank in range(len(slots))]
         self.failed = False  # a method raised or a worker died: shutdown kills at once
+        self.submitting = threading.Lock()  # one submitter at a time: the ranks see one call order
         common = worker_env(pool, run_environ())
         for rank, (pg, bundle_index) in enumerate(slots):
             env = {**rank_env(rank, len(slots), pool.n_workers_per_node), **common}
@@ -261,7 +263,9 @@ class RayWorkerGroup:
         mode, mesh = self.registered[method]
         shard = self.ranks_per_shard.get(mesh, 1)
         per_rank = dispatch_args(mode, self.world_size, args, kwargs, shard)
-        futures = [getattr(w, method).remote(*a, **kw) for w, (a, kw) in zip(self.workers, per_rank)]
+        with self.submitting:  # two driver threads (separate_async's rollout thread and validation):
+            # every rank gets their calls in one order, as the ranks of a TP group must call together
+            futures = [getattr(w, method).remote(*a, **kw) for w, (a, kw) in zip(self.workers, per_rank)]
         return PendingCall(self, method, mode, shard, futures)
 
     def _get_all(self, method: str, futures: list) -> list:

@@ -171,19 +171,25 @@ def _separate_async(cfg: PPOTrainerConfig, run: Run) -> list[str]:
 
 
 def check_async_rows(cfg: PPOTrainerConfig, run: Run, train: RLHFDataset, val) -> list[str]:
-    """The async modes run single-turn rows only (so far): a row naming another agent loop is refused."""
-    if trainer_mode(cfg) not in ASYNC_MODES:
+    """The async modes run single-turn rows only (so far): a training row naming another agent loop is
+    refused; under separate_async a validation row too (the rollout group validates, single-turn)."""
+    mode = trainer_mode(cfg)
+    if mode not in ASYNC_MODES:
         return []
     default = cfg.actor_rollout_ref.rollout.agent.default_agent_loop
-    rows = [i for i, r in enumerate(train.rows) if (agent_field(r, "agent_name") or default) != SINGLE_TURN]
-    if not rows:
-        return []
-    return [
-        f"{train.where(rows[0])} (and {len(rows) - 1} more rows) names agent loop "
-        f"{agent_field(train.rows[rows[0]], 'agent_name')!r}: trainer.v1.trainer_mode={trainer_mode(cfg)} "
-        "runs single-turn rows only so far; "
-        "use trainer.v1.trainer_mode=sync"
-    ]
+    sets = [train] + ([val] if val is not None and mode == "separate_async" else [])
+    problems = []
+    for data in sets:
+        rows = [
+            i for i, r in enumerate(data.rows) if (agent_field(r, "agent_name") or default) != SINGLE_TURN
+        ]
+        if rows:
+            problems.append(
+                f"{data.where(rows[0])} (and {len(rows) - 1} more rows) names agent loop "
+                f"{agent_field(data.rows[rows[0]], 'agent_name')!r}: trainer.v1.trainer_mode={mode} runs "
+                "single-turn rows only so far; use trainer.v1.trainer_mode=sync"
+            )
+    return problems
 
 
 def check_trainer(cfg: PPOTrainerConfig, run: Run) -> list[str]:

@@ -153,7 +153,12 @@ class ColocateAsync:
 
     def _request_round(self, group, unfinished) -> tuple[list[dict], list]:
         """One engine call per rank of `group` (generate_round) for `unfinished`, spread over its ranks."""
-        world = group.world_size
+        per_rank, placed = self._plan_round(group.world_size, unfinished)
+        return group.generate_round(per_rank), placed
+
+    def _plan_round(self, world: int, unfinished) -> tuple[list[list], list]:
+        """Each rank's requests (prompt + tokens so far, the tokens to generate at most, a new key) and
+        where each trajectory's result comes back (rank, place)."""
         per_rank: list[list] = [[] for _ in range(world)]
         placed = []
         for k, (g, trajectory) in enumerate(unfinished):
@@ -161,7 +166,7 @@ class ColocateAsync:
             per_rank[k % world].append((g.prompt_ids + trajectory.tokens, budget, self.next_key))
             placed.append((k % world, len(per_rank[k % world]) - 1, trajectory))
             self.next_key += 1
-        return group.generate_round(per_rank), placed
+        return per_rank, placed
 
     def _apply_round(self, out: list[dict], placed: list, version: int) -> None:
         for rank, i, trajectory in placed:

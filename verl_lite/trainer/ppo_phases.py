@@ -47,6 +47,7 @@ from verl_lite.trainer.rollout_inputs import rollout_inputs
 from verl_lite.trainer.rollout_prefetch import QueuedRollout, peek_next_indices
 from verl_lite.trainer.separate_async import SeparateAsync
 from verl_lite.trainer.worker_setup import WorkerSet
+from verl_lite.utils.metric_reduce import reduce_local_updates
 
 MODEL_INPUTS = ["input_ids", "attention_mask", "position_ids", "responses"]
 
@@ -147,7 +148,7 @@ class StepPhases:
         """separate_async: `phase` over each local update's mini-batch on its own (ppo_mini_batch_size
         prompts' rows, consecutive as update_actor splits them), as verl 0.9 runs every phase after
         the sample per mini-batch: an estimator's whitening or a rejection's batch statistic is the
-        mini-batch's. Its metrics are the mean over the mini-batches (verl's aggregation)."""
+        mini-batch's. Its metrics are reduced over the mini-batches as verl's are (utils/metric_reduce.py)."""
         cfg = self.config.actor_rollout_ref
         rows = cfg.actor.ppo_mini_batch_size * cfg.rollout.n
 
@@ -158,7 +159,7 @@ class StepPhases:
                 parts.append(phase(part, mine))
                 for key, value in mine.items():
                     seen.setdefault(key, []).append(value)
-            metrics.update({k: float(np.mean(v)) for k, v in seen.items()})
+            metrics.update({k: reduce_local_updates(k, v) for k, v in seen.items()})
             return DataProto.concat(parts)
 
         return per_mini_batch

@@ -102,6 +102,9 @@ class RayPPOTrainer:
             k = alg.kl_ctrl
             self.kl_ctrl = build_kl_controller(k.type, k.kl_coef, k.target_kl, k.horizon)
         self.workers = WorkerSet(config, run, pool)
+        # perf/throughput per device: separate_async's rollout group counts too (verl's)
+        r = config.actor_rollout_ref.rollout
+        self.throughput_devices = run.world + (r.nnodes * r.n_gpus_per_node if self.workers.separate else 0)
         self.step_phases = StepPhases(
             config,
             self.workers,
@@ -184,7 +187,7 @@ class RayPPOTrainer:
         metrics.update(compute_agent_loop_metrics(batch))
         self.report_failing_tools(batch, self.global_steps)
         metrics.update({f"timing_s/{k}": v for k, v in timings.items()})
-        metrics.update(compute_throughput_metrics(batch, timings["step"], self.run.world))
+        metrics.update(compute_throughput_metrics(batch, timings["step"], self.throughput_devices))
         metrics.update(compute_variance_proxy_metrics(batch, metrics.get("actor/grad_norm")))
         metrics["training/global_step"] = self.global_steps
         metrics["training/epoch"] = self.sampler.epoch

@@ -28,7 +28,8 @@ beside the trainer's (trainer.nnodes x n_gpus_per_node), as verl 0.9.1's PPOTrai
 Model versions count steps, as in colocate_async (the weights of step s are version s - 1), so
 verl's staleness metrics read the same. Checkpoints keep the replay buffer as colocate_async's do.
 verl's `hybrid_rollout` switch (lending the trainer's devices to the rollout while it would idle) is
-refused at start-up; validation generates on the trainer's hybrid engine, as verl's does.
+refused at start-up. The trainer's workers hold no rollout in this mode: validation generates on the
+rollout group, between two rounds (RayWorkerGroup's calls reach every rank in one order).
 """
 
 from __future__ import annotations
@@ -37,10 +38,8 @@ import logging
 import threading
 import time
 
-import ray
-
 from verl_lite.errors import RunError
-from verl_lite.rollout.weight_check import compare
+from verl_lite.rollout.weight_check import WeightSyncMismatch, compare
 from verl_lite.trainer.colocate_async import ColocateAsync
 
 log = logging.getLogger(__name__)
@@ -62,7 +61,10 @@ class SeparateAsync(ColocateAsync):
         self.pending = None  # (sent, base, adapter, version): weights for the group, loaded between rounds
         self.loaded: dict | None = None  # the group's answer to the last load, for the check
         self.weights_loaded = True
-        self.num_syncs, self.warned = 0, set()
+        self.holds_weights = (
+            False  # no round before the first load: the group's own weights are not the trainer's
+        )
+        self.num_syncs, self.warned = 0, {}
         self.counters = {"rounds": 0, "rollout_idle_s": 0.0, "generate_s": 0.0}
 
     # --- the rollout thread ---------------------------------------------------------------------------
@@ -96,22 +98,24 @@ class SeparateAsync(ColocateAsync):
             while True:
                 with self.cond:
                     idle = time.perf_counter()
-                    while not self.stopping and self.pending is None and not self.buffer.unfinished():
+                    while not self.stopping and self.pending is None and not self._has_work():
                         self.cond.wait()
                     self.counters["rollout_idle_s"] += time.perf_counter() - idle
                     if self.stopping:
                         return
                     pending, self.pending = self.pending, None
-                    work = self.buffer.unfinished() if pending is None else None
+                    if pending is None:  # the round's requests, planned under the lock (keys, tokens)
+                        per_rank, placed = self._plan_round(group.world_size, self.buffer.unfinished())
                     version = self.version
                 if pending is not None:
                     sent, base, adapter, new_version = pending
                     answers = group.load_weights(sent, base, adapter)
                     with self.cond:
                         self.version, self.loaded = new_version, {"answers": answers, "base": base}
+                        self.holds_weights = True
                         self.cond.notify_all()
                     continue
-                out, placed = self._request_round(group, work)
+                out = group.generate_round(per_rank)
                 with self.cond:
                     self._apply_round(out, placed, version)
                     self.counters["rounds"] += 1
@@ -121,6 +125,9 @@ class SeparateAsync(ColocateAsync):
             with self.cond:
                 self.error = e
                 self.cond.notify_all()
+
+    def _has_work(self) -> bool:
+        return self.holds_weights and bool(self.buffer.unfinished())
 
     def _wait(self, until) -> None:
         """Wait on the rollout thread until `until()` (under the lock); its failure raised here."""
@@ -149,7 +156,14 @@ class SeparateAsync(ColocateAsync):
                     evicted.extend(g.age(step) for g in stale)
                     self._submit(self._draw(len(stale)), step)  # verl's refill
                     self.cond.notify_all()
-                return self.buffer.ready(step, self.batch_size)
+                if self.buffer.ready(step, self.batch_size):
+                    return True
+                if not self.buffer.unfinished():
+                    raise RunError(
+                        f"separate_async: {sum(g.finished for g in self.buffer.groups)} finished groups in "
+                        f"the replay buffer and nothing left to generate, {self.batch_size} needed"
+                    )
+                return False
 
             self._wait(ready)
             groups = self.buffer.take(self.batch_size)
@@ -168,7 +182,7 @@ class SeparateAsync(ColocateAsync):
         wait = time.perf_counter()
         exported = self.workers.actor_rollout_wg.export_weights(self.weights_loaded)
         first = exported[0]
-        sent = ray.put(first["sent"])
+        sent = first["sent"]  # a reference into Ray's object store: no copy on the driver
         with self.cond:
             self.loaded, self.pending = None, (sent, first["base"], first["adapter"], version)
             self.cond.notify_all()
@@ -178,10 +192,21 @@ class SeparateAsync(ColocateAsync):
         self.num_syncs += 1
         landed = answers[0]["landed"]
         expected = self.workers.actor_rollout_wg.expected_weights(landed, first["base"], first["adapter"])[0]
-        checked = {}
+        checked: dict[str, float] = {}
         for rank, answer in enumerate(answers):
             where = f"{self.backend} rollout group, rank {rank}"
-            checked = compare(answer["landed"], expected, self.num_syncs, version, where, self.warned)
+            if set(answer["landed"]) != set(landed):  # every rank's engine holds what rank 0's does
+                missing = sorted(set(landed) ^ set(answer["landed"]))
+                raise WeightSyncMismatch(
+                    f"weight sync {self.num_syncs} (actor version {version}, {where}) did not arrive alike on "
+                    f"every rank: rank {rank} reports {len(answer['landed'])} parameters, rank 0 {len(landed)} "
+                    f"({', '.join(missing[:4])} differ); every rollout rank must hold the same weights"
+                )
+            said = self.warned.setdefault(rank, set())
+            mine = compare(answer["landed"], expected, self.num_syncs, version, where, said)
+            for key, value in mine.items():  # the worst rank's counts
+                worse = min if key.endswith("/weight_sync_verified_params") else max
+                checked[key] = worse(checked.get(key, value), value)
         metrics.update(first["metrics"])
         metrics.update(answers[0]["metrics"])
         metrics.update(checked)

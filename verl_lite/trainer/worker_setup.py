@@ -65,6 +65,7 @@ class WorkerSet:
         self.world_size, self.pool = run.world, pool
         self.actor_rollout_wg: RayWorkerGroup | None = None
         self.critic_wg = self.rm_wg = None
+        self.separate = trainer_mode(config) == "separate_async"
         self.rollout_wg: RayWorkerGroup | None = None  # separate_async's rollout group
         self.rollout_info: list[dict] = []
         self.checkpoint_wgs: dict[str, RayWorkerGroup] = {}

@@ -20,6 +20,7 @@ import os
 import time
 
 import psutil
+import ray
 import torch
 
 from verl_lite.algos.chunked_logprob import DEFAULT_CHUNK
@@ -277,8 +278,8 @@ class ActorRolloutRefWorker(Worker):
         base = not lora or self.num_exports == 0 or bool(stats.get("base_sent", 0.0))  # the first: all
         self.num_exports += 1
         sent = self.outbox.take()
-        return {
-            "sent": sent if self.rank == 0 else [],
+        return {  # rank 0's tensors into Ray's object store once: the rollout ranks read them there
+            "sent": ray.put(sent) if self.rank == 0 else None,
             "base": base,
             "adapter": lora,
             "metrics": {
