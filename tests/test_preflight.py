@@ -542,12 +542,29 @@ SEPARATE = (
         ),
         (("algorithm.adv_estimator=remax",), "separate_async with algorithm.adv_estimator=remax"),
         (("trainer.v1.separate_async.parameter_sync_step=0",), "parameter_sync_step=0 must be a positive"),
+        (  # the engines live in the rollout group: its size, not the trainer's, bounds the TP size
+            (
+                f"{ARR}.rollout.name=vllm",
+                f"{ARR}.rollout.tensor_model_parallel_size=2",
+                "trainer.n_gpus_per_node=2",
+            ),
+            "tensor_model_parallel_size=2 must divide the 1 workers (actor_rollout_ref.rollout.nnodes x "
+            "actor_rollout_ref.rollout.n_gpus_per_node)",
+        ),
     ],
 )
 def test_what_separate_async_cannot_serve_is_refused_at_start_up_naming_the_keys(overrides, said):
     assert normalize(load(*SEPARATE)) == []
     msg = problems(load(*SEPARATE, *overrides))
     assert said in msg, msg
+
+
+def test_separate_async_sizes_the_rollout_s_tp_by_its_own_group():
+    tp2 = (f"{ARR}.rollout.name=vllm", f"{ARR}.rollout.tensor_model_parallel_size=2")
+    assert (
+        normalize(load(*SEPARATE, *tp2, "trainer.n_gpus_per_node=1", f"{ARR}.rollout.n_gpus_per_node=2"))
+        == []
+    )
 
 
 def test_separate_async_refuses_a_rollout_group_the_node_has_no_gpus_for():
@@ -562,12 +579,9 @@ def test_separate_async_refuses_a_rollout_group_the_node_has_no_gpus_for():
     assert "has 2: no devices are left for the rollout group" in said
 
 
-def test_colocate_async_refuses_rows_that_name_an_agent_loop(tmp_path):
+def _agent_rows(path: str, names: list[str]) -> str:
     import pandas as pd
 
-    from verl_lite.main_ppo import SetupError, load_inputs
-
-    names = ["single_turn_agent"] + ["tool_agent"] * 33  # a whole batch of the demo's 32 prompts
     rows = [
         {
             "data_source": "verl_lite/arith",
@@ -578,9 +592,28 @@ def test_colocate_async_refuses_rows_that_name_an_agent_loop(tmp_path):
         }
         for i, name in enumerate(names)
     ]
-    path = str(tmp_path / "rows.parquet")
     pd.DataFrame(rows).to_parquet(path)
+    return path
+
+
+def test_colocate_async_refuses_rows_that_name_an_agent_loop(tmp_path):
+    from verl_lite.main_ppo import SetupError, load_inputs
+
+    # a whole batch of the demo's 32 prompts
+    path = _agent_rows(str(tmp_path / "rows.parquet"), ["single_turn_agent"] + ["tool_agent"] * 33)
     with pytest.raises(SetupError) as info:
         load_inputs(load(*COLOCATE, f"data.train_files={path}", f"data.val_files={path}"))
     assert f"{path} row 1 (and 32 more rows) names agent loop 'tool_agent'" in str(info.value)
     assert "runs single-turn rows only so far" in str(info.value)
+
+
+def test_separate_async_refuses_validation_rows_that_name_an_agent_loop(tmp_path):
+    """Its rollout group validates, single-turn: a validation row's agent loop would not run."""
+    from verl_lite.main_ppo import SetupError, load_inputs
+
+    train = _agent_rows(str(tmp_path / "train.parquet"), ["single_turn_agent"] * 34)
+    val = _agent_rows(str(tmp_path / "val.parquet"), ["single_turn_agent", "tool_agent"])
+    with pytest.raises(SetupError) as info:
+        load_inputs(load(*SEPARATE, f"data.train_files={train}", f"data.val_files={val}"))
+    assert f"{val} row 1 (and 0 more rows) names agent loop 'tool_agent'" in str(info.value)
+    assert train not in str(info.value)
