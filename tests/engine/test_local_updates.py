@@ -16,7 +16,7 @@ from verl_lite.workers.actor import PPOActor
 ROWS, MINI = 8, 4
 
 
-def _updates(rank, world, model_dir, local: bool, split: bool):
+def _update(model_dir, local: bool, split: bool):
     cfg = tiny_actor(ppo_micro_batch_size_per_gpu=2, ppo_epochs=2, grad_clip=1.0)
     cfg.optim = OptimConfig(lr=1e-2, weight_decay=0.01, lr_warmup_steps=4, total_training_steps=8)
     engine = FSDPEngine(
@@ -33,10 +33,15 @@ def _updates(rank, world, model_dir, local: bool, split: bool):
     return lr, {name: t.clone() for name, t in engine.iter_full_params()}
 
 
+def _three_ways(rank, world, model_dir):
+    """local_updates over both mini-batches; one plain call per mini-batch; one plain call for both."""
+    return [
+        _update(model_dir, local, split) for local, split in ((True, False), (False, True), (False, False))
+    ]
+
+
 def test_local_updates_are_one_update_per_mini_batch(tiny_model_dir):
-    ((local_lr, local),) = run_ranks(_updates, 1, tiny_model_dir, True, False)
-    ((split_lr, split),) = run_ranks(_updates, 1, tiny_model_dir, False, True)
-    ((plain_lr, plain),) = run_ranks(_updates, 1, tiny_model_dir, False, False)
+    (local_lr, local), (split_lr, split), (plain_lr, plain) = run_ranks(_three_ways, 1, tiny_model_dir)[0]
     assert local_lr == split_lr > plain_lr  # two steps of the warm-up against one
     for name in split:
         assert torch.equal(local[name], split[name]), name
