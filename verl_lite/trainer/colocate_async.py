@@ -98,33 +98,49 @@ class ColocateAsync:
     def generate(self, batch: DataProto, step: int, metrics: dict) -> tuple[DataProto, DataProto]:
         """This step's batch (`batch`: its new prompts) submitted, rounds until train_batch_size groups
         are finished; (their prompts, their generations) in verl's layout."""
-        if not self.started:  # verl's on_train_begin: the warm-up batches
-            for _ in range(self.warmup_batches):
-                self._submit(self._draw(self.batch_size), step)
-            self.started = True
-        self._submit([int(i) for i in batch.non_tensor_batch["index"]], step)
+        self._submit_step(batch, step)
         rounds, evicted, generate_s = 0, [], 0.0
         while True:
-            stale = self.buffer.evict_stale(step)
-            if stale:
-                evicted += [g.age(step) for g in stale]
-                self._submit(self._draw(len(stale)), step)  # verl's refill: one prompt per evicted group
+            if self._refill_stale(step, evicted):
                 continue
-            if self.buffer.ready(step, self.batch_size):
+            if self._batch_ready(step):
                 break
-            unfinished = self.buffer.unfinished()
-            if not unfinished:
-                raise RunError(
-                    f"colocate_async: {sum(g.finished for g in self.buffer.groups)} finished groups in "
-                    f"the replay buffer and nothing left to generate, {self.batch_size} needed"
-                )
-            generate_s += self._round(unfinished, version=step - 1, metrics=metrics)
+            generate_s += self._round(self.buffer.unfinished(), version=step - 1, metrics=metrics)
             rounds += 1
         groups = self.buffer.take(self.batch_size)
         self._metrics(groups, evicted, step, metrics)
         metrics["colocate_async/rounds"] = rounds
         metrics["timing_s/generate_local"] = generate_s
         return self._assembled(groups)
+
+    def _submit_step(self, batch: DataProto, step: int) -> None:
+        """The step's prompts into the buffer; before the first step, the warm-up batches (verl's
+        on_train_begin)."""
+        if not self.started:
+            for _ in range(self.warmup_batches):
+                self._submit(self._draw(self.batch_size), step)
+            self.started = True
+        self._submit([int(i) for i in batch.non_tensor_batch["index"]], step)
+
+    def _refill_stale(self, step: int, evicted: list[int]) -> bool:
+        """`drop`'s eviction at `step` (the ages into `evicted`) and verl's refill: one new prompt per
+        evicted group. Whether any was evicted."""
+        stale = self.buffer.evict_stale(step)
+        evicted += [g.age(step) for g in stale]
+        if stale:
+            self._submit(self._draw(len(stale)), step)
+        return bool(stale)
+
+    def _batch_ready(self, step: int) -> bool:
+        """train_batch_size groups can be taken at `step`; a buffer that can never give them is an error."""
+        if self.buffer.ready(step, self.batch_size):
+            return True
+        if not self.buffer.unfinished():
+            raise RunError(
+                f"{self.mode}: {sum(g.finished for g in self.buffer.groups)} finished groups in the replay "
+                f"buffer and nothing left to generate, {self.batch_size} needed"
+            )
+        return False
 
     def _metrics(self, groups: list[Group], evicted: list[int], step: int, metrics: dict) -> None:
         """verl's off-policy metrics of the batch taken at `step` (`evicted`: the ages of the groups

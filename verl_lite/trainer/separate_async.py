@@ -142,28 +142,14 @@ class SeparateAsync(ColocateAsync):
     def generate(self, batch, step: int, metrics: dict):
         """This step's prompts join the buffer; the train_batch_size oldest finished groups, once there."""
         with self.cond:
-            if not self.started:
-                for _ in range(self.warmup_batches):
-                    self._submit(self._draw(self.batch_size), step)
-                self.started = True
-            self._submit([int(i) for i in batch.non_tensor_batch["index"]], step)
+            self._submit_step(batch, step)
             self.cond.notify_all()
             evicted, waited = [], time.perf_counter()
 
             def ready() -> bool:
-                stale = self.buffer.evict_stale(step)
-                if stale:
-                    evicted.extend(g.age(step) for g in stale)
-                    self._submit(self._draw(len(stale)), step)  # verl's refill
-                    self.cond.notify_all()
-                if self.buffer.ready(step, self.batch_size):
-                    return True
-                if not self.buffer.unfinished():
-                    raise RunError(
-                        f"separate_async: {sum(g.finished for g in self.buffer.groups)} finished groups in "
-                        f"the replay buffer and nothing left to generate, {self.batch_size} needed"
-                    )
-                return False
+                if self._refill_stale(step, evicted):
+                    self.cond.notify_all()  # the refills are the thread's to generate
+                return self._batch_ready(step)
 
             self._wait(ready)
             groups = self.buffer.take(self.batch_size)
