@@ -30,6 +30,16 @@ first is left out (engine warm-up). Reported per mode: response tokens trained p
 (perf/total_num_tokens' response part over timing_s/step), step time, response lengths, staleness.
 The last lines read `colocate: R x sync tokens/s` and `separate: R x sync tokens/s`.
 
+`--case tool_tail`: a real training run with a tool whose latency has a long tail: the tool demo
+(conf/tool_demo.yaml: the warm-started tiny model calling its calculator) with the calculator of
+tests/tools/user_tools.py's LongTailCalculatorTool, which answers in 0.02 s, or `--slow-s` seconds
+for the one expression in `--every` whose hash says so, as code-execution and search tools answer.
+sync, colocate_async and separate_async (1 trainer + 1 rollout worker) on the same 2 CPU workers,
+16 prompts x n=4 a step, `--steps` steps (the first left out). Under sync every step waits for its
+slowest call; under the async modes a trajectory in a slow call is left to finish in a later round
+while the step trains on the groups that finished (agent_loop/rounds.py). The last lines read
+`tool_tail: <mode> R x sync tokens/s`.
+
 `--case learning`: do the async modes learn as well as sync? The embedded demo as `make run` runs it
 (conf/demo.yaml: 120 GRPO steps, greedy validation on the 1,000 validation prompts every 20 steps),
 data.seed 1, 2, 3, for sync and for colocate_async (1 warm-up batch) at max_off_policy_threshold 1
@@ -175,13 +185,13 @@ def long_tail_model(folder: Path, p_eos: float) -> str:
     return str(folder)
 
 
-def train(out: Path, overrides: list[str]) -> list[dict]:
-    """`python -m verl_lite.main_ppo --config-name=demo <overrides>` into `out`; its metrics rows."""
+def train(out: Path, overrides: list[str], config_name: str = "demo") -> list[dict]:
+    """`python -m verl_lite.main_ppo --config-name=<config_name> <overrides>` into `out`; its metrics rows."""
     cmd = [
         sys.executable,
         "-m",
         "verl_lite.main_ppo",
-        "--config-name=demo",
+        f"--config-name={config_name}",
         f"hydra.run.dir={out}",
         f"trainer.default_local_dir={out}",
         "trainer.logger=[file]",
@@ -261,6 +271,70 @@ def colocate(steps: int, p_eos: float) -> None:
         print(f"{mode.split('_')[0]}: {best / sync:.2f} x sync tokens/s (the better {mode} run)")
 
 
+def tool_tail(steps: int, slow_s: float, every: int) -> None:
+    import yaml
+
+    from verl_lite.data import assets
+
+    work = Path(tempfile.mkdtemp(prefix="bench_tool_tail_"))
+    tools = yaml.safe_load(open(assets.resolve("verl_lite://arith-tool/tool_config.yaml")))
+    tool = tools["tools"][0]
+    tool["class_name"] = "tests.tools.user_tools.LongTailCalculatorTool"
+    tool["config"].update(slow_s=slow_s, fast_s=0.02, every=every)
+    config = work / "tool_config.yaml"
+    config.write_text(yaml.safe_dump(tools))
+    base = [
+        f"actor_rollout_ref.rollout.multi_turn.tool_config_path={config}",
+        f"trainer.total_training_steps={steps}",
+        "trainer.val_before_train=False",
+        "trainer.test_freq=-1",
+        "data.train_batch_size=16",
+        "actor_rollout_ref.rollout.n=4",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=16",
+    ]
+    modes = {
+        "sync": [],
+        "colocate_async (1 warm-up batch)": [
+            "trainer.use_v1=True",
+            "trainer.v1.trainer_mode=colocate_async",
+            "trainer.v1.colocate_async.num_warmup_batches=1",
+        ],
+        "separate_async (1 trainer + 1 rollout worker, 1 warm-up batch)": [
+            "trainer.use_v1=True",
+            "trainer.v1.trainer_mode=separate_async",
+            "trainer.v1.separate_async.num_warmup_batches=1",
+            "trainer.v1.separate_async.parameter_sync_step=1",
+            "trainer.n_gpus_per_node=1",
+            "actor_rollout_ref.rollout.nnodes=1",
+            "actor_rollout_ref.rollout.n_gpus_per_node=1",
+        ],
+    }
+    results = {}
+    for i, (name, extra) in enumerate(modes.items()):
+        rows = [r for r in train(work / f"mode{i}", [*base, *extra], "tool_demo") if "actor/pg_loss" in r]
+        rows = rows[1:]  # step 1: the engines warm up
+        seconds = sum(r["timing_s/step"] for r in rows)
+        tokens = sum(r["response_length/mean"] * 16 * 4 for r in rows)
+        results[name] = (tokens / seconds, seconds / len(rows), rows)
+    print(
+        f"tool_tail: the tool demo (conf/tool_demo.yaml), its calculator answering in 0.02 s, or {slow_s:g} s "
+        f"for 1 expression in {every}; 16 prompts x n=4 per step, 2 CPU workers, vLLM; steps 2-{steps}; "
+        f"load {os.getloadavg()}"
+    )
+    print("| mode | tokens/s | step s | gen s | tool calls / trajectory | score | spans max |")
+    print("|---|---|---|---|---|---|---|")
+    for name, (rate, step_s, rows) in results.items():
+        gen = statistics.mean(r["timing_s/gen"] for r in rows)
+        calls = statistics.mean(r["tool_call_counts/mean"] for r in rows)
+        score = statistics.mean(r["critic/score/mean"] for r in rows)
+        spans = max(r.get("training/off_policy/trajectory_spans/max", 1) for r in rows)
+        print(f"| {name} | {rate:.0f} | {step_s:.2f} | {gen:.2f} | {calls:.2f} | {score:.3f} | {spans:.0f} |")
+    sync = results["sync"][0]
+    for name, (rate, _, _) in results.items():
+        if name != "sync":
+            print(f"tool_tail: {name.split(' ')[0]} {rate / sync:.2f} x sync tokens/s")
+
+
 def learning(seeds: list[int], only: list[str]) -> None:
     work = Path(tempfile.mkdtemp(prefix="bench_learning_"))
     colocate_async = ["trainer.use_v1=True", "trainer.v1.trainer_mode=colocate_async"]
@@ -317,9 +391,9 @@ def main() -> None:
     parser.add_argument(
         "--case",
         required=True,
-        choices=("straggler", "colocate", "learning"),
+        choices=("straggler", "colocate", "tool_tail", "learning"),
         help="straggler: trajectories and their tools; colocate: colocate_async against sync (tokens/s); "
-        "learning: their validation curves",
+        "tool_tail: the same on the tool demo with a long-tailed tool latency; learning: validation curves",
     )
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--steps", type=int, default=12, help="colocate: training steps per mode")
@@ -330,11 +404,15 @@ def main() -> None:
         help="learning: the async modes whose names hold one of these",
     )
     parser.add_argument("--p-eos", type=float, default=1 / 30, help="colocate: EOS probability per token")
+    parser.add_argument("--slow-s", type=float, default=2.0, help="tool_tail: a slow call's seconds")
+    parser.add_argument("--every", type=int, default=8, help="tool_tail: one expression in this many is slow")
     args = parser.parse_args()
     if args.case == "straggler":
         straggler(args.repeats)
     elif args.case == "colocate":
         colocate(args.steps, args.p_eos)
+    elif args.case == "tool_tail":
+        tool_tail(args.steps, args.slow_s, args.every)
     else:
         learning([1, 2, 3], args.only)
 

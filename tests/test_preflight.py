@@ -491,8 +491,14 @@ COLOCATE = ("trainer.v1.trainer_mode=colocate_async",)
             "with algorithm.filter_groups.enable=True: DAPO's eviction",
         ),
         (("algorithm.adv_estimator=remax",), "with algorithm.adv_estimator=remax: its greedy baseline"),
-        ((f"{ARR}.rollout.multi_turn.enable=True",), "with multi-turn agent loops"),
-        ((f"{ARR}.rollout.agent.default_agent_loop=tool_agent",), "with multi-turn agent loops"),
+        (  # a TP group's ranks would have to end each round together
+            (
+                f"{ARR}.rollout.agent.default_agent_loop=tool_agent",
+                f"{ARR}.rollout.name=vllm",
+                f"{ARR}.rollout.tensor_model_parallel_size=2",
+            ),
+            "with agent loops (rollout.agent.default_agent_loop) on a tensor-parallel engine",
+        ),
         (
             ("trainer.v1.sampler.max_off_policy_threshold=0",),
             "max_off_policy_threshold=0 must be a positive integer",
@@ -596,24 +602,24 @@ def _agent_rows(path: str, names: list[str]) -> str:
     return path
 
 
-def test_colocate_async_refuses_rows_that_name_an_agent_loop(tmp_path):
+def test_the_async_modes_take_rows_that_name_agent_loops(tmp_path):
+    """Multi-turn rows run in rounds (agent_loop/rounds.py), training and validation alike (under
+    separate_async the rollout group validates through the agent loops too)."""
+    from verl_lite.main_ppo import load_inputs
+
+    path = _agent_rows(str(tmp_path / "rows.parquet"), ["single_turn_agent"] + ["tool_agent"] * 33)
+    for mode in (COLOCATE, SEPARATE):
+        load_inputs(load(*mode, f"data.train_files={path}", f"data.val_files={path}"))
+
+
+def test_the_async_modes_refuse_agent_loop_rows_on_a_tensor_parallel_engine(tmp_path):
     from verl_lite.main_ppo import SetupError, load_inputs
 
     # a whole batch of the demo's 32 prompts
     path = _agent_rows(str(tmp_path / "rows.parquet"), ["single_turn_agent"] + ["tool_agent"] * 33)
+    tp2 = (f"{ARR}.rollout.name=vllm", f"{ARR}.rollout.tensor_model_parallel_size=2")
     with pytest.raises(SetupError) as info:
-        load_inputs(load(*COLOCATE, f"data.train_files={path}", f"data.val_files={path}"))
-    assert f"{path} row 1 (and 32 more rows) names agent loop 'tool_agent'" in str(info.value)
-    assert "runs single-turn rows only so far" in str(info.value)
-
-
-def test_separate_async_refuses_validation_rows_that_name_an_agent_loop(tmp_path):
-    """Its rollout group validates, single-turn: a validation row's agent loop would not run."""
-    from verl_lite.main_ppo import SetupError, load_inputs
-
-    train = _agent_rows(str(tmp_path / "train.parquet"), ["single_turn_agent"] * 34)
-    val = _agent_rows(str(tmp_path / "val.parquet"), ["single_turn_agent", "tool_agent"])
-    with pytest.raises(SetupError) as info:
-        load_inputs(load(*SEPARATE, f"data.train_files={train}", f"data.val_files={val}"))
-    assert f"{val} row 1 (and 0 more rows) names agent loop 'tool_agent'" in str(info.value)
-    assert train not in str(info.value)
+        load_inputs(load(*COLOCATE, *tp2, f"data.train_files={path}", f"data.val_files={path}"))
+    said = str(info.value)
+    assert f"with agent loops ({path} row 1: 'tool_agent') on a tensor-parallel engine" in said, said
+    assert "tensor_model_parallel_size=1 or trainer.v1.trainer_mode=sync" in said

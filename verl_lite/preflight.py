@@ -95,7 +95,7 @@ DATASETS: list[Step] = [
     Step("a batch fits the data", check_batch),  # (cfg, run, train, val)
     Step("a scorer for every data_source", check_scorers),
     Step("agent loops of the rows", check_agent_rows),
-    Step("colocate_async's rows", check_async_rows),
+    Step("the async modes' agent-loop rows", check_async_rows),
 ]
 
 CLUSTER: list[Step] = [Step("the cluster's nodes", check_nodes)]

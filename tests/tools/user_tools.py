@@ -2,8 +2,10 @@
 
 import asyncio
 import time
+import zlib
 
 from verl_lite.tools.base import BaseTool, ToolResponse
+from verl_lite.tools.calculator import CalculatorTool
 
 
 class EchoTool(BaseTool):
@@ -140,3 +142,21 @@ class StrTool(BaseTool):
 
     async def execute(self, instance_id, parameters, **kwargs):
         return f"the answer is {parameters.get('text')}", None, None
+
+
+class LongTailCalculatorTool(CalculatorTool):
+    """The tool demo's calculator with a long-tailed latency (scripts/bench_async.py --case tool_tail),
+    as code-execution and search tools answer: most calls in `fast_s`, the one in `every` whose
+    expression hashes to 0 in `slow_s` (the same expression is as slow every time). Awaited: other
+    trajectories' calls and generations go on meanwhile."""
+
+    def __init__(self, config, tool_schema):
+        config = dict(config)
+        self.slow_s, self.fast_s = float(config.pop("slow_s", 2.0)), float(config.pop("fast_s", 0.02))
+        self.every = int(config.pop("every", 8))
+        super().__init__(config, tool_schema)
+
+    async def execute(self, instance_id, parameters, **kwargs):
+        slow = zlib.crc32(str(parameters.get("expression")).encode()) % self.every == 0
+        await asyncio.sleep(self.slow_s if slow else self.fast_s)
+        return await super().execute(instance_id, parameters, **kwargs)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.trainer import test_resume_multi_turn as multi_turn
 from tests.trainer.test_resume import _run, _training_rows
 from verl_lite.trainer import checkpoint as ckpt
 
@@ -69,3 +70,42 @@ def test_every_checkpoint_holds_the_groups_in_flight(run):
         assert len(groups) == rows[step]["colocate_async/groups_in_flight"] > 0, step
         # finished groups whole, the others as prompts only (regenerated from their start on resume)
         assert all(g["trajectories"] is None or len(g["trajectories"]) == 4 for g in groups)
+
+
+@pytest.fixture(scope="module")
+def multi_turn_run(tmp_path_factory, tool_demo_assets):
+    """The tool demo's agent loop (two HF workers) under colocate_async: 3 steps, two warm-up batches."""
+    out = str(tmp_path_factory.mktemp("colocate_multi_turn") / "run")
+    overrides = [o for o in ASYNC if "num_warmup_batches" not in o]
+    multi_turn._run(
+        out,
+        *overrides,
+        "trainer.total_training_steps=3",
+        "trainer.save_freq=3",
+        # pairs of samples, three batches ahead: a group whose answers need no tool finishes rounds
+        # before one that calls it, so the first batch is ready while tool calls are half generated
+        "trainer.v1.colocate_async.num_warmup_batches=3",
+        "actor_rollout_ref.rollout.n=2",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2",
+    )
+    return out
+
+
+def test_multi_turn_trajectories_carry_over_steps_in_rounds(multi_turn_run):
+    """The ranks keep their agent loops between rounds (agent_loop/rounds.py): a trajectory cut off
+    by a step continues on the next step's weights, tool turns and all, within the staleness bound."""
+    rows = _training_rows(multi_turn_run)
+    assert sorted(rows) == [1, 2, 3]
+    for step, row in rows.items():
+        assert set(OFF_POLICY) <= set(row), step
+        assert row["training/off_policy/trajectory_staleness_worst/max"] <= 1  # the threshold of 2
+    # the first batch: groups that answered without the tool, while the others' calls were cut off;
+    # those finished their calls, tool turns and answers under step 2's weights
+    assert rows[1]["colocate_async/rounds"] < rows[2]["colocate_async/rounds"]
+    assert rows[1]["colocate_async/partial_trajectories"] > 0
+    assert rows[2]["num_turns/max"] >= 4 and rows[2]["tool_call_counts/mean"] > 0
+    assert rows[2]["agent_loop/masked_response_token_ratio"] > 0  # the tool's turns
+    assert rows[2]["training/off_policy/trajectory_spans/max"] == 2
+    saved = ckpt.read_trainer_state(ckpt.step_dir(multi_turn_run, 3))["driver"]["replay_buffer"]
+    finished = [t for g in saved["buffer"]["groups"] for t in g["trajectories"] or []]
+    assert all(len(t["result"][0]["response_ids"]) > 0 for t in finished)

@@ -86,21 +86,11 @@ class AgentLoopRunner:
         call = self.rollout.next_call(params.validate)
         rows = self._trajectories(batch, params.n)
         outputs, batcher = run_bounded(self._run_all(rows, params, call))
-        stats = self._stats(outputs, batcher)
+        stats = self._stats(outputs, [batcher.generate_seconds[t] for t in range(len(outputs))])
         names = [row["agent_name"] for row in rows]
-        tensors = assemble_outputs(
-            outputs, self.cfg.prompt_length, self.cfg.response_length, self.pad_id, names, self.vocab_size
-        )
-        non_tensors = {
-            "__num_turns__": np.array([o.num_turns for o in outputs], dtype=np.int32),
-            "tool_call_counts": np.array(
-                [o.metrics.get("num_tool_calls", 0) for o in outputs], dtype=np.int32
-            ),
-            "agent_loop_stats": stats,
-            **reward_fields(outputs),
-        }
-        meta = {"metrics": {"agent_loop/engine_calls": batcher.num_engine_calls}}
-        return DataProto.from_dict(tensors, non_tensors, meta)
+        batch = outputs_batch(outputs, stats, names, self.cfg, self.pad_id, self.vocab_size)
+        batch.meta_info["metrics"] = {"agent_loop/engine_calls": batcher.num_engine_calls}
+        return batch
 
     def _trajectories(self, batch: DataProto, n: int) -> list[dict]:
         """One dict of loop arguments per trajectory: the row's fields and its unpadded prompt ids."""
@@ -128,13 +118,7 @@ class AgentLoopRunner:
             hold_s=self.hold_s,
             exchange=self.rollout.gather_group if self.rollout.engine_group_size > 1 else None,
         )
-        sampling = {
-            "temperature": 0.0 if params.greedy else params.temperature,
-            "top_p": params.top_p,
-            "top_k": params.top_k,
-            "repetition_penalty": 1.0,
-            "logprobs": True,
-        }
+        sampling = self.sampling(params)
         servers = [batcher.server(t) for t in range(len(rows))]  # all live before the first turn
         tasks += [
             asyncio.create_task(self._one(batcher, server, row, sampling))
@@ -146,6 +130,17 @@ class AgentLoopRunner:
         finally:
             for task in tasks:
                 task.cancel()
+
+    @staticmethod
+    def sampling(params: SamplingParams) -> dict:
+        """The sampling_params a loop gets (verl's: the call's settings; a loop may override them)."""
+        return {
+            "temperature": 0.0 if params.greedy else params.temperature,
+            "top_p": params.top_p,
+            "top_k": params.top_k,
+            "repetition_penalty": 1.0,
+            "logprobs": True,
+        }
 
     async def _one(self, batcher: ContinuousBatcher, server, row: dict, sampling: dict) -> AgentLoopOutput:
         try:
@@ -171,8 +166,9 @@ class AgentLoopRunner:
         spec = self.loops.get(row["agent_name"])
         return f"agent loop {row['agent_name']!r}" + (f", {spec.target}" if spec is not None else "")
 
-    def _stats(self, outputs: list[AgentLoopOutput], batcher: ContinuousBatcher) -> list[dict]:
-        """Per trajectory: the loop's counters, its engine seconds and the sanity check's verdict."""
+    def _stats(self, outputs: list[AgentLoopOutput], seconds: list[float]) -> list[dict]:
+        """Per trajectory: the loop's counters, its engine seconds (`seconds`) and the sanity check's
+        verdict."""
         mode, ctx = self.sanity_mode, self.context
         stats, first = [], None
         for t, out in enumerate(outputs):
@@ -184,7 +180,7 @@ class AgentLoopRunner:
             stats.append(
                 {
                     **out.metrics,
-                    "generate_seconds": batcher.generate_seconds[t],
+                    "generate_seconds": seconds[t],
                     # verl's: what the loop counted (count_preempted); -1 (not available) if it did not
                     "num_preempted": out.metrics.get("num_preempted", -1),
                     "tokenization_mismatch": bool(mismatch),
@@ -198,6 +194,23 @@ class AgentLoopRunner:
                 first,
             )
         return stats
+
+
+def outputs_batch(
+    outputs: list[AgentLoopOutput], stats: list[dict], names: list[str], rollout_cfg, pad_id: int, vocab_size
+) -> DataProto:
+    """The trajectories in verl's batch layout (assemble.py), with the per-trajectory fields the
+    driver's metrics and the reward function read (module docstring)."""
+    tensors = assemble_outputs(
+        outputs, rollout_cfg.prompt_length, rollout_cfg.response_length, pad_id, names, vocab_size
+    )
+    non_tensors = {
+        "__num_turns__": np.array([o.num_turns for o in outputs], dtype=np.int32),
+        "tool_call_counts": np.array([o.metrics.get("num_tool_calls", 0) for o in outputs], dtype=np.int32),
+        "agent_loop_stats": stats,
+        **reward_fields(outputs),
+    }
+    return DataProto.from_dict(tensors, non_tensors)
 
 
 def reward_fields(outputs: list[AgentLoopOutput]) -> dict[str, list]:

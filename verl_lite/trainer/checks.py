@@ -100,8 +100,9 @@ ASYNC_MODES = ("colocate_async", "separate_async")
 
 
 def _trainer_mode(cfg: PPOTrainerConfig, run: Run) -> list[str]:
-    """What the async modes (trainer/colocate_async.py, trainer/separate_async.py) do not serve yet,
-    and separate_async's rollout group and invariant, named with the fix."""
+    """What the async modes (trainer/colocate_async.py, trainer/separate_async.py) do not serve yet
+    (DAPO, ReMax, agent loops on a tensor-parallel engine), and separate_async's rollout group and
+    invariant, named with the fix."""
     mode = trainer_mode(cfg)
     if mode not in ASYNC_MODES:
         return []
@@ -117,12 +118,8 @@ def _trainer_mode(cfg: PPOTrainerConfig, run: Run) -> list[str]:
             "generated beside the sampled responses of the same weights; use trainer.v1.trainer_mode=sync"
         )
     r = cfg.actor_rollout_ref.rollout
-    if r.multi_turn.enable or r.agent.default_agent_loop != SINGLE_TURN:
-        problems.append(
-            f"{named} with multi-turn agent loops (rollout.multi_turn.enable or rollout.agent."
-            "default_agent_loop): partial multi-turn trajectories are not in verl_lite yet; use "
-            "trainer.v1.trainer_mode=sync"
-        )
+    if r.agent.default_agent_loop != SINGLE_TURN and r.tensor_model_parallel_size > 1:
+        problems.append(_agent_loops_with_tp(named, "rollout.agent.default_agent_loop", r))
     return problems + (_separate_async(cfg, run) if mode == "separate_async" else [])
 
 
@@ -170,26 +167,29 @@ def _separate_async(cfg: PPOTrainerConfig, run: Run) -> list[str]:
     return problems
 
 
+def _agent_loops_with_tp(named: str, what: str, rollout) -> str:
+    return (
+        f"{named} with agent loops ({what}) on a tensor-parallel engine (actor_rollout_ref.rollout."
+        f"tensor_model_parallel_size={rollout.tensor_model_parallel_size}): the ranks of a TP group would "
+        "have to end each round together, which verl_lite's multi-turn rounds do not do yet; use "
+        "tensor_model_parallel_size=1 or trainer.v1.trainer_mode=sync"
+    )
+
+
 def check_async_rows(cfg: PPOTrainerConfig, run: Run, train: RLHFDataset, val) -> list[str]:
-    """The async modes run single-turn rows only (so far): a training row naming another agent loop is
-    refused; under separate_async a validation row too (the rollout group validates, single-turn)."""
-    mode = trainer_mode(cfg)
-    if mode not in ASYNC_MODES:
+    """The async modes run agent loops in rounds on engines of one rank each: a training row naming
+    an agent loop other than the single-turn one, with a tensor-parallel engine, is refused."""
+    mode, r = trainer_mode(cfg), cfg.actor_rollout_ref.rollout
+    if mode not in ASYNC_MODES or r.tensor_model_parallel_size == 1:
         return []
-    default = cfg.actor_rollout_ref.rollout.agent.default_agent_loop
-    sets = [train] + ([val] if val is not None and mode == "separate_async" else [])
-    problems = []
-    for data in sets:
-        rows = [
-            i for i, r in enumerate(data.rows) if (agent_field(r, "agent_name") or default) != SINGLE_TURN
-        ]
-        if rows:
-            problems.append(
-                f"{data.where(rows[0])} (and {len(rows) - 1} more rows) names agent loop "
-                f"{agent_field(data.rows[rows[0]], 'agent_name')!r}: trainer.v1.trainer_mode={mode} runs "
-                "single-turn rows only so far; use trainer.v1.trainer_mode=sync"
-            )
-    return problems
+    default = r.agent.default_agent_loop
+    rows = [
+        i for i, row in enumerate(train.rows) if (agent_field(row, "agent_name") or default) != SINGLE_TURN
+    ]
+    if not rows or default != SINGLE_TURN:  # the default's refusal is the config's (_trainer_mode)
+        return []
+    name = agent_field(train.rows[rows[0]], "agent_name")
+    return [_agent_loops_with_tp(f"trainer.v1.trainer_mode={mode}", f"{train.where(rows[0])}: {name!r}", r)]
 
 
 def check_trainer(cfg: PPOTrainerConfig, run: Run) -> list[str]:

@@ -19,6 +19,11 @@ the long one finishes later. The rest of the step (reward, old log-probs, advant
 the sync step's, so rollout correction (algorithm.rollout_correction) applies to this off-policy
 data as in verl, with the rollout's own log-probs of every token (`rollout_log_probs`).
 
+Rows that name an agent loop run in the same rounds, their loops alive on the ranks between them
+(agent_loop/rounds.py: a generation cut off by a round continues in the next, tool turns and all);
+a finished trajectory comes back as its loop's output and the batch is assembled from those as the
+sync rollout's is.
+
 Rounds stand in for verl's abort: a round is one blocking engine call, so a step can stop only
 between rounds (at most response_length / ROUNDS tokens past the moment its batch was complete).
 The model version of a token is the number of actor updates before it was generated (the weights
@@ -28,17 +33,47 @@ each request's key and the rollout's call count (saved in checkpoints).
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import torch
 
+from verl_lite.agent_loop.registry import SINGLE_TURN
 from verl_lite.config.schema import PPOTrainerConfig
-from verl_lite.data.rlhf_dataset import EpochSampler, RLHFDataset
+from verl_lite.data.rlhf_dataset import EpochSampler, RLHFDataset, agent_field
 from verl_lite.errors import RunError
 from verl_lite.protocol import DataProto
 from verl_lite.rollout.base import assemble, folder_stop_ids, place_log_probs
-from verl_lite.trainer.replay_buffer import Group, ReplayBuffer
+from verl_lite.trainer.replay_buffer import Group, ReplayBuffer, Trajectory
+from verl_lite.trainer.rollout_inputs import loop_names, rollout_inputs
 
 ROUNDS = 8  # rounds per response length: how finely a step can cut generation off
+
+
+def uses_agent_loops(dataset: RLHFDataset, default_loop: str) -> bool:
+    """Whether a training row runs an agent loop (its agent_name, else rollout.agent.default_agent_loop)
+    other than the single-turn one: the trajectories then run on the ranks' agent loops."""
+    return any((agent_field(row, "agent_name") or default_loop) != SINGLE_TURN for row in dataset.rows)
+
+
+def plain(value, what: str):
+    """`value` as the types a checkpoint loads with weights_only=True (numpy arrays and scalars as
+    lists and numbers); anything else is an error naming `what`."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return type(value)(plain(v, what) for v in value)
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        return {k: plain(v, what) for k, v in value.items()}
+    raise RunError(
+        f"cannot checkpoint a finished trajectory's {what}: it holds a {type(value).__name__}, and a "
+        "checkpoint keeps plain data only (numbers, strings, lists, dicts with string keys); return "
+        "those from the agent loop's extra_fields and metrics"
+    )
 
 
 def staleness_metrics(groups: list[Group], step: int) -> dict[str, float]:
@@ -80,6 +115,12 @@ class ColocateAsync:
         self.buffer = ReplayBuffer(r.n, s.max_off_policy_threshold, s.max_off_policy_strategy)
         self.drawn: list[int] = []  # prompts drawn from the sampler, not yet submitted (refills)
         self.started, self.next_key, self.submitted = False, 0, 0
+        # agent loops (multi-turn): trajectories live on the ranks between rounds (agent_loop/rounds.py)
+        self.rollout_cfg, self.default_loop = r, r.agent.default_agent_loop
+        self.agent = uses_agent_loops(dataset, self.default_loop)
+        self.round_method = "agent_round" if self.agent else "generate_round"
+        self.live: dict[int, tuple[int, Trajectory]] = {}  # trajectory id -> (its rank, it)
+        self.next_tid, self.vocab_size, self.engine_calls = 0, None, 0
 
     # --- prompts ------------------------------------------------------------------------------------
     def _draw(self, count: int) -> list[int]:
@@ -109,6 +150,7 @@ class ColocateAsync:
             rounds += 1
         groups = self.buffer.take(self.batch_size)
         self._metrics(groups, evicted, step, metrics)
+        metrics.update(self._take_engine_calls())
         metrics["colocate_async/rounds"] = rounds
         metrics["timing_s/generate_local"] = generate_s
         return self._assembled(groups)
@@ -155,26 +197,25 @@ class ColocateAsync:
                 )
         metrics[f"{self.mode}/groups_in_flight"] = len(self.buffer.groups)
         metrics[f"{self.mode}/partial_trajectories"] = sum(
-            bool(t.tokens) for g in self.buffer.groups for t in g.trajectories if not t.done
+            t.versions is not None for g in self.buffer.groups for t in g.trajectories if not t.done
         )
 
     def _round(self, unfinished, version: int, metrics: dict) -> float:
         """Every unfinished trajectory a few more tokens, spread over the ranks; the slowest rank's seconds."""
-        out, placed = self._request_round(self.workers.actor_rollout_wg, unfinished)
+        group = self.workers.actor_rollout_wg
+        per_rank, placed = self._plan_round(group.world_size, unfinished)
+        out = getattr(group, self.round_method)(per_rank)
         self._apply_round(out, placed, version)
         for key, value in out[0]["metrics"].items():  # a weight sync and its check: the first round's
             if key != "timing_s/generate_local":
                 metrics[key] = metrics.get(key, 0.0) + value
         return max(o["metrics"]["timing_s/generate_local"] for o in out)
 
-    def _request_round(self, group, unfinished) -> tuple[list[dict], list]:
-        """One engine call per rank of `group` (generate_round) for `unfinished`, spread over its ranks."""
-        per_rank, placed = self._plan_round(group.world_size, unfinished)
-        return group.generate_round(per_rank), placed
-
-    def _plan_round(self, world: int, unfinished) -> tuple[list[list], list]:
+    def _plan_round(self, world: int, unfinished) -> tuple[list, list]:
         """Each rank's requests (prompt + tokens so far, the tokens to generate at most, a new key) and
-        where each trajectory's result comes back (rank, place)."""
+        where each trajectory's result comes back (rank, place); with agent loops, `_plan_agents`'."""
+        if self.agent:
+            return self._plan_agents(world, unfinished), []
         per_rank: list[list] = [[] for _ in range(world)]
         placed = []
         for k, (g, trajectory) in enumerate(unfinished):
@@ -184,15 +225,73 @@ class ColocateAsync:
             self.next_key += 1
         return per_rank, placed
 
+    def _plan_agents(self, world: int, unfinished) -> list[tuple]:
+        """Agent loops: each rank's new groups (whole, to the rank with the fewest live trajectories;
+        rollout_inputs' layout) with their trajectories' ids, and the round's tokens per trajectory.
+        Placed trajectories continue where they live."""
+        load = [0] * world
+        for rank, _ in self.live.values():
+            load[rank] += 1
+        new: list[list] = [[] for _ in range(world)]
+        fresh = {id(g): g for g, t in unfinished if t.tid is None}  # whole groups, in order, once
+        for g in fresh.values():
+            rank = load.index(min(load))
+            new[rank].append(g)
+            load[rank] += len(g.trajectories)
+            for t in g.trajectories:
+                t.tid, self.next_tid = self.next_tid, self.next_tid + 1
+                self.live[t.tid] = (rank, t)
+        work = []
+        for groups in new:
+            if not groups:
+                work.append((None, [], self.chunk))
+                continue
+            prompts = rollout_inputs(
+                self.dataset.collate([g.index for g in groups]), self.dataset, self.default_loop
+            )
+            work.append((prompts, [t.tid for g in groups for t in g.trajectories], self.chunk))
+        return work
+
     def _apply_round(self, out: list[dict], placed: list, version: int) -> None:
+        if self.agent:
+            for answer in out:
+                for tid in answer["progressed"]:
+                    self.live[tid][1].progress(version)
+                for tid, output, stats in answer["finished"]:
+                    _, trajectory = self.live.pop(tid)
+                    trajectory.result, trajectory.done = (output, stats), True
+                self.vocab_size = answer["vocab_size"]
+            self.engine_calls += out[0]["metrics"]["agent_loop/engine_calls"]
+            return
         for rank, i, trajectory in placed:
             tokens, log_probs, reason = out[rank]["results"][i]
             done = reason == "eos" or len(trajectory.tokens) + len(tokens) >= self.response_length
             trajectory.extend(list(tokens), list(log_probs), version, done)
 
+    def _take_engine_calls(self) -> dict:
+        """Agent loops: the engine calls of the rounds since the last batch (rank 0's, as sync's metric)."""
+        if not self.agent:
+            return {}
+        calls, self.engine_calls = self.engine_calls, 0
+        return {"agent_loop/engine_calls": calls}
+
     def _assembled(self, groups: list[Group]) -> tuple[DataProto, DataProto]:
         prompts = self.dataset.collate([g.index for g in groups])
         prompts.non_tensor_batch["uid"] = np.array([g.uid for g in groups], dtype=object)
+        if self.agent:
+            from verl_lite.agent_loop.runner import outputs_batch
+
+            trajectories = [t for g in groups for t in g.trajectories]
+            names = [name for name in loop_names(prompts, self.default_loop) for _ in range(self.n)]
+            gen = outputs_batch(
+                [t.result[0] for t in trajectories],
+                [t.result[1] for t in trajectories],
+                names,
+                self.rollout_cfg,
+                self.pad_id,
+                self.vocab_size,
+            )
+            return prompts, gen
         rows, width = len(groups) * self.n, self.response_length
         raw = torch.full((rows, width), self.pad_id, dtype=torch.long)
         raw_log_probs = torch.zeros((rows, width), dtype=torch.float32)
@@ -216,8 +315,18 @@ class ColocateAsync:
 
     # --- checkpoints ----------------------------------------------------------------------------------
     def state_dict(self) -> dict:
+        """Finished groups whole (a loop's output as plain data), the others as their prompts."""
+        buffer = self.buffer.state_dict()
+        for g in buffer["groups"]:
+            for t in g["trajectories"] or []:
+                if "result" in t:
+                    output, stats = t["result"]
+                    t["result"] = (
+                        plain(dataclasses.asdict(output), "agent loop output"),
+                        plain(stats, "stats"),
+                    )
         return {
-            "buffer": self.buffer.state_dict(),
+            "buffer": buffer,
             "drawn": list(self.drawn),
             "started": self.started,
             "next_key": self.next_key,
@@ -225,7 +334,13 @@ class ColocateAsync:
         }
 
     def load_state_dict(self, state: dict) -> None:
+        from verl_lite.agent_loop.base import AgentLoopOutput
+
         self.buffer.load_state_dict(state["buffer"])
+        for g in self.buffer.groups:
+            for t in g.trajectories:
+                if t.result is not None:
+                    t.result = (AgentLoopOutput(**t.result[0]), t.result[1])
         self.drawn = [int(i) for i in state["drawn"]]
         self.started, self.next_key = bool(state["started"]), int(state["next_key"])
         self.submitted = int(state["submitted"])

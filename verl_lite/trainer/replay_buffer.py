@@ -27,14 +27,22 @@ class Trajectory:
     log_probs: list[float] = field(default_factory=list)
     done: bool = False
     versions: tuple[int, int] | None = None  # (oldest, newest) model version of its tokens
+    # a multi-turn trajectory (agent_loop/rounds.py): its id on the rank it lives on, and once
+    # finished its loop's output and stats (the tokens above stay empty)
+    tid: int | None = None
+    result: tuple | None = None
 
     def extend(self, tokens: list[int], log_probs: list[float], version: int, done: bool) -> None:
         self.tokens += tokens
         self.log_probs += log_probs
         self.done = done
         if tokens:
-            low, high = self.versions or (version, version)
-            self.versions = (min(low, version), max(high, version))
+            self.progress(version)
+
+    def progress(self, version: int) -> None:
+        """It got tokens from the weights of `version`."""
+        low, high = self.versions or (version, version)
+        self.versions = (min(low, version), max(high, version))
 
 
 @dataclass
@@ -103,7 +111,12 @@ class ReplayBuffer:
                     "submitted": g.submitted,
                     "prompt_ids": g.prompt_ids,
                     "trajectories": [
-                        {"tokens": t.tokens, "log_probs": t.log_probs, "versions": list(t.versions or ())}
+                        {
+                            "tokens": t.tokens,
+                            "log_probs": t.log_probs,
+                            "versions": list(t.versions or ()),
+                            **({"result": t.result} if t.result is not None else {}),
+                        }
                         for t in g.trajectories
                     ]
                     if g.finished
@@ -119,7 +132,13 @@ class ReplayBuffer:
             saved = g["trajectories"]
             trajectories = (
                 [
-                    Trajectory(list(t["tokens"]), list(t["log_probs"]), True, tuple(t["versions"]) or None)
+                    Trajectory(
+                        list(t["tokens"]),
+                        list(t["log_probs"]),
+                        True,
+                        tuple(t["versions"]) or None,
+                        result=t.get("result"),
+                    )
                     for t in saved
                 ]
                 if saved is not None

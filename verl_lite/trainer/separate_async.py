@@ -115,7 +115,7 @@ class SeparateAsync(ColocateAsync):
                         self.holds_weights = True
                         self.cond.notify_all()
                     continue
-                out = group.generate_round(per_rank)
+                out = getattr(group, self.round_method)(per_rank)
                 with self.cond:
                     self._apply_round(out, placed, version)
                     self.counters["rounds"] += 1
@@ -155,6 +155,7 @@ class SeparateAsync(ColocateAsync):
             groups = self.buffer.take(self.batch_size)
             metrics["separate_async/trainer_wait_s"] = time.perf_counter() - waited
             self._metrics(groups, evicted, step, metrics)
+            metrics.update(self._take_engine_calls())
             counters = dict(self.counters)
             self.counters = {k: 0 * v for k, v in self.counters.items()}
         metrics["separate_async/rounds"] = counters["rounds"]

@@ -100,7 +100,8 @@ class WorkerSet:
             )
         rollout_pool = self.pool.rollout_pool
         if rollout_pool is not None:  # separate_async: the standalone rollout group
-            args = (self.config.actor_rollout_ref, t.dist_timeout_s)
+            chat = self.config.data.apply_chat_template_kwargs  # agent loops render inserted turns with them
+            args = (self.config.actor_rollout_ref, t.dist_timeout_s, chat, self.config)
             self.rollout_wg = RayWorkerGroup(rollout_pool, RolloutWorker, *args, name="rollout")
         # log-probs and updates go to data-parallel ranks: a sequence-parallel group shares its rows
         self.actor_rollout_wg.set_data_layout("actor", self.world_size // dp_size(self.config, "actor"))

@@ -78,6 +78,7 @@ class ActorRolloutRefWorker(Worker):
         self.config, self.role, self.dist_timeout_s = config, role, dist_timeout_s
         self.chat_template_kwargs = dict(chat_template_kwargs or {})  # data.apply_chat_template_kwargs
         self.agent_loops = None  # agent_loop.runner.AgentLoopRunner, built at the first multi-turn rollout
+        self.agent_rounds = None  # agent_loop.rounds.AgentRounds: the async modes' live trajectories
         self.rollout_correction = rollout_correction
         self.trainer_config = trainer_config
         self.has_actor = role.startswith("actor")
@@ -262,6 +263,24 @@ class ActorRolloutRefWorker(Worker):
         self.weights.after_generate(True)
         metrics["timing_s/generate_local"] = time.perf_counter() - start
         return {"results": results, "metrics": metrics}
+
+    @register(Dispatch.ONE_PER_RANK)
+    def agent_round(self, work: tuple) -> dict:
+        """One round of colocate_async's multi-turn trajectories (agent_loop/rounds.py): `work` is
+        (the new prompt groups placed here or None, their trajectories' ids, the round's tokens per
+        trajectory), on the actor's current weights (synced first when the actor moved)."""
+        metrics = self._sync_rollout_weights()
+        out = self._agent_rounds(work[2]).round(work[0], work[1])
+        self.weights.after_generate(True)
+        out["metrics"].update(metrics)
+        return out
+
+    def _agent_rounds(self, chunk: int):
+        if self.agent_rounds is None:
+            from verl_lite.agent_loop.rounds import AgentRounds
+
+            self.agent_rounds = AgentRounds(self._agent_loop_runner(), self._sampling(False), chunk)
+        return self.agent_rounds
 
     @register(Dispatch.ONE_TO_ALL)
     def export_weights(self, weights_loaded: bool) -> dict:

@@ -25,9 +25,19 @@ from verl_lite.utils.hf_model import load_tokenizer
 
 
 class RolloutWorker(Worker):
-    def __init__(self, config: ActorRolloutRefConfig, dist_timeout_s: int = 600):
+    def __init__(
+        self,
+        config: ActorRolloutRefConfig,
+        dist_timeout_s: int = 600,
+        chat_template_kwargs: dict | None = None,
+        trainer_config=None,
+    ):
+        """`chat_template_kwargs` and `trainer_config`: what the agent loops get (as on the hybrid
+        engine's workers, workers/actor_rollout_ref.py)."""
         super().__init__()
         self.config, self.dist_timeout_s = config, dist_timeout_s
+        self.chat_template_kwargs, self.trainer_config = dict(chat_template_kwargs or {}), trainer_config
+        self.agent_loops = self.agent_rounds = None  # built at the first multi-turn round or validation
 
     @register(Dispatch.ONE_TO_ALL)
     def init_model(self) -> dict:
@@ -52,13 +62,44 @@ class RolloutWorker(Worker):
         results = generate_round(self.rollout, requests, self.params)
         return {"results": results, "metrics": {"timing_s/generate_local": time.perf_counter() - start}}
 
+    @register(Dispatch.ONE_PER_RANK)
+    def agent_round(self, work: tuple) -> dict:
+        """One round of separate_async's multi-turn trajectories (agent_loop/rounds.py): `work` is
+        (the new prompt groups placed here or None, their trajectories' ids, the round's tokens per
+        trajectory)."""
+        if self.agent_rounds is None:
+            from verl_lite.agent_loop.rounds import AgentRounds
+
+            self.agent_rounds = AgentRounds(self._agent_loop_runner(), self.params, work[2])
+        return self.agent_rounds.round(work[0], work[1])
+
     @register(Dispatch.DP_COMPUTE_PROTO)
     def generate_sequences(self, prompts: DataProto) -> DataProto:
-        """Validation (meta_info validate: val_kwargs sampling) on the weights this engine holds, the
-        trainer's latest: under separate_async the trainer holds no rollout of its own."""
+        """Validation (meta_info validate: val_kwargs sampling; agent_loop: through the rows' agent
+        loops) on the weights this engine holds, the trainer's latest: under separate_async the
+        trainer holds no rollout of its own."""
         params = sampling_params(self.config.rollout, prompts.meta_info.get("validate", False))
+        if prompts.meta_info.get("agent_loop"):
+            return self._agent_loop_runner().run(prompts, params)
         out = generate_single_turn(self.rollout, prompts.batch, params, self.tokenizer.pad_token_id)
         return DataProto.from_dict(out)
+
+    def _agent_loop_runner(self):
+        if self.agent_loops is None:
+            from verl_lite.agent_loop.runner import AgentLoopRunner
+            from verl_lite.utils.hf_model import model_config, model_vocab_size
+
+            config = model_config(self.config.model, "actor_rollout_ref.model", "causal_lm")
+            self.agent_loops = AgentLoopRunner(
+                self.rollout,
+                self.tokenizer,
+                self.config.rollout,
+                self.chat_template_kwargs,
+                vocab_size=model_vocab_size(self.config.model, self.tokenizer, config),
+                trainer_config=self.trainer_config,
+                hf_model_type=getattr(config, "model_type", None),
+            )
+        return self.agent_loops
 
     @register(Dispatch.ONE_TO_ALL)
     def load_weights(self, sent: list, base: bool, adapter: bool) -> dict:

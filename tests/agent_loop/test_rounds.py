@@ -1,0 +1,118 @@
+"""The async modes' multi-turn rounds (agent_loop/rounds.py): loops stay alive between rounds, a
+generation cut off by a round's allowance continues in the next from its tokens and reaches its loop
+whole, and a trajectory in a slow tool does not hold a round's end.
+
+The engine is scripted (as test_scheduler.py's): each request "generates" TARGET tokens in all,
+token i of a generation being 100 + i, so a continuation's tokens show where it resumed; it reads
+how many tokens a continuation starts after from its key (the rounds' own seeding rule)."""
+
+import asyncio
+import threading
+
+from verl_lite.agent_loop.rounds import RoundBatcher
+from verl_lite.rollout.base import SamplingParams, TokenResult
+
+TARGET = 10
+
+
+def _engine(calls: list):
+    def engine(requests):
+        calls.append([(r.key, len(r.prompt_ids), r.max_tokens) for r in requests])
+        out = []
+        for r in requests:
+            before = r.key[2] if len(r.key) > 2 else 0
+            give = min(r.max_tokens, TARGET - before)
+            tokens = [100 + before + i for i in range(give)]
+            stop = "eos" if before + give == TARGET else "length"
+            out.append(TokenResult(tokens, [-0.01 * (before + i) for i in range(give)], stop))
+        return out, True
+
+    return engine
+
+
+def _run_rounds(
+    trajectories: int,
+    turns: int,
+    chunk: int,
+    tool=None,
+    hold_s=0.2,
+    max_rounds=20,
+    on_finish=None,
+    on_round=None,
+):
+    """Loops of `turns` generations each (after each but the last, `tool(t, k)` in a thread); rounds
+    until every loop returned. Returns (each loop's generations, the engine's calls, per round the
+    trajectories that progressed)."""
+    calls, generations, progressed = [], {t: [] for t in range(trajectories)}, []
+    loop = asyncio.new_event_loop()
+    batcher = RoundBatcher(_engine(calls), SamplingParams(n=1, response_length=64), 256, hold_s=hold_s)
+
+    async def one(server, t):
+        prompt = [5, 6]
+        try:
+            for k in range(turns):
+                out = await server.generate(prompt_ids=prompt, sampling_params={"max_tokens": 40})
+                generations[t].append((out.token_ids, out.log_probs, out.stop_reason))
+                prompt = prompt + out.token_ids + [7]
+                if k < turns - 1 and tool is not None:
+                    await asyncio.to_thread(tool, t, k)
+        finally:
+            batcher.finished(t)
+            if on_finish is not None:
+                on_finish(t)
+
+    tasks = [loop.create_task(one(batcher.server(t), t)) for t in range(trajectories)]
+    try:
+        for _ in range(max_rounds):
+            if all(task.done() for task in tasks):
+                break
+            batcher.start_round(chunk)
+            loop.run_until_complete(batcher.drive_round())
+            progressed.append(sorted(batcher.progressed))
+            if on_round is not None:
+                on_round(progressed[-1])
+        for task in tasks:
+            task.result()  # a loop's error
+        assert all(task.done() for task in tasks), "loops left after max_rounds"
+    finally:
+        loop.close()
+    return generations, calls, progressed
+
+
+def test_a_generation_cut_by_the_rounds_reaches_its_loop_whole():
+    generations, calls, progressed = _run_rounds(trajectories=2, turns=2, chunk=4)
+    whole = list(range(100, 100 + TARGET))
+    for t in range(2):
+        assert [g[0] for g in generations[t]] == [whole, whole]
+        assert generations[t][0][1] == [-0.01 * i for i in range(TARGET)]  # log-probs in order
+        assert [g[2] for g in generations[t]] == ["eos", "eos"]
+    # per round, 4 tokens each: the first generation in rounds 1-3 (4 + 4 + 2), the second starts in
+    # round 3 with what is left of its allowance (2), then 4 + 4
+    assert calls[0] == [((0, 1), 2, 4), ((1, 1), 2, 4)]
+    assert calls[1] == [((0, 1, 4), 6, 4), ((1, 1, 4), 6, 4)], "continued from prompt + its tokens"
+    assert calls[2] == [((0, 1, 8), 10, 4), ((1, 1, 8), 10, 4)]
+    assert calls[3] == [((0, 2), 13, 2), ((1, 2), 13, 2)], "the rest of round 3's allowance"
+    assert calls[4][0] == ((0, 2, 2), 15, 4) and calls[5][0] == ((0, 2, 6), 19, 4)
+    assert len(calls) == 6 and progressed == [[0, 1]] * 5
+
+
+def test_a_trajectory_in_a_slow_tool_does_not_hold_the_round():
+    """Trajectory 0's tool returns only once trajectory 1 has finished, which takes a second round:
+    were a round to wait for every trajectory, the first would never end (the tool's safety timeout
+    fails the test)."""
+    other_done = threading.Event()
+    ended_before_release = []
+
+    def tool(t, k):
+        if t == 0:
+            assert other_done.wait(20), "the straggler was released by the safety timeout"
+
+    def on_round(progressed):
+        ended_before_release.append(not other_done.is_set())
+
+    generations, _, progressed = _run_rounds(
+        trajectories=2, turns=2, chunk=TARGET, tool=tool, on_finish=lambda t: t == 1 and other_done.set(),
+        on_round=on_round,
+    )  # fmt: skip
+    assert [len(generations[t]) for t in range(2)] == [2, 2]
+    assert progressed[0] == [0, 1] and ended_before_release[0], "round 1 ended with trajectory 0 in its tool"
