@@ -486,10 +486,6 @@ COLOCATE = ("trainer.v1.trainer_mode=colocate_async",)
 @pytest.mark.parametrize(
     "overrides, said",
     [
-        (
-            ("algorithm.filter_groups.enable=True",),
-            "with algorithm.filter_groups.enable=True: DAPO's eviction",
-        ),
         (("algorithm.adv_estimator=remax",), "with algorithm.adv_estimator=remax: its greedy baseline"),
         (  # a TP group's ranks would have to end each round together
             (
@@ -518,6 +514,14 @@ def test_what_colocate_async_does_not_serve_is_refused_at_start_up_naming_the_ke
     assert said in msg, msg
     # the same values under the sync trainer (or verl's legacy one, which ignores trainer.v1) are not its problems
     assert "colocate_async" not in "\n".join(normalize(load("trainer.use_v1=False", *COLOCATE, *overrides)))
+
+
+def test_dapo_and_agent_loops_start_under_the_async_modes():
+    """DAPO's filter evicts and refills groups in the replay buffer (trainer/colocate_async.py); agent
+    loops run in rounds (agent_loop/rounds.py)."""
+    for mode in (COLOCATE, SEPARATE):
+        assert normalize(load(*mode, "algorithm.filter_groups.enable=True")) == []
+        assert normalize(load(*mode, f"{ARR}.rollout.agent.default_agent_loop=tool_agent")) == []
 
 
 SEPARATE = (

@@ -9,6 +9,7 @@ says how). The single-turn rounds are tests/trainer/test_colocate_async.py's."""
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -35,6 +36,8 @@ SEPARATE = [
     "trainer.test_freq=3",  # validation generates on the rollout group (the trainer holds no rollout)
     "data.val_max_samples=16",
     "trainer.save_freq=1",
+    # DAPO: finished groups whose rewards are all equal are evicted and refilled as they finish
+    "algorithm.filter_groups.enable=True",
 ]
 
 
@@ -42,11 +45,12 @@ SEPARATE = [
 def killed_and_resumed(tmp_path_factory, tool_demo_assets):
     root = tmp_path_factory.mktemp("separate")
     out = str(root / "run")
-    killed_at = killed_after_checkpoint(out, _cmd(out, *SEPARATE), root / "killed.log")
+    dumps = f"trainer.rollout_data_dir={root / 'rollouts'}"  # each step's trained responses and scores
+    killed_at = killed_after_checkpoint(out, _cmd(out, *SEPARATE, dumps), root / "killed.log")
     saved = ckpt.read_trainer_state(ckpt.step_dir(out, killed_at))["driver"]["replay_buffer"]
     in_flight = _training_rows(out)[killed_at]["separate_async/groups_in_flight"]
-    proc = _run(out, *SEPARATE)
-    return out, killed_at, (saved, in_flight), proc.stdout + proc.stderr
+    proc = _run(out, *SEPARATE, dumps)
+    return out, killed_at, (saved, in_flight), proc.stdout + proc.stderr, root / "rollouts"
 
 
 def test_the_rollout_group_generates_ahead_and_every_sync_is_checked(killed_and_resumed):
@@ -74,7 +78,7 @@ def test_the_rollout_group_generates_ahead_and_every_sync_is_checked(killed_and_
 
 
 def test_a_sigkilled_separate_async_run_resumes_and_syncs_its_restored_weights(killed_and_resumed):
-    out, killed_at, (saved, in_flight), output = killed_and_resumed
+    out, killed_at, (saved, in_flight), output, _ = killed_and_resumed
     assert len(saved["buffer"]["groups"]) == in_flight > 0  # every group in flight was saved
     # finished groups keep their loops' outputs (as plain data), the others their prompts
     for group in saved["buffer"]["groups"]:
@@ -91,3 +95,18 @@ def test_a_sigkilled_separate_async_run_resumes_and_syncs_its_restored_weights(k
     rows = _training_rows(out)
     assert 0 <= rows[3]["val-core/verl_lite/arith_tool/reward/mean@1"] <= 1
     assert rows[3]["val-aux/num_turns/mean"] > 2  # the rollout group ran the validation's agent loops
+
+
+def test_dapo_trains_only_groups_whose_rewards_differ(killed_and_resumed):
+    """algorithm.filter_groups under separate_async (verl 0.9.1's async rule: evict k, refill k): the
+    groups scored equal were evicted as they finished, and every trained group's 4 scores differ."""
+    out, _, _, _, dumps = killed_and_resumed
+    rows = _training_rows(out)
+    assert all("training/filter_groups/evicted_samples" in row for row in rows.values())
+    assert sum(row["training/filter_groups/evicted_samples"] for row in rows.values()) > 0
+    for step in (1, 2, 3):
+        with open(dumps / f"{step}.jsonl") as f:
+            scores = [json.loads(line)["score"] for line in f]
+        assert len(scores) == 16, step  # 4 groups of 4: the batch stays whole
+        groups = [scores[i : i + 4] for i in range(0, 16, 4)]
+        assert all(len(set(group)) > 1 for group in groups), (step, groups)

@@ -101,17 +101,12 @@ ASYNC_MODES = ("colocate_async", "separate_async")
 
 def _trainer_mode(cfg: PPOTrainerConfig, run: Run) -> list[str]:
     """What the async modes (trainer/colocate_async.py, trainer/separate_async.py) do not serve yet
-    (DAPO, ReMax, agent loops on a tensor-parallel engine), and separate_async's rollout group and
+    (ReMax, agent loops on a tensor-parallel engine), and separate_async's rollout group and
     invariant, named with the fix."""
     mode = trainer_mode(cfg)
     if mode not in ASYNC_MODES:
         return []
     named, problems = f"trainer.v1.trainer_mode={mode}", []
-    if cfg.algorithm.filter_groups.enable:
-        problems.append(
-            f"{named} with algorithm.filter_groups.enable=True: DAPO's eviction and refill of filtered groups "
-            "in the replay buffer is not in verl_lite yet; use trainer.v1.trainer_mode=sync for DAPO"
-        )
     if "gen_max" in ADV_ESTIMATORS.spec(cfg.algorithm.adv_estimator).phases:
         problems.append(
             f"{named} with algorithm.adv_estimator={cfg.algorithm.adv_estimator}: its greedy baseline is "

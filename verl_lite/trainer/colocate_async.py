@@ -44,6 +44,7 @@ from verl_lite.data.rlhf_dataset import EpochSampler, RLHFDataset, agent_field
 from verl_lite.errors import RunError
 from verl_lite.protocol import DataProto
 from verl_lite.rollout.base import assemble, folder_stop_ids, place_log_probs
+from verl_lite.trainer.dynamic_sampling import kept_group_rows, sequence_metric
 from verl_lite.trainer.replay_buffer import Group, ReplayBuffer, Trajectory
 from verl_lite.trainer.rollout_inputs import loop_names, rollout_inputs
 
@@ -121,6 +122,16 @@ class ColocateAsync:
         self.round_method = "agent_round" if self.agent else "generate_round"
         self.live: dict[int, tuple[int, Trajectory]] = {}  # trajectory id -> (its rank, it)
         self.next_tid, self.vocab_size, self.engine_calls = 0, None, 0
+        # DAPO (algorithm.filter_groups): finished groups scored as they finish, the ones without a
+        # signal evicted and refilled (verl 0.9.1's async rule: evict k, refill k)
+        fg = config.algorithm.filter_groups
+        self.filter = fg if fg.enable else None
+        self.with_responses = self.score = None  # the step's hooks (bind)
+
+    def bind(self, with_responses, score) -> None:
+        """The step's own functions: `with_responses(prompts, gen)` -> the rows with their responses,
+        `score(batch, metrics)` -> the reward function's extra info (scores into the batch)."""
+        self.with_responses, self.score = with_responses, score
 
     # --- prompts ------------------------------------------------------------------------------------
     def _draw(self, count: int) -> list[int]:
@@ -136,24 +147,71 @@ class ColocateAsync:
         self.buffer.add(uids, indices, [self.dataset.prompts[i] for i in indices], step)
 
     # --- the gen phase --------------------------------------------------------------------------------
-    def generate(self, batch: DataProto, step: int, metrics: dict) -> tuple[DataProto, DataProto]:
+    def generate(self, batch: DataProto, step: int, metrics: dict) -> DataProto:
         """This step's batch (`batch`: its new prompts) submitted, rounds until train_batch_size groups
-        are finished; (their prompts, their generations) in verl's layout."""
+        are finished; their rows with responses in verl's layout (with DAPO, scored)."""
         self._submit_step(batch, step)
         rounds, evicted, generate_s = 0, [], 0.0
+        filtered = [0]
         while True:
-            if self._refill_stale(step, evicted):
+            if self._refill_stale(step, evicted) or self._refill_filtered(step, filtered):
                 continue
             if self._batch_ready(step):
                 break
             generate_s += self._round(self.buffer.unfinished(), version=step - 1, metrics=metrics)
             rounds += 1
         groups = self.buffer.take(self.batch_size)
-        self._metrics(groups, evicted, step, metrics)
+        self._metrics(groups, evicted, step, metrics, filtered[0])
         metrics.update(self._take_engine_calls())
         metrics["colocate_async/rounds"] = rounds
         metrics["timing_s/generate_local"] = generate_s
-        return self._assembled(groups)
+        return self._batch(groups, metrics)
+
+    def _batch(self, groups: list[Group], metrics: dict) -> DataProto:
+        """The taken groups' rows with their responses; with DAPO, the scores they were kept by."""
+        if self.filter is None:
+            return self.with_responses(*self._assembled(groups))
+        extra: dict[str, list] = {}
+        for g in groups:
+            for key, values in g.scored[1].items():
+                extra.setdefault(key, []).extend(values)
+        for key, values in extra.items():
+            if values and isinstance(values[0], (int, float)):
+                metrics[f"reward_extra/{key}/mean"] = float(np.mean(values))
+        return DataProto.concat([g.scored[0] for g in groups])
+
+    def _refill_filtered(self, step: int, filtered: list[int]) -> bool:
+        """DAPO: the finished groups not scored yet, scored; those whose algorithm.filter_groups.metric
+        is equal across their responses evicted, one new prompt each (`filtered[0]` counts them).
+        Whether any was evicted; a step that evicts max_num_gen_batches x train_batch_size is an error."""
+        fresh = [g for g in self.buffer.groups if g.finished and g.scored is None] if self.filter else []
+        if not fresh:
+            return False
+        batch = self.with_responses(*self._assembled(fresh))
+        extra = self.score(batch, {})
+        values = sequence_metric(batch, extra, self.filter.metric)
+        kept_rows, _, _ = kept_group_rows(batch.non_tensor_batch["uid"], values)
+        kept = {int(row) // self.n for row in kept_rows}
+        dropped = [g for i, g in enumerate(fresh) if i not in kept]
+        for i, g in enumerate(fresh):
+            if i in kept:
+                rows = slice(i * self.n, (i + 1) * self.n)
+                mine = {k: v[rows] for k, v in extra.items() if len(v) == len(batch)}
+                g.scored = (batch[list(range(rows.start, rows.stop))], mine)
+        if not dropped:
+            return False
+        self.buffer.remove(dropped)
+        filtered[0] += len(dropped)
+        limit = self.filter.max_num_gen_batches
+        if 0 < limit and filtered[0] >= limit * self.batch_size:
+            raise RunError(
+                f"algorithm.filter_groups under trainer.v1.trainer_mode={self.mode}: {filtered[0]} finished "
+                f"groups evicted in step {step} (their {self.filter.metric} was equal across the group), "
+                f"max_num_gen_batches={limit} x data.train_batch_size={self.batch_size}; raise algorithm."
+                "filter_groups.max_num_gen_batches (0: no limit), or use prompts whose responses differ"
+            )
+        self._submit(self._draw(len(dropped)), step)
+        return True
 
     def _submit_step(self, batch: DataProto, step: int) -> None:
         """The step's prompts into the buffer; before the first step, the warm-up batches (verl's
@@ -184,10 +242,14 @@ class ColocateAsync:
             )
         return False
 
-    def _metrics(self, groups: list[Group], evicted: list[int], step: int, metrics: dict) -> None:
+    def _metrics(
+        self, groups: list[Group], evicted: list[int], step: int, metrics: dict, filtered: int = 0
+    ) -> None:
         """verl's off-policy metrics of the batch taken at `step` (`evicted`: the ages of the groups
-        evicted meanwhile), and what is still in the buffer."""
+        evicted meanwhile; `filtered`: DAPO's evictions), and what is still in the buffer."""
         metrics.update(staleness_metrics(groups, step))
+        if self.filter is not None:
+            metrics["training/filter_groups/evicted_samples"] = filtered
         if evicted:
             ages = np.array(evicted, dtype=float)
             metrics["training/off_policy/evicted_samples"] = len(evicted)

@@ -99,6 +99,7 @@ class StepPhases:
         self.replay = {"colocate_async": ColocateAsync, "separate_async": SeparateAsync}.get(mode)
         if self.replay is not None:
             self.replay = self.replay(config, workers, dataset, sampler, tokenizer)
+            self.replay.bind(self._with_responses, self._score)
         self.separate = self.replay if mode == "separate_async" else None
         self.prefetch_rollouts = not alg.filter_groups.enable and self.replay is None
         self.queued_rollout: QueuedRollout | None = None
@@ -110,7 +111,7 @@ class StepPhases:
         and those the advantage estimator's spec names (e.g. ReMax's gen_max)."""
         alg, t = self.config.algorithm, self.config.trainer
         filtered = alg.filter_groups.enable
-        gen = self._generate_filtered if filtered else self._generate_async if self.replay else self._generate
+        gen = self._generate_async if self.replay else self._generate_filtered if filtered else self._generate
         available = {
             "gen": gen,
             "gen_max": self._remax_baseline,
@@ -214,9 +215,8 @@ class StepPhases:
 
     def _generate_async(self, batch: DataProto, metrics: dict) -> DataProto:
         """The async modes: this step's prompts join the replay buffer; the batch is the groups that
-        finished first (colocate_async.py, separate_async.py)."""
-        prompts, gen = self.replay.generate(batch, self.step, metrics)
-        return self._with_responses(prompts, gen)
+        finished first (colocate_async.py, separate_async.py); with DAPO, scored as they finished."""
+        return self.replay.generate(batch, self.step, metrics)
 
     def _sync_rollout(self, batch: DataProto, metrics: dict) -> DataProto:
         """separate_async: the updated weights to the rollout group, checked where they landed."""

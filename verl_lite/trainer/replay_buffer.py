@@ -52,6 +52,9 @@ class Group:
     submitted: int  # the global step its prompt was submitted at
     prompt_ids: list[int]
     trajectories: list[Trajectory]
+    # DAPO under the async modes: once finished and kept, its rows with responses and scores and the
+    # reward function's extra info (not checkpointed: a resumed run scores its finished groups again)
+    scored: tuple | None = None
 
     @property
     def finished(self) -> bool:
@@ -83,6 +86,11 @@ class ReplayBuffer:
         stale = [g for g in self.groups if g.finished and g.age(step) > self.threshold]
         self.groups = [g for g in self.groups if not (g.finished and g.age(step) > self.threshold)]
         return stale
+
+    def remove(self, groups: list[Group]) -> None:
+        """DAPO: finished groups without a learning signal, out (the caller refills one prompt each)."""
+        gone = {id(g) for g in groups}
+        self.groups = [g for g in self.groups if id(g) not in gone]
 
     def ready(self, step: int, batch_size: int) -> bool:
         """A batch can be taken: `batch_size` groups are finished and, under `wait`, no unfinished
