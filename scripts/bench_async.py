@@ -65,6 +65,7 @@ from pathlib import Path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)  # the tests' scripted engine and tool classes
+sys.path.insert(0, os.path.join(ROOT, "scripts"))  # plot_val_curves
 
 N, TURNS, SLOW_S = 32, 3, 1.5
 P, R = 24, 400
@@ -370,9 +371,11 @@ def learning(seeds: list[int], only: list[str]) -> None:
     )
     print("| mode | seed | validation reward at steps 0, 20, ..., 120 |")
     print("|---|---|---|")
+    runs: list[tuple[Path, str]] = []
     for i, (name, extra) in enumerate(modes.items()):
         for seed in seeds:
-            rows = train(work / f"mode{i}_seed{seed}", [f"data.seed={seed}", *extra])
+            runs.append((work / f"mode{i}_seed{seed}", f"{name} / seed {seed}"))
+            rows = train(runs[-1][0], [f"data.seed={seed}", *extra])
             curve = [(row["step"], row[key]) for row in rows if key in row]
             finals.setdefault(name, []).append(curve[-1][1])
             print(f"| {name} | {seed} | {', '.join(f'{v:.3f}' for _, v in curve)} |", flush=True)
@@ -383,6 +386,11 @@ def learning(seeds: list[int], only: list[str]) -> None:
     sync = finals.pop("sync")
     floor = statistics.mean(sync) - (max(sync) - min(sync))
     within = all(statistics.mean(v) >= floor for v in finals.values())
+    from plot_val_curves import plot  # scripts/: every run's curve, one colour per mode
+
+    figure = str(work / "learning.png")
+    plot([str(p) for p, _ in runs], [label for _, label in runs], figure, "conf/demo.yaml: validation reward")
+    print(f"learning: the curves in {figure}")
     print(f"learning: every async mode's final mean >= sync's mean - spread ({floor:.3f}): {within}")
 
 

@@ -42,12 +42,19 @@ def summary(steps: list[int], values: list[float]) -> str:
 
 
 def plot(inputs: list[str], labels: list[str], out: str, title: str) -> list[str]:
+    """Labels "<group> / <run>" (e.g. "sync / seed 1") share their group's colour, one line style per
+    run of the group: the seeds of several modes, side by side."""
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    lines = []
+    lines, colours, styles = [], {}, ("-", "--", ":", "-.")
+    seen: dict[str, int] = {}
     for path, label in zip(inputs, labels):
+        group = label.split(" / ")[0]
+        colour = colours.setdefault(group, f"C{len(colours)}")
+        style = styles[seen.get(group, 0) % len(styles)]
+        seen[group] = seen.get(group, 0) + 1
         for key, (steps, values) in val_curves(path).items():
             name = label if len(inputs) > 1 else key.removeprefix("val-core/")
-            ax.plot(steps, values, marker="o", linewidth=2, label=name)
+            ax.plot(steps, values, marker="o", linewidth=2, label=name, color=colour, linestyle=style)
             lines.append(f"{name}: {summary(steps, values)}")
     ax.set_xlabel("training step")
     ax.set_ylabel("validation reward (greedy)")

@@ -4,7 +4,8 @@ The loop's logic (what is inserted where, what the mask and log-probs are, which
 in which turn) is checked against numbers worked out by hand; the engines themselves are checked
 against their own output ids in test_engines.py. Each trajectory's script is a list of model
 turns (text); turn k of trajectory t answers its k-th request with that text's ids and log-probs
--(t + 1) / 100 - k / 10 - i / 1000 for its i-th token, cut to the request's budget like an engine.
+-(t + 1) / 100 - k / 10 - i / 1000 for its i-th token, cut to the request's budget like an engine
+(a round's continuation, keyed by the tokens it starts after, gets the rest of the turn).
 """
 
 from __future__ import annotations
@@ -40,11 +41,14 @@ class ScriptedRollout(Rollout):
         self.calls.append(list(requests))
         results = []
         for r in requests:
-            trajectory, count = r.key
+            # (trajectory, request), or a round's continuation after `start` tokens (agent_loop/rounds.py)
+            trajectory, count, *after = r.key
+            start = after[0] if after else 0
             ids = self.tokenizer(self.scripts[trajectory][count - 1], add_special_tokens=False)["input_ids"]
+            ids = ids[start:]
             stop = "eos" if len(ids) <= r.max_tokens else "length"
             ids = ids[: r.max_tokens]
-            logps = scripted_log_probs(trajectory, count - 1, len(ids))
+            logps = scripted_log_probs(trajectory, count - 1, start + len(ids))[start:]
             results.append(TokenResult(ids, logps, stop, num_preempted=self.preempted.get(r.key)))
         return results, True
 

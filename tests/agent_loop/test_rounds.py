@@ -1,6 +1,7 @@
 """The async modes' multi-turn rounds (agent_loop/rounds.py): loops stay alive between rounds, a
 generation cut off by a round's allowance continues in the next from its tokens and reaches its loop
-whole, and a trajectory in a slow tool does not hold a round's end.
+whole, a trajectory in a slow tool does not hold a round's end, and a loop that raises is reported
+as failed (its group is the driver's to evict) while the others finish.
 
 The engine is scripted (as test_scheduler.py's): each request "generates" TARGET tokens in all,
 token i of a generation being 100 + i, so a continuation's tokens show where it resumed; it reads
@@ -9,7 +10,11 @@ how many tokens a continuation starts after from its key (the rounds' own seedin
 import asyncio
 import threading
 
-from verl_lite.agent_loop.rounds import RoundBatcher
+from tests.agent_loop.scripted import ScriptedRollout, prompt_batch, tool_tokenizer
+from tests.helpers.agent import write_yaml
+from tests.helpers.configs import tiny_rollout
+from verl_lite.agent_loop.rounds import AgentRounds, RoundBatcher
+from verl_lite.agent_loop.runner import AgentLoopRunner
 from verl_lite.rollout.base import SamplingParams, TokenResult
 
 TARGET = 10
@@ -116,3 +121,40 @@ def test_a_trajectory_in_a_slow_tool_does_not_hold_the_round():
     )  # fmt: skip
     assert [len(generations[t]) for t in range(2)] == [2, 2]
     assert progressed[0] == [0, 1] and ended_before_release[0], "round 1 ended with trajectory 0 in its tool"
+
+
+def test_a_loop_that_raises_fails_its_trajectory_not_the_round(tmp_path):
+    """Four trajectories of a user's loop on the scripted engine, 4 tokens a round: row 1's loop raises
+    after its generation (cut over two rounds); the round reports it with its loop and error, the
+    others finish with their whole generations."""
+    tok = tool_tokenizer()
+    cfg = tiny_rollout(prompt_length=24, response_length=40)
+    cfg.agent.agent_loop_config_path = write_yaml(
+        tmp_path / "loops.yaml",
+        [{"name": "raise_loop", "_target_": "tests.agent_loop.user_loops.MisbehavingLoop", "how": "raise"}],
+    )
+    scripts = [["#### 7<|im_end|>"]] * 4
+    runner = AgentLoopRunner(ScriptedRollout(tok, scripts), tok, cfg)
+    rounds = AgentRounds(runner, SamplingParams(n=1, response_length=40), chunk=4)
+    batch = prompt_batch(
+        tok,
+        [[{"role": "user", "content": "3+4="}]] * 4,
+        24,
+        agent_name=["raise_loop"] * 4,
+        index=[0, 1, 2, 3],
+    )
+    first = rounds.round(batch, [0, 1, 2, 3])
+    assert first["finished"] == [] and first["failed"] == [] and first["progressed"] == [0, 1, 2, 3]
+    answers = [rounds.round(None, []) for _ in range(3)]
+    finished = [f for a in answers for f in a["finished"]]
+    failed = [f for a in answers for f in a["failed"]]
+    assert sorted(t for t, _, _ in finished) == [0, 2, 3]
+    assert failed == [
+        (
+            1,
+            "agent loop 'raise_loop', tests.agent_loop.user_loops.MisbehavingLoop raised RuntimeError: "
+            "the sandbox is down",
+        )
+    ]
+    whole = tok("#### 7<|im_end|>", add_special_tokens=False)["input_ids"]
+    assert all(out.response_ids == whole for _, out, _ in finished)

@@ -30,7 +30,7 @@ THREAD_SECONDS = 4.0
 
 class MisbehavingLoop(AgentLoopBase):
     """One generation, then what its YAML entry's `how` says: `hang` (row index 1 awaits an event no
-    one sets), `hang_thread` (row index 1 sleeps THREAD_SECONDS in asyncio.to_thread), `exit` (sys.exit(0)), `nan` (a reward_score of nan), `empty` (returns no response), `beyond_vocab` (inserts id 10**6)."""
+    one sets), `hang_thread` (row index 1 sleeps THREAD_SECONDS in asyncio.to_thread), `exit` (sys.exit(0)), `raise` (row index 1 raises), `nan` (a reward_score of nan), `empty` (returns no response), `beyond_vocab` (inserts id 10**6)."""
 
     async def run(self, sampling_params, **kwargs):
         import asyncio
@@ -46,6 +46,8 @@ class MisbehavingLoop(AgentLoopBase):
             await asyncio.to_thread(time.sleep, THREAD_SECONDS)
         if how == "exit":
             sys.exit(0)
+        if how == "raise" and kwargs.get("index") == 1:  # a tool's service down, say
+            raise RuntimeError("the sandbox is down")
         if how == "empty":
             return AgentLoopOutput(prompt, [], [], [], num_turns=2)
         if how == "beyond_vocab":  # an id a tokenizer never gives, inserted by the loop

@@ -76,3 +76,27 @@ def test_a_checkpoint_keeps_finished_groups_and_restarts_the_others_from_their_p
     assert done.trajectories[0].versions == (2, 2)
     assert (partial.uid, partial.prompt_ids) == ("partial", [3]) and not partial.finished
     assert all(t.tokens == [] and t.versions is None for t in partial.trajectories)
+
+
+def test_a_group_whose_loop_failed_is_never_sampled_nor_checkpointed_whole():
+    """verl 0.9.1's failed session (agent_loop/rounds.py reports it): once its other trajectories
+    ended the group is `failed`, not finished: no batch takes it, `drop` leaves it to the driver's
+    eviction and refill (ColocateAsync._refill_failed), a checkpoint keeps its prompt only."""
+    b = _buffer(n=2)
+    b.add(["ok", "bad"], [0, 1], [[1], [2]], step=1)
+    _finish(b, "ok")
+    bad = b.groups[1]
+    bad.trajectories[0].failed, bad.trajectories[0].done = "agent loop 'x' raised RuntimeError: down", True
+    assert not bad.failed and not bad.finished  # its other trajectory still runs
+    _finish(b, "bad")
+    bad.trajectories[0].failed = "agent loop 'x' raised RuntimeError: down"  # _finish marked it done again
+    assert bad.failed and not bad.finished
+    ok = b.groups[0]
+    assert not b.ready(step=1, batch_size=2) and b.evict_stale(step=5) == [ok]
+    assert [g.uid for g in b.groups] == ["bad"]
+    restored = _buffer(n=2)
+    restored.load_state_dict(b.state_dict())
+    assert restored.groups[0].uid == "bad" and not restored.groups[0].failed
+    assert all(not t.done and t.tokens == [] for t in restored.groups[0].trajectories)
+    b.remove([bad])
+    assert b.groups == []

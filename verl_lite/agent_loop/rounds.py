@@ -21,7 +21,9 @@ round is a rollout call of its own, so a config gives the same trajectories ever
 its tools answer within the hold (as in the sync rollout, scheduler.py).
 
 The round's result: the trajectories that finished (their AgentLoopOutput and their per-trajectory
-stats, runner.py) and the ones that got tokens in it (the driver counts their model versions).
+stats, runner.py), the ones whose loop raised (its error in one line: verl 0.9.1's failed session,
+whose group the driver evicts and refills), and the ones that got tokens in it (the driver counts
+their model versions). A batcher-level failure (a loop past its loop_timeout) fails the round.
 A checkpoint keeps finished groups only; a resumed run starts its unfinished trajectories again
 from their prompts, on fresh workers.
 """
@@ -141,6 +143,10 @@ class RoundBatcher(ContinuousBatcher):
                 future.set_result(TokenResult(tokens, log_probs, result.stop_reason, result.num_preempted))
 
 
+def _one_line(error: BaseException) -> str:
+    return " ".join(f"{type(error).__name__}: {error}".split())
+
+
 class AgentRounds:
     """A rank's agent loops across rounds (module docstring), driven by `round`."""
 
@@ -165,6 +171,11 @@ class AgentRounds:
         self.tasks: dict[int, asyncio.Task] = {}
         self.rows: dict[int, dict] = {}
 
+    def _error(self, t: int) -> str:
+        """A failed trajectory's error in one line, naming its loop (verl evicts its group and refills
+        it under the async modes; the driver counts it)."""
+        return f"{self.runner._loop_name(self.rows[t])} raised {_one_line(self.tasks[t].exception())}"
+
     def round(self, prompts: DataProto | None, ids: list[int]) -> dict:
         """`prompts`: the new prompt groups placed on this rank (rollout_inputs' layout), `ids`: the
         driver's id of each of their trajectories (rollout.n per prompt, adjacent). One round of every
@@ -183,14 +194,19 @@ class AgentRounds:
         calls = self.loop.run_until_complete(self.batcher.drive_round())
         seconds = time.perf_counter() - start
         done = sorted(t for t, task in self.tasks.items() if task.done())
-        outputs = [self.tasks.pop(t).result() for t in done]  # a loop's error fails the round
-        stats = self.runner._stats(outputs, [self.batcher.generate_seconds.pop(t) for t in done])
-        for t in done:  # the batcher's bookkeeping of a finished trajectory
+        failed = [(t, self._error(t)) for t in done if self.tasks[t].exception() is not None]
+        done = [t for t in done if self.tasks[t].exception() is None]
+        outputs = [self.tasks[t].result() for t in done]
+        stats = self.runner._stats(outputs, [self.batcher.generate_seconds[t] for t in done])
+        for t in [*done, *(t for t, _ in failed)]:  # the bookkeeping of a trajectory that ended
             self.rows.pop(t)
+            self.tasks.pop(t)
             for kept in (self.batcher.allowance, self.batcher.away_since, self.batcher._requests):
                 kept.pop(t, None)
+            self.batcher.generate_seconds.pop(t, None)
         return {
             "finished": [(t, out, s) for t, out, s in zip(done, outputs, stats, strict=True)],
+            "failed": failed,
             "progressed": sorted(self.batcher.progressed),
             "vocab_size": self.runner.vocab_size,
             "metrics": {"timing_s/generate_local": seconds, "agent_loop/engine_calls": calls},

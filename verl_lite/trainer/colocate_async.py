@@ -34,6 +34,7 @@ each request's key and the rollout's call count (saved in checkpoints).
 from __future__ import annotations
 
 import dataclasses
+import logging
 
 import numpy as np
 import torch
@@ -48,6 +49,7 @@ from verl_lite.trainer.dynamic_sampling import kept_group_rows, sequence_metric
 from verl_lite.trainer.replay_buffer import Group, ReplayBuffer, Trajectory
 from verl_lite.trainer.rollout_inputs import loop_names, rollout_inputs
 
+log = logging.getLogger(__name__)
 ROUNDS = 8  # rounds per response length: how finely a step can cut generation off
 
 
@@ -152,16 +154,20 @@ class ColocateAsync:
         are finished; their rows with responses in verl's layout (with DAPO, scored)."""
         self._submit_step(batch, step)
         rounds, evicted, generate_s = 0, [], 0.0
-        filtered = [0]
+        filtered, failed = [0], [0]
         while True:
-            if self._refill_stale(step, evicted) or self._refill_filtered(step, filtered):
+            if (
+                self._refill_stale(step, evicted)
+                or self._refill_failed(step, failed)
+                or self._refill_filtered(step, filtered)
+            ):
                 continue
             if self._batch_ready(step):
                 break
             generate_s += self._round(self.buffer.unfinished(), version=step - 1, metrics=metrics)
             rounds += 1
         groups = self.buffer.take(self.batch_size)
-        self._metrics(groups, evicted, step, metrics, filtered[0])
+        self._metrics(groups, evicted, step, metrics, filtered[0], failed[0])
         metrics.update(self._take_engine_calls())
         metrics["colocate_async/rounds"] = rounds
         metrics["timing_s/generate_local"] = generate_s
@@ -179,6 +185,27 @@ class ColocateAsync:
             if values and isinstance(values[0], (int, float)):
                 metrics[f"reward_extra/{key}/mean"] = float(np.mean(values))
         return DataProto.concat([g.scored[0] for g in groups])
+
+    def _refill_failed(self, step: int, failed: list[int]) -> bool:
+        """verl 0.9.1's async rule for a failed session: a group whose agent loop raised in one of its
+        trajectories is evicted once all of them ended, one new prompt submitted for it (`failed[0]`
+        counts them; each error is logged in one line). A step that evicts twice train_batch_size of
+        them stops the run with the last error: a loop that always fails would never fill a batch."""
+        gone = [g for g in self.buffer.groups if g.failed]
+        if not gone:
+            return False
+        for g in gone:
+            error = next(t.failed for t in g.trajectories if t.failed)
+            log.warning("%s: prompt %d's group evicted and refilled: %s", self.mode, g.index, error)
+        self.buffer.remove(gone)
+        failed[0] += len(gone)
+        if failed[0] >= 2 * self.batch_size:
+            raise RunError(
+                f"{self.mode}: {failed[0]} groups' agent loops failed in step {step} (twice data."
+                f"train_batch_size={self.batch_size}), the last: {error}; fix the loop (or its tools)"
+            )
+        self._submit(self._draw(len(gone)), step)
+        return True
 
     def _refill_filtered(self, step: int, filtered: list[int]) -> bool:
         """DAPO: the finished groups not scored yet, scored; those whose algorithm.filter_groups.metric
@@ -243,13 +270,16 @@ class ColocateAsync:
         return False
 
     def _metrics(
-        self, groups: list[Group], evicted: list[int], step: int, metrics: dict, filtered: int = 0
+        self, groups: list[Group], evicted: list[int], step: int, metrics: dict, filtered: int, failed: int
     ) -> None:
         """verl's off-policy metrics of the batch taken at `step` (`evicted`: the ages of the groups
-        evicted meanwhile; `filtered`: DAPO's evictions), and what is still in the buffer."""
+        evicted meanwhile; `filtered`: DAPO's evictions; `failed`: failed groups'), and what is still
+        in the buffer."""
         metrics.update(staleness_metrics(groups, step))
         if self.filter is not None:
             metrics["training/filter_groups/evicted_samples"] = filtered
+        if self.agent:
+            metrics["training/rollout_failure/evicted_samples"] = failed
         if evicted:
             ages = np.array(evicted, dtype=float)
             metrics["training/off_policy/evicted_samples"] = len(evicted)
@@ -322,6 +352,9 @@ class ColocateAsync:
                 for tid, output, stats in answer["finished"]:
                     _, trajectory = self.live.pop(tid)
                     trajectory.result, trajectory.done = (output, stats), True
+                for tid, error in answer["failed"]:
+                    _, trajectory = self.live.pop(tid)
+                    trajectory.failed, trajectory.done = error, True
                 self.vocab_size = answer["vocab_size"]
             self.engine_calls += out[0]["metrics"]["agent_loop/engine_calls"]
             return

@@ -31,6 +31,7 @@ class Trajectory:
     # finished its loop's output and stats (the tokens above stay empty)
     tid: int | None = None
     result: tuple | None = None
+    failed: str | None = None  # its agent loop raised: the error, in one line (verl: a failed session)
 
     def extend(self, tokens: list[int], log_probs: list[float], version: int, done: bool) -> None:
         self.tokens += tokens
@@ -58,7 +59,13 @@ class Group:
 
     @property
     def finished(self) -> bool:
-        return all(t.done for t in self.trajectories)
+        """Every trajectory done and none failed: sampleable."""
+        return all(t.done and t.failed is None for t in self.trajectories)
+
+    @property
+    def failed(self) -> bool:
+        """Every trajectory done, and one's agent loop raised: the group is evicted and refilled."""
+        return all(t.done for t in self.trajectories) and any(t.failed for t in self.trajectories)
 
     def age(self, step: int) -> int:
         """verl's span from submission to training at `step` (1: trained at the step it was submitted)."""
@@ -88,7 +95,7 @@ class ReplayBuffer:
         return stale
 
     def remove(self, groups: list[Group]) -> None:
-        """DAPO: finished groups without a learning signal, out (the caller refills one prompt each)."""
+        """Groups out: DAPO's without a learning signal, failed ones (the caller refills one prompt each)."""
         gone = {id(g) for g in groups}
         self.groups = [g for g in self.groups if id(g) not in gone]
 

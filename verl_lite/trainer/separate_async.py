@@ -144,17 +144,18 @@ class SeparateAsync(ColocateAsync):
         with self.cond:
             self._submit_step(batch, step)
             self.cond.notify_all()
-            evicted, filtered, waited = [], [0], time.perf_counter()
+            evicted, filtered, failed, waited = [], [0], [0], time.perf_counter()
 
             def ready() -> bool:
-                if self._refill_stale(step, evicted) | self._refill_filtered(step, filtered):
+                refilled = self._refill_stale(step, evicted) | self._refill_failed(step, failed)
+                if refilled | self._refill_filtered(step, filtered):
                     self.cond.notify_all()  # the refills are the thread's to generate
                 return self._batch_ready(step)
 
             self._wait(ready)
             groups = self.buffer.take(self.batch_size)
             metrics["separate_async/trainer_wait_s"] = time.perf_counter() - waited
-            self._metrics(groups, evicted, step, metrics, filtered[0])
+            self._metrics(groups, evicted, step, metrics, filtered[0], failed[0])
             metrics.update(self._take_engine_calls())
             counters = dict(self.counters)
             self.counters = {k: 0 * v for k, v in self.counters.items()}
