@@ -9,19 +9,22 @@ how many tokens a continuation starts after from its key (the rounds' own seedin
 
 import asyncio
 import threading
+import time
 
 from tests.agent_loop.scripted import ScriptedRollout, prompt_batch, tool_tokenizer
 from tests.helpers.agent import write_yaml
 from tests.helpers.configs import tiny_rollout
 from verl_lite.agent_loop.rounds import AgentRounds, RoundBatcher
 from verl_lite.agent_loop.runner import AgentLoopRunner
+from verl_lite.agent_loop.scheduler import LoopTimeout
 from verl_lite.rollout.base import SamplingParams, TokenResult
 
 TARGET = 10
 
 
-def _engine(calls: list):
+def _engine(calls: list, seconds: float = 0.0):
     def engine(requests):
+        time.sleep(seconds)
         calls.append([(r.key, len(r.prompt_ids), r.max_tokens) for r in requests])
         out = []
         for r in requests:
@@ -158,3 +161,73 @@ def test_a_loop_that_raises_fails_its_trajectory_not_the_round(tmp_path):
     ]
     whole = tok("#### 7<|im_end|>", add_special_tokens=False)["input_ids"]
     assert all(out.response_ids == whole for _, out, _ in finished)
+
+
+def test_loop_timeout_counts_a_loop_s_own_time_over_rounds_not_the_time_between_them():
+    """A trajectory stuck in its own code, loop_timeout 0.5 s, beside one that generates 4 tokens a
+    round on an engine taking 0.1 s a call, 0.3 s of "training" between rounds. Each round gives the
+    stuck one ~0.1-0.3 s: the timeout fires after a few rounds -- not in round 2, as the wall clock
+    (rounds and training) would have it, and not never, as a count restarted every round would."""
+    loop = asyncio.new_event_loop()
+    batcher = RoundBatcher(
+        _engine([], seconds=0.1), SamplingParams(n=1, response_length=64), 256, hold_s=0.2, loop_timeout=0.5
+    )
+    stuck = threading.Event()
+
+    async def busy(server):
+        try:
+            for _ in range(10):
+                await server.generate(prompt_ids=[5, 6], sampling_params={"max_tokens": 40})
+        finally:
+            batcher.finished(server.trajectory)
+
+    async def hung(server):
+        try:
+            await server.generate(prompt_ids=[5, 6], sampling_params={"max_tokens": 4})
+            await asyncio.to_thread(stuck.wait, 30)  # its own code, not returning in time
+        finally:
+            batcher.finished(server.trajectory)
+
+    tasks = [loop.create_task(busy(batcher.server(0))), loop.create_task(hung(batcher.server(1)))]
+    failed_in = None
+    try:
+        for r in range(10):
+            batcher.start_round(4)
+            try:
+                loop.run_until_complete(batcher.drive_round())
+            except LoopTimeout as e:
+                failed_in = (r, str(e))
+                break
+            time.sleep(0.3)  # the trainer's turn
+    finally:
+        stuck.set()
+        for task in tasks:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+        loop.close()
+    assert failed_in is not None, "the stuck trajectory was never timed out"
+    assert failed_in[0] >= 2, f"timed out in round {failed_in[0] + 1}: the time between rounds was counted"
+    assert "the first, 1;" in failed_in[1]  # trajectory 1 (the batcher names it by its describe)
+
+
+def test_a_second_generation_at_once_is_refused():
+    loop = asyncio.new_event_loop()
+    batcher = RoundBatcher(_engine([]), SamplingParams(n=1, response_length=64), 256, hold_s=0.2)
+    server = batcher.server(0)
+
+    async def twice():
+        first = asyncio.ensure_future(server.generate(prompt_ids=[5], sampling_params={}))
+        await asyncio.sleep(0)
+        try:
+            await server.generate(prompt_ids=[5], sampling_params={})
+        finally:
+            first.cancel()
+
+    try:
+        loop.run_until_complete(twice())
+    except RuntimeError as e:
+        assert "trajectory 0 asked for a generation while its previous one is outstanding" in str(e)
+    else:
+        raise AssertionError("a second outstanding generation was accepted")
+    finally:
+        loop.close()

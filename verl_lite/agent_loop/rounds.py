@@ -53,16 +53,28 @@ class RoundBatcher(ContinuousBatcher):
         self.origin: dict[int, TokenRequest] = {}  # a paused or continued request as the loop asked it
         self.partial: dict[int, tuple[list[int], list[float]]] = {}  # its tokens so far
         self.progressed: set[int] = set()  # trajectories that got tokens this round
+        self.round_end: float | None = None  # when the last round stopped the loop
+
+    async def generate(self, trajectory: int, prompt_ids: list[int], sampling: dict):
+        """A loop asks for one generation at a time (base.py); a second one at once is an error here:
+        the round keeps one paused generation per trajectory."""
+        if trajectory in self.paused or any(t == trajectory for t, _, _ in self.parked):
+            raise RuntimeError(
+                f"trajectory {trajectory} asked for a generation while its previous one is outstanding; "
+                "under the async trainer modes an agent loop awaits each generate before the next"
+            )
+        return await super().generate(trajectory, prompt_ids, sampling)
 
     def start_round(self, chunk: int) -> None:
         """A new round: every live trajectory may generate `chunk` tokens; paused requests continue
         from their tokens (prompt + tokens, what is left of the budget, a key of their own)."""
         now = time.monotonic()
-        parked = {t for t, _, _ in self.parked}
+        gap = now - self.round_end if self.round_end is not None else 0.0
         for t in self.live:
             self.allowance[t] = chunk
-            if t not in parked:  # the trainer's time between rounds is no loop's
-                self.away_since[t] = now
+            # the time between rounds (the trainer's) is no loop's: a loop's own time (its code, its
+            # tools) adds up over rounds towards loop_timeout
+            self.away_since[t] = min(now, self.away_since.get(t, now) + gap)
         for t, future in sorted(self.paused.items()):
             origin = self.origin[t]
             tokens = self.partial.get(t, ([], []))[0]
@@ -100,12 +112,15 @@ class RoundBatcher(ContinuousBatcher):
             self._check_timeout(away, now)
             hold = self.hold()
             if not self.parked and (not away or (calls and all(now - s >= hold for s in away.values()))):
+                self.round_end = time.monotonic()
                 return calls
             if self.parked and self._agree(now):
                 await self._call()
                 calls += 1
                 continue
-            deadlines = [s + hold for s in away.values()]
+            # what can change the decision: a trajectory's hold running out (when requests wait for
+            # it, or the round may end after its calls), a loop_timeout; else only a loop's next move
+            deadlines = [s + hold for s in away.values() if s + hold > now] if self.parked or calls else []
             if self.loop_timeout is not None:
                 deadlines += [s + self.loop_timeout for s in away.values()]
             self.changed.clear()
@@ -171,10 +186,16 @@ class AgentRounds:
         self.tasks: dict[int, asyncio.Task] = {}
         self.rows: dict[int, dict] = {}
 
+    def _raised(self, t: int) -> bool:
+        task = self.tasks[t]
+        return task.cancelled() or task.exception() is not None
+
     def _error(self, t: int) -> str:
         """A failed trajectory's error in one line, naming its loop (verl evicts its group and refills
         it under the async modes; the driver counts it)."""
-        return f"{self.runner._loop_name(self.rows[t])} raised {_one_line(self.tasks[t].exception())}"
+        task = self.tasks[t]
+        error = "was cancelled" if task.cancelled() else f"raised {_one_line(task.exception())}"
+        return f"{self.runner._loop_name(self.rows[t])} {error}"
 
     def round(self, prompts: DataProto | None, ids: list[int]) -> dict:
         """`prompts`: the new prompt groups placed on this rank (rollout_inputs' layout), `ids`: the
@@ -194,8 +215,8 @@ class AgentRounds:
         calls = self.loop.run_until_complete(self.batcher.drive_round())
         seconds = time.perf_counter() - start
         done = sorted(t for t, task in self.tasks.items() if task.done())
-        failed = [(t, self._error(t)) for t in done if self.tasks[t].exception() is not None]
-        done = [t for t in done if self.tasks[t].exception() is None]
+        failed = [(t, self._error(t)) for t in done if self._raised(t)]
+        done = [t for t in done if not self._raised(t)]
         outputs = [self.tasks[t].result() for t in done]
         stats = self.runner._stats(outputs, [self.batcher.generate_seconds[t] for t in done])
         for t in [*done, *(t for t, _ in failed)]:  # the bookkeeping of a trajectory that ended

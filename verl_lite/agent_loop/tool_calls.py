@@ -164,6 +164,10 @@ class ToolRunner:
             try:  # wait_for cancels the wrapped future at the deadline, and so the task on the tool loop
                 return await asyncio.wait_for(asyncio.wrap_future(future), self.timeout_s)
             except asyncio.TimeoutError:
+                # the async modes pause this loop between rounds (rounds.py): a call that finished
+                # in time may find its deadline passed when the loop runs again; its answer stands
+                if future.done() and not future.cancelled() and future.exception() is None:
+                    return future.result()
                 raise ToolTimeout() from None
         return await self._in_thread(fn, args, kwargs)
 

@@ -112,6 +112,13 @@ def _trainer_mode(cfg: PPOTrainerConfig, run: Run) -> list[str]:
             f"{named} with algorithm.adv_estimator={cfg.algorithm.adv_estimator}: its greedy baseline is "
             "generated beside the sampled responses of the same weights; use trainer.v1.trainer_mode=sync"
         )
+    if mode == "colocate_async" and cfg.algorithm.filter_groups.enable and cfg.reward_model.enable:
+        problems.append(
+            f"{named} with algorithm.filter_groups.enable=True and a reward model (reward_model.enable): "
+            "the filter scores groups between rounds, while the hybrid engine's rollout holds its memory "
+            "on the devices the reward model shares; use trainer.v1.trainer_mode=separate_async (its "
+            "rollout has devices of its own) or sync"
+        )
     r = cfg.actor_rollout_ref.rollout
     if r.agent.default_agent_loop != SINGLE_TURN and r.tensor_model_parallel_size > 1:
         problems.append(_agent_loops_with_tp(named, "rollout.agent.default_agent_loop", r))

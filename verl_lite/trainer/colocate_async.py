@@ -59,9 +59,13 @@ def uses_agent_loops(dataset: RLHFDataset, default_loop: str) -> bool:
     return any((agent_field(row, "agent_name") or default_loop) != SINGLE_TURN for row in dataset.rows)
 
 
-def plain(value, what: str):
+class NotPlain(ValueError):
+    """A value a checkpoint cannot keep (it loads with weights_only=True), at `path`."""
+
+
+def plain(value, path: str):
     """`value` as the types a checkpoint loads with weights_only=True (numpy arrays and scalars as
-    lists and numbers); anything else is an error naming `what`."""
+    lists and numbers: a resumed run reads them so); anything else raises NotPlain naming its path."""
     if isinstance(value, np.ndarray):
         return value.tolist()
     if isinstance(value, np.generic):
@@ -69,14 +73,10 @@ def plain(value, what: str):
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, (list, tuple)):
-        return type(value)(plain(v, what) for v in value)
+        return type(value)(plain(v, f"{path}[{i}]") for i, v in enumerate(value))
     if isinstance(value, dict) and all(isinstance(k, str) for k in value):
-        return {k: plain(v, what) for k, v in value.items()}
-    raise RunError(
-        f"cannot checkpoint a finished trajectory's {what}: it holds a {type(value).__name__}, and a "
-        "checkpoint keeps plain data only (numbers, strings, lists, dicts with string keys); return "
-        "those from the agent loop's extra_fields and metrics"
-    )
+        return {k: plain(v, f"{path}.{k}") for k, v in value.items()}
+    raise NotPlain(f"{path} holds a {type(value).__name__}")
 
 
 def staleness_metrics(groups: list[Group], step: int) -> dict[str, float]:
@@ -129,6 +129,7 @@ class ColocateAsync:
         fg = config.algorithm.filter_groups
         self.filter = fg if fg.enable else None
         self.with_responses = self.score = None  # the step's hooks (bind)
+        self.warned_plain = False
 
     def bind(self, with_responses, score) -> None:
         """The step's own functions: `with_responses(prompts, gen)` -> the rows with their responses,
@@ -338,9 +339,8 @@ class ColocateAsync:
             if not groups:
                 work.append((None, [], self.chunk))
                 continue
-            prompts = rollout_inputs(
-                self.dataset.collate([g.index for g in groups]), self.dataset, self.default_loop
-            )
+            batch = self.dataset.collate([g.index for g in groups])
+            prompts = rollout_inputs(batch, self.dataset, self.default_loop, agent_loops=True)
             work.append((prompts, [t.tid for g in groups for t in g.trajectories], self.chunk))
         return work
 
@@ -356,7 +356,7 @@ class ColocateAsync:
                     _, trajectory = self.live.pop(tid)
                     trajectory.failed, trajectory.done = error, True
                 self.vocab_size = answer["vocab_size"]
-            self.engine_calls += out[0]["metrics"]["agent_loop/engine_calls"]
+            self.engine_calls += max(a["metrics"]["agent_loop/engine_calls"] for a in out)
             return
         for rank, i, trajectory in placed:
             tokens, log_probs, reason = out[rank]["results"][i]
@@ -364,7 +364,7 @@ class ColocateAsync:
             trajectory.extend(list(tokens), list(log_probs), version, done)
 
     def _take_engine_calls(self) -> dict:
-        """Agent loops: the engine calls of the rounds since the last batch (rank 0's, as sync's metric)."""
+        """Agent loops: the engine calls of the rounds since the last batch (the busiest rank's each round)."""
         if not self.agent:
             return {}
         calls, self.engine_calls = self.engine_calls, 0
@@ -410,17 +410,29 @@ class ColocateAsync:
 
     # --- checkpoints ----------------------------------------------------------------------------------
     def state_dict(self) -> dict:
-        """Finished groups whole (a loop's output as plain data), the others as their prompts."""
+        """Finished groups whole (a loop's output as plain data), the others as their prompts. A group
+        whose output holds what a checkpoint cannot keep (a loop's own object in extra_fields) is kept
+        as its prompt, regenerated on resume, and said once."""
         buffer = self.buffer.state_dict()
         for g in buffer["groups"]:
-            for t in g["trajectories"] or []:
-                if "result" in t:
-                    output, stats = t["result"]
-                    t["result"] = (
-                        plain(dataclasses.asdict(output), "agent loop output"),
-                        plain(stats, "stats"),
+            try:
+                for t in g["trajectories"] or []:
+                    if "result" in t:
+                        output, stats = t["result"]
+                        t["result"] = (plain(dataclasses.asdict(output), "output"), plain(stats, "stats"))
+            except NotPlain as e:
+                g["trajectories"] = None
+                if not self.warned_plain:
+                    self.warned_plain = True
+                    log.warning(
+                        "%s: a finished trajectory's agent loop %s, which a checkpoint cannot keep "
+                        "(plain numbers, strings, lists and dicts only): its group is saved as its "
+                        "prompt and generated again on resume",
+                        self.mode,
+                        e,
                     )
         return {
+            "vocab_size": self.vocab_size,
             "buffer": buffer,
             "drawn": list(self.drawn),
             "started": self.started,
@@ -432,6 +444,7 @@ class ColocateAsync:
         from verl_lite.agent_loop.base import AgentLoopOutput
 
         self.buffer.load_state_dict(state["buffer"])
+        self.vocab_size = state.get("vocab_size")
         for g in self.buffer.groups:
             for t in g.trajectories:
                 if t.result is not None:

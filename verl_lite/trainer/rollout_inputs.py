@@ -35,9 +35,13 @@ def runs_agent_loops(batch: DataProto, default_loop: str) -> bool:
     return any(name != SINGLE_TURN for name in loop_names(batch, default_loop))
 
 
-def rollout_inputs(batch: DataProto, dataset, default_loop: str, meta_keys=None) -> DataProto:
-    """The batch's part the rollout needs (module docstring); `dataset` holds the rows' messages."""
-    if not runs_agent_loops(batch, default_loop):
+def rollout_inputs(
+    batch: DataProto, dataset, default_loop: str, meta_keys=None, agent_loops: bool = False
+) -> DataProto:
+    """The batch's part the rollout needs (module docstring); `dataset` holds the rows' messages.
+    `agent_loops`: the agent loops' inputs whatever the rows name (the async modes' rounds run every
+    row through its loop, single-turn ones too)."""
+    if not agent_loops and not runs_agent_loops(batch, default_loop):
         return batch.select(ROLLOUT_INPUTS, meta_keys=meta_keys)
     non_tensors = {k: batch.non_tensor_batch[k] for k in LOOP_FIELDS if k in batch.non_tensor_batch}
     non_tensors["agent_name"] = loop_names(batch, default_loop)
