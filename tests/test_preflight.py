@@ -487,6 +487,10 @@ COLOCATE = ("trainer.v1.trainer_mode=colocate_async",)
     "overrides, said",
     [
         (("algorithm.adv_estimator=remax",), "with algorithm.adv_estimator=remax: its greedy baseline"),
+        (  # the filter scores between rounds while the rollout holds the devices the model shares
+            ("algorithm.filter_groups.enable=True", "reward_model.enable=True"),
+            "with algorithm.filter_groups.enable=True and a reward model (reward_model.enable)",
+        ),
         (  # a TP group's ranks would have to end each round together
             (
                 f"{ARR}.rollout.agent.default_agent_loop=tool_agent",
