@@ -44,7 +44,8 @@ def summary(steps: list[int], values: list[float]) -> str:
 def plot(inputs: list[str], labels: list[str], out: str, title: str) -> list[str]:
     """Labels "<group> / <run>" (e.g. "sync / seed 1") share their group's colour, one line style per
     run of the group: the seeds of several modes, side by side."""
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    many = len(inputs) > 6  # the legend beside the axes, not over the curves
+    fig, ax = plt.subplots(figsize=(11.5 if many else 8, 4.5))
     lines, colours, styles = [], {}, ("-", "--", ":", "-.")
     seen: dict[str, int] = {}
     for path, label in zip(inputs, labels):
@@ -60,7 +61,7 @@ def plot(inputs: list[str], labels: list[str], out: str, title: str) -> list[str
     ax.set_ylabel("validation reward (greedy)")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=9)
+    ax.legend(fontsize=9, **({"loc": "center left", "bbox_to_anchor": (1.01, 0.5)} if many else {}))
     ax.set_title(title)
     fig.tight_layout()
     fig.savefig(out, dpi=100)
