@@ -161,6 +161,29 @@ def test_a_loop_that_raises_fails_its_trajectory_not_the_round(tmp_path):
     ]
     whole = tok("#### 7<|im_end|>", add_special_tokens=False)["input_ids"]
     assert all(out.response_ids == whole for _, out, _ in finished)
+    rounds.close()
+
+
+def test_closing_ends_the_live_trajectories_and_their_finally_blocks_run(tmp_path):
+    """A worker that exits with trajectories in flight (the run ended, or was stopped) ends them while
+    the interpreter is whole: left to the garbage collector at teardown, a tool agent's `finally`
+    (releasing its tools on the worker's tool loop) would wait forever for a thread that cannot start
+    then, and the worker process would never exit."""
+    tok = tool_tokenizer()
+    cfg = tiny_rollout(prompt_length=24, response_length=40)
+    cfg.agent.agent_loop_config_path = write_yaml(
+        tmp_path / "loops.yaml",
+        [{"name": "raise_loop", "_target_": "tests.agent_loop.user_loops.MisbehavingLoop", "how": "raise"}],
+    )
+    runner = AgentLoopRunner(ScriptedRollout(tok, [["#### 7<|im_end|>"]] * 2), tok, cfg)
+    rounds = AgentRounds(runner, SamplingParams(n=1, response_length=40), chunk=2)
+    batch = prompt_batch(tok, [[{"role": "user", "content": "3+4="}]] * 2, 24, agent_name=["raise_loop"] * 2)
+    rounds.round(batch, [0, 1])  # both cut off mid-generation: paused, their tasks pending
+    tasks = list(rounds.tasks.values())
+    assert len(tasks) == 2 and not any(task.done() for task in tasks)
+    rounds.close()
+    assert all(task.cancelled() for task in tasks) and rounds.loop.is_closed()
+    rounds.close()  # again: nothing left to do
 
 
 def test_loop_timeout_counts_a_loop_s_own_time_over_rounds_not_the_time_between_them():

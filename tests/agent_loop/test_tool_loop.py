@@ -28,7 +28,9 @@ def test_closing_with_calls_left_cancels_them_and_closes_the_loop(caplog):
     loop = tools.loop
     started = tools.submit(call(3))  # a call under way
     time.sleep(0.2)
-    loop.call_soon_threadsafe(time.sleep, 0.3)  # a blocking tool holds the loop
+    # a blocking tool holds the loop, long enough that the calls below and the close are queued
+    # behind it however loaded the machine (0.3 s was not, at load ~5)
+    loop.call_soon_threadsafe(time.sleep, 2.0)
     futures = [tools.submit(call(i)) for i in range(3)]  # queued behind it, not started
     with caplog.at_level(logging.ERROR, logger="asyncio"):
         tools.close()

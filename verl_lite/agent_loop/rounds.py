@@ -31,6 +31,7 @@ from their prompts, on fresh workers.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import dataclasses
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -170,7 +171,12 @@ class AgentRounds:
         `params`: the training sampling settings; `chunk`: the tokens a trajectory may generate a round."""
         self.runner, self.params, self.chunk = runner, params, chunk
         self.loop = asyncio.new_event_loop()
-        self.loop.set_default_executor(ThreadPoolExecutor(thread_name_prefix="verl_lite-agent-loop"))
+        self.executor = ThreadPoolExecutor(thread_name_prefix="verl_lite-agent-loop")
+        self.loop.set_default_executor(self.executor)
+        # the trajectories still live when the worker exits are ended while its tool loop still
+        # runs (tool_loop.py): left to the garbage collector, their `finally` blocks would run at
+        # interpreter teardown, where no thread starts, and hold the process forever
+        atexit.register(self.close)
         self.call: tuple[int, ...] = ()
         rollout = runner.rollout
         self.batcher = RoundBatcher(
@@ -185,6 +191,23 @@ class AgentRounds:
         )
         self.tasks: dict[int, asyncio.Task] = {}
         self.rows: dict[int, dict] = {}
+
+    def close(self, drain_s: float = 5.0) -> None:
+        """Cancel the live trajectories, let their `finally` blocks run (at most `drain_s`), close the
+        event loop. Safe to call more than once."""
+        if self.loop.is_closed():
+            return
+        pending = [task for task in self.tasks.values() if not task.done()]
+        for task in pending:
+            task.cancel()
+        try:
+            if pending:
+                self.loop.run_until_complete(asyncio.wait(pending, timeout=drain_s))
+            self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+        finally:
+            self.executor.shutdown(wait=False, cancel_futures=True)
+            self.loop.close()
+            self.tasks.clear()
 
     def _raised(self, t: int) -> bool:
         task = self.tasks[t]

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import threading
 
 log = logging.getLogger(__name__)
@@ -38,8 +39,12 @@ class ToolLoop:
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
-        """The loop, started in its thread on first use."""
+        """The loop, started in its thread on first use. Not while the interpreter is finalizing: a
+        thread started then never runs, and a coroutine closed by the garbage collector at exit (a
+        trajectory's loop left pending, its `finally` releasing its tools) would wait for it forever."""
         with self._lock:
+            if self._loop is None and sys.is_finalizing():
+                raise RuntimeError("the worker is exiting: its tool loop is closed")
             if self._loop is None:
                 loop, started = asyncio.new_event_loop(), threading.Event()
 
