@@ -1,5 +1,5 @@
 """The config is verl 0.9.1's (verl_lite/config/verl_0_9_1_ppo_trainer.yaml, verl's generated ppo_trainer
-config): `--cfg job` of ppo_trainer has its keys (a few left, named below), verl's defaults and verl's
+config): `--cfg job` of ppo_trainer has every one of its keys, verl's defaults and verl's
 links, except the deviations in verl_lite/config/deviations.py. A key verl 0.9 spells otherwise (its
 `reward.*` group; verl 0.9.1 keeps the verl 0.7 spellings as null legacy keys) is compared at verl 0.9's
 spelling (config/dialects.py), as verl's own migration reads it."""
@@ -24,12 +24,6 @@ LINKS_LEFT = {
     for role in ("actor", "ref")
     for k in ("entropy_from_logits_with_chunking", "entropy_checkpointing")
 }
-# verl 0.9.1's keys `--cfg job` still lacks: the rollout's profiler tool_config links the actor's here
-MISSING_LEFT = [
-    f"actor_rollout_ref.rollout.profiler.tool_config.{tool}.profile_token_{end}"
-    for tool in ("npu", "torch")
-    for end in ("start", "end")
-]
 # defaults that still differ from verl 0.9.1's, each a feature of issue 35 not landed yet: none since
 # data.gen_batch_size became null and filter_groups.metric `reward`
 DIFFERING_LEFT: set[str] = set()
@@ -71,10 +65,10 @@ def _deviates(key: str) -> bool:
     return bool({key, spelled and spelled.key, keys.link_target(WRITTEN.get(verl_key), verl_key)} & DEVIATING)
 
 
-def test_cfg_job_has_every_key_of_verl_0_9_1_but_the_few_left():
+def test_cfg_job_has_every_key_of_verl_0_9_1():
     verl = verl_keys.leaves(RESOLVED)  # as verl's `--cfg job --resolve` shows it
     assert len(verl) > 850
-    assert [k for k in verl if k not in _job()] == MISSING_LEFT
+    assert [k for k in verl if k not in _job()] == []
 
 
 def test_shared_defaults_are_verl_0_9_1s_but_the_deviations():

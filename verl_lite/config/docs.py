@@ -117,6 +117,9 @@ def verl_added() -> list[str]:
         section, _, name = key.rpartition(".")
         by_section.setdefault(section or "(top level)", []).append(name)
     out += [f"- `{s}`: {', '.join(f'`{n}`' for n in names)}" for s, names in by_section.items()]
+    out += ["", "Of those, the keys and sections verl_lite has a rule for (config/support.py):", ""]
+    added = {k.rsplit(".", i)[0] for k in keys.added_keys() for i in range(k.count(".") + 1)}
+    out += [f"- `{r.key}`: {support.describe(r.key)}" for r in support.RULES if r.key in added]
     return out + [""]
 
 

@@ -207,7 +207,9 @@ FEATURES: tuple[Feature, ...] = (
     Feature(
         "separate_async's hybrid rollout switch",
         ("trainer.v1.separate_async.hybrid_rollout",),
-        lambda c, r: bool(c.trainer.v1.separate_async.hybrid_rollout.enable_switch),
+        lambda c, r: bool(
+            c.trainer.v1.separate_async.hybrid_rollout.get("enable_switch")
+        ),  # verl's keys: a dict
         switches=("trainer.v1.separate_async.hybrid_rollout.enable_switch",),
     ),
     Feature(

@@ -8,7 +8,7 @@ critic follows the actor, ... The few deliberate deviations are listed in config
 docs/config.md); keys accepted only at some values are in config/support.py. The embedded tiny CPU
 demo is a named config on top of this one (conf/demo.yaml).
 
-The sections live in schema_engine.py (FSDP, optimizer, checkpoint, profiler), schema_model.py,
+The sections live in schema_engine.py (FSDP, optimizer, checkpoint), schema_model.py,
 schema_actor.py, schema_rollout.py, schema_roles.py (critic, reward) and schema_trainer.py (data,
 algorithm, trainer, Ray); this module assembles the tree and re-exports the classes other modules import from it.
 Hydra composes conf/ppo_trainer.yaml on top of it (config/compose.py), so an unknown key is an
@@ -50,7 +50,6 @@ from verl_lite.config.schema_trainer import (
     VERL_VAL,
     AlgorithmConfig,
     DataConfig,
-    GlobalProfilerConfig,
     RayKwargsConfig,
     TrainerConfig,
 )
@@ -89,7 +88,6 @@ class ActorRolloutRefConfig(ConfigNode):
     ref: RefConfig = field(default_factory=RefConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
-    hybrid_engine: bool | None = True  # actor and rollout share each worker (the only mode)
     nccl_timeout: int | None = key(
         600, POS_INT
     )  # seconds a collective may wait before the run fails (trainer.dist_timeout_s follows it)
@@ -107,5 +105,4 @@ class PPOTrainerConfig(ConfigNode):
         factory=CustomRewardFunctionConfig, verl09="reward.custom_reward_function"
     )
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
-    global_profiler: GlobalProfilerConfig = field(default_factory=GlobalProfilerConfig)
     ray_kwargs: RayKwargsConfig = field(default_factory=RayKwargsConfig)

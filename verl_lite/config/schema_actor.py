@@ -14,7 +14,6 @@ from verl_lite.config.schema_engine import (
     CheckpointConfig,
     FSDPConfig,
     OptimConfig,
-    ProfilerConfig,
     RouterReplayConfig,
 )
 
@@ -63,7 +62,6 @@ class ActorConfig(ConfigNode):
     clip_ratio_high: float | None = key(0.2, POS.or_null("clip_ratio"))  # upper clip range; null: clip_ratio
     tau_pos: float = 1.0  # sapo: temperature of the gate for positive advantages
     tau_neg: float = 1.05  # sapo: temperature of the gate for negative advantages
-    freeze_vision_tower: bool = False  # vision-language models: do not train the vision tower
     policy_loss: PolicyLossConfig = field(default_factory=PolicyLossConfig)
     clip_ratio_c: float = 3.0  # dual-clip cap (> 1) on the ratio for negative advantages
     loss_agg_mode: str = key(
@@ -73,20 +71,15 @@ class ActorConfig(ConfigNode):
         None, POS_INT.or_null("the response length of each batch")
     )  # seq-mean-token-sum-norm's divisor; null: the response length
     entropy_coeff: float = key(0.0, NON_NEG)  # entropy bonus weight
-    calculate_entropy: bool = False  # compute the entropy even when entropy_coeff is 0 (it always is here)
     use_kl_loss: bool = False  # add KL(actor || ref) to the loss (GRPO style)
-    use_prefix_grouper: bool = False  # share the forward of a prompt prefix across its responses
-    use_torch_compile: bool = True  # torch.compile the entropy/log-prob kernels (speed only)
     kl_loss_coef: float = key(0.001, NON_NEG)  # weight of the KL loss
     kl_loss_type: str = key(
         "low_var_kl", choice(KL_TYPES, "(optionally with '+')", is_kl_type)
     )  # kl | abs | mse | low_var_kl (k1 | k2 | k3); '+': k2's gradient
     ppo_epochs: int = key(1, POS_INT)  # passes over each training batch
     shuffle: bool = False  # verl's new worker: shuffle responses before splitting into mini-batches
-    data_loader_seed: int = 42  # seed of that shuffle
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     use_fused_kernels: bool = f"${{{ARR}.model.use_fused_kernels}}"  # the model's use_fused_kernels
-    profiler: ProfilerConfig = field(default_factory=ProfilerConfig)
     router_replay: RouterReplayConfig = field(default_factory=RouterReplayConfig)
     grad_clip: float = key(
         "${.optim.clip_grad}", POS
@@ -111,7 +104,6 @@ class ActorConfig(ConfigNode):
 class RefConfig(ConfigNode):
     rollout_n: int = f"${{{ARR}.rollout.n}}"  # responses per prompt (verl's copy of rollout.n)
     strategy: str = f"${{{ARR}.actor.strategy}}"  # fsdp | fsdp2: both run FSDP2 (fully_shard)
-    use_torch_compile: bool = f"${{{ARR}.actor.use_torch_compile}}"  # torch.compile kernels (speed only)
     log_prob_micro_batch_size: int | None = key(None, MICRO)  # deprecated global size; use the per-GPU key
     log_prob_micro_batch_size_per_gpu: int | None = key(
         None, MICRO
@@ -120,7 +112,6 @@ class RefConfig(ConfigNode):
     log_prob_max_token_len_per_gpu: int = key(
         f"${{{ARR}.actor.ppo_max_token_len_per_gpu}}", POS_INT
     )  # token budget per ref forward
-    profiler: ProfilerConfig = field(default_factory=ProfilerConfig)
     router_replay: RouterReplayConfig = field(default_factory=RouterReplayConfig)
     fsdp_config: FSDPConfig = field(
         default_factory=lambda: FSDPConfig(forward_only=True)

@@ -1,5 +1,5 @@
 """Schema sections shared by every trained or served model: FSDP2 and offload, optimizer and LR
-schedule, checkpoint contents, profiler, MoE router replay.
+schedule, checkpoint contents, MoE router replay.
 
 Defaults are verl's (config/schema.py says how); the trailing comment of each field is its
 documentation in docs/config.md. Keys verl_lite accepts only at some values are listed in
@@ -9,7 +9,6 @@ config/support.py, which docs/config.md also shows.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from verl_lite.config.fields import BETAS, NON_NEG, NON_NEG_INT, POS, SHARDS, UNIT, WARMUP_STEPS, choice, key
 from verl_lite.config.freeze import ConfigNode
@@ -84,7 +83,6 @@ class FSDPConfig(ConfigNode):
 @dataclass
 class OptimConfig(ConfigNode):
     optimizer: str = "AdamW"  # optimizer class in optimizer_impl
-    optimizer_impl: str = "torch.optim"  # module the optimizer class comes from
     lr: float = key(1e-6, POS)  # learning rate
     lr_warmup_steps_ratio: float = key(0.0, UNIT)  # warm-up as a fraction of all training steps
     total_training_steps: int = -1  # filled in at start-up from the data: training steps of the whole run
@@ -102,7 +100,6 @@ class OptimConfig(ConfigNode):
         "constant", choice(LR_SCHEDULER_TYPES)
     )  # schedule after warm-up: constant | cosine
     warmup_style: str | None = None  # verl's deprecated name of lr_scheduler_type; set: it wins
-    override_optimizer_config: dict[str, Any] | None = None  # extra keyword arguments for the optimizer
 
 
 @dataclass
@@ -111,61 +108,6 @@ class CheckpointConfig(ConfigNode):
         default_factory=lambda: ["model", "optimizer", "extra"]
     )  # what a checkpoint holds: model | optimizer | extra (lr schedule, RNG, rollout state) | hf_model (full weights, safetensors)
     load_contents: list[str] = "${.save_contents}"  # what a resume restores (model, optimizer, extra)
-    async_save: bool = False  # write checkpoints in the background (verl: Megatron only)
-
-
-@dataclass
-class NsysToolConfig(ConfigNode):
-    discrete: bool = "${global_profiler.global_tool_config.nsys.discrete}"  # one nsys range per profiled step
-
-
-@dataclass
-class NPUToolConfig(ConfigNode):
-    contents: list[str] = field(default_factory=list)  # what the NPU profiler records
-    level: str = "level0"  # NPU profiler level
-    analysis: bool = True  # analyse the NPU trace after the run
-    discrete: bool = False  # one trace per profiled step
-
-
-@dataclass
-class TorchToolConfig(ConfigNode):
-    contents: list[str] = field(default_factory=list)  # what the torch profiler records
-    discrete: bool = False  # one trace per profiled step
-
-
-@dataclass
-class TorchMemoryToolConfig(ConfigNode):
-    trace_alloc_max_entries: int | None = (
-        "${global_profiler.global_tool_config.torch_memory.trace_alloc_max_entries}"  # allocations recorded
-    )
-    stack_depth: int | None = (
-        "${global_profiler.global_tool_config.torch_memory.stack_depth}"  # frames per allocation
-    )
-
-
-@dataclass
-class ProfilerToolConfig(ConfigNode):
-    nsys: NsysToolConfig = field(default_factory=NsysToolConfig)
-    npu: NPUToolConfig = field(default_factory=NPUToolConfig)
-    torch: TorchToolConfig = field(default_factory=TorchToolConfig)
-    torch_memory: TorchMemoryToolConfig = field(default_factory=TorchMemoryToolConfig)
-
-
-@dataclass
-class ProfilerConfig(ConfigNode):
-    tool: str | None = "${global_profiler.tool}"  # nsys | npu | torch | torch_memory
-    enable: bool = False  # profile this role
-    all_ranks: bool = False  # profile every rank
-    ranks: list[int] = field(default_factory=list)  # ranks to profile
-    save_path: str | None = "${global_profiler.save_path}"  # where traces go
-    tool_config: ProfilerToolConfig = field(default_factory=ProfilerToolConfig)  # per-tool settings
-
-
-@dataclass
-class LinkedProfilerConfig(ProfilerConfig):
-    """A profiler section whose settings follow the actor's (rollout, reward model)."""
-
-    tool_config: Any = "${actor_rollout_ref.actor.profiler.tool_config}"  # per-tool settings
 
 
 @dataclass
@@ -173,10 +115,3 @@ class RouterReplayConfig(ConfigNode):
     mode: str = "disabled"  # MoE routing replay: disabled | record | replay
     record_file: str | None = None  # where recorded routing decisions go
     replay_file: str | None = None  # recorded routing decisions to replay
-
-
-@dataclass
-class RolloutProfilerConfig(LinkedProfilerConfig):
-    enable: bool = "${actor_rollout_ref.actor.profiler.enable}"  # profile generation
-    all_ranks: bool = "${actor_rollout_ref.actor.profiler.all_ranks}"  # profile every rank
-    ranks: list[int] = "${actor_rollout_ref.actor.profiler.ranks}"  # ranks to profile

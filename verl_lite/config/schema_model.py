@@ -35,11 +35,6 @@ class ModelBase(ConfigNode):
 
 
 @dataclass
-class FusedKernelOptions(ConfigNode):
-    impl_backend: str = "torch"  # implementation of the fused kernels: torch | triton
-
-
-@dataclass
 class LoraBlockConfig(ConfigNode):
     """actor_rollout_ref.model.lora: verl 0.9's LoRA block. Its other keys are Megatron's LoRA (verl's
     FSDP engine reads lora_rank, lora_alpha, ... above): accepted at verl's defaults, refused when set."""
@@ -53,7 +48,6 @@ class LoraBlockConfig(ConfigNode):
 class ModelConfig(ModelBase):
     """actor_rollout_ref.model: the policy's model, also the reference's and the rollout's."""
 
-    hf_config_path: str | None = None  # HF config folder when it differs from path
     tokenizer_path: str | None = None  # tokenizer folder; null: path
     custom_chat_template: str | None = None  # Jinja chat template replacing the tokenizer's
     enable_activation_offload: bool = False  # keep activations on the host between forward and backward
@@ -67,9 +61,7 @@ class ModelConfig(ModelBase):
     exclude_modules: Any = None  # modules LoRA leaves alone: a list of names or a regex
     lora_adapter_path: str | None = None  # saved PEFT adapter to continue from (rank, targets)
     lora: LoraBlockConfig = field(default_factory=LoraBlockConfig)
-    use_liger: bool = False  # Liger kernels for the HF model
     use_fused_kernels: bool = False  # log-probs and entropy from hidden states in chunks, without full logits
-    fused_kernel_options: FusedKernelOptions = field(default_factory=FusedKernelOptions)
 
 
 @dataclass

@@ -15,13 +15,19 @@ from verl_lite.config.freeze import ConfigNode
 from verl_lite.config.schema_engine import (
     CheckpointConfig,
     FSDPConfig,
-    LinkedProfilerConfig,
     OptimConfig,
-    ProfilerConfig,
 )
 from verl_lite.config.schema_model import CriticModelConfig, RewardModelModelConfig
 
 ACTOR = "actor_rollout_ref.actor"
+LEGACY_PROFILER = {
+    "tool": "${global_profiler.tool}",
+    "enable": False,
+    "all_ranks": False,
+    "ranks": [],
+    "save_path": "${global_profiler.save_path}",
+    "tool_config": "${actor_rollout_ref.actor.profiler.tool_config}",
+}
 
 
 @dataclass
@@ -52,7 +58,6 @@ class CriticConfig(ConfigNode):
     )  # token budget per values forward
     ppo_epochs: int = key(f"${{{ACTOR}.ppo_epochs}}", FOLLOWS_ACTOR)  # passes over each training batch
     shuffle: bool = f"${{{ACTOR}.shuffle}}"  # verl's new worker: shuffle before splitting into mini-batches
-    data_loader_seed: int = 42  # seed of that shuffle
     cliprange_value: float = key(
         0.5, POS
     )  # values may move at most this far from the rollout's values (clipped loss)
@@ -60,7 +65,6 @@ class CriticConfig(ConfigNode):
     checkpoint: CheckpointConfig = field(
         default_factory=CheckpointConfig
     )  # what the critic's checkpoints hold and what a resume loads (as the actor's)
-    profiler: ProfilerConfig = field(default_factory=ProfilerConfig)
     forward_micro_batch_size: int | None = key(
         "${.ppo_micro_batch_size}", MICRO
     )  # deprecated global size; use the per-GPU key
@@ -176,7 +180,8 @@ class RewardModelConfig(ConfigNode):
     sandbox_fusion: SandboxFusionConfig = key(
         factory=SandboxFusionConfig, verl09="reward.sandbox_fusion", older=("sandbox_fusion",)
     )
-    profiler: LinkedProfilerConfig = field(default_factory=LinkedProfilerConfig)
+    # verl 0.7's legacy reward-model profiler (verl 0.9.1 dropped it; no profiler runs here: support.py)
+    profiler: dict[str, Any] = field(default_factory=lambda: dict(LEGACY_PROFILER))
     ulysses_sequence_parallel_size: int | None = (
         1  # ranks one sequence is split over (Ulysses sequence parallelism)
     )

@@ -12,7 +12,7 @@ from typing import Any
 
 from verl_lite.config.fields import MICRO, NON_NEG, NON_NEG_INT, POS, POS_INT, SHARE, TOP_K, choice, key
 from verl_lite.config.freeze import ConfigNode
-from verl_lite.config.schema_engine import DTYPES, RolloutProfilerConfig
+from verl_lite.config.schema_engine import DTYPES
 
 TRUNCATE_SIDES = ("left", "middle", "right")  # a tool's response over max_tool_response_length
 SANITY_CHECK_MODES = ("disable", "strict", "ignore_strippable")
@@ -59,12 +59,10 @@ class MultiTurnConfig(ConfigNode):
         "middle", choice(TRUNCATE_SIDES)
     )  # left (keep the start) | middle | right (keep the end)
     interaction_config_path: str | None = None  # interactions' (simulated users') config file, verl's format
-    use_inference_chat_template: bool = False  # False: every turn continues from the sampled token ids
     tokenization_sanity_check_mode: str = key(
         "strict", choice(SANITY_CHECK_MODES)
     )  # compare each trajectory with its conversation rendered whole: disable | strict | ignore_strippable
     format: str = "hermes"  # tool-call parser by its registered name (agent_loop/parsers/): hermes | gpt-oss | qwen3_coder | glm | a user's (@ToolParser.register in a module VERL_USE_EXTERNAL_MODULES names)
-    num_repeat_rollouts: int | None = None  # repeats per interaction (CollabLLM's recipe loop)
     # verl_lite's own key
     tool_call_timeout: float = key(
         60.0, POS
@@ -84,7 +82,6 @@ class AgentLoopConfig(ConfigNode):
     agent_loop_config_path: str | None = (
         None  # YAML list of your agent loops: {name, _target_: dotted class path, its keyword arguments}
     )
-    custom_async_server: CustomAsyncServerConfig = field(default_factory=CustomAsyncServerConfig)
     # verl_lite's own key
     loop_timeout: float | None = key(
         None, POS.or_null("(3 + 2 x tools) x tool_call_timeout")
@@ -103,8 +100,6 @@ class CheckpointEngineConfig(ConfigNode):
 @dataclass
 class TraceConfig(ConfigNode):
     backend: str | None = None  # rollout tracing: weave | mlflow | trackio
-    token2text: bool = False  # decode traced tokens
-    max_samples_per_step_per_worker: int | None = None  # traced samples per step; null: all
 
 
 @dataclass
@@ -130,16 +125,12 @@ class RolloutConfig(ConfigNode):
     enforce_eager: bool = (
         False  # no CUDA graphs / torch.compile; on CPU False means an inductor compile at start
     )
-    cudagraph_capture_sizes: list[int] | None = None  # vLLM: batch sizes captured as CUDA graphs (speed only)
     free_cache_engine: bool = (
         True  # GPU: release weights and KV cache after generation (vLLM sleep level 2); no-op on CPU
     )
     tensor_model_parallel_size: int = key(
         2, POS_INT
     )  # ranks per vLLM engine (TP), must divide the world; the hf rollout has no TP: each worker generates alone
-    data_parallel_size: int = 1  # vLLM data parallelism inside one engine
-    expert_parallel_size: int = 1  # vLLM expert parallelism (MoE)
-    pipeline_model_parallel_size: int = 1  # vLLM pipeline parallelism
     max_num_batched_tokens: int = key(8192, POS_INT)  # tokens per vLLM scheduler step
     max_model_len: int | None = key(
         None, POS_INT.or_null("prompt_length + response_length")
@@ -148,7 +139,6 @@ class RolloutConfig(ConfigNode):
     enable_chunked_prefill: bool = True  # split long prefills across scheduler steps
     enable_prefix_caching: bool = True  # reuse KV of shared prompt prefixes (reset at every weight sync)
     logprobs_mode: str | None = "processed_logprobs"  # the rollout's log-probs: after temperature/top-k/top-p
-    scheduling_policy: str | None = "fcfs"  # vLLM scheduling: fcfs | priority
     load_format: str = key(
         "dummy", choice(LOAD_FORMATS)
     )  # vLLM's start-up weights: dummy (random; the first sync brings the actor's) | auto | safetensors (read from model.path; with LoRA no base weights are ever synced)
@@ -163,8 +153,6 @@ class RolloutConfig(ConfigNode):
     disable_log_stats: bool = True  # no vLLM throughput logging
     do_sample: bool = True  # False: greedy decoding for training rollouts
     n: int = key(1, POS_INT)  # responses per prompt
-    over_sample_rate: float = 0  # stop a step's generation when (1 - rate) of its requests are done
-    multi_stage_wake_up: bool = False  # SGLang: wake weights and KV cache in stages (peak memory)
     engine_kwargs: EngineKwargs = field(default_factory=EngineKwargs)
     val_kwargs: SamplingKwargs = field(default_factory=SamplingKwargs)  # sampling of validation generations
     multi_turn: MultiTurnConfig = field(default_factory=MultiTurnConfig)
@@ -175,10 +163,7 @@ class RolloutConfig(ConfigNode):
     skip_rollout: bool = False  # reuse rollouts dumped in skip_dump_dir instead of generating
     skip_dump_dir: str = "/tmp/rollout_dump"  # where skip_rollout keeps them
     skip_tokenizer_init: bool = True  # the engine takes and returns token ids only
-    enable_rollout_routing_replay: bool = False  # record MoE routing decisions during generation
-    profiler: RolloutProfilerConfig = field(default_factory=RolloutProfilerConfig)
     quantization: str | None = None  # vLLM weight quantization: fp8 | torchao
-    quantization_config_file: str | None = None  # its config file
     mtp: Any = f"${{{ARR}.model.mtp}}"  # multi-token prediction: the model's mtp section
     layered_summon: bool = False  # LoRA: gather the adapter layer by layer for the sync (verl_lite always gathers one tensor at a time); vLLM needs load_format other than dummy
     # verl_lite's own keys

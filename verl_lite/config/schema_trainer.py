@@ -1,5 +1,4 @@
-"""Schema sections of the run: data, algorithm, trainer, Ray, and verl's global profiler and
-transfer queue.
+"""Schema sections of the run: data, algorithm, trainer, Ray.
 
 Defaults are verl's (config/schema.py says how); the trailing comment of each field is its
 documentation in docs/config.md.
@@ -86,28 +85,18 @@ class DataConfig(ConfigNode):
     tool_config_path: str | None = (
         "${actor_rollout_ref.rollout.multi_turn.tool_config_path}"  # tools listed in the prompts (the chat template's `tools`)
     )
-    return_raw_input_ids: bool | None = False  # keep the prompt ids before the chat template
     return_raw_chat: bool | None = True  # keep the raw messages in the batch
-    return_full_prompt: bool | None = False  # keep the templated prompt text
     shuffle: bool | None = True  # shuffle the training set every epoch
     seed: int | None = key(
         None, NON_NEG_INT.or_null("a fixed default seed")
     )  # seed of the shuffling; null: a fixed default seed
-    dataloader_num_workers: int | None = 8  # data-loader processes (verl_lite reads on the driver)
-    image_patch_size: int | None = 14  # vision-language data: image patch size
-    validation_shuffle: bool | None = False  # shuffle the validation set (its metrics are means: no effect)
     filter_overlong_prompts: bool | None = (
         False  # drop prompts over max_prompt_length at load (counted, logged)
     )
-    filter_overlong_prompts_workers: int | None = 1  # processes for that filter
     truncation: str | None = key(
         "error", choice(TRUNCATIONS)
     )  # prompt over max_prompt_length: error | left | right
-    image_key: str | None = "images"  # column of images (vision-language data)
-    video_key: str | None = "videos"  # column of videos
     trust_remote_code: bool | None = False  # passed to the tokenizer loader
-    custom_cls: ClassRefConfig = field(default_factory=ClassRefConfig)  # a custom dataset class
-    return_multi_modal_inputs: bool | None = True  # keep processed image/video inputs
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
     datagen: ClassRefConfig = field(default_factory=ClassRefConfig)  # a dynamic data generator
     apply_chat_template_kwargs: dict[str, Any] | None = field(
@@ -159,12 +148,6 @@ class RolloutCorrectionConfig(ConfigNode):
 
 
 @dataclass
-class PFPPOConfig(ConfigNode):
-    reweight_method: str = "pow"  # pf-ppo sample weights: pow | max_min | max_random
-    weight_pow: float = 2.0  # exponent of the pow method
-
-
-@dataclass
 class AlgorithmConfig(ConfigNode):
     # null (verl's way to turn the section off) reads as the defaults, every option off (config/spellings.py)
     rollout_correction: RolloutCorrectionConfig | None = field(default_factory=RolloutCorrectionConfig)
@@ -181,22 +164,7 @@ class AlgorithmConfig(ConfigNode):
         "kl", choice(KL_TYPES, test=is_kl_type)
     )  # estimator of the in-reward KL: kl | abs | mse | low_var_kl (algos/kl.py)
     kl_ctrl: KLControlConfig = field(default_factory=KLControlConfig)
-    use_pf_ppo: bool = False  # policy-filtered PPO: resample the batch by reward
-    pf_ppo: PFPPOConfig = field(default_factory=PFPPOConfig)
     filter_groups: FilterGroupsConfig = field(default_factory=FilterGroupsConfig)  # verl's DAPO recipe keys
-
-
-@dataclass
-class HybridRolloutSwitchConfig(ConfigNode):
-    """verl 0.9's separate_async trainer: lend the trainer's GPUs to the rollout while it waits."""
-
-    enable_switch: bool = False  # switch the trainer's GPUs to rollout while they would idle
-    switch_threshold_ratio: float = 0.4  # idle share that triggers a switch
-    adaptive_switch_threshold: bool = True  # move that threshold with the measured cost
-    switch_threshold_step_up: float = 0.05  # its step up
-    switch_threshold_step_down: float = 0.03  # its step down
-    switch_threshold_release_steps: int = 2  # steps before the GPUs return
-    switch_cost_window_size: int = 3  # steps the switch cost is averaged over
 
 
 @dataclass
@@ -212,7 +180,6 @@ class SeparateAsyncConfig(ConfigNode):
     parameter_sync_step: int = key(
         4, POS_INT
     )  # local updates (mini-batches) per step, between weight syncs to the rollout group
-    hybrid_rollout: HybridRolloutSwitchConfig = field(default_factory=HybridRolloutSwitchConfig)
 
 
 @dataclass
@@ -225,9 +192,6 @@ class V1SamplerConfig(ConfigNode):
     max_off_policy_strategy: str = key(
         "drop", choice(OFF_POLICY_STRATEGIES)
     )  # drop: evict and refill a finished group past the threshold | wait: finish in-flight groups at it first
-    sync_refill_failed_groups: bool = False  # refill failed groups before the step goes on
-    custom_sampler: ClassRefConfig = field(default_factory=ClassRefConfig)  # a sampler of one's own
-    sampler_kwargs: dict[str, Any] = field(default_factory=dict)  # its keyword arguments
 
 
 @dataclass
@@ -267,7 +231,6 @@ class TrainerConfig(ConfigNode):
     save_freq: int | None = key(
         -1, FREQ
     )  # save a checkpoint every this many steps and at the last step; -1: never
-    esi_redundant_time: int | None = 0  # elastic-instance expiry margin (seconds) that triggers a save
     resume_mode: str | None = (
         "auto"  # auto: from default_local_dir's latest checkpoint if any | disable | resume_path
     )
@@ -278,7 +241,6 @@ class TrainerConfig(ConfigNode):
     critic_warmup: int | None = key(
         0, NON_NEG_INT
     )  # training steps that update only the critic before the actor starts updating
-    default_hdfs_dir: str | None = None  # also copy checkpoints to this HDFS folder
     del_local_ckpt_after_load: bool | None = (
         False  # delete the checkpoint folder a run resumed from, once loaded
     )
@@ -291,7 +253,6 @@ class TrainerConfig(ConfigNode):
     max_critic_ckpt_to_keep: int | None = key(
         None, POS_INT.or_null("keep all")
     )  # keep only the newest this many critic checkpoints; null: all
-    ray_wait_register_center_timeout: int | None = 300  # seconds verl waits for its workers to register
     device: str | None = "auto"  # auto: cuda where a GPU is visible, else cpu | cpu | cuda
     use_legacy_worker_impl: str | None = (
         "auto"  # verl's choice of worker implementation: auto | enable | disable
@@ -330,49 +291,3 @@ class RayInitConfig(ConfigNode):
 class RayKwargsConfig(ConfigNode):
     ray_init: RayInitConfig = field(default_factory=RayInitConfig)
     timeline_json_file: str | None = None  # write Ray's task timeline (chrome://tracing) here at the end
-
-
-@dataclass
-class NsysGlobalConfig(ConfigNode):
-    discrete: bool = False  # one nsys range per profiled step
-    controller_nsight_options: dict[str, Any] = field(
-        default_factory=lambda: {
-            "trace": "cuda,nvtx,cublas,ucx",
-            "cuda-memory-usage": "true",
-            "cuda-graph-trace": "graph",
-        }
-    )  # nsys options of the driver
-    worker_nsight_options: dict[str, Any] = field(
-        default_factory=lambda: {
-            "trace": "cuda,nvtx,cublas,ucx",
-            "cuda-memory-usage": "true",
-            "cuda-graph-trace": "graph",
-            "capture-range": "cudaProfilerApi",
-            "capture-range-end": None,
-            "kill": "none",
-        }
-    )  # nsys options of the workers
-
-
-@dataclass
-class TorchMemoryGlobalConfig(ConfigNode):
-    trace_alloc_max_entries: int | None = 100000  # allocations recorded
-    stack_depth: int | None = 32  # frames per allocation
-    context: str | None = "all"  # allocation contexts recorded
-    stacks: str | None = "all"  # stacks recorded
-    kw_args: dict[str, Any] | None = field(default_factory=dict)  # extra arguments of the memory recorder
-
-
-@dataclass
-class GlobalToolConfig(ConfigNode):
-    nsys: NsysGlobalConfig = field(default_factory=NsysGlobalConfig)
-    torch_memory: TorchMemoryGlobalConfig = field(default_factory=TorchMemoryGlobalConfig)
-
-
-@dataclass
-class GlobalProfilerConfig(ConfigNode):
-    tool: str | None = None  # profiler for every role: nsys | npu | torch | torch_memory
-    steps: list[int] | None = None  # training steps to profile
-    profile_continuous_steps: bool = False  # one trace over consecutive profiled steps
-    save_path: str | None = "outputs/profile"  # where traces go
-    global_tool_config: GlobalToolConfig = field(default_factory=GlobalToolConfig)
