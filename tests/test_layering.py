@@ -129,11 +129,19 @@ def test_imports_go_one_way(unit):
 def test_the_schema_imports_only_the_standard_library():
     """The GPU machine runs engine tests with the schema and without Hydra or OmegaConf."""
     bad = []
-    for path in [*ROOT.joinpath("config").glob("schema*.py"), ROOT / "config" / "freeze.py"]:
+    for path in [
+        *ROOT.joinpath("config").glob("schema*.py"),
+        *(ROOT / "config" / f for f in ("freeze.py", "gates.py")),
+    ]:
         for module in _imports(path):
             top = module.split(".")[0]
             if top not in STDLIB and not module.startswith(
-                ("verl_lite.config.schema", "verl_lite.config.freeze", "verl_lite.config.fields")
+                (
+                    "verl_lite.config.schema",
+                    "verl_lite.config.freeze",
+                    "verl_lite.config.fields",
+                    "verl_lite.config.gates",
+                )
             ):
                 bad.append(f"{path.name} imports {module}")
     assert not bad, "\n".join(bad)

@@ -30,10 +30,9 @@ not a rename (issue 35 leaves it open).
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
-from verl_lite.config.schema import PPOTrainerConfig
+from verl_lite.config.schema import FIELDS
 
 
 @dataclass(frozen=True)
@@ -44,26 +43,18 @@ class Move:
     quiet: bool = False  # `key` is verl 0.9's spelling too (verl links one to the other): nothing to say
 
 
-def _declared(cls: type, prefix: str = "") -> list[Move]:
-    """The moves the schema's fields declare beside themselves (config/fields.key: verl09, older)."""
-    found: list[Move] = []
-    instance = cls()
-    for f in dataclasses.fields(cls):
-        key, spelled = f"{prefix}{f.name}", f.metadata.get("spelled")
-        if spelled is not None:
-            found.append(Move(spelled.verl09 or key, key, spelled.older, spelled.quiet))
-        value = getattr(instance, f.name)
-        if dataclasses.is_dataclass(value):
-            found += _declared(type(value), f"{key}.")
-    return found
-
-
 def _depth(move: Move) -> int:
     return max(k.count(".") for k in (move.verl09, move.key, *move.older))
 
 
 # a key's own move before its section's (critic.fsdp.ulysses_sequence_parallel_size before critic.fsdp)
-MOVES: tuple[Move, ...] = tuple(sorted(_declared(PPOTrainerConfig), key=_depth, reverse=True))
+# the moves the schema's fields declare beside themselves (config/fields.key: verl09, older)
+_DECLARED = [
+    Move(s.verl09 or k, k, s.older, s.quiet)
+    for k, f in FIELDS
+    if (s := f.metadata.get("spelled")) is not None
+]
+MOVES: tuple[Move, ...] = tuple(sorted(_DECLARED, key=_depth, reverse=True))
 
 
 # verl 0.9's config groups chosen on the command line (`model_engine=megatron`): the choices that are

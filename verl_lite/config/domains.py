@@ -20,11 +20,8 @@ algos/kl_ctrl.kl_ctrl_problems (target_kl and horizon matter only for the adapti
 
 from __future__ import annotations
 
-import dataclasses
-import functools
-
 from verl_lite.config.fields import Domain
-from verl_lite.config.schema import PPOTrainerConfig
+from verl_lite.config.schema import FIELDS
 
 ARR = "actor_rollout_ref"
 
@@ -49,23 +46,7 @@ NO_DOMAIN = {
 }
 
 
-def _declared(cls: type, prefix: str = "") -> dict[str, Domain]:
-    """{key: domain} of every field of the schema that declares one beside itself (config/fields.key)."""
-    found: dict[str, Domain] = {}
-    instance = cls()
-    for f in dataclasses.fields(cls):
-        value = getattr(instance, f.name)
-        if dataclasses.is_dataclass(value):
-            found |= _declared(type(value), f"{prefix}{f.name}.")
-        elif f.metadata.get("domain") is not None:
-            found[f"{prefix}{f.name}"] = f.metadata["domain"]
-    return found
-
-
-@functools.cache
-def domains() -> dict[str, Domain]:
-    """Every key's domain, as declared beside its field."""
-    return _declared(PPOTrainerConfig)
-
-
-DOMAINS = domains()
+# every key's domain, as declared beside its field
+DOMAINS: dict[str, Domain] = {
+    k: f.metadata["domain"] for k, f in FIELDS if f.metadata.get("domain") is not None
+}

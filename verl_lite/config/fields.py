@@ -1,6 +1,8 @@
 """What a schema field declares beside itself: the values it takes (its domain, a choice set
-included). `key(default, domain)` is a dataclass field whose metadata holds them; config/domains.py
-builds the table from the schema once and config/values.py checks every value against it.
+included), the features that read it (config/gates.py) and verl's other spellings of it.
+`key(default, domain, gate=..., verl09=..., older=...)` is a dataclass field whose metadata holds them;
+`declared` walks the schema's fields once (config/schema.FIELDS), and config/domains.py,
+config/features.py, config/nulls.py and config/dialects.py read their tables from that walk.
 
 A domain says what one value alone may be: a size a positive integer, a rate a finite number in its
 interval, a mode one of its choices. Hydra already refuses a value of the wrong type (`lr=fast`), not
@@ -12,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,15 +74,29 @@ def key(
     domain: Domain | None = None,
     *,
     factory: Any = dataclasses.MISSING,
+    gate: Any = (),
     verl09: str | None = None,
     older: tuple[str, ...] = (),
     quiet: bool = False,
 ):
-    """A schema field with its domain beside it (`factory`: a mutable default's factory) and verl's
-    other spellings of it (`verl09`, `older`; a section's cover every key under it)."""
+    """A schema field with its domain beside it (`factory`: a mutable default's factory), the
+    feature(s) that read it (`gate`: a config/gates.Gate or a tuple of them) and verl's other
+    spellings of it (`verl09`, `older`); a section's gates and spellings cover every key under it."""
     spelled = Spelled(verl09, tuple(older), quiet) if verl09 or older else None
-    metadata = {"domain": domain, "spelled": spelled}
+    gates = gate if isinstance(gate, tuple) else (gate,)
+    metadata = {"domain": domain, "spelled": spelled, "gate": gates}
     return dataclasses.field(default=default, default_factory=factory, metadata=metadata)
+
+
+def declared(cls: type, prefix: str = "") -> Iterator[tuple[str, dataclasses.Field]]:
+    """(dotted key, field) of every field of a schema dataclass and of its sections, in order (a
+    section's own field before its keys): the one walk config/'s tables are read from."""
+    instance = cls()
+    for f in dataclasses.fields(cls):
+        yield f"{prefix}{f.name}", f
+        value = getattr(instance, f.name)
+        if dataclasses.is_dataclass(value):
+            yield from declared(type(value), f"{prefix}{f.name}.")
 
 
 POS_INT = Domain(lambda v: _is_int(v) and v > 0, "a positive integer")

@@ -22,13 +22,12 @@ rest get a domain that refuses only null; config/values.py checks them all in on
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 
 from verl_lite.config import keys
 from verl_lite.config.domains import DOMAINS
 from verl_lite.config.fields import Domain
-from verl_lite.config.schema import PPOTrainerConfig
+from verl_lite.config.schema import FIELDS
 from verl_lite.config.support import rule_for
 
 KINDS = (  # a field's type, as the message names a value of it
@@ -41,22 +40,14 @@ KINDS = (  # a field's type, as the message names a value of it
 )
 
 
-@functools.cache
 def nullable_types() -> dict[str, str]:
     """{dotted key: its annotation} of every leaf typed `X | None` in the schema."""
-    found: dict[str, str] = {}
-
-    def walk(cls, prefix: str) -> None:
-        instance = cls()
-        for f in dataclasses.fields(cls):
-            value = getattr(instance, f.name)
-            if dataclasses.is_dataclass(value):
-                walk(type(value), f"{prefix}{f.name}.")
-            elif isinstance(f.type, str) and f.type.replace(" ", "").endswith("|None"):
-                found[f"{prefix}{f.name}"] = f.type
-
-    walk(PPOTrainerConfig, "")
-    return found
+    sections = {k.rsplit(".", 1)[0] for k, _ in FIELDS}
+    return {
+        k: f.type
+        for k, f in FIELDS
+        if k not in sections and isinstance(f.type, str) and f.type.replace(" ", "").endswith("|None")
+    }
 
 
 def _kind(annotation: str) -> str:

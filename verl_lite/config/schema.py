@@ -22,8 +22,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from verl_lite.config.fields import POS_INT, key
+from verl_lite.config.fields import POS_INT, declared, key
 from verl_lite.config.freeze import ConfigNode
+from verl_lite.config.gates import CRITIC, REF
 from verl_lite.config.schema_actor import ActorConfig, RefConfig
 from verl_lite.config.schema_engine import (
     CheckpointConfig,
@@ -85,7 +86,7 @@ __all__ = [
 @dataclass
 class ActorRolloutRefConfig(ConfigNode):
     actor: ActorConfig = field(default_factory=ActorConfig)
-    ref: RefConfig = field(default_factory=RefConfig)
+    ref: RefConfig = key(factory=RefConfig, gate=REF)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     nccl_timeout: int | None = key(
@@ -98,7 +99,7 @@ class PPOTrainerConfig(ConfigNode):
     actor_rollout_ref: ActorRolloutRefConfig = field(default_factory=ActorRolloutRefConfig)
     data: DataConfig = field(default_factory=DataConfig)
     reward_manager: RewardManagerConfig = field(default_factory=RewardManagerConfig)
-    critic: CriticConfig = field(default_factory=CriticConfig)
+    critic: CriticConfig = key(factory=CriticConfig, gate=CRITIC)
     reward_model: RewardModelConfig = field(default_factory=RewardModelConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     custom_reward_function: CustomRewardFunctionConfig = key(
@@ -106,3 +107,7 @@ class PPOTrainerConfig(ConfigNode):
     )
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     ray_kwargs: RayKwargsConfig = field(default_factory=RayKwargsConfig)
+
+
+# every field of the schema, sections before their keys (config/fields.declared): the one walk
+FIELDS = tuple(declared(PPOTrainerConfig))

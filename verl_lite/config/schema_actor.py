@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from verl_lite.config.fields import FINITE, MICRO, NON_NEG, POS, POS_INT, UNIT_OPEN, choice, key
 from verl_lite.config.freeze import ConfigNode
+from verl_lite.config.gates import DYNAMIC, FIXED, KL_LOSS, LOG_PROB_DYNAMIC, LOG_PROB_FIXED
 from verl_lite.config.schema_engine import (
     CheckpointConfig,
     FSDPConfig,
@@ -51,12 +52,16 @@ class ActorConfig(ConfigNode):
     rollout_n: int = f"${{{ARR}.rollout.n}}"  # responses per prompt (verl's copy of rollout.n)
     strategy: str = "fsdp"  # fsdp | fsdp2: both run FSDP2 (fully_shard)
     ppo_mini_batch_size: int = key(256, POS_INT)  # prompts per optimizer step (global; x rollout.n responses)
-    ppo_micro_batch_size: int | None = key(None, MICRO)  # deprecated global micro size; use the per-GPU key
+    ppo_micro_batch_size: int | None = key(
+        None, MICRO, gate=FIXED
+    )  # deprecated global micro size; use the per-GPU key
     ppo_micro_batch_size_per_gpu: int | None = key(
-        None, MICRO
+        None, MICRO, gate=FIXED
     )  # responses per forward/backward on one worker
     use_dynamic_bsz: bool = False  # token-budgeted micro-batches (ppo_max_token_len_per_gpu)
-    ppo_max_token_len_per_gpu: int = key(16384, POS_INT)  # token budget per micro-batch with use_dynamic_bsz
+    ppo_max_token_len_per_gpu: int = key(
+        16384, POS_INT, gate=DYNAMIC
+    )  # token budget per micro-batch with use_dynamic_bsz
     clip_ratio: float = key(0.2, UNIT_OPEN)  # PPO clip range where clip_ratio_low/high are null
     clip_ratio_low: float | None = key(0.2, POS.or_null("clip_ratio"))  # lower clip range; null: clip_ratio
     clip_ratio_high: float | None = key(0.2, POS.or_null("clip_ratio"))  # upper clip range; null: clip_ratio
@@ -72,9 +77,9 @@ class ActorConfig(ConfigNode):
     )  # seq-mean-token-sum-norm's divisor; null: the response length
     entropy_coeff: float = key(0.0, NON_NEG)  # entropy bonus weight
     use_kl_loss: bool = False  # add KL(actor || ref) to the loss (GRPO style)
-    kl_loss_coef: float = key(0.001, NON_NEG)  # weight of the KL loss
+    kl_loss_coef: float = key(0.001, NON_NEG, gate=KL_LOSS)  # weight of the KL loss
     kl_loss_type: str = key(
-        "low_var_kl", choice(KL_TYPES, "(optionally with '+')", is_kl_type)
+        "low_var_kl", choice(KL_TYPES, "(optionally with '+')", is_kl_type), gate=KL_LOSS
     )  # kl | abs | mse | low_var_kl (k1 | k2 | k3); '+': k2's gradient
     ppo_epochs: int = key(1, POS_INT)  # passes over each training batch
     shuffle: bool = False  # verl's new worker: shuffle responses before splitting into mini-batches
@@ -104,13 +109,15 @@ class ActorConfig(ConfigNode):
 class RefConfig(ConfigNode):
     rollout_n: int = f"${{{ARR}.rollout.n}}"  # responses per prompt (verl's copy of rollout.n)
     strategy: str = f"${{{ARR}.actor.strategy}}"  # fsdp | fsdp2: both run FSDP2 (fully_shard)
-    log_prob_micro_batch_size: int | None = key(None, MICRO)  # deprecated global size; use the per-GPU key
+    log_prob_micro_batch_size: int | None = key(
+        None, MICRO, gate=LOG_PROB_FIXED
+    )  # deprecated global size; use the per-GPU key
     log_prob_micro_batch_size_per_gpu: int | None = key(
-        None, MICRO
+        None, MICRO, gate=LOG_PROB_FIXED
     )  # responses per ref forward on one worker
     log_prob_use_dynamic_bsz: bool = f"${{{ARR}.actor.use_dynamic_bsz}}"  # token-budgeted ref forwards
     log_prob_max_token_len_per_gpu: int = key(
-        f"${{{ARR}.actor.ppo_max_token_len_per_gpu}}", POS_INT
+        f"${{{ARR}.actor.ppo_max_token_len_per_gpu}}", POS_INT, gate=LOG_PROB_DYNAMIC
     )  # token budget per ref forward
     router_replay: RouterReplayConfig = field(default_factory=RouterReplayConfig)
     fsdp_config: FSDPConfig = field(

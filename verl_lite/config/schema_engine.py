@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from verl_lite.config.fields import BETAS, NON_NEG, NON_NEG_INT, POS, SHARDS, UNIT, WARMUP_STEPS, choice, key
 from verl_lite.config.freeze import ConfigNode
+from verl_lite.config.gates import COSINE, WARMUP_RATIO
 
 # torch dtypes by the names the config takes (engine/parallelize.py maps them)
 DTYPES = ("bf16", "bfloat16", "float16", "float32", "fp16", "fp32")
@@ -84,7 +85,9 @@ class FSDPConfig(ConfigNode):
 class OptimConfig(ConfigNode):
     optimizer: str = "AdamW"  # optimizer class in optimizer_impl
     lr: float = key(1e-6, POS)  # learning rate
-    lr_warmup_steps_ratio: float = key(0.0, UNIT)  # warm-up as a fraction of all training steps
+    lr_warmup_steps_ratio: float = key(
+        0.0, UNIT, gate=WARMUP_RATIO
+    )  # warm-up as a fraction of all training steps
     total_training_steps: int = -1  # filled in at start-up from the data: training steps of the whole run
     weight_decay: float = key(0.01, NON_NEG)  # AdamW decoupled weight decay
     lr_warmup_steps: int | None = key(
@@ -94,8 +97,8 @@ class OptimConfig(ConfigNode):
     clip_grad: float = key(
         1.0, POS
     )  # max global grad norm (verl's new-engine name); the actor's / critic's grad_clip follows it
-    min_lr_ratio: float | None = key(0.0, UNIT)  # cosine floor as a fraction of lr
-    num_cycles: float = key(0.5, POS)  # cosine cycles over the run
+    min_lr_ratio: float | None = key(0.0, UNIT, gate=COSINE)  # cosine floor as a fraction of lr
+    num_cycles: float = key(0.5, POS, gate=COSINE)  # cosine cycles over the run
     lr_scheduler_type: str = key(
         "constant", choice(LR_SCHEDULER_TYPES)
     )  # schedule after warm-up: constant | cosine

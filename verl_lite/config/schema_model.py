@@ -12,6 +12,7 @@ from typing import Any
 
 from verl_lite.config.fields import LORA_RANK, POS, TEXT, key
 from verl_lite.config.freeze import ConfigNode
+from verl_lite.config.gates import LORA, RM_LEGACY
 from verl_lite.config.schema_engine import FSDPConfig
 
 # verl's placeholder paths: defaults a real run must replace (start-up names them when missing)
@@ -55,10 +56,12 @@ class ModelConfig(ModelBase):
         0, LORA_RANK
     )  # > 0: LoRA of this rank on the frozen model, no reference copy; 0: full tuning
     lora_alpha: int = key(
-        16, POS
+        16, POS, gate=LORA
     )  # LoRA scaling: an adapter's update is multiplied by lora_alpha / lora_rank
-    target_modules: Any = "all-linear"  # modules LoRA adapts: all-linear (but the LM head) or a list
-    exclude_modules: Any = None  # modules LoRA leaves alone: a list of names or a regex
+    target_modules: Any = key(
+        "all-linear", gate=LORA
+    )  # modules LoRA adapts: all-linear (but the LM head) or a list
+    exclude_modules: Any = key(None, gate=LORA)  # modules LoRA leaves alone: a list of names or a regex
     lora_adapter_path: str | None = None  # saved PEFT adapter to continue from (rank, targets)
     lora: LoraBlockConfig = field(default_factory=LoraBlockConfig)
     use_fused_kernels: bool = False  # log-probs and entropy from hidden states in chunks, without full logits
@@ -82,18 +85,21 @@ class CriticModelConfig(ModelBase):
         0, LORA_RANK
     )  # > 0: LoRA of this rank on the frozen backbone (value head trained in full)
     lora_alpha: int = key(
-        16, POS
+        16, POS, gate=LORA
     )  # LoRA scaling: an adapter's update is multiplied by lora_alpha / lora_rank
-    target_modules: Any = "all-linear"  # modules LoRA adapts: all-linear (but the value head) or a list
+    target_modules: Any = key(
+        "all-linear", gate=LORA
+    )  # modules LoRA adapts: all-linear (but the value head) or a list
+    exclude_modules: Any = key(None, gate=LORA)  # modules LoRA leaves alone: a list of names or a regex
 
 
 @dataclass
 class RewardModelModelConfig(ModelBase):
     """reward_model.model: a scalar reward model (AutoModelForSequenceClassification, num_labels=1)."""
 
-    input_tokenizer: str | None = (
-        "${actor_rollout_ref.model.path}"  # verl re-tokenises with it; here must be null: the reward model reads the actor's ids
-    )
+    input_tokenizer: str | None = key(
+        "${actor_rollout_ref.model.path}", gate=RM_LEGACY
+    )  # verl re-tokenises with it; here must be null: the reward model reads the actor's ids
     path: str | None = key(None, verl09="reward.reward_model.model_path")  # reward model folder
     external_lib: str | None = "${actor_rollout_ref.model.external_lib}"  # module imported before loading
     use_remove_padding: bool | None = False  # pack sequences without padding into one row for forward passes

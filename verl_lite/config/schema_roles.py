@@ -12,6 +12,7 @@ from typing import Any
 
 from verl_lite.config.fields import FOLLOWS_ACTOR, MICRO, POS, POS_INT, key
 from verl_lite.config.freeze import ConfigNode
+from verl_lite.config.gates import CUSTOM_REWARD, DYNAMIC, FIXED, REWARD_MODEL
 from verl_lite.config.schema_engine import (
     CheckpointConfig,
     FSDPConfig,
@@ -45,16 +46,18 @@ class CriticConfig(ConfigNode):
     ppo_mini_batch_size: int = key(
         f"${{{ACTOR}.ppo_mini_batch_size}}", FOLLOWS_ACTOR
     )  # prompts per critic optimizer step (global)
-    ppo_micro_batch_size: int | None = key(None, MICRO)  # deprecated global micro size; use the per-GPU key
+    ppo_micro_batch_size: int | None = key(
+        None, MICRO, gate=FIXED
+    )  # deprecated global micro size; use the per-GPU key
     ppo_micro_batch_size_per_gpu: int | None = key(
-        "${.ppo_micro_batch_size}", FOLLOWS_ACTOR
+        "${.ppo_micro_batch_size}", FOLLOWS_ACTOR, gate=FIXED
     )  # responses per forward/backward on one worker (verl's link to the global key)
     use_dynamic_bsz: bool = f"${{{ACTOR}.use_dynamic_bsz}}"  # token-budgeted micro-batches
     ppo_max_token_len_per_gpu: int = key(
-        32768, POS_INT
+        32768, POS_INT, gate=DYNAMIC
     )  # token budget per training micro-batch with use_dynamic_bsz
     forward_max_token_len_per_gpu: int = key(
-        "${.ppo_max_token_len_per_gpu}", POS_INT.or_null("ppo_max_token_len_per_gpu")
+        "${.ppo_max_token_len_per_gpu}", POS_INT.or_null("ppo_max_token_len_per_gpu"), gate=DYNAMIC
     )  # token budget per values forward
     ppo_epochs: int = key(f"${{{ACTOR}.ppo_epochs}}", FOLLOWS_ACTOR)  # passes over each training batch
     shuffle: bool = f"${{{ACTOR}.shuffle}}"  # verl's new worker: shuffle before splitting into mini-batches
@@ -66,10 +69,10 @@ class CriticConfig(ConfigNode):
         default_factory=CheckpointConfig
     )  # what the critic's checkpoints hold and what a resume loads (as the actor's)
     forward_micro_batch_size: int | None = key(
-        "${.ppo_micro_batch_size}", MICRO
+        "${.ppo_micro_batch_size}", MICRO, gate=FIXED
     )  # deprecated global size; use the per-GPU key
     forward_micro_batch_size_per_gpu: int | None = key(
-        "${.ppo_micro_batch_size_per_gpu}", POS_INT.or_null("ppo_micro_batch_size_per_gpu")
+        "${.ppo_micro_batch_size_per_gpu}", POS_INT.or_null("ppo_micro_batch_size_per_gpu"), gate=FIXED
     )  # responses per compute_values forward on one worker
     ulysses_sequence_parallel_size: int = key(
         1,
@@ -151,22 +154,28 @@ class RewardModelConfig(ConfigNode):
         False, verl09="reward.reward_model.enable"
     )  # score responses with a reward model (its score replaces the rule reward)
     enable_resource_pool: bool | None = key(
-        False, verl09="reward.reward_model.enable_resource_pool"
+        False, verl09="reward.reward_model.enable_resource_pool", gate=REWARD_MODEL
     )  # run the reward model on its own GPUs
     n_gpus_per_node: int | None = key(
-        8, verl09="reward.reward_model.n_gpus_per_node"
+        8, verl09="reward.reward_model.n_gpus_per_node", gate=REWARD_MODEL
     )  # GPUs per node of that pool
-    nnodes: int | None = key(0, verl09="reward.reward_model.nnodes")  # nodes of that pool
-    strategy: str | None = "fsdp"  # fsdp | fsdp2: both run FSDP2 (fully_shard)
-    model: RewardModelModelConfig = field(default_factory=RewardModelModelConfig)
-    micro_batch_size: int | None = key(None, MICRO)  # deprecated global size; use the per-GPU key
+    nnodes: int | None = key(0, verl09="reward.reward_model.nnodes", gate=REWARD_MODEL)  # nodes of that pool
+    strategy: str | None = key("fsdp", gate=REWARD_MODEL)  # fsdp | fsdp2: both run FSDP2 (fully_shard)
+    model: RewardModelModelConfig = key(factory=RewardModelModelConfig, gate=REWARD_MODEL)
+    micro_batch_size: int | None = key(
+        None, MICRO, gate=(REWARD_MODEL, FIXED)
+    )  # deprecated global size; use the per-GPU key
     micro_batch_size_per_gpu: int | None = key(
-        None, MICRO
+        None, MICRO, gate=(REWARD_MODEL, FIXED)
     )  # responses per reward-model forward on one worker
-    max_length: int | None = None  # longest input the reward model reads; null: no limit
-    use_dynamic_bsz: bool | None = "${critic.use_dynamic_bsz}"  # token-budgeted reward-model forwards
+    max_length: int | None = key(
+        None, gate=REWARD_MODEL
+    )  # longest input the reward model reads; null: no limit
+    use_dynamic_bsz: bool | None = key(
+        "${critic.use_dynamic_bsz}", gate=REWARD_MODEL
+    )  # token-budgeted reward-model forwards
     forward_max_token_len_per_gpu: int | None = key(
-        "${critic.forward_max_token_len_per_gpu}", POS_INT
+        "${critic.forward_max_token_len_per_gpu}", POS_INT, gate=(REWARD_MODEL, DYNAMIC)
     )  # token budget per reward-model forward
     reward_manager: str | None = (
         "naive"  # naive (rule scorers by data_source) | dapo (naive + overlong penalty) | gdpo (naive, every returned key kept)
@@ -182,15 +191,15 @@ class RewardModelConfig(ConfigNode):
     )
     # verl 0.7's legacy reward-model profiler (verl 0.9.1 dropped it; no profiler runs here: support.py)
     profiler: dict[str, Any] = field(default_factory=lambda: dict(LEGACY_PROFILER))
-    ulysses_sequence_parallel_size: int | None = (
-        1  # ranks one sequence is split over (Ulysses sequence parallelism)
-    )
-    use_reward_loop: bool | None = (
-        True  # verl: rewards in reward-loop workers (with a reward model: see support.py)
-    )
-    num_workers: int | None = key(8, verl09="reward.num_workers")  # reward-loop workers
+    ulysses_sequence_parallel_size: int | None = key(
+        1, gate=REWARD_MODEL
+    )  # ranks one sequence is split over (Ulysses sequence parallelism)
+    use_reward_loop: bool | None = key(
+        True, gate=REWARD_MODEL
+    )  # verl: rewards in reward-loop workers (with a reward model: see support.py)
+    num_workers: int | None = key(8, verl09="reward.num_workers", gate=REWARD_MODEL)  # reward-loop workers
     rollout: RewardModelRolloutConfig = key(
-        factory=RewardModelRolloutConfig, verl09="reward.reward_model.rollout"
+        factory=RewardModelRolloutConfig, verl09="reward.reward_model.rollout", gate=REWARD_MODEL
     )
     reward_kwargs: dict[str, Any] = key(
         factory=dict,
@@ -229,9 +238,9 @@ class RewardManagerConfig(ConfigNode):
 @dataclass
 class CustomRewardFunctionConfig(ConfigNode):
     path: str | None = None  # python file defining the scorer; null: built-in scorers
-    name: str | None = (
-        "compute_score"  # function in that file: (data_source, solution_str, ground_truth, extra_info)
-    )
+    name: str | None = key(
+        "compute_score", gate=CUSTOM_REWARD
+    )  # function in that file: (data_source, solution_str, ground_truth, extra_info)
     reward_kwargs: dict[str, Any] = field(
         default_factory=dict  # keywords added to every call, winning over verl's own (verl reads it with .get; add with '+')
     )

@@ -12,6 +12,7 @@ from typing import Any
 
 from verl_lite.config.fields import MICRO, NON_NEG, NON_NEG_INT, POS, POS_INT, SHARE, TOP_K, choice, key
 from verl_lite.config.freeze import ConfigNode
+from verl_lite.config.gates import HYBRID_ROLLOUT, LOG_PROB_DYNAMIC, LOG_PROB_FIXED, ROLLOUT_GROUP
 from verl_lite.config.schema_engine import DTYPES
 
 TRUNCATE_SIDES = ("left", "middle", "right")  # a tool's response over max_tool_response_length
@@ -90,7 +91,9 @@ class AgentLoopConfig(ConfigNode):
 
 @dataclass
 class CheckpointEngineConfig(ConfigNode):
-    backend: str | None = "naive"  # how weights reach the rollout: naive (in-process) | nccl | nixl | hccl
+    backend: str | None = key(
+        "naive", gate=HYBRID_ROLLOUT
+    )  # how weights reach the rollout: naive (in-process) | nccl | nixl | hccl
     update_weights_bucket_megabytes: int = key(
         2048, POS_INT
     )  # weight sync: full tensors gathered per bucket before vLLM loads them
@@ -108,8 +111,12 @@ class RolloutConfig(ConfigNode):
         "auto"  # rollout backend: vllm | hf (transformers generate, the reference); auto: vllm where it is installed, else hf
     )
     mode: str = "async"  # async (verl's server mode) | sync: both run the hybrid engine, generation and training taking turns
-    nnodes: int = 0  # nodes of standalone rollout servers (verl 0.9's separate_async trainer); 0: the rollout shares the trainer's workers
-    n_gpus_per_node: int | None = "${oc.select:trainer.n_gpus_per_node,8}"  # GPUs per node of those servers
+    nnodes: int = key(
+        0, gate=HYBRID_ROLLOUT
+    )  # nodes of standalone rollout servers (verl 0.9's separate_async trainer); 0: the rollout shares the trainer's workers
+    n_gpus_per_node: int | None = key(
+        "${oc.select:trainer.n_gpus_per_node,8}", gate=ROLLOUT_GROUP
+    )  # GPUs per node of those servers
     temperature: float = key(1.0, NON_NEG)  # sampling temperature of training rollouts
     top_k: int = key(-1, TOP_K)  # -1: no top-k
     top_p: float = key(1.0, SHARE)  # nucleus sampling mass (1.0: off)
@@ -142,13 +149,17 @@ class RolloutConfig(ConfigNode):
     load_format: str = key(
         "dummy", choice(LOAD_FORMATS)
     )  # vLLM's start-up weights: dummy (random; the first sync brings the actor's) | auto | safetensors (read from model.path; with LoRA no base weights are ever synced)
-    log_prob_micro_batch_size: int | None = key(None, MICRO)  # deprecated global size; use the per-GPU key
-    log_prob_micro_batch_size_per_gpu: int | None = key(None, MICRO)  # responses per old-log-prob forward
+    log_prob_micro_batch_size: int | None = key(
+        None, MICRO, gate=LOG_PROB_FIXED
+    )  # deprecated global size; use the per-GPU key
+    log_prob_micro_batch_size_per_gpu: int | None = key(
+        None, MICRO, gate=LOG_PROB_FIXED
+    )  # responses per old-log-prob forward
     log_prob_use_dynamic_bsz: bool = (
         f"${{{ARR}.actor.use_dynamic_bsz}}"  # token-budgeted old-log-prob forwards
     )
     log_prob_max_token_len_per_gpu: int = key(
-        f"${{{ARR}.actor.ppo_max_token_len_per_gpu}}", POS_INT
+        f"${{{ARR}.actor.ppo_max_token_len_per_gpu}}", POS_INT, gate=LOG_PROB_DYNAMIC
     )  # token budget per old-log-prob forward
     disable_log_stats: bool = True  # no vLLM throughput logging
     do_sample: bool = True  # False: greedy decoding for training rollouts

@@ -23,6 +23,16 @@ from verl_lite.config.fields import (
     key,
 )
 from verl_lite.config.freeze import ConfigNode
+from verl_lite.config.gates import (
+    BYPASS,
+    COLOCATE,
+    DAPO,
+    KL_IN_REWARD,
+    ROLLOUT_CORRECTION,
+    SEPARATE,
+    V1,
+    V1_ASYNC,
+)
 from verl_lite.config.schema_actor import KL_TYPES, is_kl_type
 
 # verl's placeholder data paths: defaults a real run must replace (start-up names them when missing)
@@ -142,7 +152,7 @@ class RolloutCorrectionConfig(ConfigNode):
         False  # the rollout's log-probs as the old policy's: no old-log-prob pass (algos/policy_loss_bypass.py)
     )
     loss_type: str | None = key(
-        "ppo_clip", choice(BYPASS_LOSS_TYPES, "(bypass mode's loss)")
+        "ppo_clip", choice(BYPASS_LOSS_TYPES, "(bypass mode's loss)"), gate=BYPASS
     )  # bypass mode's loss: ppo_clip | reinforce
     rollout_is_batch_normalize: bool | None = False  # normalise the weights to mean 1 over the batch
 
@@ -150,7 +160,9 @@ class RolloutCorrectionConfig(ConfigNode):
 @dataclass
 class AlgorithmConfig(ConfigNode):
     # null (verl's way to turn the section off) reads as the defaults, every option off (config/spellings.py)
-    rollout_correction: RolloutCorrectionConfig | None = field(default_factory=RolloutCorrectionConfig)
+    rollout_correction: RolloutCorrectionConfig | None = key(
+        factory=RolloutCorrectionConfig, gate=ROLLOUT_CORRECTION
+    )
     gamma: float = key(1.0, UNIT)  # discount factor of GAE (and REINFORCE++ returns)
     lam: float = key(1.0, UNIT)  # GAE's lambda: bias/variance trade-off of the advantage
     adv_estimator: str = "gae"  # advantage estimator (docs/algorithms.md); gae trains a critic
@@ -161,10 +173,10 @@ class AlgorithmConfig(ConfigNode):
     gdpo_reward_weights: list[float] | None = None  # gdpo: one weight per component; null: 1 each
     use_kl_in_reward: bool = False  # subtract kl_coef x KL(actor || ref) from the token-level rewards
     kl_penalty: str = key(
-        "kl", choice(KL_TYPES, test=is_kl_type)
+        "kl", choice(KL_TYPES, test=is_kl_type), gate=KL_IN_REWARD
     )  # estimator of the in-reward KL: kl | abs | mse | low_var_kl (algos/kl.py)
-    kl_ctrl: KLControlConfig = field(default_factory=KLControlConfig)
-    filter_groups: FilterGroupsConfig = field(default_factory=FilterGroupsConfig)  # verl's DAPO recipe keys
+    kl_ctrl: KLControlConfig = key(factory=KLControlConfig, gate=KL_IN_REWARD)
+    filter_groups: FilterGroupsConfig = key(factory=FilterGroupsConfig, gate=DAPO)  # verl's DAPO recipe keys
 
 
 @dataclass
@@ -202,9 +214,9 @@ class V1Config(ConfigNode):
         "sync", choice(TRAINER_MODES)
     )  # sync: generate, then train, each step (verl_lite's trainer) | colocate_async | separate_async
     sync: dict[str, Any] = field(default_factory=dict)  # sync mode's settings (verl has none yet)
-    colocate_async: ColocateAsyncConfig = field(default_factory=ColocateAsyncConfig)
-    separate_async: SeparateAsyncConfig = field(default_factory=SeparateAsyncConfig)
-    sampler: V1SamplerConfig = field(default_factory=V1SamplerConfig)
+    colocate_async: ColocateAsyncConfig = key(factory=ColocateAsyncConfig, gate=COLOCATE)
+    separate_async: SeparateAsyncConfig = key(factory=SeparateAsyncConfig, gate=SEPARATE)
+    sampler: V1SamplerConfig = key(factory=V1SamplerConfig, gate=V1_ASYNC)
 
 
 @dataclass
@@ -260,7 +272,7 @@ class TrainerConfig(ConfigNode):
     use_v1: bool | None = (
         True  # verl 0.9's V1 trainer (its default); False: verl's legacy trainer (the same PPO step)
     )
-    v1: V1Config = field(default_factory=V1Config)
+    v1: V1Config = key(factory=V1Config, gate=V1)
     # verl_lite's own keys
     dist_timeout_s: int | None = key(
         "${actor_rollout_ref.nccl_timeout}", POS_INT

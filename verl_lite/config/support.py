@@ -25,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from verl_lite.config import dialects, keys, verl_keys
 from verl_lite.config.common import FSDP_SECTIONS, format_value
-from verl_lite.config.features import features_of, reader
+from verl_lite.config.features import gates_of, reader
 
 log = logging.getLogger("verl_lite.config")
 
@@ -287,9 +287,10 @@ RULES: list[Rule] = [
         "with use_v1",
     ),
     Rule("trainer.v1.sync", instead="verl 0.9's sync mode has no settings; leave it {}"),
-    Rule(  # read only with the switch (config/features.py), itself refused below
+    Rule(
         "trainer.v1.separate_async.hybrid_rollout",
-        instead="read only by separate_async's hybrid rollout switch, which is not in verl_lite",
+        ANY,
+        note="read only with hybrid_rollout.enable_switch, which is refused: no effect",
     ),
     Rule(
         "trainer.v1.separate_async.hybrid_rollout.enable_switch",
@@ -422,7 +423,7 @@ def describe(key: str) -> str:
     rule = rule_for(key)
     if rule is None:
         return ""
-    gates = [f.name for f in features_of(key) if not f.by_run]
+    gates = list(dict.fromkeys(g.name for _, g in gates_of(key) if not g.by_run))
     when = f"with {' and '.join(gates)} on, " if gates else ""
     if rule.accepted == ANY:
         return "verl_lite: accepted, no effect" + (f" ({rule.note})" if rule.note else "")
