@@ -1,5 +1,6 @@
 """What a schema field declares beside itself: the values it takes (its domain, a choice set
-included), the features that read it (config/gates.py) and verl's other spellings of it.
+included), the features that read it (config/gates.py), its support rule (config/support.py) and
+verl's other spellings of it.
 `key(default, domain, gate=..., verl09=..., older=...)` is a dataclass field whose metadata holds them;
 `declared` walks the schema's fields once (config/schema.FIELDS), and config/domains.py,
 config/features.py, config/nulls.py and config/dialects.py read their tables from that walk.
@@ -69,22 +70,58 @@ class Spelled:
     quiet: bool = False  # verl 0.9 links the spellings to each other: using an older one is not news
 
 
+DEFAULT = "the default"  # accepted: only the schema's default value
+ANY = "any value"  # accepted: every value (the key changes nothing here)
+FOLLOWS = "the key it links"  # accepted: only the value of the key its default links to
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What verl_lite does with a key of verl's it does not implement in full (config/support.py)."""
+
+    key: str  # a dotted key, or a section: every key under it ('' beside a field: the field's)
+    accepted: object = DEFAULT  # DEFAULT | ANY | FOLLOWS | a tuple of values
+    instead: str = ""  # refused: what to use instead
+    note: str = ""  # accepted at a non-default value: said once in the log
+    also: tuple = ()  # FOLLOWS: values accepted besides the linked one (verl's null fallback)
+
+
+def no_effect(note: str = "") -> Rule:
+    return Rule("", ANY, note=note)
+
+
+def refused(instead: str) -> Rule:
+    """Accepted only at the default."""
+    return Rule("", DEFAULT, instead=instead)
+
+
+def only(values: tuple, instead: str, note: str = "") -> Rule:
+    return Rule("", tuple(values), instead=instead, note=note)
+
+
+def follows(instead: str, also: tuple = ()) -> Rule:
+    """Accepted only at the value of the key its default links (and `also`)."""
+    return Rule("", FOLLOWS, instead=instead, also=also)
+
+
 def key(
     default: Any = dataclasses.MISSING,
     domain: Domain | None = None,
     *,
     factory: Any = dataclasses.MISSING,
     gate: Any = (),
+    rule: Rule | None = None,
     verl09: str | None = None,
     older: tuple[str, ...] = (),
     quiet: bool = False,
 ):
     """A schema field with its domain beside it (`factory`: a mutable default's factory), the
-    feature(s) that read it (`gate`: a config/gates.Gate or a tuple of them) and verl's other
-    spellings of it (`verl09`, `older`); a section's gates and spellings cover every key under it."""
+    feature(s) that read it (`gate`: a config/gates.Gate or a tuple of them), its support rule where
+    verl_lite does not implement it in full (`rule`) and verl's other spellings of it (`verl09`,
+    `older`); a section's gates, rule and spellings cover every key under it."""
     spelled = Spelled(verl09, tuple(older), quiet) if verl09 or older else None
     gates = gate if isinstance(gate, tuple) else (gate,)
-    metadata = {"domain": domain, "spelled": spelled, "gate": gates}
+    metadata = {"domain": domain, "spelled": spelled, "gate": gates, "rule": rule}
     return dataclasses.field(default=default, default_factory=factory, metadata=metadata)
 
 

@@ -8,10 +8,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from verl_lite.config.fields import FINITE, MICRO, NON_NEG, POS, POS_INT, UNIT_OPEN, choice, key
+from verl_lite.config.fields import (
+    FINITE,
+    MICRO,
+    NON_NEG,
+    POS,
+    POS_INT,
+    UNIT_OPEN,
+    choice,
+    follows,
+    key,
+    no_effect,
+    only,
+)
 from verl_lite.config.freeze import ConfigNode
 from verl_lite.config.gates import DYNAMIC, FIXED, KL_LOSS, LOG_PROB_DYNAMIC, LOG_PROB_FIXED
 from verl_lite.config.schema_engine import (
+    FSDP1,
+    STRATEGIES,
     CheckpointConfig,
     FSDPConfig,
     OptimConfig,
@@ -49,8 +63,10 @@ class PolicyLossConfig(ConfigNode):
 class ActorConfig(ConfigNode):
     optim: OptimConfig = field(default_factory=OptimConfig)
     fsdp_config: FSDPConfig = field(default_factory=FSDPConfig)
-    rollout_n: int = f"${{{ARR}.rollout.n}}"  # responses per prompt (verl's copy of rollout.n)
-    strategy: str = "fsdp"  # fsdp | fsdp2: both run FSDP2 (fully_shard)
+    rollout_n: int = key(
+        f"${{{ARR}.rollout.n}}", rule=follows("it is actor_rollout_ref.rollout.n; set that")
+    )  # responses per prompt (verl's copy of rollout.n)
+    strategy: str = key("fsdp", rule=only(STRATEGIES, FSDP1))  # fsdp | fsdp2: both run FSDP2 (fully_shard)
     ppo_mini_batch_size: int = key(256, POS_INT)  # prompts per optimizer step (global; x rollout.n responses)
     ppo_micro_batch_size: int | None = key(
         None, MICRO, gate=FIXED
@@ -82,10 +98,14 @@ class ActorConfig(ConfigNode):
         "low_var_kl", choice(KL_TYPES, "(optionally with '+')", is_kl_type), gate=KL_LOSS
     )  # kl | abs | mse | low_var_kl (k1 | k2 | k3); '+': k2's gradient
     ppo_epochs: int = key(1, POS_INT)  # passes over each training batch
-    shuffle: bool = False  # verl's new worker: shuffle responses before splitting into mini-batches
+    shuffle: bool = key(
+        False, rule=no_effect("verl's default (legacy) worker takes mini-batches in order too")
+    )  # verl's new worker: shuffle responses before splitting into mini-batches
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
-    use_fused_kernels: bool = f"${{{ARR}.model.use_fused_kernels}}"  # the model's use_fused_kernels
-    router_replay: RouterReplayConfig = field(default_factory=RouterReplayConfig)
+    use_fused_kernels: bool = key(
+        f"${{{ARR}.model.use_fused_kernels}}", rule=follows("set actor_rollout_ref.model.use_fused_kernels")
+    )  # the model's use_fused_kernels
+    router_replay: RouterReplayConfig = key(factory=RouterReplayConfig, rule=no_effect())
     grad_clip: float = key(
         "${.optim.clip_grad}", POS
     )  # max global grad norm (verl's legacy-worker name); default: optim.clip_grad
@@ -100,15 +120,26 @@ class ActorConfig(ConfigNode):
     entropy_checkpointing: bool = key(
         False, older=(f"{ARR}.actor.fsdp_config.entropy_checkpointing",), quiet=True
     )  # recompute the entropy in backward instead of keeping it (memory)
-    use_remove_padding: bool = f"${{{ARR}.model.use_remove_padding}}"  # the model's use_remove_padding
+    use_remove_padding: bool = key(
+        f"${{{ARR}.model.use_remove_padding}}", rule=follows("set actor_rollout_ref.model.use_remove_padding")
+    )  # the model's use_remove_padding
     calculate_sum_pi_squared: bool = False  # compute sum of squared token probabilities (optimal baselines)
-    sum_pi_squared_checkpointing: bool = False  # recompute it in backward (memory)
+    sum_pi_squared_checkpointing: bool = key(
+        False,
+        rule=no_effect(
+            "sum_pi_squared is computed only in compute_log_prob, without gradient: nothing to recompute"
+        ),
+    )  # recompute it in backward (memory)
 
 
 @dataclass
 class RefConfig(ConfigNode):
-    rollout_n: int = f"${{{ARR}.rollout.n}}"  # responses per prompt (verl's copy of rollout.n)
-    strategy: str = f"${{{ARR}.actor.strategy}}"  # fsdp | fsdp2: both run FSDP2 (fully_shard)
+    rollout_n: int = key(
+        f"${{{ARR}.rollout.n}}", rule=follows("it is actor_rollout_ref.rollout.n; set that")
+    )  # responses per prompt (verl's copy of rollout.n)
+    strategy: str = key(
+        f"${{{ARR}.actor.strategy}}", rule=only(STRATEGIES, FSDP1)
+    )  # fsdp | fsdp2: both run FSDP2 (fully_shard)
     log_prob_micro_batch_size: int | None = key(
         None, MICRO, gate=LOG_PROB_FIXED
     )  # deprecated global size; use the per-GPU key
@@ -119,7 +150,7 @@ class RefConfig(ConfigNode):
     log_prob_max_token_len_per_gpu: int = key(
         f"${{{ARR}.actor.ppo_max_token_len_per_gpu}}", POS_INT, gate=LOG_PROB_DYNAMIC
     )  # token budget per ref forward
-    router_replay: RouterReplayConfig = field(default_factory=RouterReplayConfig)
+    router_replay: RouterReplayConfig = key(factory=RouterReplayConfig, rule=no_effect())
     fsdp_config: FSDPConfig = field(
         default_factory=lambda: FSDPConfig(forward_only=True)
     )  # the reference's FSDP2 and offload modes

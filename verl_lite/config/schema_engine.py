@@ -10,13 +10,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from verl_lite.config.fields import BETAS, NON_NEG, NON_NEG_INT, POS, SHARDS, UNIT, WARMUP_STEPS, choice, key
+from verl_lite.config.fields import (
+    BETAS,
+    NON_NEG,
+    NON_NEG_INT,
+    POS,
+    SHARDS,
+    UNIT,
+    WARMUP_STEPS,
+    choice,
+    key,
+    no_effect,
+    only,
+    refused,
+)
 from verl_lite.config.freeze import ConfigNode
 from verl_lite.config.gates import COSINE, WARMUP_RATIO
 
 # torch dtypes by the names the config takes (engine/parallelize.py maps them)
 DTYPES = ("bf16", "bfloat16", "float16", "float32", "fp16", "fp32")
 LR_SCHEDULER_TYPES = ("constant", "cosine")
+STRATEGIES = ("fsdp", "fsdp2")
+FSDP1 = "FSDP1 and Megatron are not available; fsdp and fsdp2 both run FSDP2 (fully_shard)"
 
 
 @dataclass
@@ -57,17 +72,31 @@ class FSDPConfig(ConfigNode):
     model_dtype: str = key(
         "fp32", choice(DTYPES)
     )  # dtype the sharded (master) params are kept in; a frozen engine (ref, reward model) keeps fp32 ones in mixed_precision.param_dtype (same numbers, fewer bytes)
-    use_orig_params: bool = False  # FSDP1 key: accepted; FSDP2 always keeps the original parameters
-    seed: int = (
-        42  # verl's new engine: seed of full_determinism (the legacy worker, verl's default, ignores it)
-    )
-    full_determinism: bool = False  # verl's new engine: deterministic algorithms for debugging
-    ulysses_sequence_parallel_size: int = 1  # ranks one sequence is split over (Ulysses sequence parallelism)
-    entropy_from_logits_with_chunking: bool = False  # compute the entropy over vocabulary chunks (memory)
-    use_torch_compile: bool = True  # torch.compile the entropy/log-prob kernels (speed only)
-    entropy_checkpointing: bool = False  # recompute the entropy in backward instead of keeping it (memory)
-    forward_only: bool = False  # verl's engine flag for models that are never trained (the ref: True)
-    strategy: str = "fsdp"  # fsdp | fsdp2: both run FSDP2 (fully_shard)
+    use_orig_params: bool = key(
+        False, rule=no_effect("FSDP2 always trains the original parameters")
+    )  # FSDP1 key: accepted; FSDP2 always keeps the original parameters
+    seed: int = key(
+        42, rule=no_effect("verl's default (legacy) worker ignores it too; no effect")
+    )  # verl's new engine: seed of full_determinism (the legacy worker, verl's default, ignores it)
+    full_determinism: bool = key(
+        False, rule=no_effect("verl's default (legacy) worker ignores it too; no effect")
+    )  # verl's new engine: deterministic algorithms for debugging
+    ulysses_sequence_parallel_size: int = key(
+        1, rule=refused("set the role's ulysses_sequence_parallel_size (e.g. actor_rollout_ref.actor.*)")
+    )  # ranks one sequence is split over (Ulysses sequence parallelism)
+    entropy_from_logits_with_chunking: bool = key(
+        False, rule=refused("set actor_rollout_ref.actor.entropy_from_logits_with_chunking")
+    )  # compute the entropy over vocabulary chunks (memory)
+    use_torch_compile: bool = key(
+        True, rule=no_effect("verl_lite does not torch.compile kernels (same math)")
+    )  # torch.compile the entropy/log-prob kernels (speed only)
+    entropy_checkpointing: bool = key(
+        False, rule=refused("set actor_rollout_ref.actor.entropy_checkpointing")
+    )  # recompute the entropy in backward instead of keeping it (memory)
+    forward_only: bool = key(
+        False, rule=no_effect()
+    )  # verl's engine flag for models that are never trained (the ref: True)
+    strategy: str = key("fsdp", rule=only(STRATEGIES, FSDP1))  # fsdp | fsdp2: both run FSDP2 (fully_shard)
     dtype: str = (
         "bfloat16"  # verl's new-engine name of the compute dtype: the default of mixed_precision.param_dtype
     )
@@ -78,12 +107,16 @@ class FSDPConfig(ConfigNode):
     reduce_scatter_every_micro_batch: bool = (
         True  # False: keep unsharded grads until the last micro-batch, reduce once
     )
-    limit_all_gathers: bool | None = None  # FSDP1 key: accepted; FSDP2 bounds in-flight all-gathers itself
+    limit_all_gathers: bool | None = key(
+        None, rule=no_effect("FSDP2 bounds in-flight all-gathers itself")
+    )  # FSDP1 key: accepted; FSDP2 bounds in-flight all-gathers itself
 
 
 @dataclass
 class OptimConfig(ConfigNode):
-    optimizer: str = "AdamW"  # optimizer class in optimizer_impl
+    optimizer: str = key(
+        "AdamW", rule=only(("AdamW",), "only torch.optim.AdamW")
+    )  # optimizer class in optimizer_impl
     lr: float = key(1e-6, POS)  # learning rate
     lr_warmup_steps_ratio: float = key(
         0.0, UNIT, gate=WARMUP_RATIO
@@ -115,6 +148,8 @@ class CheckpointConfig(ConfigNode):
 
 @dataclass
 class RouterReplayConfig(ConfigNode):
-    mode: str = "disabled"  # MoE routing replay: disabled | record | replay
+    mode: str = key(
+        "disabled", rule=only(("disabled",), "MoE routing replay is not available")
+    )  # MoE routing replay: disabled | record | replay
     record_file: str | None = None  # where recorded routing decisions go
     replay_file: str | None = None  # recorded routing decisions to replay

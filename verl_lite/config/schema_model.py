@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from verl_lite.config.fields import LORA_RANK, POS, TEXT, key
+from verl_lite.config.fields import LORA_RANK, POS, TEXT, key, no_effect, only
 from verl_lite.config.freeze import ConfigNode
 from verl_lite.config.gates import LORA, RM_LEGACY
 from verl_lite.config.schema_engine import FSDPConfig
@@ -98,13 +98,19 @@ class RewardModelModelConfig(ModelBase):
     """reward_model.model: a scalar reward model (AutoModelForSequenceClassification, num_labels=1)."""
 
     input_tokenizer: str | None = key(
-        "${actor_rollout_ref.model.path}", gate=RM_LEGACY
+        "${actor_rollout_ref.model.path}",
+        gate=RM_LEGACY,
+        rule=only(
+            (None,),
+            "the reward model reads the actor's token ids as they are (no chat-template switch); use one that shares the actor's tokenizer and set reward_model.model.input_tokenizer=null",
+        ),
     )  # verl re-tokenises with it; here must be null: the reward model reads the actor's ids
     path: str | None = key(None, verl09="reward.reward_model.model_path")  # reward model folder
     external_lib: str | None = "${actor_rollout_ref.model.external_lib}"  # module imported before loading
     use_remove_padding: bool | None = False  # pack sequences without padding into one row for forward passes
-    use_fused_kernels: bool | None = (
-        "${actor_rollout_ref.model.use_fused_kernels}"  # fused kernels for its forward
-    )
+    use_fused_kernels: bool | None = key(
+        "${actor_rollout_ref.model.use_fused_kernels}",
+        rule=no_effect("the reward model's score head computes no token log-probs: nothing to fuse"),
+    )  # fused kernels for its forward
     enable_gradient_checkpointing: bool = False  # forward only: nothing to recompute
     fsdp_config: FSDPConfig = field(default_factory=FSDPConfig)  # FSDP2 and offload modes of the reward model

@@ -10,10 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from verl_lite.config.fields import FOLLOWS_ACTOR, MICRO, POS, POS_INT, key
+from verl_lite.config.fields import FOLLOWS_ACTOR, MICRO, POS, POS_INT, follows, key, no_effect, only, refused
 from verl_lite.config.freeze import ConfigNode
 from verl_lite.config.gates import CUSTOM_REWARD, DYNAMIC, FIXED, REWARD_MODEL
 from verl_lite.config.schema_engine import (
+    FSDP1,
+    STRATEGIES,
     CheckpointConfig,
     FSDPConfig,
     OptimConfig,
@@ -40,8 +42,10 @@ class CriticConfig(ConfigNode):
     fsdp: FSDPConfig = key(
         factory=FSDPConfig, older=("critic.model.fsdp_config",)
     )  # the critic's own FSDP2 and offload modes (verl 0.9's spelling; verl 0.7's: critic.model.fsdp_config)
-    rollout_n: int = "${actor_rollout_ref.rollout.n}"  # responses per prompt (verl's copy of rollout.n)
-    strategy: str = "fsdp"  # fsdp | fsdp2: both run FSDP2 (fully_shard)
+    rollout_n: int = key(
+        "${actor_rollout_ref.rollout.n}", rule=follows("it is actor_rollout_ref.rollout.n; set that")
+    )  # responses per prompt (verl's copy of rollout.n)
+    strategy: str = key("fsdp", rule=only(STRATEGIES, FSDP1))  # fsdp | fsdp2: both run FSDP2 (fully_shard)
     enable: bool | None = None  # train a critic; null: when the advantage estimator needs one (gae)
     ppo_mini_batch_size: int = key(
         f"${{{ACTOR}.ppo_mini_batch_size}}", FOLLOWS_ACTOR
@@ -60,7 +64,10 @@ class CriticConfig(ConfigNode):
         "${.ppo_max_token_len_per_gpu}", POS_INT.or_null("ppo_max_token_len_per_gpu"), gate=DYNAMIC
     )  # token budget per values forward
     ppo_epochs: int = key(f"${{{ACTOR}.ppo_epochs}}", FOLLOWS_ACTOR)  # passes over each training batch
-    shuffle: bool = f"${{{ACTOR}.shuffle}}"  # verl's new worker: shuffle before splitting into mini-batches
+    shuffle: bool = key(
+        f"${{{ACTOR}.shuffle}}",
+        rule=no_effect("verl's default (legacy) worker takes mini-batches in order too"),
+    )  # verl's new worker: shuffle before splitting into mini-batches
     cliprange_value: float = key(
         0.5, POS
     )  # values may move at most this far from the rollout's values (clipped loss)
@@ -87,7 +94,9 @@ class CriticConfig(ConfigNode):
 
 @dataclass
 class SandboxFusionConfig(ConfigNode):
-    url: str | None = None  # code-execution sandbox the default scorer sends code answers to
+    url: str | None = key(
+        None, rule=refused("use custom_reward_function.path for code rewards")
+    )  # code-execution sandbox the default scorer sends code answers to
     max_concurrent: int | None = 64  # requests in flight
     memory_limit_mb: int | None = 1024  # memory per sandboxed run
 
@@ -154,13 +163,20 @@ class RewardModelConfig(ConfigNode):
         False, verl09="reward.reward_model.enable"
     )  # score responses with a reward model (its score replaces the rule reward)
     enable_resource_pool: bool | None = key(
-        False, verl09="reward.reward_model.enable_resource_pool", gate=REWARD_MODEL
+        False,
+        verl09="reward.reward_model.enable_resource_pool",
+        gate=REWARD_MODEL,
+        rule=refused("the reward model shares the actor's workers"),
     )  # run the reward model on its own GPUs
     n_gpus_per_node: int | None = key(
-        8, verl09="reward.reward_model.n_gpus_per_node", gate=REWARD_MODEL
+        8, verl09="reward.reward_model.n_gpus_per_node", gate=REWARD_MODEL, rule=no_effect()
     )  # GPUs per node of that pool
-    nnodes: int | None = key(0, verl09="reward.reward_model.nnodes", gate=REWARD_MODEL)  # nodes of that pool
-    strategy: str | None = key("fsdp", gate=REWARD_MODEL)  # fsdp | fsdp2: both run FSDP2 (fully_shard)
+    nnodes: int | None = key(
+        0, verl09="reward.reward_model.nnodes", gate=REWARD_MODEL, rule=no_effect()
+    )  # nodes of that pool
+    strategy: str | None = key(
+        "fsdp", gate=REWARD_MODEL, rule=only(STRATEGIES, FSDP1)
+    )  # fsdp | fsdp2: both run FSDP2 (fully_shard)
     model: RewardModelModelConfig = key(factory=RewardModelModelConfig, gate=REWARD_MODEL)
     micro_batch_size: int | None = key(
         None, MICRO, gate=(REWARD_MODEL, FIXED)
@@ -169,7 +185,7 @@ class RewardModelConfig(ConfigNode):
         None, MICRO, gate=(REWARD_MODEL, FIXED)
     )  # responses per reward-model forward on one worker
     max_length: int | None = key(
-        None, gate=REWARD_MODEL
+        None, gate=REWARD_MODEL, rule=refused("responses are scored whole; shorten data.max_response_length")
     )  # longest input the reward model reads; null: no limit
     use_dynamic_bsz: bool | None = key(
         "${critic.use_dynamic_bsz}", gate=REWARD_MODEL
@@ -180,26 +196,48 @@ class RewardModelConfig(ConfigNode):
     reward_manager: str | None = (
         "naive"  # naive (rule scorers by data_source) | dapo (naive + overlong penalty) | gdpo (naive, every returned key kept)
     )
-    reward_loop_source: str | None = "register"  # verl's reward loop: where its manager comes from
-    reward_loop_module_path: str | None = None  # file of a custom reward-loop manager
-    reward_loop_class_name: str | None = None  # its class
-    launch_reward_fn_async: bool | None = (
-        False  # compute rule rewards in the background, overlapping the next phases
-    )
+    reward_loop_source: str | None = key(
+        "register", rule=only(("register",), "use reward_model.reward_manager")
+    )  # verl's reward loop: where its manager comes from
+    reward_loop_module_path: str | None = key(
+        None, rule=refused("use reward_model.reward_manager")
+    )  # file of a custom reward-loop manager
+    reward_loop_class_name: str | None = key(
+        None, rule=refused("use reward_model.reward_manager")
+    )  # its class
+    launch_reward_fn_async: bool | None = key(
+        False, rule=no_effect("rewards are computed in order here (the same rewards)")
+    )  # compute rule rewards in the background, overlapping the next phases
     sandbox_fusion: SandboxFusionConfig = key(
-        factory=SandboxFusionConfig, verl09="reward.sandbox_fusion", older=("sandbox_fusion",)
+        factory=SandboxFusionConfig,
+        verl09="reward.sandbox_fusion",
+        older=("sandbox_fusion",),
+        rule=no_effect(),
     )
     # verl 0.7's legacy reward-model profiler (verl 0.9.1 dropped it; no profiler runs here: support.py)
-    profiler: dict[str, Any] = field(default_factory=lambda: dict(LEGACY_PROFILER))
+    profiler: dict[str, Any] = key(
+        factory=lambda: dict(LEGACY_PROFILER),
+        rule=no_effect("verl_lite has no profiler integration: nothing is recorded"),
+    )
     ulysses_sequence_parallel_size: int | None = key(
-        1, gate=REWARD_MODEL
+        1, gate=REWARD_MODEL, rule=refused("the reward model runs without sequence parallelism; keep 1")
     )  # ranks one sequence is split over (Ulysses sequence parallelism)
     use_reward_loop: bool | None = key(
-        True, gate=REWARD_MODEL
+        True,
+        gate=REWARD_MODEL,
+        rule=only(
+            (False,),
+            "verl's reward loop re-templates the reward model's input and serves the model with vLLM; verl_lite runs verl's legacy reward-model worker (FSDP): set reward_model.use_reward_loop=False",
+        ),
     )  # verl: rewards in reward-loop workers (with a reward model: see support.py)
-    num_workers: int | None = key(8, verl09="reward.num_workers", gate=REWARD_MODEL)  # reward-loop workers
+    num_workers: int | None = key(
+        8, verl09="reward.num_workers", gate=REWARD_MODEL, rule=no_effect()
+    )  # reward-loop workers
     rollout: RewardModelRolloutConfig = key(
-        factory=RewardModelRolloutConfig, verl09="reward.reward_model.rollout", gate=REWARD_MODEL
+        factory=RewardModelRolloutConfig,
+        verl09="reward.reward_model.rollout",
+        gate=REWARD_MODEL,
+        rule=no_effect(),
     )
     reward_kwargs: dict[str, Any] = key(
         factory=dict,
@@ -225,14 +263,19 @@ class ModuleConfig(ConfigNode):
 @dataclass
 class RewardManagerConfig(ConfigNode):
     source: str = key(
-        "register", verl09="reward.reward_manager.source", older=("reward_model.reward_loop_source",)
+        "register",
+        verl09="reward.reward_manager.source",
+        older=("reward_model.reward_loop_source",),
+        rule=only(
+            ("register",), "register a manager in verl_lite/reward/managers.py, or use custom_reward_function"
+        ),
     )  # register: a manager registered by name | importlib: a class from module.path
     name: str | None = key(
         "${reward_model.reward_manager}",
         verl09="reward.reward_manager.name",
         older=("reward_model.reward_manager",),
     )  # the reward manager: naive | dapo | gdpo
-    module: ModuleConfig = field(default_factory=ModuleConfig)
+    module: ModuleConfig = key(factory=ModuleConfig, rule=no_effect())
 
 
 @dataclass

@@ -10,7 +10,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from verl_lite.config.fields import MICRO, NON_NEG, NON_NEG_INT, POS, POS_INT, SHARE, TOP_K, choice, key
+from verl_lite.config.fields import (
+    MICRO,
+    NON_NEG,
+    NON_NEG_INT,
+    POS,
+    POS_INT,
+    SHARE,
+    TOP_K,
+    choice,
+    follows,
+    key,
+    no_effect,
+    only,
+    refused,
+)
 from verl_lite.config.freeze import ConfigNode
 from verl_lite.config.gates import HYBRID_ROLLOUT, LOG_PROB_DYNAMIC, LOG_PROB_FIXED, ROLLOUT_GROUP
 from verl_lite.config.schema_engine import DTYPES
@@ -36,8 +50,8 @@ class SamplingKwargs(ConfigNode):
 @dataclass
 class EngineKwargs(ConfigNode):
     vllm: dict[str, Any] = field(default_factory=dict)  # extra vLLM engine arguments (LLM(**vllm))
-    sglang: dict[str, Any] = field(default_factory=dict)  # extra SGLang engine arguments
-    trtllm: dict[str, Any] = field(default_factory=dict)  # extra TensorRT-LLM engine arguments
+    sglang: dict[str, Any] = key(factory=dict, rule=no_effect())  # extra SGLang engine arguments
+    trtllm: dict[str, Any] = key(factory=dict, rule=no_effect())  # extra TensorRT-LLM engine arguments
 
 
 @dataclass
@@ -78,7 +92,9 @@ class CustomAsyncServerConfig(ConfigNode):
 
 @dataclass
 class AgentLoopConfig(ConfigNode):
-    num_workers: int = 8  # agent-loop workers of verl's async server mode
+    num_workers: int = key(
+        8, rule=no_effect("the agent loops run inside each rollout worker (trainer.n_gpus_per_node of them)")
+    )  # agent-loop workers of verl's async server mode
     default_agent_loop: str = "single_turn_agent"  # agent loop of rows without agent_name: single_turn_agent | tool_agent | a loop of agent_loop_config_path
     agent_loop_config_path: str | None = (
         None  # YAML list of your agent loops: {name, _target_: dotted class path, its keyword arguments}
@@ -92,17 +108,24 @@ class AgentLoopConfig(ConfigNode):
 @dataclass
 class CheckpointEngineConfig(ConfigNode):
     backend: str | None = key(
-        "naive", gate=HYBRID_ROLLOUT
+        "naive",
+        gate=HYBRID_ROLLOUT,
+        rule=refused("weights reach the hybrid engine's rollout in-process (naive)"),
     )  # how weights reach the rollout: naive (in-process) | nccl | nixl | hccl
     update_weights_bucket_megabytes: int = key(
         2048, POS_INT
     )  # weight sync: full tensors gathered per bucket before vLLM loads them
-    engine_kwargs: dict[str, Any] = field(default_factory=dict)  # backend arguments
+    engine_kwargs: dict[str, Any] = key(factory=dict, rule=no_effect())  # backend arguments
 
 
 @dataclass
 class TraceConfig(ConfigNode):
-    backend: str | None = None  # rollout tracing: weave | mlflow | trackio
+    backend: str | None = key(
+        None,
+        rule=refused(
+            "verl_lite does not trace rollouts (verl's weave / mlflow / trackio spans); leave it null and read the rollouts in trainer.rollout_data_dir (each step's generations as jsonl) or trainer.log_val_generations (console, file, wandb)"
+        ),
+    )  # rollout tracing: weave | mlflow | trackio
 
 
 @dataclass
@@ -110,9 +133,15 @@ class RolloutConfig(ConfigNode):
     name: str | None = (
         "auto"  # rollout backend: vllm | hf (transformers generate, the reference); auto: vllm where it is installed, else hf
     )
-    mode: str = "async"  # async (verl's server mode) | sync: both run the hybrid engine, generation and training taking turns
+    mode: str = key(
+        "async", rule=only(("async", "sync"), "async or sync (both run in the hybrid engine)")
+    )  # async (verl's server mode) | sync: both run the hybrid engine, generation and training taking turns
     nnodes: int = key(
-        0, gate=HYBRID_ROLLOUT
+        0,
+        gate=HYBRID_ROLLOUT,
+        rule=refused(
+            "a rollout group on devices of its own is verl 0.9's separate_async trainer's (trainer.use_v1=True trainer.v1.trainer_mode=separate_async); keep 0: the rollout shares the trainer's workers"
+        ),
     )  # nodes of standalone rollout servers (verl 0.9's separate_async trainer); 0: the rollout shares the trainer's workers
     n_gpus_per_node: int | None = key(
         "${oc.select:trainer.n_gpus_per_node,8}", gate=ROLLOUT_GROUP
@@ -145,7 +174,9 @@ class RolloutConfig(ConfigNode):
     max_num_seqs: int = key(256, POS_INT)  # sequences vLLM runs at once
     enable_chunked_prefill: bool = True  # split long prefills across scheduler steps
     enable_prefix_caching: bool = True  # reuse KV of shared prompt prefixes (reset at every weight sync)
-    logprobs_mode: str | None = "processed_logprobs"  # the rollout's log-probs: after temperature/top-k/top-p
+    logprobs_mode: str | None = key(
+        "processed_logprobs", rule=refused("the rollout's log-probs are processed_logprobs")
+    )  # the rollout's log-probs: after temperature/top-k/top-p
     load_format: str = key(
         "dummy", choice(LOAD_FORMATS)
     )  # vLLM's start-up weights: dummy (random; the first sync brings the actor's) | auto | safetensors (read from model.path; with LoRA no base weights are ever synced)
@@ -170,12 +201,23 @@ class RolloutConfig(ConfigNode):
     calculate_log_probs: bool = True  # the rollout's log-probs reach the trainer: rollout_corr/* metrics (algos/rollout_corr.py; verl_lite's rollouts always compute them)
     agent: AgentLoopConfig = field(default_factory=AgentLoopConfig)
     checkpoint_engine: CheckpointEngineConfig = field(default_factory=CheckpointEngineConfig)
-    trace: TraceConfig = field(default_factory=TraceConfig)
-    skip_rollout: bool = False  # reuse rollouts dumped in skip_dump_dir instead of generating
-    skip_dump_dir: str = "/tmp/rollout_dump"  # where skip_rollout keeps them
-    skip_tokenizer_init: bool = True  # the engine takes and returns token ids only
-    quantization: str | None = None  # vLLM weight quantization: fp8 | torchao
-    mtp: Any = f"${{{ARR}.model.mtp}}"  # multi-token prediction: the model's mtp section
+    trace: TraceConfig = key(
+        factory=TraceConfig,
+        rule=no_effect(
+            "read only with rollout.trace.backend, which verl_lite refuses: no effect, as in verl with no backend"
+        ),
+    )
+    skip_rollout: bool = key(
+        False, rule=refused("every step generates")
+    )  # reuse rollouts dumped in skip_dump_dir instead of generating
+    skip_dump_dir: str = key("/tmp/rollout_dump", rule=no_effect())  # where skip_rollout keeps them
+    skip_tokenizer_init: bool = key(True, rule=no_effect())  # the engine takes and returns token ids only
+    quantization: str | None = key(
+        None, rule=refused("the rollout runs unquantized weights (rollout.dtype)")
+    )  # vLLM weight quantization: fp8 | torchao
+    mtp: Any = key(
+        f"${{{ARR}.model.mtp}}", rule=follows("set actor_rollout_ref.model.mtp", also=(None,))
+    )  # multi-token prediction: the model's mtp section
     layered_summon: bool = False  # LoRA: gather the adapter layer by layer for the sync (verl_lite always gathers one tensor at a time); vLLM needs load_format other than dummy
     # verl_lite's own keys
     seed: int = key(42, NON_NEG_INT)  # seed of the rollout's own sampling generator (per rank and call)

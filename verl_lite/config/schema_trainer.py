@@ -21,6 +21,9 @@ from verl_lite.config.fields import (
     Domain,
     choice,
     key,
+    no_effect,
+    only,
+    refused,
 )
 from verl_lite.config.freeze import ConfigNode
 from verl_lite.config.gates import (
@@ -73,7 +76,9 @@ class DataConfig(ConfigNode):
     tokenizer: str | None = (
         None  # tokenizer folder; null: the actor model's (model.tokenizer_path, else model.path)
     )
-    use_shm: bool | None = False  # copy the data files to /dev/shm before reading them
+    use_shm: bool | None = key(
+        False, rule=no_effect("the driver reads the data files once; /dev/shm changes nothing")
+    )  # copy the data files to /dev/shm before reading them
     train_files: Any = VERL_TRAIN  # parquet file or list of files, verl's RLHF layout
     val_files: Any = VERL_VAL  # parquet file or list of files for validation
     train_max_samples: int | None = key(
@@ -107,8 +112,12 @@ class DataConfig(ConfigNode):
         "error", choice(TRUNCATIONS)
     )  # prompt over max_prompt_length: error | left | right
     trust_remote_code: bool | None = False  # passed to the tokenizer loader
-    sampler: SamplerConfig = field(default_factory=SamplerConfig)
-    datagen: ClassRefConfig = field(default_factory=ClassRefConfig)  # a dynamic data generator
+    sampler: SamplerConfig = key(
+        factory=SamplerConfig, rule=refused("the sampler shuffles by data.seed (data.shuffle)")
+    )
+    datagen: ClassRefConfig = key(
+        factory=ClassRefConfig, rule=refused("datasets are verl's RLHF parquet layout (data.train_files)")
+    )  # a dynamic data generator
     apply_chat_template_kwargs: dict[str, Any] | None = field(
         default_factory=dict
     )  # extra arguments of apply_chat_template
@@ -213,7 +222,9 @@ class V1Config(ConfigNode):
     trainer_mode: str = key(
         "sync", choice(TRAINER_MODES)
     )  # sync: generate, then train, each step (verl_lite's trainer) | colocate_async | separate_async
-    sync: dict[str, Any] = field(default_factory=dict)  # sync mode's settings (verl has none yet)
+    sync: dict[str, Any] = key(
+        factory=dict, rule=refused("verl 0.9's sync mode has no settings; leave it {}")
+    )  # sync mode's settings (verl has none yet)
     colocate_async: ColocateAsyncConfig = key(factory=ColocateAsyncConfig, gate=COLOCATE)
     separate_async: SeparateAsyncConfig = key(factory=SeparateAsyncConfig, gate=SEPARATE)
     sampler: V1SamplerConfig = key(factory=V1SamplerConfig, gate=V1_ASYNC)
@@ -266,12 +277,20 @@ class TrainerConfig(ConfigNode):
         None, POS_INT.or_null("keep all")
     )  # keep only the newest this many critic checkpoints; null: all
     device: str | None = "auto"  # auto: cuda where a GPU is visible, else cpu | cpu | cuda
-    use_legacy_worker_impl: str | None = (
-        "auto"  # verl's choice of worker implementation: auto | enable | disable
-    )
-    use_v1: bool | None = (
-        True  # verl 0.9's V1 trainer (its default); False: verl's legacy trainer (the same PPO step)
-    )
+    use_legacy_worker_impl: str | None = key(
+        "auto",
+        rule=only(
+            ("auto", "enable", "disable"),
+            "auto, enable or disable",
+            note="verl_lite has one worker implementation",
+        ),
+    )  # verl's choice of worker implementation: auto | enable | disable
+    use_v1: bool | None = key(
+        True,
+        rule=no_effect(
+            "verl_lite's sync trainer is verl 0.9's V1 sync trainer and its legacy one alike (the same PPO step); only trainer.v1.trainer_mode=colocate_async|separate_async changes the schedule, and only with use_v1"
+        ),
+    )  # verl 0.9's V1 trainer (its default); False: verl's legacy trainer (the same PPO step)
     v1: V1Config = key(factory=V1Config, gate=V1)
     # verl_lite's own keys
     dist_timeout_s: int | None = key(
