@@ -153,7 +153,8 @@ RULES: list[Rule] = [
     Rule(
         "trainer.v1.sampler.sync_refill_failed_groups",
         ANY,
-        note="a rollout that fails stops the run here: no failed group is left to refill",
+        note="verl's sync sampling reads it; under colocate_async and separate_async a failed group is "
+        "evicted and refilled whatever it says, as in verl's async modes",
     ),
 ]
 
