@@ -1,7 +1,7 @@
 """What a schema field declares beside itself: the values it takes (its domain, a choice set
 included), the features that read it (config/gates.py), its support rule (config/support.py) and
 verl's other spellings of it.
-`key(default, domain, gate=..., verl09=..., older=...)` is a dataclass field whose metadata holds them;
+`key(default, domain, gate=..., rule=..., verl09=..., older=...)` is a dataclass field whose metadata holds them;
 `declared` walks the schema's fields once (config/schema.FIELDS), and config/domains.py,
 config/features.py, config/nulls.py and config/dialects.py read their tables from that walk.
 

@@ -196,15 +196,6 @@ class RewardModelConfig(ConfigNode):
     reward_manager: str | None = (
         "naive"  # naive (rule scorers by data_source) | dapo (naive + overlong penalty) | gdpo (naive, every returned key kept)
     )
-    reward_loop_source: str | None = key(
-        "register", rule=only(("register",), "use reward_model.reward_manager")
-    )  # verl's reward loop: where its manager comes from
-    reward_loop_module_path: str | None = key(
-        None, rule=refused("use reward_model.reward_manager")
-    )  # file of a custom reward-loop manager
-    reward_loop_class_name: str | None = key(
-        None, rule=refused("use reward_model.reward_manager")
-    )  # its class
     launch_reward_fn_async: bool | None = key(
         False, rule=no_effect("rewards are computed in order here (the same rewards)")
     )  # compute rule rewards in the background, overlapping the next phases

@@ -186,12 +186,19 @@ def rule_for(key: str) -> Rule | None:
 
 @functools.cache
 def _added_rule(key: str) -> Rule:
-    """verl 0.9.1's key the dataclasses lack: accepted at its default here (a link: the linked value)."""
+    """verl 0.9.1's key the dataclasses lack: accepted at its default here (a link: the linked value;
+    verl 0.7's spelling of a held key, which verl 0.9.1 keeps as a null key: null too, as unset)."""
     default = keys.added_keys()[key]
     target = keys.link_target(default, key)
-    if dialects.spelling(key) is not None and target is not None:  # a verl 0.9 spelling of a held key
+    spelled = dialects.spelling(key)
+    if spelled is not None and target is not None:  # another spelling of a held key
+        legacy = spelled.verl09 != key and verl_keys.facts()[0].get(key, "") is None
+        unset = (None,) if legacy else ()  # verl 0.9.1 keeps verl 0.7's spellings as null keys: unset
         return Rule(
-            key, FOLLOWS, instead=f"its value is {target}'s: set {key} on the command line or {target}"
+            key,
+            FOLLOWS,
+            instead=f"its value is {target}'s: set {key} on the command line or {target}",
+            also=unset,
         )
     shown = format_value(default) if target is None else f"{target}'s value"
     instead = f"verl 0.9's {verl_keys.feature(key)} is not in verl_lite; leave it at {shown}"
