@@ -125,6 +125,20 @@ def test_verl_0_9_s_async_trainer_keys_are_refused_by_name(line, key, why):
     assert problem.startswith(f"{key}=") and why in problem
 
 
+def test_sync_refill_failed_groups_is_refused_only_where_verl_reads_it():
+    """verl's sync sampling refills a group whose loops all failed with it True; verl_lite's sync trainer
+    does not. The async modes refill such a group whatever it says, in verl as here: accepted there."""
+    line = "trainer.v1.sampler.sync_refill_failed_groups=True"
+    with pytest.raises(ConfigError) as info:
+        load_config(["trainer.use_v1=True", "trainer.v1.trainer_mode=sync", line], "demo")
+    (problem,) = info.value.problems
+    assert problem.startswith(
+        f"{line} is not supported by verl_lite: verl_lite's sync trainer does not refill"
+    )
+    cfg = load_config(["trainer.use_v1=True", "trainer.v1.trainer_mode=colocate_async", line], "demo")
+    assert cfg.trainer.v1.trainer_mode == "colocate_async"
+
+
 SEPARATE = [
     "trainer.v1.trainer_mode=separate_async",
     f"{ARR}.rollout.nnodes=1",

@@ -59,7 +59,9 @@ WARMUP_RATIO = Gate("warm-up by ratio", lambda o, c, r: (o.lr_warmup_steps or 0)
 DAPO = Gate("DAPO's dynamic sampling", lambda alg, c, r: bool(alg.filter_groups.enable), switches=("enable",))
 CUSTOM_REWARD = Gate("a custom reward function", lambda f, c, r: bool(f.path))
 V1 = Gate("the V1 trainer", lambda t, c, r: bool(t.use_v1))  # verl: else its legacy trainer
-V1_ASYNC = Gate("the V1 async trainers", lambda v1, c, r: v1.trainer_mode != "sync")
+# the replay buffer's keys (trainer.v1.sampler.*): the ones each mode's sampling reads
+V1_ASYNC = Gate("the V1 async trainers", lambda s, c, r: c.trainer.v1.trainer_mode != "sync")
+V1_SYNC = Gate("the V1 sync trainer", lambda s, c, r: c.trainer.v1.trainer_mode == "sync")
 COLOCATE = Gate("colocate_async", lambda v1, c, r: v1.trainer_mode == "colocate_async")
 SEPARATE = Gate("separate_async", lambda v1, c, r: v1.trainer_mode == "separate_async")
 # separate_async's: the rollout group's own devices, and its transport

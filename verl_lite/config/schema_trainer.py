@@ -35,6 +35,7 @@ from verl_lite.config.gates import (
     SEPARATE,
     V1,
     V1_ASYNC,
+    V1_SYNC,
 )
 from verl_lite.config.schema_actor import KL_TYPES, is_kl_type
 
@@ -208,11 +209,20 @@ class V1SamplerConfig(ConfigNode):
     """verl 0.9's replay buffer: which prompt groups the V1 trainer takes, and when a group is too stale."""
 
     max_off_policy_threshold: int = key(
-        8, POS_INT
+        8, POS_INT, gate=V1_ASYNC
     )  # model versions from a prompt's submission to its training before the strategy applies
     max_off_policy_strategy: str = key(
-        "drop", choice(OFF_POLICY_STRATEGIES)
+        "drop", choice(OFF_POLICY_STRATEGIES), gate=V1_ASYNC
     )  # drop: evict and refill a finished group past the threshold | wait: finish in-flight groups at it first
+    sync_refill_failed_groups: bool = key(
+        False,
+        gate=V1_SYNC,
+        rule=only(
+            (False,),
+            "verl_lite's sync trainer does not refill a group whose agent loops failed (under colocate_async "
+            "and separate_async a failed group is always evicted and refilled, as in verl's async modes)",
+        ),
+    )  # verl's sync sampling: replace a group whose trajectories all failed with a new prompt
 
 
 @dataclass
@@ -227,7 +237,7 @@ class V1Config(ConfigNode):
     )  # sync mode's settings (verl has none yet)
     colocate_async: ColocateAsyncConfig = key(factory=ColocateAsyncConfig, gate=COLOCATE)
     separate_async: SeparateAsyncConfig = key(factory=SeparateAsyncConfig, gate=SEPARATE)
-    sampler: V1SamplerConfig = key(factory=V1SamplerConfig, gate=V1_ASYNC)
+    sampler: V1SamplerConfig = field(default_factory=V1SamplerConfig)
 
 
 @dataclass

@@ -150,12 +150,6 @@ RULES: list[Rule] = [
         "one's own is not loaded",
     ),
     Rule("trainer.v1.sampler.sampler_kwargs", instead="there is no custom sampler to pass them to"),
-    Rule(
-        "trainer.v1.sampler.sync_refill_failed_groups",
-        ANY,
-        note="verl's sync sampling reads it; under colocate_async and separate_async a failed group is "
-        "evicted and refilled whatever it says, as in verl's async modes",
-    ),
 ]
 
 
