@@ -15,6 +15,7 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from verl_lite.config import keys
 from verl_lite.config.gates import Gate
 from verl_lite.config.schema import FIELDS
 
@@ -37,10 +38,9 @@ def gates_of(key: str) -> tuple[tuple[str, Gate], ...]:
 
 
 def _section(cfg, field_key: str):
-    node = cfg
-    for part in field_key.split(".")[:-1]:
-        node = getattr(node, part)
-    return node
+    """The section holding the field `field_key` (the config itself for a top-level one)."""
+    parent = field_key.rpartition(".")[0]
+    return keys.lookup(cfg, parent) if parent else cfg
 
 
 def reader(cfg, run: Run | None) -> Callable[[str], bool]:
