@@ -27,7 +27,7 @@ def test_every_key_is_documented_once():
         row for _, _, rows in docs.sections(PPOTrainerConfig(), "", docs.schema_comments()) for row in rows
     ]
     undocumented = [key for key, _, meaning in rows if not meaning]
-    assert undocumented == [], "give these fields a trailing # comment in verl_lite/config/schema.py"
+    assert undocumented == [], "give these fields a # comment in verl_lite/config/schema*.py"
     text = docs.render()
     for key in _leaf_keys(PPOTrainerConfig()):
         assert text.count(f"| `{key}` |") == 1, key
@@ -36,3 +36,15 @@ def test_every_key_is_documented_once():
 def test_wrapped_field_keeps_its_comment():
     source = "class A:\n    x: bool = (\n        False  # the meaning\n    )\n    y: int = 1\n"
     assert docs.field_comments(source) == {("A", "x"): "the meaning", ("A", "y"): ""}
+
+
+def test_a_comment_right_above_a_field_is_its_meaning_and_a_blank_line_ends_it():
+    source = (
+        "class A:\n    # a note on the keys below\n\n    # the first half\n    # and the rest\n"
+        "    x: int = 1\n    y: int = 2  # its own\n    # z's\n    z: int = 3  # wins over the line above\n"
+    )
+    assert docs.field_comments(source) == {
+        ("A", "x"): "the first half and the rest",
+        ("A", "y"): "its own",
+        ("A", "z"): "wins over the line above",
+    }

@@ -1,7 +1,7 @@
 """Generate docs/config.md, the config reference, from the schema: `python -m verl_lite.config.docs > docs/config.md`.
 
-Every key's default comes from the dataclasses themselves and its meaning from the trailing
-`# comment` on its line in the schema modules (config/schema*.py, the one place defaults and their
+Every key's default comes from the dataclasses themselves and its meaning from its `# comment` in
+the schema modules (at the end of its line, or right above a field too long for one) (config/schema*.py, the one place defaults and their
 documentation live); what verl_lite accepts of keys it implements only in part comes from
 config/support.py. Nested dataclasses become sections named by their dotted path, in declaration order.
 tests/config/test_docs.py fails when docs/config.md differs from this output, or when a key has
@@ -19,27 +19,32 @@ from pathlib import Path
 
 from verl_lite.config import dialects, keys, schema, support
 from verl_lite.config.common import format_value
-from verl_lite.config.deviations import DEVIATIONS
-from verl_lite.config.schema import PPOTrainerConfig
+from verl_lite.config.schema import DEVIATIONS, PPOTrainerConfig
 
 REGENERATE = "python -m verl_lite.config.docs > docs/config.md"
 
 
 def field_comments(source: str) -> dict[tuple[str, str], str]:
-    """(class name, field name) -> the comment on the field's lines (a wrapped field has it inside)."""
-    comments: dict[int, str] = {}
+    """(class name, field name) -> the field's comment: at the end of its line, else the comment
+    lines right above it (a field that would not fit on one line with its comment)."""
+    comments: dict[int, str] = {}  # line number -> its comment
+    alone: set[int] = set()  # lines that are a comment only
     for tok in tokenize.generate_tokens(io.StringIO(source).readline):
         if tok.type == tokenize.COMMENT:
             comments[tok.start[0]] = tok.string.lstrip("#").strip()
+            alone |= {tok.start[0]} if tok.line.lstrip().startswith("#") else set()
     found = {}
     for node in ast.parse(source).body:
         if not isinstance(node, ast.ClassDef):
             continue
         for stmt in node.body:
             if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
-                lines = range(stmt.lineno, stmt.end_lineno + 1)
-                text = " ".join(comments[n] for n in lines if n in comments)
-                found[(node.name, stmt.target.id)] = text
+                lines = [n for n in range(stmt.lineno, stmt.end_lineno + 1) if n in comments]
+                start = stmt.lineno
+                while not lines and start - 1 in alone:
+                    start -= 1
+                lines = lines or list(range(start, stmt.lineno))
+                found[(node.name, stmt.target.id)] = " ".join(comments[n] for n in lines)
     return found
 
 
@@ -73,9 +78,9 @@ def _cell(text: str) -> str:
 
 
 def deviations() -> list[str]:
-    """The deviations list (config/deviations.py): key, verl_lite's default, why."""
+    """The deviations declared beside their fields (`deviates`): key, verl_lite's default, why."""
     out = ["## Deviations from verl", ""]
-    out += [f"- `{d.key}` = `{format_default(d.default)}`: {d.reason}." for d in DEVIATIONS]
+    out += [f"- `{k}` = `{format_default(keys.written_default(k))}`: {why}." for k, why in DEVIATIONS.items()]
     return out + [""]
 
 

@@ -1,7 +1,7 @@
 """What a schema field declares beside itself: the values it takes (its domain, a choice set
-included), the features that read it (config/gates.py), its support rule (config/support.py) and
-verl's other spellings of it.
-`key(default, domain, gate=..., rule=..., verl09=..., older=...)` is a dataclass field whose metadata holds them;
+included), the features that read it (config/gates.py), its support rule (config/support.py),
+verl's other spellings of it and, where its default or meaning differs from verl's, why.
+`key(default, domain, gate=..., rule=..., verl09=..., older=..., deviates=...)` is a dataclass field whose metadata holds them;
 `declared` walks the schema's fields once (config/schema.FIELDS), and config/domains.py,
 config/features.py, config/nulls.py and config/dialects.py read their tables from that walk.
 
@@ -114,14 +114,16 @@ def key(
     verl09: str | None = None,
     older: tuple[str, ...] = (),
     quiet: bool = False,
+    deviates: str = "",
 ):
     """A schema field with its domain beside it (`factory`: a mutable default's factory), the
     feature(s) that read it (`gate`: a config/gates.Gate or a tuple of them), its support rule where
     verl_lite does not implement it in full (`rule`) and verl's other spellings of it (`verl09`,
-    `older`); a section's gates, rule and spellings cover every key under it."""
+    `older`); a section's gates, rule and spellings cover every key under it. `deviates`: why its
+    default or meaning differs from verl's, where it does (docs/config.md lists them)."""
     spelled = Spelled(verl09, tuple(older), quiet) if verl09 or older else None
     gates = gate if isinstance(gate, tuple) else (gate,)
-    metadata = {"domain": domain, "spelled": spelled, "gate": gates, "rule": rule}
+    metadata = {"domain": domain, "spelled": spelled, "gate": gates, "rule": rule, "deviates": deviates}
     return dataclasses.field(default=default, default_factory=factory, metadata=metadata)
 
 

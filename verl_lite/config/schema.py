@@ -4,7 +4,7 @@ Keys, meanings and defaults are verl's composed ppo_trainer config (verl commit
 b178a3cd56f58b2d502255daba591e92833930a7), so a verl command line means here what it means in verl.
 verl's links between keys are kept as OmegaConf interpolations in the defaults (`${...}`): the
 rollout's lengths follow data's, the ref's and rollout's log-prob batching follow the actor's, the
-critic follows the actor, ... The few deliberate deviations are listed in config/deviations.py (and
+critic follows the actor, ... The few deliberate deviations are declared beside their fields (`deviates`, listed in
 docs/config.md); keys accepted only at some values are in config/support.py. The embedded tiny CPU
 demo is a named config on top of this one (conf/demo.yaml).
 
@@ -13,7 +13,7 @@ schema_actor.py, schema_rollout.py, schema_roles.py (critic, reward) and schema_
 algorithm, trainer, Ray); this module assembles the tree and re-exports the classes other modules import from it.
 Hydra composes conf/ppo_trainer.yaml on top of it (config/compose.py), so an unknown key is an
 error. A `verl_lite://` path names an embedded asset built on first use (data/assets.py). The
-comment after each field is its documentation (docs/config.md is generated from it). A schema
+comment of each field (at the end of its line, or right above it) is its documentation (docs/config.md is generated from it). A schema
 dataclass built directly in Python keeps its `${...}` defaults as strings: build configs through
 compose (or resolve them with OmegaConf) wherever a linked key is read.
 """
@@ -89,9 +89,8 @@ class ActorRolloutRefConfig(ConfigNode):
     ref: RefConfig = key(factory=RefConfig, gate=REF)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
-    nccl_timeout: int | None = key(
-        600, POS_INT
-    )  # seconds a collective may wait before the run fails (trainer.dist_timeout_s follows it)
+    # seconds a collective may wait before the run fails (trainer.dist_timeout_s follows it)
+    nccl_timeout: int | None = key(600, POS_INT)
 
 
 @dataclass
@@ -111,3 +110,5 @@ class PPOTrainerConfig(ConfigNode):
 
 # every field of the schema, sections before their keys (config/fields.declared): the one walk
 FIELDS = tuple(declared(PPOTrainerConfig))
+# where verl_lite's default or a key's meaning differs from verl's: {key: why} (config/fields.key's `deviates`)
+DEVIATIONS = {k: f.metadata["deviates"] for k, f in FIELDS if f.metadata.get("deviates")}

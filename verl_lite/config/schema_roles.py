@@ -1,8 +1,8 @@
 """Schema sections of the optional roles: the critic (value model), the reward model, the reward
 manager that turns scores into token-level rewards, and the custom reward function.
 
-Defaults are verl's (config/schema.py says how); the trailing comment of each field is its
-documentation in docs/config.md.
+Defaults are verl's (config/schema.py says how); each field's comment (at the end of its line,
+or above a field too long for one) is its documentation in docs/config.md.
 """
 
 from __future__ import annotations
@@ -35,68 +35,66 @@ LEGACY_PROFILER = {
 
 @dataclass
 class CriticConfig(ConfigNode):
-    optim: OptimConfig = field(
-        default_factory=lambda: OptimConfig(lr=1e-5)
-    )  # the value model's AdamW and LR schedule
+    # the value model's AdamW and LR schedule
+    optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=1e-5))
     model: CriticModelConfig = field(default_factory=CriticModelConfig)
-    fsdp: FSDPConfig = key(
-        factory=FSDPConfig, older=("critic.model.fsdp_config",)
-    )  # the critic's own FSDP2 and offload modes (verl 0.9's spelling; verl 0.7's: critic.model.fsdp_config)
+    # the critic's own FSDP2 and offload modes (verl 0.9's spelling; verl 0.7's: critic.model.fsdp_config)
+    fsdp: FSDPConfig = key(factory=FSDPConfig, older=("critic.model.fsdp_config",))
+    # responses per prompt (verl's copy of rollout.n)
     rollout_n: int = key(
         "${actor_rollout_ref.rollout.n}", rule=follows("it is actor_rollout_ref.rollout.n; set that")
-    )  # responses per prompt (verl's copy of rollout.n)
+    )
     strategy: str = key("fsdp", rule=only(STRATEGIES, FSDP1))  # fsdp | fsdp2: both run FSDP2 (fully_shard)
     enable: bool | None = None  # train a critic; null: when the advantage estimator needs one (gae)
-    ppo_mini_batch_size: int = key(
-        f"${{{ACTOR}.ppo_mini_batch_size}}", FOLLOWS_ACTOR
-    )  # prompts per critic optimizer step (global)
-    ppo_micro_batch_size: int | None = key(
-        None, MICRO, gate=FIXED
-    )  # deprecated global micro size; use the per-GPU key
-    ppo_micro_batch_size_per_gpu: int | None = key(
-        "${.ppo_micro_batch_size}", FOLLOWS_ACTOR, gate=FIXED
-    )  # responses per forward/backward on one worker (verl's link to the global key)
+    # prompts per critic optimizer step (global)
+    ppo_mini_batch_size: int = key(f"${{{ACTOR}.ppo_mini_batch_size}}", FOLLOWS_ACTOR)
+    # deprecated global micro size; use the per-GPU key
+    ppo_micro_batch_size: int | None = key(None, MICRO, gate=FIXED)
+    # responses per forward/backward on one worker (verl's link to the global key)
+    ppo_micro_batch_size_per_gpu: int | None = key("${.ppo_micro_batch_size}", FOLLOWS_ACTOR, gate=FIXED)
     use_dynamic_bsz: bool = f"${{{ACTOR}.use_dynamic_bsz}}"  # token-budgeted micro-batches
-    ppo_max_token_len_per_gpu: int = key(
-        32768, POS_INT, gate=DYNAMIC
-    )  # token budget per training micro-batch with use_dynamic_bsz
+    # token budget per training micro-batch with use_dynamic_bsz
+    ppo_max_token_len_per_gpu: int = key(32768, POS_INT, gate=DYNAMIC)
+    # token budget per values forward
     forward_max_token_len_per_gpu: int = key(
         "${.ppo_max_token_len_per_gpu}", POS_INT.or_null("ppo_max_token_len_per_gpu"), gate=DYNAMIC
-    )  # token budget per values forward
+    )
     ppo_epochs: int = key(f"${{{ACTOR}.ppo_epochs}}", FOLLOWS_ACTOR)  # passes over each training batch
+    # verl's new worker: shuffle before splitting into mini-batches
     shuffle: bool = key(
         f"${{{ACTOR}.shuffle}}",
         rule=no_effect("verl's default (legacy) worker takes mini-batches in order too"),
-    )  # verl's new worker: shuffle before splitting into mini-batches
-    cliprange_value: float = key(
-        0.5, POS
-    )  # values may move at most this far from the rollout's values (clipped loss)
+    )
+    # values may move at most this far from the rollout's values (clipped loss)
+    cliprange_value: float = key(0.5, POS)
     loss_agg_mode: str = f"${{{ACTOR}.loss_agg_mode}}"  # aggregation of the value loss
-    checkpoint: CheckpointConfig = field(
-        default_factory=CheckpointConfig
-    )  # what the critic's checkpoints hold and what a resume loads (as the actor's)
-    forward_micro_batch_size: int | None = key(
-        "${.ppo_micro_batch_size}", MICRO, gate=FIXED
-    )  # deprecated global size; use the per-GPU key
+    # what the critic's checkpoints hold and what a resume loads (as the actor's)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    # deprecated global size; use the per-GPU key
+    forward_micro_batch_size: int | None = key("${.ppo_micro_batch_size}", MICRO, gate=FIXED)
+    # responses per compute_values forward on one worker
     forward_micro_batch_size_per_gpu: int | None = key(
         "${.ppo_micro_batch_size_per_gpu}", POS_INT.or_null("ppo_micro_batch_size_per_gpu"), gate=FIXED
-    )  # responses per compute_values forward on one worker
+    )
+    # ranks one sequence is split over (Ulysses sequence parallelism)
     ulysses_sequence_parallel_size: int = key(
         1,
         POS_INT,
         verl09="critic.fsdp.ulysses_sequence_parallel_size",
         older=("critic.model.fsdp_config.ulysses_sequence_parallel_size",),
-    )  # ranks one sequence is split over (Ulysses sequence parallelism)
+    )
+    # max global grad norm (verl's legacy-worker name); default: optim.clip_grad
     grad_clip: float = key(
-        "${.optim.clip_grad}", POS
-    )  # max global grad norm (verl's legacy-worker name); default: optim.clip_grad
+        "${.optim.clip_grad}",
+        POS,
+        deviates="as actor_rollout_ref.actor.grad_clip: follows critic.optim.clip_grad",
+    )
 
 
 @dataclass
 class SandboxFusionConfig(ConfigNode):
-    url: str | None = key(
-        None, rule=refused("use custom_reward_function.path for code rewards")
-    )  # code-execution sandbox the default scorer sends code answers to
+    # code-execution sandbox the default scorer sends code answers to
+    url: str | None = key(None, rule=refused("use custom_reward_function.path for code rewards"))
     max_concurrent: int | None = 64  # requests in flight
     memory_limit_mb: int | None = 1024  # memory per sandboxed run
 
@@ -105,7 +103,12 @@ class SandboxFusionConfig(ConfigNode):
 class RewardModelRolloutConfig(ConfigNode):
     """verl's reward loop: the engine serving the reward model (not used here: see support.py)."""
 
-    name: str | None = None  # engine serving the reward model in verl's reward loop (verl: mandatory)
+    # engine serving the reward model in verl's reward loop (verl: mandatory)
+    name: str | None = key(
+        None,
+        deviates="mandatory (`???`) in verl, where only the reward loop reads it (the engine serving the "
+        "reward model); verl_lite scores with verl's legacy reward-model worker, so it is null and has no effect",
+    )
     dtype: str = "bfloat16"  # weights dtype
     gpu_memory_utilization: float = 0.5  # share of the GPU the engine may use
     enforce_eager: bool = True  # no CUDA graphs
@@ -142,6 +145,7 @@ class RewardModelRolloutConfig(ConfigNode):
     quantization: str | None = None  # the engine's weight quantization
     quantization_config_file: str | None = None  # its config file
     mtp: Any = None  # multi-token prediction of the engine
+    # prefill/decode disaggregation
     disaggregation: dict[str, Any] = field(
         default_factory=lambda: {
             "enabled": False,
@@ -152,53 +156,52 @@ class RewardModelRolloutConfig(ConfigNode):
             "bootstrap_port": None,
             "ib_device": None,
         }
-    )  # prefill/decode disaggregation
+    )
 
 
 @dataclass
 class RewardModelConfig(ConfigNode):
     # verl 0.9 moved the reward model's settings under reward.reward_model.* (its own migration,
     # migrate_legacy_reward_impl, is the fact followed by each `verl09` of this section)
-    enable: bool | None = key(
-        False, verl09="reward.reward_model.enable"
-    )  # score responses with a reward model (its score replaces the rule reward)
+
+    # score responses with a reward model (its score replaces the rule reward)
+    enable: bool | None = key(False, verl09="reward.reward_model.enable")
+    # run the reward model on its own GPUs
     enable_resource_pool: bool | None = key(
         False,
         verl09="reward.reward_model.enable_resource_pool",
         gate=REWARD_MODEL,
         rule=refused("the reward model shares the actor's workers"),
-    )  # run the reward model on its own GPUs
+    )
+    # GPUs per node of that pool
     n_gpus_per_node: int | None = key(
         8, verl09="reward.reward_model.n_gpus_per_node", gate=REWARD_MODEL, rule=no_effect()
-    )  # GPUs per node of that pool
-    nnodes: int | None = key(
-        0, verl09="reward.reward_model.nnodes", gate=REWARD_MODEL, rule=no_effect()
-    )  # nodes of that pool
-    strategy: str | None = key(
-        "fsdp", gate=REWARD_MODEL, rule=only(STRATEGIES, FSDP1)
-    )  # fsdp | fsdp2: both run FSDP2 (fully_shard)
+    )
+    # nodes of that pool
+    nnodes: int | None = key(0, verl09="reward.reward_model.nnodes", gate=REWARD_MODEL, rule=no_effect())
+    # fsdp | fsdp2: both run FSDP2 (fully_shard)
+    strategy: str | None = key("fsdp", gate=REWARD_MODEL, rule=only(STRATEGIES, FSDP1))
     model: RewardModelModelConfig = key(factory=RewardModelModelConfig, gate=REWARD_MODEL)
-    micro_batch_size: int | None = key(
-        None, MICRO, gate=(REWARD_MODEL, FIXED)
-    )  # deprecated global size; use the per-GPU key
-    micro_batch_size_per_gpu: int | None = key(
-        None, MICRO, gate=(REWARD_MODEL, FIXED)
-    )  # responses per reward-model forward on one worker
+    # deprecated global size; use the per-GPU key
+    micro_batch_size: int | None = key(None, MICRO, gate=(REWARD_MODEL, FIXED))
+    # responses per reward-model forward on one worker
+    micro_batch_size_per_gpu: int | None = key(None, MICRO, gate=(REWARD_MODEL, FIXED))
+    # longest input the reward model reads; null: no limit
     max_length: int | None = key(
         None, gate=REWARD_MODEL, rule=refused("responses are scored whole; shorten data.max_response_length")
-    )  # longest input the reward model reads; null: no limit
-    use_dynamic_bsz: bool | None = key(
-        "${critic.use_dynamic_bsz}", gate=REWARD_MODEL
-    )  # token-budgeted reward-model forwards
+    )
+    # token-budgeted reward-model forwards
+    use_dynamic_bsz: bool | None = key("${critic.use_dynamic_bsz}", gate=REWARD_MODEL)
+    # token budget per reward-model forward
     forward_max_token_len_per_gpu: int | None = key(
         "${critic.forward_max_token_len_per_gpu}", POS_INT, gate=(REWARD_MODEL, DYNAMIC)
-    )  # token budget per reward-model forward
-    reward_manager: str | None = (
-        "naive"  # naive (rule scorers by data_source) | dapo (naive + overlong penalty) | gdpo (naive, every returned key kept)
     )
+    # naive (rule scorers by data_source) | dapo (naive + overlong penalty) | gdpo (naive, every returned key kept)
+    reward_manager: str | None = "naive"
+    # compute rule rewards in the background, overlapping the next phases
     launch_reward_fn_async: bool | None = key(
         False, rule=no_effect("rewards are computed in order here (the same rewards)")
-    )  # compute rule rewards in the background, overlapping the next phases
+    )
     sandbox_fusion: SandboxFusionConfig = key(
         factory=SandboxFusionConfig,
         verl09="reward.sandbox_fusion",
@@ -210,9 +213,11 @@ class RewardModelConfig(ConfigNode):
         factory=lambda: dict(LEGACY_PROFILER),
         rule=no_effect("verl_lite has no profiler integration: nothing is recorded"),
     )
+    # ranks one sequence is split over (Ulysses sequence parallelism)
     ulysses_sequence_parallel_size: int | None = key(
         1, gate=REWARD_MODEL, rule=refused("the reward model runs without sequence parallelism; keep 1")
-    )  # ranks one sequence is split over (Ulysses sequence parallelism)
+    )
+    # verl: rewards in reward-loop workers (with a reward model: see support.py)
     use_reward_loop: bool | None = key(
         True,
         gate=REWARD_MODEL,
@@ -220,39 +225,41 @@ class RewardModelConfig(ConfigNode):
             (False,),
             "verl's reward loop re-templates the reward model's input and serves the model with vLLM; verl_lite runs verl's legacy reward-model worker (FSDP): set reward_model.use_reward_loop=False",
         ),
-    )  # verl: rewards in reward-loop workers (with a reward model: see support.py)
-    num_workers: int | None = key(
-        8, verl09="reward.num_workers", gate=REWARD_MODEL, rule=no_effect()
-    )  # reward-loop workers
+    )
+    # reward-loop workers
+    num_workers: int | None = key(8, verl09="reward.num_workers", gate=REWARD_MODEL, rule=no_effect())
     rollout: RewardModelRolloutConfig = key(
         factory=RewardModelRolloutConfig,
         verl09="reward.reward_model.rollout",
         gate=REWARD_MODEL,
         rule=no_effect(),
     )
+    # manager's extra args, added with '+'; dapo: max_resp_len, overlong_buffer_cfg.{enable,len,penalty_factor,log}
     reward_kwargs: dict[str, Any] = key(
         factory=dict,
-        verl09="reward.reward_kwargs",  # manager's extra args, added with '+'; dapo: max_resp_len, overlong_buffer_cfg.{enable,len,penalty_factor,log}
+        verl09="reward.reward_kwargs",
     )
-    timeout: float = key(
-        300.0, POS
-    )  # seconds the reward function may take to score one batch, then the run stops (verl's limited reward manager reads this key, per sample)
+    # seconds the reward function may take to score one batch, then the run stops (verl's limited reward manager reads this key, per sample)
+    timeout: float = key(300.0, POS)
 
 
 @dataclass
 class ModuleConfig(ConfigNode):
+    # file defining a custom reward manager (source=importlib)
     path: str | None = key(
         None, verl09="reward.reward_manager.module.path", older=("reward_model.reward_loop_module_path",)
-    )  # file defining a custom reward manager (source=importlib)
+    )
+    # its class
     name: str | None = key(
         "custom_reward_manager",
         verl09="reward.reward_manager.module.name",
         older=("reward_model.reward_loop_class_name",),
-    )  # its class
+    )
 
 
 @dataclass
 class RewardManagerConfig(ConfigNode):
+    # register: a manager registered by name | importlib: a class from module.path
     source: str = key(
         "register",
         verl09="reward.reward_manager.source",
@@ -260,21 +267,20 @@ class RewardManagerConfig(ConfigNode):
         rule=only(
             ("register",), "register a manager in verl_lite/reward/managers.py, or use custom_reward_function"
         ),
-    )  # register: a manager registered by name | importlib: a class from module.path
+    )
+    # the reward manager: naive | dapo | gdpo
     name: str | None = key(
         "${reward_model.reward_manager}",
         verl09="reward.reward_manager.name",
         older=("reward_model.reward_manager",),
-    )  # the reward manager: naive | dapo | gdpo
+    )
     module: ModuleConfig = key(factory=ModuleConfig, rule=no_effect())
 
 
 @dataclass
 class CustomRewardFunctionConfig(ConfigNode):
     path: str | None = None  # python file defining the scorer; null: built-in scorers
-    name: str | None = key(
-        "compute_score", gate=CUSTOM_REWARD
-    )  # function in that file: (data_source, solution_str, ground_truth, extra_info)
-    reward_kwargs: dict[str, Any] = field(
-        default_factory=dict  # keywords added to every call, winning over verl's own (verl reads it with .get; add with '+')
-    )
+    # function in that file: (data_source, solution_str, ground_truth, extra_info)
+    name: str | None = key("compute_score", gate=CUSTOM_REWARD)
+    # keywords added to every call, winning over verl's own (verl reads it with .get; add with '+')
+    reward_kwargs: dict[str, Any] = field(default_factory=dict)
