@@ -39,6 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 from verl_lite.agent_loop.checks import loop_timeout_s
 from verl_lite.agent_loop.runner import waiting_in
 from verl_lite.agent_loop.scheduler import ContinuousBatcher
+from verl_lite.agent_loop.tool_loop import end_loop
 from verl_lite.protocol import DataProto
 from verl_lite.rollout.base import SamplingParams, TokenRequest, TokenResult
 
@@ -197,16 +198,10 @@ class AgentRounds:
         event loop. Safe to call more than once."""
         if self.loop.is_closed():
             return
-        pending = [task for task in self.tasks.values() if not task.done()]
-        for task in pending:
-            task.cancel()
         try:
-            if pending:
-                self.loop.run_until_complete(asyncio.wait(pending, timeout=drain_s))
-            self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+            end_loop(self.loop, "agent-loop trajectories", drain_s)
         finally:
             self.executor.shutdown(wait=False, cancel_futures=True)
-            self.loop.close()
             self.tasks.clear()
 
     def _raised(self, t: int) -> bool:

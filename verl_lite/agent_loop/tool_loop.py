@@ -54,7 +54,7 @@ class ToolLoop:
                     try:
                         loop.run_forever()
                     finally:
-                        _end(loop)
+                        end_loop(loop, "tool calls")
 
                 self._thread = threading.Thread(target=serve, name="verl_lite-tool-loop", daemon=True)
                 self._thread.start()
@@ -87,19 +87,18 @@ class ToolLoop:
             thread.join(timeout)
 
 
-def _end(loop: asyncio.AbstractEventLoop) -> None:
-    """Cancel every task of the stopped `loop`, run it until they have unwound (at most DRAIN_S
-    seconds; a task submitted meanwhile is cancelled too), then close it."""
+def end_loop(loop: asyncio.AbstractEventLoop, what: str, drain_s: float = DRAIN_S) -> None:
+    """Cancel every task of the stopped `loop` (`what` they are, for the warning), run it until they
+    have unwound (at most `drain_s` seconds; a task submitted meanwhile is cancelled too), then close
+    it. The tool loop's close and the agent rounds' (agent_loop/rounds.py) end their loops with it."""
     try:
-        deadline = loop.time() + DRAIN_S
+        deadline = loop.time() + drain_s
         while (pending := asyncio.all_tasks(loop)) and loop.time() < deadline:
             for task in pending:
                 task.cancel()
             loop.run_until_complete(asyncio.wait(pending, timeout=max(0.0, deadline - loop.time())))
         if pending:  # a task that swallows its cancellation: asyncio reports it when the loop goes
-            log.warning(
-                "%d tool calls did not end within %g s of the tool loop's close", len(pending), DRAIN_S
-            )
+            log.warning("%d %s did not end within %g s of their loop's close", len(pending), what, drain_s)
         loop.run_until_complete(loop.shutdown_asyncgens())
     finally:
         loop.close()
