@@ -101,61 +101,15 @@ class SandboxFusionConfig(ConfigNode):
 
 @dataclass
 class RewardModelRolloutConfig(ConfigNode):
-    """verl's reward loop: the engine serving the reward model (not used here: see support.py)."""
+    """verl's reward loop: the engine serving the reward model, which verl_lite does not run (its reward
+    model is verl's legacy worker): every key accepted, no effect. Its other keys are verl 0.9.1's
+    reward.reward_model.rollout.*, added from verl's file at verl's defaults (config/verl_keys.py)."""
 
     # engine serving the reward model in verl's reward loop (verl: mandatory)
     name: str | None = key(
         None,
         deviates="mandatory (`???`) in verl, where only the reward loop reads it (the engine serving the "
         "reward model); verl_lite scores with verl's legacy reward-model worker, so it is null and has no effect",
-    )
-    dtype: str = "bfloat16"  # weights dtype
-    gpu_memory_utilization: float = 0.5  # share of the GPU the engine may use
-    enforce_eager: bool = True  # no CUDA graphs
-    cudagraph_capture_sizes: list[int] | None = None  # batch sizes captured as CUDA graphs
-    free_cache_engine: bool = True  # sleep the engine between uses
-    data_parallel_size: int = 1  # data parallelism inside the engine
-    expert_parallel_size: int = 1  # expert parallelism (MoE)
-    tensor_model_parallel_size: int = 2  # tensor parallelism
-    max_num_batched_tokens: int = 8192  # tokens per scheduler step
-    max_model_len: int | None = None  # longest input
-    max_num_seqs: int = 1024  # sequences at once
-    load_format: str = "auto"  # how weights are loaded
-    engine_kwargs: dict[str, Any] = field(default_factory=dict)  # extra engine arguments
-    limit_images: int | None = None  # images per prompt
-    enable_chunked_prefill: bool = True  # split long prefills
-    enable_prefix_caching: bool = True  # reuse KV of shared prefixes
-    disable_log_stats: bool = True  # no throughput logging
-    skip_tokenizer_init: bool = False  # token ids in and out only
-    prompt_length: int = 2048  # prompt tokens
-    response_length: int = 2048  # generated tokens
-    # verl 0.9's further keys of that engine (reward.reward_model.rollout.*)
-    pipeline_model_parallel_size: int = 1  # pipeline parallelism
-    layered_summon: bool = False  # gather weights layer by layer when syncing
-    scheduling_policy: str = "fcfs"  # the engine's request scheduling
-    full_determinism: bool = False  # deterministic kernels
-    seed: int = 42  # the engine's sampling seed
-    multi_stage_wake_up: bool = False  # wake weights and KV cache in stages (SGLang)
-    ignore_eos: bool = False  # generate past the end-of-sequence token
-    temperature: float = 1.0  # sampling temperature (a generative reward model)
-    top_k: int = -1  # -1: no top-k
-    top_p: float = 1.0  # nucleus sampling mass
-    do_sample: bool = True  # sample (False: greedy)
-    n: int = 1  # responses per request
-    quantization: str | None = None  # the engine's weight quantization
-    quantization_config_file: str | None = None  # its config file
-    mtp: Any = None  # multi-token prediction of the engine
-    # prefill/decode disaggregation
-    disaggregation: dict[str, Any] = field(
-        default_factory=lambda: {
-            "enabled": False,
-            "prefill_replicas": 1,
-            "decode_replicas": 1,
-            "decode_tensor_model_parallel_size": None,
-            "transfer_backend": "nixl",
-            "bootstrap_port": None,
-            "ib_device": None,
-        }
     )
 
 
