@@ -79,12 +79,6 @@ class MultiTurnConfig(ConfigNode):
 
 
 @dataclass
-class CustomAsyncServerConfig(ConfigNode):
-    path: str | None = None  # file of a custom async generation server
-    name: str | None = None  # its class
-
-
-@dataclass
 class AgentLoopConfig(ConfigNode):
     # agent-loop workers of verl's async server mode
     num_workers: int = key(
