@@ -300,7 +300,7 @@ def exit_past_stray_threads(code, grace_s: float = STRAY_GRACE_S) -> None:
         t.join(max(0.0, deadline - time.monotonic()))
     stray = [t for t in stray if t.is_alive()]
     if not stray:
-        sys.exit(code)
+        import_gc.exit_now(code)
     names = ", ".join(repr(t.name) for t in stray)
     print(
         f"verl_lite: the run is over but {len(stray)} non-daemon thread(s) started during it are still "

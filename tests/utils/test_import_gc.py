@@ -13,7 +13,7 @@ PROBE = (
     "from verl_lite.utils import import_gc\n"
     "during = gc.isenabled()\n"
     "import_gc.resume()\n"
-    "print(during, gc.isenabled(), import_gc.paused_for_imports)\n"
+    "print(during, gc.isenabled(), import_gc.paused_for_imports, gc.get_freeze_count() > 10000)\n"
 )
 
 
@@ -26,14 +26,44 @@ def _probe(env_value: str | None, collector: str = "on") -> str:
     return proc.stdout.strip()
 
 
-def test_a_worker_imports_paused_and_collects_after():
-    assert _probe("1") == "False True True"
+def test_a_worker_imports_paused_and_collects_after_with_the_imports_frozen():
+    assert _probe("1") == "False True True True"
 
 
 def test_any_other_process_is_untouched():
-    assert _probe(None) == "True True False"
-    assert _probe("0") == "True True False"
+    assert _probe(None) == "True True False False"
+    assert _probe("0") == "True True False False"
 
 
 def test_a_collector_its_user_turned_off_stays_off():
-    assert _probe("1", collector="off") == "False False False"
+    assert _probe("1", collector="off") == "False False False False"
+
+
+EXIT_PROBE = (
+    "import atexit, sys\n"
+    "import verl_lite\n"
+    "from verl_lite.utils import import_gc\n"
+    "import_gc.resume()\n"
+    "log = open(sys.argv[1], 'w')  # left open, as a reward function's global log file may be\n"
+    "log.write('written, never flushed by its owner')\n"
+    "atexit.register(print, 'atexit ran', flush=True)\n"
+    "import_gc.exit_now(None if sys.argv[2] == 'None' else int(sys.argv[2]) if sys.argv[2].isdigit() else sys.argv[2])\n"
+)
+
+
+def _exit_probe(tmp_path, code: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, **{import_gc.PAUSE_ENV: "1"})
+    path = tmp_path / f"left_open_{code}.txt"
+    proc = subprocess.run(
+        [sys.executable, "-c", EXIT_PROBE, str(path), code], env=env, capture_output=True, text=True
+    )
+    assert path.read_text() == "written, never flushed by its owner"  # flushed without the teardown
+    assert proc.stdout == "atexit ran\n"
+    return proc
+
+
+def test_exit_now_runs_atexit_flushes_open_files_and_keeps_sys_exits_status(tmp_path):
+    assert _exit_probe(tmp_path, "None").returncode == 0
+    assert _exit_probe(tmp_path, "3").returncode == 3
+    refused = _exit_probe(tmp_path, "bad input")
+    assert (refused.returncode, refused.stderr) == (1, "bad input\n")

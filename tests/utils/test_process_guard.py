@@ -66,6 +66,41 @@ def test_an_exited_driver_not_yet_collected_is_not_running():
         alive.wait()
 
 
+# as DRIVER, but the grandchild holds no pipe of the run's (as Ray's processes, which log to files)
+# and ignores SIGTERM, so the guard is still ending it for its 3 s before SIGKILL
+DRIVER_QUIET_LEFTOVER = f"""
+import subprocess, sys, time
+from verl_lite.utils import process_guard
+process_guard.start()
+child = subprocess.Popen(
+    [sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"],
+    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+)
+print(child.pid, flush=True)
+time.sleep({4 * process_guard.POLL_S})
+"""
+
+
+def test_the_runs_output_ends_with_the_driver_while_the_guard_still_ends_its_leftovers():
+    """The guard closes the stderr it inherited before it ends the leftovers (SIGTERM, 3 s, SIGKILL):
+    a caller reading the run's output gets its end when the driver exits, not after the leftovers."""
+    driver = subprocess.Popen(
+        [sys.executable, "-c", DRIVER_QUIET_LEFTOVER],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    grandchild = psutil.Process(int(driver.stdout.readline()))
+    try:
+        assert _read_to_end(driver, timeout=60), "the run's output did not end"
+        assert grandchild.is_running() and grandchild.status() != psutil.STATUS_ZOMBIE  # still being ended
+        grandchild.wait(timeout=60)  # and then ended by the guard (SIGKILL, as it ignores SIGTERM)
+    finally:
+        if grandchild.is_running():
+            grandchild.kill()
+        assert driver.wait() == 0
+
+
 def test_the_guard_ends_the_drivers_leftovers_while_the_driver_is_still_uncollected():
     """End to end, as `subprocess.run(capture_output=True)` runs the CLI: the driver exits and is
     left uncollected while the caller reads the pipe, which the guard and the driver's leftover

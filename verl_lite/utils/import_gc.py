@@ -1,4 +1,5 @@
-"""Python's cyclic garbage collector paused while a verl_lite process imports its libraries.
+"""Python's cyclic garbage collector paused while a verl_lite process imports its libraries, and
+what they built frozen after.
 
 Importing torch, transformers' model classes and Ray builds ~400k long-lived objects, and the
 collector walks all of them again at every full collection the allocations trigger on the way: six
@@ -12,11 +13,25 @@ libraries are in) and the Ray workers of a worker group (the group sets PAUSE_EN
 environment; Worker.__init__ resumes and removes it, so a process the worker starts does not
 inherit it). A process that imports verl_lite otherwise (a user's script, the tests) is untouched,
 and a collector its user turned off stays off.
+
+On resuming, one collection, then `gc.freeze()`: the ~400k objects the imports built move to the
+collector's permanent generation, so no later full collection walks them again. The interpreter's
+teardown at exit would still walk them all (~1.5 s of a driver's exit with the libraries imported,
+2.7 s after a run, on these machines), or, left frozen, free their cycles never, which nanobind's
+leak check (triton's bindings, imported by torch._dynamo) reports on the console. So the driver ends
+with `exit_now`: the atexit handlers, the log handlers and every open file flushed, then os._exit,
+without the teardown. A demo CLI run (2 workers, 2 steps, read through a pipe as the tests do) went
+33.8 s -> 27.7 s of wall, the driver's CPU x0.83, its peak memory unchanged (`farm-bench --vs`, 3
+pairs; the collection before the freeze keeps import-time garbage from being frozen: without it the
+peak was 17 MiB higher).
 """
 
 from __future__ import annotations
 
+import atexit
 import gc
+import io
+import logging
 import os
 import sys
 
@@ -25,6 +40,7 @@ DRIVER = ["-m", "verl_lite.main_ppo"]
 
 _paused = False
 paused_for_imports = False  # this process's imports ran with the collector paused (for tests)
+froze = False  # resume() froze the imports' objects: end the process with exit_now
 
 
 def pause_for_imports() -> None:
@@ -38,8 +54,31 @@ def pause_for_imports() -> None:
 
 def resume() -> None:
     """The imports are done: the collector runs again (if this module paused it)."""
-    global _paused
+    global _paused, froze
     os.environ.pop(PAUSE_ENV, None)
     if _paused:
         _paused = False
         gc.enable()
+        gc.collect()
+        gc.freeze()  # the imports' objects: never garbage, never walked again
+        froze = True
+
+
+def exit_now(code) -> None:
+    """End the process as sys.exit(code) would (None: 0, a number: itself, else printed and 1). Where
+    resume() froze the imports: the atexit handlers run, logging shuts down, every open file is
+    flushed, then the process ends without the interpreter's teardown (this module's docstring)."""
+    if not froze:
+        sys.exit(code)
+    if code is not None and not isinstance(code, int):
+        print(code, file=sys.stderr)
+    atexit._run_exitfuncs()
+    logging.shutdown()
+    gc.unfreeze()
+    for obj in gc.get_objects():  # what the teardown would have flushed: files still open
+        if isinstance(obj, io.IOBase) and not obj.closed:
+            try:
+                obj.flush()
+            except (OSError, ValueError):  # a pipe whose reader is gone, a detached buffer
+                pass
+    os._exit(code if isinstance(code, int) else 0 if code is None else 1)

@@ -11,9 +11,10 @@ reparented to init. Nothing inside the driver can help then, so a small separate
   driver on its stdin;
 - the guard records the driver's descendants (pid and start time) every half second, so it still
   knows Ray's agents after the raylet that started them is gone;
-- when the pipe closes (the driver has exited, for whatever reason), it ends every recorded
-  process still alive (SIGTERM, then SIGKILL after 3 s) and exits. After a clean shutdown there
-  is nothing left to end.
+- when the pipe closes (the driver has exited, for whatever reason), it closes the stderr it
+  inherited (so a caller reading the run's output gets its end with the driver's exit, not up to
+  3 s later), ends every recorded process still alive (SIGTERM, then SIGKILL after 3 s) and exits.
+  After a clean shutdown Ray's processes may still be on their way out; the guard ends them.
 
 `note(text)` leaves last words: a line the guard prints on the run's stderr if the driver dies while
 it is set (the reward deadline sets one, naming the function, before calling it).
@@ -118,6 +119,7 @@ def _watch(driver_pid: int) -> None:
         time.sleep(0.1)
     if last_words:
         print(last_words, file=sys.stderr, flush=True)
+    os.close(2)  # nothing more to say: the run's stderr closes with the driver's, not after the leftovers
     _end(psutil, known)
 
 
