@@ -81,6 +81,19 @@ time.sleep({4 * process_guard.POLL_S})
 """
 
 
+def _ended(pid: int, timeout: float) -> bool:
+    """Whether process `pid` has exited (gone, or a zombie nobody collected yet) within `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.05)
+    return False
+
+
 def test_the_runs_output_ends_with_the_driver_while_the_guard_still_ends_its_leftovers():
     """The guard closes the stderr it inherited before it ends the leftovers (SIGTERM, 3 s, SIGKILL):
     a caller reading the run's output gets its end when the driver exits, not after the leftovers."""
@@ -94,7 +107,7 @@ def test_the_runs_output_ends_with_the_driver_while_the_guard_still_ends_its_lef
     try:
         assert _read_to_end(driver, timeout=60), "the run's output did not end"
         assert grandchild.is_running() and grandchild.status() != psutil.STATUS_ZOMBIE  # still being ended
-        grandchild.wait(timeout=60)  # and then ended by the guard (SIGKILL, as it ignores SIGTERM)
+        assert _ended(grandchild.pid, timeout=60)  # and then ended by the guard (SIGKILL: it ignores SIGTERM)
     finally:
         if grandchild.is_running():
             grandchild.kill()
@@ -114,10 +127,7 @@ def test_the_guard_ends_the_drivers_leftovers_while_the_driver_is_still_uncollec
         raise AssertionError("the driver's grandchild still held its pipe 60 s after the driver exited")
     try:
         assert psutil.Process(driver.pid).status() == psutil.STATUS_ZOMBIE  # not collected yet
-        try:
-            gone = psutil.Process(grandchild).status() == psutil.STATUS_ZOMBIE
-        except psutil.NoSuchProcess:
-            gone = True
-        assert gone, "the guard left the driver's grandchild running"
+        # its pipe ends as its exit begins (the guard no longer holds the pipe while ending it)
+        assert _ended(grandchild, timeout=30), "the guard left the driver's grandchild running"
     finally:
         assert driver.wait() == 0
