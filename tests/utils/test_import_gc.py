@@ -46,6 +46,11 @@ EXIT_PROBE = (
     "import_gc.resume()\n"
     "log = open(sys.argv[1], 'w')  # left open, as a reward function's global log file may be\n"
     "log.write('written, never flushed by its owner')\n"
+    "class Proxy:  # an object whose __class__ raises, as some lazy proxies do\n"
+    "    @property\n"
+    "    def __class__(self): raise RuntimeError('not loaded')\n"
+    "proxy = [Proxy()]\n"
+    "broken = open(sys.argv[1] + '.broken', 'w'); broken.write('x'); broken.detach()  # flush raises\n"
     "atexit.register(print, 'atexit ran', flush=True)\n"
     "import_gc.exit_now(None if sys.argv[2] == 'None' else int(sys.argv[2]) if sys.argv[2].isdigit() else sys.argv[2])\n"
 )
