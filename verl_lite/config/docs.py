@@ -1,9 +1,9 @@
 """Generate docs/config.md, the config reference, from the schema: `python -m verl_lite.config.docs > docs/config.md`.
 
 Every key's default comes from the dataclasses themselves and its meaning from its `# comment` in
-the schema modules (at the end of its line, or right above a field too long for one) (config/schema*.py, the one place defaults and their
-documentation live); what verl_lite accepts of keys it implements only in part comes from
-config/support.py. Nested dataclasses become sections named by their dotted path, in declaration order.
+the schema modules (config/schema*.py, the one place defaults and their documentation live): at the
+end of its line, or right above a field too long for one. What verl_lite accepts of keys it
+implements only in part comes from config/support.py. Nested dataclasses become sections named by their dotted path, in declaration order.
 tests/config/test_docs.py fails when docs/config.md differs from this output, or when a key has
 no comment.
 """

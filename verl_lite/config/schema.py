@@ -4,8 +4,8 @@ Keys, meanings and defaults are verl's composed ppo_trainer config (verl commit
 b178a3cd56f58b2d502255daba591e92833930a7), so a verl command line means here what it means in verl.
 verl's links between keys are kept as OmegaConf interpolations in the defaults (`${...}`): the
 rollout's lengths follow data's, the ref's and rollout's log-prob batching follow the actor's, the
-critic follows the actor, ... The few deliberate deviations are declared beside their fields (`deviates`, listed in
-docs/config.md); keys accepted only at some values are in config/support.py. The embedded tiny CPU
+critic follows the actor, ... The few deliberate deviations are declared beside their fields
+(`deviates`; docs/config.md lists them); keys accepted only at some values are in config/support.py. The embedded tiny CPU
 demo is a named config on top of this one (conf/demo.yaml).
 
 The sections live in schema_engine.py (FSDP, optimizer, checkpoint), schema_model.py,
@@ -13,9 +13,10 @@ schema_actor.py, schema_rollout.py, schema_roles.py (critic, reward) and schema_
 algorithm, trainer, Ray); this module assembles the tree and re-exports the classes other modules import from it.
 Hydra composes conf/ppo_trainer.yaml on top of it (config/compose.py), so an unknown key is an
 error. A `verl_lite://` path names an embedded asset built on first use (data/assets.py). The
-comment of each field (at the end of its line, or right above it) is its documentation (docs/config.md is generated from it). A schema
-dataclass built directly in Python keeps its `${...}` defaults as strings: build configs through
-compose (or resolve them with OmegaConf) wherever a linked key is read.
+comment of each field (at the end of its line, or right above it) is its documentation
+(docs/config.md is generated from it). A schema dataclass built directly in Python keeps its
+`${...}` defaults as strings: build configs through compose (or resolve them with OmegaConf)
+wherever a linked key is read.
 """
 
 from __future__ import annotations
