@@ -273,7 +273,7 @@ if sys.argv[1] == "finishing":  # what transformers' weight loading leaves: a po
     pool.shutdown(wait=False)
 else:
     threading.Thread(target=time.sleep, args=(60,), name="left_behind").start()
-exit_past_stray_threads(3)
+exit_past_stray_threads(sys.argv[2] if len(sys.argv) > 2 else 3)
 """
 
 
@@ -289,3 +289,14 @@ def test_exit_waits_briefly_for_threads_that_are_ending_and_names_the_rest(threa
     named = "non-daemon thread(s) started during it are still running ('left_behind'" in proc.stderr
     assert named == (thread == "left_behind"), proc.stderr[-2000:]
     assert time.monotonic() - start < 30  # not the 60 s of the thread left behind
+
+
+def test_an_exit_with_a_message_past_a_stray_thread_prints_it_and_ends_with_1():
+    """sys.exit's rule for a message (printed, status 1) holds where the exit skips a stray thread."""
+    proc = subprocess.run(
+        [sys.executable, "-c", EXIT_WITH_A_THREAD, "left_behind", "verl_lite: the message"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 1 and "verl_lite: the message\n" in proc.stderr, proc.stderr[-2000:]

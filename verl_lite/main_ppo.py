@@ -307,10 +307,11 @@ def exit_past_stray_threads(code, grace_s: float = STRAY_GRACE_S) -> None:
         f"running ({names}, e.g. left by the reward function); exiting without waiting for them",
         file=sys.stderr,
     )
+    status = import_gc.exit_status(code)
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(code if isinstance(code, int) else (0 if code is None else 1))
+    os._exit(status)
 
 
 if __name__ == "__main__":

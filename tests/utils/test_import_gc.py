@@ -72,3 +72,11 @@ def test_exit_now_runs_atexit_flushes_open_files_and_keeps_sys_exits_status(tmp_
     assert _exit_probe(tmp_path, "3").returncode == 3
     refused = _exit_probe(tmp_path, "bad input")
     assert (refused.returncode, refused.stderr) == (1, "bad input\n")
+
+
+def test_exit_status_is_what_sys_exit_would_end_with(capsys):
+    """The status both ends of main_ppo (exit_now, and the exit past stray threads) give os._exit."""
+    assert [import_gc.exit_status(c) for c in (None, 0, 3, True, False)] == [0, 0, 3, 1, 0]
+    assert capsys.readouterr().err == ""
+    assert import_gc.exit_status("verl_lite: bad input") == 1
+    assert capsys.readouterr().err == "verl_lite: bad input\n"

@@ -73,8 +73,7 @@ def exit_now(code) -> None:
     flushed, then the process ends without the interpreter's teardown (this module's docstring)."""
     if not froze:
         sys.exit(code)
-    if code is not None and not isinstance(code, int):
-        print(code, file=sys.stderr)
+    status = exit_status(code)
     atexit.unregister(gc.unfreeze)  # no teardown follows: the frozen imports stay out of the walk below
     atexit._run_exitfuncs()
     logging.shutdown()
@@ -86,4 +85,13 @@ def exit_now(code) -> None:
                         obj.flush()
                 except Exception:  # a pipe whose reader is gone, a detached buffer: the exit goes on
                     pass
-    os._exit(code if isinstance(code, int) else 0 if code is None else 1)
+    os._exit(status)
+
+
+def exit_status(code) -> int:
+    """The status sys.exit(code) ends with (None: 0, a number: itself, anything else: printed, then 1),
+    for a process that ends with os._exit."""
+    if code is None or isinstance(code, int):
+        return code or 0
+    print(code, file=sys.stderr)
+    return 1
