@@ -39,6 +39,27 @@ def test_a_collector_its_user_turned_off_stays_off():
     assert _probe("1", collector="off") == "False False False False"
 
 
+LATER_PROBE = (
+    "import gc\n"
+    "import verl_lite\n"
+    "from verl_lite.utils import import_gc\n"
+    "import_gc.resume()\n"
+    "before = gc.get_freeze_count()\n"
+    "with import_gc.later_imports():\n"
+    "    during = gc.isenabled()\n"
+    "    built = [[i] for i in range(20000)]  # what an import leaves behind\n"
+    "print(during, gc.isenabled(), gc.get_freeze_count() - before >= 20000)\n"
+)
+
+
+def test_a_library_imported_later_is_frozen_only_where_the_first_imports_were():
+    """vLLM, imported in the rollout's build: paused and frozen in a worker, untouched elsewhere."""
+    for pause, expected in (("1", "False True True"), ("0", "True True False")):
+        env = dict(os.environ, **{import_gc.PAUSE_ENV: pause})
+        proc = subprocess.run([sys.executable, "-c", LATER_PROBE], env=env, capture_output=True, text=True)
+        assert proc.returncode == 0 and proc.stdout.strip() == expected, (pause, proc.stdout, proc.stderr)
+
+
 EXIT_PROBE = (
     "import atexit, sys\n"
     "import verl_lite\n"

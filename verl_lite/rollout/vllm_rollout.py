@@ -58,6 +58,7 @@ from verl_lite.rollout.vllm_landed import landed_on_worker
 from verl_lite.rollout.vllm_reload import record_cpu_gemm_layers, reload_weights
 from verl_lite.rollout.vllm_sleep import Call, EngineMemory
 from verl_lite.utils import device as dev
+from verl_lite.utils import import_gc
 from verl_lite.utils.hf_model import model_files
 
 GB = 1024**3
@@ -208,7 +209,8 @@ class VLLMRollout(Rollout):
         r = rollout_cfg
         super().__init__(r.seed, rank)  # validation calls are counted apart from training's
         prepare_engine_env()
-        from vllm import LLM  # after prepare_engine_env: vLLM reads its env vars at import
+        with import_gc.later_imports():  # vLLM's ~400k objects out of its engine build's collections
+            from vllm import LLM  # after prepare_engine_env: vLLM reads its env vars at import
 
         self.eos_id, self.pad_id = tokenizer.eos_token_id, tokenizer.pad_token_id
         self.stop_ids = folder_stop_ids(self.eos_id, model_files(model_cfg))

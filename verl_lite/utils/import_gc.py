@@ -31,6 +31,7 @@ objects out: each cost 13-17 MiB of peak without).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import gc
 import io
 import logging
@@ -65,6 +66,25 @@ def resume() -> None:
         gc.freeze()  # the imports' objects: never garbage, never walked again during the run
         atexit.register(gc.unfreeze)  # a worker's teardown frees them as before (exit_now skips it)
         froze = True
+
+
+@contextlib.contextmanager
+def later_imports():
+    """A library a process imports once its code has started (vLLM, in the rollout's build), treated
+    as its first imports were: collector paused while it imports, then one collection and a freeze,
+    so the full collections that follow (vLLM makes five building its engine) do not walk what it
+    built. Only where resume() froze the first imports; elsewhere (a user's script, the tests) the
+    collector is left alone."""
+    if not froze or not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+        gc.collect()
+        gc.freeze()
 
 
 def exit_now(code) -> None:
