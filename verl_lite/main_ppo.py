@@ -307,11 +307,8 @@ def exit_past_stray_threads(code, grace_s: float = STRAY_GRACE_S) -> None:
         f"running ({names}, e.g. left by the reward function); exiting without waiting for them",
         file=sys.stderr,
     )
-    status = import_gc.exit_status(code)
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(status)
+    # no atexit handlers here: a normal exit runs them after it has waited for the threads, and this one does not wait
+    import_gc.end(import_gc.exit_status(code))
 
 
 if __name__ == "__main__":

@@ -60,3 +60,26 @@ def test_closing_with_calls_left_cancels_them_and_closes_the_loop(caplog):
     tools.close()  # a second close does nothing
     assert tools.submit(asyncio.sleep(0, "again")).result(timeout=5) == "again"  # a fresh loop
     tools.close()
+
+
+def test_end_loop_without_drain_time_still_cancels_every_task(caplog):
+    """drain_s=0: each task is cancelled once and unwinds; none is left for asyncio to report."""
+    from verl_lite.agent_loop.tool_loop import end_loop
+
+    ended = []
+
+    async def task():
+        try:
+            await asyncio.sleep(30)
+        finally:
+            ended.append(True)
+
+    loop = asyncio.new_event_loop()
+    tasks = [loop.create_task(task()) for _ in range(2)]
+    loop.run_until_complete(asyncio.sleep(0))  # both started
+    with caplog.at_level(logging.WARNING):
+        end_loop(loop, "tasks", drain_s=0)
+        del tasks
+        gc.collect()
+    assert loop.is_closed() and ended == [True, True]
+    assert not [r for r in caplog.records if "pending" in r.getMessage() or "did not end" in r.getMessage()]

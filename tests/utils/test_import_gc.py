@@ -71,7 +71,7 @@ EXIT_PROBE = (
     "    @property\n"
     "    def __class__(self): raise RuntimeError('not loaded')\n"
     "proxy = [Proxy()]\n"
-    "broken = open(sys.argv[1] + '.broken', 'w'); broken.write('x'); broken.detach()  # flush raises\n"
+    "broken = open(sys.argv[1] + '.broken', 'w'); broken.write('x'); broken.detach()  # .closed raises\n"
     "atexit.register(print, 'atexit ran', flush=True)\n"
     "import_gc.exit_now(None if sys.argv[2] == 'None' else int(sys.argv[2]) if sys.argv[2].isdigit() else sys.argv[2])\n"
 )
@@ -101,3 +101,25 @@ def test_exit_status_is_what_sys_exit_would_end_with(capsys):
     assert capsys.readouterr().err == ""
     assert import_gc.exit_status("verl_lite: bad input") == 1
     assert capsys.readouterr().err == "verl_lite: bad input\n"
+
+
+PRINT_PROBE = (
+    "import sys\n"
+    "import verl_lite\n"
+    "from verl_lite.utils import import_gc\n"
+    "import_gc.resume()\n"
+    "print('the last line a reward function printed')  # buffered: stdout is a pipe\n"
+    "import_gc.exit_now(0) if sys.argv[1] == 'exit_now' else import_gc.end(0)\n"
+)
+
+
+def test_both_ends_flush_what_the_run_printed_to_a_pipe():
+    """sys.stdout was made before the freeze, so the walk for open files does not see it: both ends
+    flush the standard streams themselves (without PYTHONUNBUFFERED, as a user's shell runs it)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    env[import_gc.PAUSE_ENV] = "1"
+    for how in ("exit_now", "end"):
+        proc = subprocess.run(
+            [sys.executable, "-c", PRINT_PROBE, how], env=env, capture_output=True, text=True
+        )
+        assert (proc.returncode, proc.stdout) == (0, "the last line a reward function printed\n"), (how, proc)

@@ -72,11 +72,14 @@ DRIVER_QUIET_LEFTOVER = f"""
 import subprocess, sys, time
 from verl_lite.utils import process_guard
 process_guard.start()
+# the grandchild says its pid once it ignores SIGTERM, then closes that pipe
 child = subprocess.Popen(
-    [sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"],
-    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    [sys.executable, "-c", "import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+     "print(os.getpid(), flush=True); os.close(1); time.sleep(600)"],
+    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
 )
-print(child.pid, flush=True)
+print(child.stdout.readline().strip(), flush=True)
+child.stdout.close()
 time.sleep({4 * process_guard.POLL_S})
 """
 

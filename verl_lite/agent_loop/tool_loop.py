@@ -93,10 +93,14 @@ def end_loop(loop: asyncio.AbstractEventLoop, what: str, drain_s: float = DRAIN_
     it. The tool loop's close and the agent rounds' (agent_loop/rounds.py) end their loops with it."""
     try:
         deadline = loop.time() + drain_s
-        while (pending := asyncio.all_tasks(loop)) and loop.time() < deadline:
+        pending = asyncio.all_tasks(loop)
+        while pending:  # each task is cancelled at least once, whatever drain_s
             for task in pending:
                 task.cancel()
             loop.run_until_complete(asyncio.wait(pending, timeout=max(0.0, deadline - loop.time())))
+            pending = asyncio.all_tasks(loop)
+            if loop.time() >= deadline:
+                break
         if pending:  # a task that swallows its cancellation: asyncio reports it when the loop goes
             log.warning("%d %s did not end within %g s of their loop's close", len(pending), what, drain_s)
         loop.run_until_complete(loop.shutdown_asyncgens())

@@ -37,6 +37,7 @@ import io
 import logging
 import os
 import sys
+from typing import NoReturn
 
 PAUSE_ENV = "VERL_LITE_PAUSE_GC_FOR_IMPORTS"
 DRIVER = ["-m", "verl_lite.main_ppo"]
@@ -73,8 +74,10 @@ def later_imports():
     """A library a process imports once its code has started (vLLM, in the rollout's build), treated
     as its first imports were: collector paused while it imports, then one collection and a freeze,
     so the full collections that follow (vLLM makes five building its engine) do not walk what it
-    built. Only where resume() froze the first imports; elsewhere (a user's script, the tests) the
-    collector is left alone."""
+    built. The freeze takes every object alive then, as vLLM's own does a moment later (EngineCore's
+    freeze_gc_heap, once its engine is built): nothing stays out of collection that vLLM would not
+    keep out anyway. Only where resume() froze the first imports; elsewhere (a user's script, the
+    tests) the collector is left alone."""
     if not froze or not gc.isenabled():
         yield
         return
@@ -89,22 +92,31 @@ def later_imports():
 
 def exit_now(code) -> None:
     """End the process as sys.exit(code) would (None: 0, a number: itself, else printed and 1). Where
-    resume() froze the imports: the atexit handlers run, logging shuts down, every open file is
-    flushed, then the process ends without the interpreter's teardown (this module's docstring)."""
+    resume() froze the imports: the atexit handlers run, then `end` (logging shut down, open files
+    flushed, os._exit), without the interpreter's teardown (this module's docstring)."""
     if not froze:
         sys.exit(code)
     status = exit_status(code)
-    atexit.unregister(gc.unfreeze)  # no teardown follows: the frozen imports stay out of the walk below
+    atexit.unregister(gc.unfreeze)  # no teardown follows: the frozen imports stay out of end's walk
     atexit._run_exitfuncs()
+    end(status)
+
+
+def end(status: int) -> NoReturn:
+    """os._exit(status) after what the interpreter's teardown would have done for the run's output:
+    logging shut down, the standard streams flushed (created before any freeze, so not in the walk
+    below) and every other open file the collector tracks flushed (a reward function's log file left
+    open; where resume() froze the imports, files opened after it)."""
     logging.shutdown()
-    for generation in range(3):  # what the teardown would have flushed: files the run left open
-        for obj in gc.get_objects(generation):
-            if issubclass(type(obj), io.IOBase):  # by its type: a proxy's __class__ may raise
-                try:
-                    if not obj.closed:
-                        obj.flush()
-                except Exception:  # a pipe whose reader is gone, a detached buffer: the exit goes on
-                    pass
+    streams = [sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__]
+    for generation in range(3):
+        streams += [obj for obj in gc.get_objects(generation) if issubclass(type(obj), io.IOBase)]
+    for stream in streams:  # by its type above: a lazy proxy's __class__ may raise
+        try:
+            if stream is not None and not stream.closed:
+                stream.flush()
+        except Exception:  # a pipe whose reader is gone, a detached buffer: the exit goes on
+            pass
     os._exit(status)
 
 

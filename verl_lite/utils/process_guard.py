@@ -119,7 +119,9 @@ def _watch(driver_pid: int) -> None:
         time.sleep(0.1)
     if last_words:
         print(last_words, file=sys.stderr, flush=True)
-    os.close(2)  # nothing more to say: the run's stderr closes with the driver's, not after the leftovers
+    # nothing more to say: the run's stderr closes with the driver's, not after the leftovers (fd 2 onto
+    # /dev/null rather than closed, so no file opened while ending them becomes this process's stderr)
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
     _end(psutil, known)
 
 
