@@ -20,8 +20,8 @@ teardown at exit walks them all once more (~1.5 s of a driver's exit with the li
 2.7 s after a run, on these machines); left frozen, their cycles would never be freed, which
 nanobind's leak check (triton's bindings, imported by torch._dynamo) reports at exit, so an atexit
 handler unfreezes them first (a Ray worker's teardown, stopped by Ray, costs what it did). The
-driver ends with `exit_now` instead: the atexit handlers, the log handlers and every open file
-flushed, then os._exit, without the teardown. A demo CLI run (2 workers, 2 steps, read through a
+driver ends with `exit_now` instead: the atexit handlers, the log handlers, the standard streams
+and every open file flushed, then os._exit, without the teardown. A demo CLI run (2 workers, 2 steps, read through a
 pipe as the tests do, against the code before, alternating): 39.0 s -> 31.1 s of wall (x0.80), the
 driver's CPU x0.80, its peak memory unchanged at 628 MiB (`farm-bench --vs`, 3 pairs; the collection
 before the freeze keeps import-time garbage from being frozen, and exit_now's walk leaves the frozen
