@@ -100,3 +100,38 @@ def test_too_many_generation_batches_is_an_error_naming_the_key():
     with pytest.raises(RunError, match="algorithm.filter_groups.max_num_gen_batches") as info:
         collect_kept_groups(next_batch, 2, 2, "seq_reward", max_num_gen_batches=3)
     assert "3 generation batches kept only 0 of the 2 prompts" in str(info.value)
+
+
+def test_a_reward_model_scores_any_number_of_rows_over_its_ranks():
+    """DAPO under the async modes scores the groups finished so far (k x n rows, any k): the reward
+    model's ranks each get an equal share (the worker group chunks by rank), the scores come back
+    in row order, one per row, whatever the world size."""
+    from types import SimpleNamespace
+
+    from verl_lite.trainer.batching import Dispatch
+    from verl_lite.trainer.ppo_phases import StepPhases
+
+    def compute_rm_score(data: DataProto) -> DataProto:  # a row's score: its first token, so order shows
+        assert len(data) % world == 0, f"{len(data)} rows do not chunk over {world} ranks"
+        scores = torch.zeros(len(data), 3)
+        scores[:, -1] = data.batch["input_ids"][:, 0].float()
+        return DataProto.from_dict({"rm_scores": scores})
+
+    config = SimpleNamespace(trainer=SimpleNamespace(balance_batch=True))
+    for world, rows in ((4, 2), (4, 6), (2, 5), (8, 8)):
+        ids = torch.arange(rows).unsqueeze(-1) * 10 + torch.arange(5)  # row i starts with 10 * i
+        batch = DataProto.from_dict(
+            {
+                "input_ids": ids,
+                "attention_mask": (torch.arange(5) <= torch.arange(rows).unsqueeze(-1) % 5).long(),
+                "position_ids": torch.arange(5).repeat(rows, 1),
+                "responses": ids[:, 2:],
+                "response_mask": torch.ones(rows, 3),
+            }
+        )
+        steps = SimpleNamespace(
+            workers=SimpleNamespace(rm_wg=SimpleNamespace(compute_rm_score=compute_rm_score)),
+            dispatch=Dispatch(config, world),
+        )
+        scores, extra = StepPhases._compute_scores(steps, batch, {})
+        assert extra == {} and scores[:, -1].tolist() == [10.0 * i for i in range(rows)], (world, rows)

@@ -81,8 +81,8 @@ class StepPhases:
         # correction's weights and rejection, or its bypass mode, where they are the rollout's): one
         # old_log_prob call, with the reference's (in bypass mode only when something else needs
         # it). Otherwise update_actor makes them, and the reference's for the KL loss, in its own
-        # call: the first mini-batch's from its own forward (exactly on-policy: nothing has moved the
-        # weights yet), the other rows' before any step; with one mini-batch and one epoch that is
+        # call: the first mini-batch's from its own forward (nothing has moved the weights yet: exactly
+        # on-policy in the sync mode, the decoupled old policy under the async modes), the other rows' before any step; with one mini-batch and one epoch that is
         # all of them (verl's `on_policy`).
         read_before = (
             alg.use_kl_in_reward
@@ -288,10 +288,14 @@ class StepPhases:
             return batch.batch["rm_scores"], {}
         if self.workers.rm_wg is None:
             return self.reward_fn(batch)
-        inputs = batch.select([*MODEL_INPUTS, "response_mask"], meta_keys=[])
+        # any number of rows: DAPO under the async modes scores the groups finished so far, ReMax its
+        # greedy baselines (one per prompt); copies of the first rows fill the last ranks' share
+        inputs, pad = batch.select([*MODEL_INPUTS, "response_mask"], meta_keys=[]).pad_to_divisor(
+            self.dispatch.dp_size("reward")
+        )
         out = self.dispatch.forward(self.workers.rm_wg.compute_rm_score, inputs, "reward")
         metrics.update(out.meta_info.get("metrics", {}))
-        return out.batch["rm_scores"], {}
+        return out.unpad(pad).batch["rm_scores"], {}
 
     def _score(self, batch: DataProto, metrics: dict) -> dict:
         """Scores into the batch, the means of the reward function's extra info, and that info as one

@@ -3,7 +3,7 @@
 A group is one prompt and its rollout.n trajectories. It enters at the global step its prompt was
 submitted (`submitted`) and leaves when it is trained on, or evicted. A trajectory keeps what it has
 generated so far (tokens and their log-probs) and the model versions its tokens came from (version
-v: the weights after v actor updates), so one that is cut off when training begins resumes later,
+v: the actor's weights as of the end of global step v), so one that is cut off when training begins resumes later,
 on newer weights, where it stopped: verl's partial rollout.
 
 The rules are verl 0.9.1's ReplayBufferAsync (trainer/ppo/v1/replay_buffer.py):

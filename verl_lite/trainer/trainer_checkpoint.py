@@ -165,10 +165,10 @@ class TrainerCheckpoint:
             kl_ctrl.value = float(state["driver"]["kl_coef"])  # the adaptive controller's state
         saved = state.get("driver", {}).get("replay_buffer")
         if replay is not None and saved is not None:
-            replay.load_state_dict(saved)  # colocate_async's groups
+            replay.load_state_dict(saved)  # the async mode's groups
         elif saved is not None:
             log.info(
-                "the checkpoint holds colocate_async's replay buffer (%d prompt groups in flight); this run's "
+                "the checkpoint holds an async trainer mode's replay buffer (%d prompt groups in flight); this run's "
                 "trainer mode does not use it: their prompts are not trained on",
                 len(saved["buffer"]["groups"]),
             )

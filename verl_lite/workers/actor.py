@@ -19,7 +19,8 @@ option depends on the micro-batch split). rollout_corr/* metrics of the current 
 over micro-batches, as verl reports them.
 
 No separate old-log-prob pass is needed for rows nothing has moved the weights for: the first
-mini-batch of the first epoch runs on the rollout's weights, so `update_own_first` takes its old
+mini-batch of the first epoch runs on the weights of the old policy (the rollout's in the sync mode;
+the actor's own under the async modes, verl's decoupled old policy), so `update_own_first` takes its old
 log-probs from the update's own forward, detached (the ratio is 1 and its gradient that of log pi),
 keeps them for the later epochs and returns them. The other rows' old log-probs come from a pass
 before the update (the worker runs it in the same call). With one mini-batch and one epoch (verl's
