@@ -205,3 +205,19 @@ def test_reference_is_the_base_with_adapters_off(world, request):
     assert torch.allclose(ref["lora_init"], ref["plain"], atol=1e-6, rtol=0)
     assert torch.allclose(ref["disabled"], ref["plain"], atol=1e-6, rtol=0)
     assert (ref["enabled"] - ref["plain"]).abs().max() > 1e-3, "the update must move the policy"
+
+
+def _fused_head_adapter(rank, world, model_dir):
+    cfg = tiny_model(model_dir, lora_rank=8, target_modules=["q_proj", "lm_head"], use_fused_kernels=True)
+    try:
+        _engine(world, cfg)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+def test_an_adapter_on_the_fused_head_is_refused_by_the_engine(tiny_model_dir):
+    """The start-up check (workers/lora_checks.py) refuses it before Ray; the engine does too, so a
+    fused request can never reach the adapter's wrapper instead of the TokenHead."""
+    message = run_ranks(_fused_head_adapter, 1, tiny_model_dir)[0]
+    assert message and "use_fused_kernels=True cannot run with a LoRA adapter on the LM head" in message

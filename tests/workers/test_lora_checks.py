@@ -115,6 +115,25 @@ def test_with_lora_merge_what_a_merge_cannot_send_is_refused_before_ray(tmp_path
     assert "model.layers.0.self_attn.q_proj's adapter has DoRA" in dora
 
 
+def test_fused_kernels_with_an_adapter_on_the_lm_head_is_refused_before_ray(tmp_path):
+    """The fused head computes log-probs from its own weight (engine/token_head.py): an adapter on
+    the head, by the target list or a saved adapter, would be left out of them. all-linear leaves the
+    head out (PEFT's rule), so it runs."""
+    from peft import LoraConfig
+
+    from verl_lite.config.schema import TINY_MODEL
+    from verl_lite.data import assets
+
+    path = f"{ARR}.model.path={assets.resolve(TINY_MODEL)}"  # as start-up's RESOLVE leaves it
+    fused = (path, f"{ARR}.model.use_fused_kernels=True")
+    line = f"{ARR}.model.use_fused_kernels=True with a LoRA adapter on the LM head"
+    assert line in check(*fused, f"{ARR}.model.lora_rank=8", f"{ARR}.model.target_modules=[q_proj,lm_head]")
+    assert check(*fused, f"{ARR}.model.lora_rank=8", f"{ARR}.model.target_modules=all-linear") == ""
+    assert check(path, f"{ARR}.model.lora_rank=8", f"{ARR}.model.target_modules=[q_proj,lm_head]") == ""
+    LoraConfig(r=4, target_modules=["v_proj", "lm_head"]).save_pretrained(tmp_path)
+    assert line in check(*fused, f"{ARR}.model.lora_adapter_path={tmp_path}")
+
+
 def test_of_verl_09s_lora_block_merge_is_implemented_and_megatrons_keys_are_refused_by_name():
     assert load_config([f"{ARR}.model.lora.merge=True"], "demo").actor_rollout_ref.model.lora.merge is True
     with pytest.raises(ConfigError) as info:

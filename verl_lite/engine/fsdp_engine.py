@@ -13,8 +13,9 @@ verbs take a batch of tensors in verl's layout and a function for one micro-batc
 Workers keep only their heads and losses; a causal LM's caller passes a `TokenRequest` and reads
 per-token log-probs (and entropy) from `output.tokens`, never the logits (forward.py). Micro-batches are planned on the host (micro_batch.py:
 fixed sizes or a token budget, each cut to the columns it needs), the batch moves to the device
-once per verb, and nothing is read back per micro-batch: outputs and metric shares stay on the
-device until the verb (or the mini-batch) ends. The model runs in one place (forward.py).
+once per verb, and the engine reads nothing back per micro-batch: outputs and metric shares stay on
+the device until the verb (or the mini-batch) ends (the actor's rollout-correction metrics are the
+exception: workers/actor.py reads them per micro-batch). The model runs in one place (forward.py).
 
 Each verb runs inside `phase(name)`: the offload mode (offload.py) brings params in and takes them
 out, gathered params are resharded, cached device blocks are released, and the seconds counted.
@@ -73,7 +74,7 @@ from verl_lite.engine.model_shape import storage_dtype
 from verl_lite.engine.offload import build_offload
 from verl_lite.engine.optim import build_lr_scheduler, build_optimizer, num_warmup_steps
 from verl_lite.engine.parallelize import apply_fsdp2, build_mp_policy, decoder_layers, parse_dtype
-from verl_lite.engine.token_head import apply_token_head
+from verl_lite.engine.token_head import TokenHead, apply_token_head
 from verl_lite.engine.transfers import TransferLog
 from verl_lite.engine.ulysses import apply_ulysses
 from verl_lite.engine.weight_gather import iter_full_params
@@ -178,6 +179,12 @@ class FSDPEngine:
         if lora is not None:
             self.module = apply_lora(self.module, lora)
             self.lora_config = self.module.peft_config["default"]
+            if self.run_model.math.fused and not isinstance(self.module.get_output_embeddings(), TokenHead):
+                # an adapter wraps the head: its requests would reach the wrapper, not the TokenHead
+                raise ValueError(
+                    "model.use_fused_kernels=True cannot run with a LoRA adapter on the LM head: leave it out "
+                    "of target_modules (or the adapter), or set use_fused_kernels=False"
+                )
         # what never changes: not trained, not in checkpoints' model/, not re-sent to the rollout
         # (tied weights under every name they have, e.g. lm_head.weight beside embed_tokens.weight)
         self.frozen_names = frozenset(
@@ -254,12 +261,13 @@ class FSDPEngine:
         if self._phase is not None:
             yield
             return
-        self._phase = name
         start = time.perf_counter()
-        self.offload.enter_phase(name, streamed)
+        self.offload.enter_phase(name, streamed)  # a failure here leaves no phase open
+        self._phase = name
         try:
             yield
         finally:
+            self._phase = None  # first: a later phase starts afresh even if leaving this one raises
             for module in self.module.modules():
                 if isinstance(module, FSDPModule):
                     module.reshard()
@@ -267,7 +275,6 @@ class FSDPEngine:
             dev.empty_cache()
             dev.synchronize()
             self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - start
-            self._phase = None
 
     def pop_metrics(self) -> tuple[dict[str, float], dict]:
         """(seconds per phase and skipped steps, offload moves per phase) since the last call."""

@@ -116,15 +116,14 @@ def _check_model(key: str, model, kind: str, problems: list[str]) -> bool:
     return True
 
 
-def _merge_problem(model, key: str) -> str | None:
-    """With lora.merge: what a merge of W + scale * B A cannot send (DoRA, a LoRA bias, modules trained
-    in full, a tied LM head; engine/lora.lora_layers says it), found on the PEFT model built on the
-    meta device from the config's or the saved adapter's LoRA settings."""
+def _peft_on_meta(model, key: str):
+    """The PEFT model of the actor's section on the meta device, from the config's or the saved
+    adapter's LoRA settings (None where it cannot be built: the other checks name why)."""
     import torch
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from verl_lite.engine.lora import build_lora_config, lora_layers
+    from verl_lite.engine.lora import build_lora_config
     from verl_lite.utils.hf_model import model_config
 
     spec = LoraSpec.of(model)
@@ -132,16 +131,37 @@ def _merge_problem(model, key: str) -> str | None:
         config = model_config(model, key, "causal_lm")
         lora = LoraConfig.from_pretrained(spec.adapter_path) if spec.adapter_path else build_lora_config(spec)
         with torch.device("meta"):
-            peft_model = get_peft_model(
+            return get_peft_model(
                 AutoModelForCausalLM.from_config(config, trust_remote_code=model.trust_remote_code), lora
             )
-    except Exception:  # a broken folder, config or target list: the other checks name it
+    except Exception:  # a broken folder, config or target list
         return None
+
+
+def _merge_problem(peft_model) -> str | None:
+    """With lora.merge: what a merge of W + scale * B A cannot send (DoRA, a LoRA bias, modules trained
+    in full, a tied LM head; engine/lora.lora_layers says it)."""
+    from verl_lite.engine.lora import lora_layers
+
     try:
         lora_layers(peft_model)
     except ValueError as e:
         return str(e)
     return None
+
+
+def _fused_head_problem(peft_model, key: str) -> str | None:
+    """model.use_fused_kernels computes log-probs from the LM head's own weight (engine/token_head.py):
+    an adapter on the head would be left out of them."""
+    from peft.tuners.lora import LoraLayer
+
+    if not isinstance(peft_model.get_output_embeddings(), LoraLayer):
+        return None
+    return (
+        f"{key}.use_fused_kernels=True with a LoRA adapter on the LM head: the fused log-probs are "
+        f"computed from the head's base weight; leave the LM head out of {key}.target_modules (or the "
+        f"adapter), or set {key}.use_fused_kernels=False"
+    )
 
 
 def check_lora(cfg: PPOTrainerConfig, run: Run) -> list[str]:
@@ -151,11 +171,14 @@ def check_lora(cfg: PPOTrainerConfig, run: Run) -> list[str]:
         _check_model("critic.model", cfg.critic.model, "value", problems)
     model = cfg.actor_rollout_ref.model
     lora_on = _check_model(f"{ARR}.model", model, "causal_lm", problems)
-    merge_problem = (
-        _merge_problem(model, f"{ARR}.model") if lora_on and model.lora.merge and not problems else None
-    )
-    if merge_problem:
-        problems.append(merge_problem)
+    if lora_on and (model.lora.merge or model.use_fused_kernels) and not problems:
+        peft_model = _peft_on_meta(model, f"{ARR}.model")
+        if peft_model is not None:
+            found = [
+                _merge_problem(peft_model) if model.lora.merge else None,
+                _fused_head_problem(peft_model, f"{ARR}.model") if model.use_fused_kernels else None,
+            ]
+            problems += [p for p in found if p]
     if (
         not lora_on
         or resolve_rollout_name(r.name) != "vllm"
