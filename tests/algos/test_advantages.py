@@ -111,11 +111,11 @@ def test_registry_names_the_key_on_unknown_estimator():
         ADV_ESTIMATORS.get("nope")
 
 
-def test_grpo_vectorized_floors_the_variance_where_grpo_does_not():
-    # group a: scores 0, 0.001 -> mean 0.0005, unbiased var 2 * 0.0005^2 = 5e-7, below the 1e-6 floor:
-    #   grpo:            +-0.0005 / (sqrt(5e-7) + 1e-6)
-    #   grpo_vectorized: +-0.0005 / (sqrt(1e-6) + 1e-6) = +-0.0005 / 0.001001
-    # group b: 1 0 1 0 -> var 1/3 above the floor: both +-0.5 / (sqrt(1/3) + 1e-6)
+def test_grpo_vectorized_gives_grpos_numbers_low_variance_groups_included():
+    """verl 0.9 computes its std with group_mean_std(eps=0.0): no variance floor (its PR #6348)."""
+    # group a: scores 0, 0.001 -> mean 0.0005, unbiased var 2 * 0.0005^2 = 5e-7:
+    #   both +-0.0005 / (sqrt(5e-7) + 1e-6) (a floor at 1e-6 would give +-0.0005 / 0.001001)
+    # group b: 1 0 1 0 -> var 1/3: both +-0.5 / (sqrt(1/3) + 1e-6)
     # group c: a single response 0.7 -> mean 0, std 1: both 0.7 / (1 + 1e-6)
     scores = [0.0, 0.001, 1, 0, 1, 0, 0.7]
     rewards, mask = _rewards_at_end(scores, [1, 2, 3, 3, 2, 1, 2])
@@ -123,15 +123,12 @@ def test_grpo_vectorized_floors_the_variance_where_grpo_does_not():
     index = np.array(["a", "a", "b", "b", "b", "b", "c"], dtype=object)
     b = 0.5 / (math.sqrt(1 / 3) + 1e-6)
     c = 0.7 / (1 + 1e-6)
-    small_grpo = 0.0005 / (math.sqrt(5e-7) + 1e-6)
-    small_vec = 0.0005 / 0.001001
+    small = 0.0005 / (math.sqrt(5e-7) + 1e-6)
     grpo, _ = _call("grpo", rewards, mask, index)
     vec, returns = _call("grpo_vectorized", rewards, mask, index)
-    rest = [b, -b, b, -b, c]
-    expected_grpo = torch.tensor([-small_grpo, small_grpo, *rest], dtype=torch.float64)
-    expected_vec = torch.tensor([-small_vec, small_vec, *rest], dtype=torch.float64)
-    torch.testing.assert_close(grpo, expected_grpo.unsqueeze(-1) * mask)
-    torch.testing.assert_close(vec, expected_vec.unsqueeze(-1) * mask)
+    expected = torch.tensor([-small, small, b, -b, b, -b, c], dtype=torch.float64)
+    torch.testing.assert_close(grpo, expected.unsqueeze(-1) * mask)
+    torch.testing.assert_close(vec, expected.unsqueeze(-1) * mask)
     assert torch.equal(vec, returns)
     dr, _ = _call("grpo_vectorized", rewards, mask, index, norm_adv_by_std_in_grpo=False)
     expected_dr = torch.tensor([-0.0005, 0.0005, 0.5, -0.5, 0.5, -0.5, 0.7], dtype=torch.float64)

@@ -129,5 +129,5 @@ def test_the_gdpo_manager_keeps_every_component_and_a_plain_score_as_acc():
         return {"score": 1.5, "accuracy_reward": 1.0}
 
     _, extra = build_reward_manager("naive", Tok(), plain, experiment_name="qwen3_8b")(batch)
-    assert dict(extra) == {"accuracy_reward": [1.0, 1.0]}  # naive keeps the other keys only
+    assert dict(extra) == {"score": [1.5, 1.5], "accuracy_reward": [1.0, 1.0]}  # every key, as verl's naive
     assert "experiment_name" not in infos[0]  # as verl's naive manager

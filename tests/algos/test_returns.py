@@ -95,6 +95,18 @@ def test_reinforce_plus_plus_discounted_returns_whitened():
     torch.testing.assert_close(adv, expected)
 
 
+def test_reinforce_plus_plus_carries_the_return_through_a_tool_reply():
+    """A multi-turn response: policy tokens, a tool's reply (masked), policy tokens, reward at the end.
+    verl 0.9 skips the masked span, so the outcome reaches the first turn: G = [1, 1, 0, 0, 1, 1]."""
+    rewards = torch.tensor([[0.0, 0.0, 0.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0, 0.0, 0.0]])
+    mask = torch.tensor([[1.0, 1.0, 0.0, 0.0, 1.0, 1.0], [1.0, 1.0, 0.0, 0.0, 1.0, 1.0]])
+    adv, returns = ADV_ESTIMATORS.get("reinforce_plus_plus")(
+        token_level_rewards=rewards, response_mask=mask, gamma=1.0
+    )
+    torch.testing.assert_close(returns, torch.tensor([[1.0, 1, 0, 0, 1, 1], [0.0, 0, 0, 0, 0, 0]]))
+    assert adv[0, :2].min() > 0 and adv[1, :2].max() < 0 and (adv[:, 2:4] == 0).all()
+
+
 def test_remax_subtracts_the_greedy_score():
     # rewards at the last valid token; returns-to-go = the score on every valid token
     # row 0: score 1, greedy 0.25 -> 0.75 on 2 tokens; row 1: score 0, greedy 1 -> -1 on 3 tokens

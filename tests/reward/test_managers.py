@@ -122,3 +122,32 @@ def test_main_ppo_rejects_unknown_reward_kwargs_at_setup():
     cfg = load("+reward_model.reward_kwargs.max_resp_len=8")  # naive takes no kwargs
     with pytest.raises(SetupError, match=r"reward_model.reward_kwargs has keys \['max_resp_len'\]"):
         build_trainer(cfg)
+
+
+def test_extra_info_keeps_a_dicts_every_key_and_a_plain_number_as_verls_managers_do(tok):
+    """verl 0.9's naive and dapo managers keep every key of a dict result ("score" too); dapo records
+    a plain number as acc, naive records nothing for it."""
+    batch = response_batch(tok, ["46", "7"], WIDTH)
+
+    def as_dict(**kw):
+        return {"score": default_compute_score(**kw), "acc": 0.5, "format": 1.0}
+
+    for name in ("naive", "dapo", "gdpo"):
+        _, extra = build_reward_manager(name, tok, as_dict)(batch)
+        assert extra == {"score": [1.0, 0.0], "acc": [0.5, 0.5], "format": [1.0, 1.0]}, name
+    assert build_reward_manager("naive", tok, default_compute_score)(batch)[1] == {}
+    for name in ("dapo", "gdpo"):
+        assert build_reward_manager(name, tok, default_compute_score)(batch)[1] == {"acc": [1.0, 0.0]}, name
+
+
+def test_the_reward_fn_key_column_reaches_the_scorer_as_data_source(tok):
+    """data.reward_fn_key names the dataset's column; the dataset hands its value on as data_source
+    (data/rlhf_dataset.py), which the scorer gets as verl's legacy managers pass it."""
+    seen = []
+
+    def score(data_source, solution_str, ground_truth, extra_info=None):
+        seen.append(data_source)
+        return 1.0
+
+    build_reward_manager("naive", tok, score, reward_fn_key="source")(response_batch(tok, ["46"], WIDTH))
+    assert seen == ["verl_lite/arith"]

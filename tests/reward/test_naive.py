@@ -45,7 +45,7 @@ def test_custom_scorer_from_file_and_extra_info(tmp_path):
     fn = load_custom_scorer(str(path), "my_score")
     tok = build_tokenizer()
     rewards, extra = NaiveRewardManager(tok, fn)(response_batch(tok, ["123", "4"], WIDTH))
-    assert rewards.sum(-1).tolist() == [3.0, 1.0] and extra == {"chars": [3, 1]}
+    assert rewards.sum(-1).tolist() == [3.0, 1.0] and extra == {"score": [3.0, 1.0], "chars": [3, 1]}
     with pytest.raises(AttributeError, match="custom_reward_function.name='nope'"):
         load_custom_scorer(str(path), "nope")
     with pytest.raises(FileNotFoundError, match="custom_reward_function.path"):

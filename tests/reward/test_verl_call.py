@@ -38,7 +38,12 @@ def test_parameters_in_another_order_get_verls_keywords(tmp_path):
     )
     rewards, extra = score(fn)
     assert rewards.sum(-1).tolist() == [1.0, 0.0]  # the arith rows' ground truth is 46
-    assert extra == {"source": ["verl_lite/arith"] * 2, "turns": [2, 2], "other": [[], []]}
+    assert extra == {
+        "score": [1.0, 0.0],
+        "source": ["verl_lite/arith"] * 2,
+        "turns": [2, 2],
+        "other": [[], []],
+    }
 
 
 @pytest.mark.parametrize(

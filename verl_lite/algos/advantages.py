@@ -74,15 +74,14 @@ def compute_grpo_vectorized_outcome_advantage(
     norm_adv_by_std_in_grpo: bool = True,
     epsilon: float = 1e-6,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """verl's vectorised GRPO: as grpo, but std = sqrt(max(var_g, eps)) (a floor of 1e-3 at eps=1e-6).
-
-    So a group whose scores differ by less than ~1e-3 is not blown up to +-1 as grpo would; all-equal
-    groups get 0 in both. A group of one: mean 0, std 1.
+    """verl's vectorised GRPO, which gives grpo's numbers: (score - mean_g) / (std_g + epsilon), std
+    unbiased with no floor (verl 0.9 computes it with group_mean_std(eps=0.0)). A group of one: mean 0,
+    std 1; all-equal groups: 0.
     """
     scores = token_level_rewards.sum(dim=-1)  # (bs,)
     g = GroupStats.of(scores, index)
     mean = torch.where(g.single, 0.0, g.mean)
-    std = torch.where(g.single, 1.0, g.var.clamp(min=epsilon).sqrt())
+    std = torch.where(g.single, 1.0, g.var.clamp(min=0.0).sqrt())
     centred = scores - mean
     if norm_adv_by_std_in_grpo:
         centred = centred / (std + epsilon)

@@ -58,19 +58,20 @@ def compute_reinforce_plus_plus_outcome_advantage(
     response_mask: torch.Tensor,  # (bs, T)
     gamma: float = 1.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """REINFORCE++ (Hu 2025): G_t = r_t + gamma G_{t+1} over each response, whitened over the batch.
+    """REINFORCE++ (Hu 2025): G_t = r_t + gamma G_{t+1} over each response's policy tokens, whitened
+    over the batch.
 
-    The running return restarts at every masked token (verl's reset after EOS), so padding after a
-    response never leaks into it; returns are the raw G_t, advantages the whitened ones.
+    A masked token (a tool's reply inside a multi-turn response, the padding after it) is skipped:
+    the running return passes through it unchanged, so an outcome reward reaches every earlier turn
+    (verl 0.9's rule); returns are the raw G_t, advantages the whitened ones, both 0 where masked.
     """
     mask = response_mask.to(token_level_rewards.dtype)
     returns = torch.zeros_like(token_level_rewards)
     running = torch.zeros_like(token_level_rewards[:, 0])  # (bs,)
     for t in reversed(range(token_level_rewards.shape[-1])):
-        running = token_level_rewards[:, t] + gamma * running
-        returns[:, t] = running
-        running = running * mask[:, t]
-    returns = returns * mask
+        new = token_level_rewards[:, t] + gamma * running
+        returns[:, t] = new * mask[:, t]
+        running = mask[:, t] * new + (1 - mask[:, t]) * running
     advantages = masked_whiten(returns, mask) * mask
     return advantages, returns
 

@@ -5,9 +5,10 @@ dapo   naive plus DAPO's overlong-buffer penalty (Yu et al. 2025, sec. 3.4), wit
        `reward_model.reward_kwargs`: max_resp_len and overlong_buffer_cfg.{enable, len, penalty_factor, log}.
        A response longer than max_resp_len - len loses (length - (max_resp_len - len)) / len * penalty_factor,
        i.e. up to penalty_factor at max_resp_len; shorter responses are not touched.
-gdpo   naive, keeping every key of a dict result as the response's extra info ("score" too), or a plain
-       number as `acc`, and telling the scorer trainer.experiment_name (extra_info["experiment_name"]),
+gdpo   naive, telling the scorer trainer.experiment_name (extra_info["experiment_name"]),
        as verl 0.9.1's gdpo manager does: adv_estimator=gdpo reads the components (algos/gdpo.py).
+Every manager keeps every key of a dict result as the response's extra info ("score" too), as verl's
+do; dapo and gdpo record a plain number as `acc` too (naive records nothing for it).
 """
 
 from __future__ import annotations
@@ -70,8 +71,9 @@ class DAPORewardManager(NaiveRewardManager):
         if b.penalty_factor < 0:
             raise ValueError(f"{key}.penalty_factor={b.penalty_factor} must be >= 0")
 
+    plain_score_as_acc = True  # the task score before the penalty, as verl logs it
+
     def shape(self, score: float, length: int, details: dict) -> float:
-        details.setdefault("acc", score)  # the task score before the penalty, as verl logs it
         if not self.buffer.enable:
             return score
         b = self.buffer
@@ -85,14 +87,12 @@ class DAPORewardManager(NaiveRewardManager):
 
 @REWARD_MANAGERS.register("gdpo")
 class GDPORewardManager(NaiveRewardManager):
+    plain_score_as_acc = True
+
     def extra_info(self, non_tensor_batch: dict, i: int) -> dict:
         # verl's gdpo manager hands the scorer trainer.experiment_name (its rlla.py scorer reads the
         # model family from it)
         return {**super().extra_info(non_tensor_batch, i), "experiment_name": self.experiment_name}
-
-    def _number(self, result, text: str, where: str) -> tuple[float, dict]:
-        number, details = super()._number(result, text, where)
-        return number, ({"score": number, **details} if isinstance(result, dict) else {"acc": number})
 
 
 def build_reward_manager(

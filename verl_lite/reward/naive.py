@@ -56,6 +56,7 @@ class NaiveRewardManager:
     timeout: float | None = None  # seconds per batch (reward_model.timeout); None: no limit
     locate: Callable[[int], str] | None = None  # dataset index -> "file row N"
     experiment_name: str = ""  # trainer.experiment_name (the gdpo manager passes it on)
+    plain_score_as_acc = False  # a scorer's plain number also as the extra info `acc` (verl's dapo, gdpo)
 
     def __init__(
         self, tokenizer, compute_score: Callable, reward_fn_key: str = "data_source", num_examine: int = 0
@@ -78,7 +79,7 @@ class NaiveRewardManager:
         except DeadlineExceeded:
             i = progress["row"]
             where = (
-                self._where(data, i, data.non_tensor_batch[self.reward_fn_key][i])
+                self._where(data, i, data.non_tensor_batch["data_source"][i])
                 if i is not None
                 else f"the batch's {len(data)} rows at once"
             )
@@ -101,7 +102,9 @@ class NaiveRewardManager:
             n = int(lengths[i])
             text = self.tokenizer.decode(responses[i, :n].tolist(), skip_special_tokens=True)
             call = {
-                "data_source": data.non_tensor_batch[self.reward_fn_key][i],
+                "data_source": data.non_tensor_batch["data_source"][
+                    i
+                ],  # the reward_fn_key column (rlhf_dataset)
                 "solution_str": text,
                 "ground_truth": data.non_tensor_batch["reward_model"][i].get("ground_truth"),
                 "extra_info": self.extra_info(data.non_tensor_batch, i),
@@ -201,5 +204,8 @@ class NaiveRewardManager:
                 + ("that is beyond the range of a float; " if beyond else "")
                 + "it must return a finite number or a dict with a numeric 'score'"
             )
-        details = {k: v for k, v in result.items() if k != "score"} if isinstance(result, dict) else {}
-        return number, details
+        # verl's managers keep every key of a dict result, "score" too; dapo's and gdpo's record a plain
+        # number as acc, naive's records nothing
+        if isinstance(result, dict):
+            return number, dict(result)
+        return number, ({"acc": number} if self.plain_score_as_acc else {})

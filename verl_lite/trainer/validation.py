@@ -55,7 +55,7 @@ def validate(
         rewards, extra = _scores(expanded, workers, reward_fn)
         scores += rewards.sum(-1).tolist()
         turns += list(expanded.non_tensor_batch.get("__num_turns__", []))
-        sources += list(expanded.non_tensor_batch[config.data.reward_fn_key])
+        sources += list(expanded.non_tensor_batch["data_source"])  # data.reward_fn_key's column
         if keep_texts:
             gens.extend(Generations.decode(tokenizer, expanded, rewards.sum(-1).tolist(), extra))
     if keep_texts:
