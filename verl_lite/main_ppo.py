@@ -119,6 +119,7 @@ def load_inputs(cfg: PPOTrainerConfig) -> TrainerInputs:
     config resolved and checked, the tokenizer, the datasets, the reward functions, the checkpoint to
     resume from."""
     from verl_lite import preflight
+    from verl_lite.reward.managers import REWARD_MANAGERS
     from verl_lite.reward.scorers import load_custom_scorer
     from verl_lite.trainer.ppo_trainer import TrainerInputs
     from verl_lite.trainer.trainer_checkpoint import TrainerCheckpoint
@@ -136,7 +137,8 @@ def load_inputs(cfg: PPOTrainerConfig) -> TrainerInputs:
         for phase in (preflight.RESOLVE_DATA, preflight.DATASETS):  # the training steps, then checks
             preflight.run_phase(phase, cfg, run, train, val)
         crf = cfg.custom_reward_function
-        score = load_custom_scorer(crf.path, crf.name, dict(crf.reward_kwargs))
+        call = REWARD_MANAGERS.get(cfg.reward_manager.name).call  # per row, or per batch (the batch manager)
+        score = load_custom_scorer(crf.path, crf.name, dict(crf.reward_kwargs), call)
         reward_fn, val_reward_fn = build_reward_fns(cfg, tokenizer, score, train, val)
         checkpoint = TrainerCheckpoint(cfg, run.critic, run.world)  # finds and vets the one to resume from
     except (ValueError, FileNotFoundError, AttributeError) as e:

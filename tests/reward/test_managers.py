@@ -8,11 +8,11 @@ import torch
 
 from tests.helpers.models import response_batch
 from tests.test_main_ppo import SMALL, read_metrics, run_cli
-from tests.test_preflight import load
+from tests.test_preflight import load, normalize
 from verl_lite.data.tiny_tokenizer import build_tokenizer
 from verl_lite.main_ppo import SetupError, build_trainer
 from verl_lite.reward.managers import REWARD_MANAGERS, DAPORewardManager, build_reward_manager
-from verl_lite.reward.naive import NaiveRewardManager
+from verl_lite.reward.naive import NaiveRewardManager, RewardError
 from verl_lite.reward.scorers import default_compute_score
 
 WIDTH = 8  # response tokens of a batch
@@ -82,7 +82,7 @@ def test_bad_reward_kwargs_are_named(tok):
         build("dapo", {"max_resp_len": 2, "overlong_buffer_cfg": {"enable": True, "len": 4}})
     with pytest.raises(ValueError, match="reward_model.reward_manager='prime'"):
         build("prime", {})
-    assert REWARD_MANAGERS.names() == ["dapo", "gdpo", "naive"]
+    assert REWARD_MANAGERS.names() == ["batch", "dapo", "gdpo", "naive"]
 
 
 @pytest.mark.slow
@@ -151,3 +151,44 @@ def test_the_reward_fn_key_column_reaches_the_scorer_as_data_source(tok):
 
     build_reward_manager("naive", tok, score, reward_fn_key="source")(response_batch(tok, ["46"], WIDTH))
     assert seen == ["verl_lite/arith"]
+
+
+def test_the_batch_manager_calls_the_function_once_with_lists_as_verl_does(tok, tmp_path):
+    """verl's batch manager: one call per batch, a list under each name, reward_model.reward_kwargs
+    beside them; one result per row, on its last valid token; a dict's keys kept."""
+    calls = []
+
+    def batch_score(data_sources, solution_strs, ground_truths, extra_infos, scale=1.0):
+        calls.append((list(data_sources), list(solution_strs), list(ground_truths), len(extra_infos), scale))
+        return [{"score": scale * float(s == g), "len": len(s)} for s, g in zip(solution_strs, ground_truths)]
+
+    manager = build_reward_manager("batch", tok, batch_score, reward_kwargs={"scale": 2.0})
+    rewards, extra = manager(response_batch(tok, ["46", "7"], WIDTH))
+    assert calls == [(["verl_lite/arith"] * 2, ["46", "7"], ["46", "46"], 2, 2.0)]
+    assert rewards.sum(-1).tolist() == [2.0, 0.0] and rewards[0, 2] == 2.0  # "4", "6", EOS: on the EOS
+    assert extra == {"score": [2.0, 0.0], "len": [2, 1]}
+    plain = build_reward_manager("batch", tok, lambda **kw: [0.5] * len(kw["solution_strs"]))
+    assert plain(response_batch(tok, ["46"], WIDTH))[1] == {}  # verl's batch manager: no acc
+    with pytest.raises(
+        RewardError, match=r"returned \[1\.0\] for the batch's 2 rows; .*one score .* per row, 2"
+    ):
+        build_reward_manager("batch", tok, lambda **kw: [1.0])(response_batch(tok, ["46", "7"], WIDTH))
+    with pytest.raises(RewardError, match="raised ZeroDivisionError: division by zero on the batch's 1 rows"):
+        build_reward_manager("batch", tok, lambda **kw: [1 / 0])(response_batch(tok, ["46"], WIDTH))
+
+
+def test_the_batch_managers_function_is_checked_for_the_batch_call_at_start_up(tmp_path):
+    from verl_lite.reward.scorers import BATCH_CALL, load_custom_scorer
+
+    path = tmp_path / "rewards.py"
+    path.write_text(
+        "def per_row(data_source, solution_str, ground_truth, extra_info=None):\n    return 1.0\n"
+        "def per_batch(data_sources, solution_strs, ground_truths, extra_infos):\n    return [1.0] * len(data_sources)\n"
+    )
+    assert load_custom_scorer(str(path), "per_batch", call=BATCH_CALL).__name__ == "per_batch"
+    with pytest.raises(
+        ValueError, match=r"cannot take verl's call per_row\(data_sources=\.\.\., solution_strs="
+    ):
+        load_custom_scorer(str(path), "per_row", call=BATCH_CALL)
+    problems = normalize(load("reward_model.reward_manager=batch"))
+    assert any("reward_manager.name=batch calls the reward function once per batch" in p for p in problems)

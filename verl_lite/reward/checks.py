@@ -22,6 +22,12 @@ def check_reward(cfg: PPOTrainerConfig, run: Run) -> list[str]:
     if name not in REWARD_MANAGERS.names():
         problems.append(f"reward_manager.name={name!r} is not one of {list(REWARD_MANAGERS.names())}")
     path = cfg.custom_reward_function.path
+    if name == "batch" and not path and not run.reward_model:
+        problems.append(
+            "reward_manager.name=batch calls the reward function once per batch with lists (data_sources, "
+            "solution_strs, ground_truths, extra_infos), which the built-in scorers do not take: set "
+            "custom_reward_function.path and .name to such a function, or use naive"
+        )
     if path and not os.path.isfile(path):
         what = "is a directory" if os.path.isdir(path) else "does not exist"
         problems.append(

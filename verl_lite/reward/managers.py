@@ -7,18 +7,25 @@ dapo   naive plus DAPO's overlong-buffer penalty (Yu et al. 2025, sec. 3.4), wit
        i.e. up to penalty_factor at max_resp_len; shorter responses are not touched.
 gdpo   naive, telling the scorer trainer.experiment_name (extra_info["experiment_name"]),
        as verl 0.9.1's gdpo manager does: adv_estimator=gdpo reads the components (algos/gdpo.py).
+batch  the reward function called once per batch with lists (data_sources, solution_strs, ground_truths,
+       extra_infos) and reward_model.reward_kwargs, as verl's batch manager calls it; it needs a
+       custom_reward_function written for that call.
 Every manager keeps every key of a dict result as the response's extra info ("score" too), as verl's
 do; dapo and gdpo record a plain number as `acc` too (naive records nothing for it).
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 
 from verl_lite.algos.registry import Registry
-from verl_lite.reward.naive import NaiveRewardManager
+from verl_lite.reward.naive import FIX, NaiveRewardManager, RewardError, function_name
+from verl_lite.reward.scorers import BATCH_CALL, VERL_CALL
+from verl_lite.utils.scores import short_repr
+from verl_lite.utils.user_code import exits_as_errors
 
 REWARD_MANAGERS = Registry("reward manager", "reward_model.reward_manager")
 REWARD_MANAGERS.register("naive")(NaiveRewardManager)
@@ -95,6 +102,40 @@ class GDPORewardManager(NaiveRewardManager):
         return {**super().extra_info(non_tensor_batch, i), "experiment_name": self.experiment_name}
 
 
+@REWARD_MANAGERS.register("batch")
+class BatchRewardManager(NaiveRewardManager):
+    """verl's batch manager: the reward function is called once per batch, by keyword, with a list
+    under each of BATCH_CALL's names and reward_model.reward_kwargs, and returns one result per row
+    (a number, or a dict with "score", whose keys are kept as for the other managers)."""
+
+    call = BATCH_CALL
+
+    def __init__(
+        self, tokenizer, compute_score: Callable, reward_fn_key="data_source", num_examine=0, **kwargs
+    ):
+        super().__init__(tokenizer, compute_score, reward_fn_key, num_examine)
+        self.reward_kwargs = kwargs  # verl passes them to every call
+
+    def _call_all(self, data, rows: list[tuple[int, dict]], progress: dict) -> list:
+        progress["row"] = None
+        calls = [call for _, call in rows]
+        name, where = function_name(self.compute_score), f"the batch's {len(rows)} rows"
+        lists = {plural: [c[key] for c in calls] for key, plural in zip(VERL_CALL, BATCH_CALL, strict=True)}
+        with exits_as_errors(f"reward function {name}", after=f" on {where}", fix=FIX, error=RewardError):
+            try:
+                results = self.compute_score(**lists, **self.reward_kwargs)
+                if inspect.isawaitable(results):
+                    results = asyncio.run(results)
+            except Exception as e:
+                raise RewardError(f"reward function {name} raised {type(e).__name__}: {e} on {where}") from e
+        if not isinstance(results, (list, tuple)) or len(results) != len(rows):
+            raise RewardError(
+                f"reward function {name} returned {short_repr(results)} for {where}; reward_manager.name=batch "
+                f"needs one score (a number or a dict with a numeric 'score') per row, {len(rows)} in a list"
+            )
+        return list(results)
+
+
 def build_reward_manager(
     name: str,
     tokenizer,
@@ -115,8 +156,10 @@ def build_reward_manager(
     if cls is DAPORewardManager:
         kwargs.setdefault("max_resp_len", max_response_length)
     fixed = {"self", "tokenizer", "compute_score", "reward_fn_key", "num_examine"}
-    allowed = set(inspect.signature(cls.__init__).parameters) - fixed
-    unknown = sorted(set(kwargs) - allowed)
+    parameters = inspect.signature(cls.__init__).parameters
+    allowed = set(parameters) - fixed
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())  # batch's
+    unknown = [] if takes_any else sorted(set(kwargs) - allowed)
     if unknown:
         raise ValueError(
             f"{KWARGS} has keys {unknown} that reward_model.reward_manager={name!r} does not take "

@@ -34,6 +34,7 @@ from verl_lite.errors import RunError
 from verl_lite.protocol import DataProto
 from verl_lite.reward.deadline import DeadlineExceeded, deadline
 from verl_lite.reward.extra_info import build_extra_info
+from verl_lite.reward.scorers import VERL_CALL
 from verl_lite.utils.scores import as_float, short_repr
 from verl_lite.utils.user_code import exits_as_errors
 
@@ -42,6 +43,9 @@ log = logging.getLogger(__name__)
 
 class RewardError(RunError):
     """The reward function failed on a sample, returned a non-number, or ran past reward_model.timeout."""
+
+
+FIX = "a reward function must return a score (raise an exception to stop the run)"
 
 
 def function_name(fn: Callable) -> str:
@@ -57,6 +61,7 @@ class NaiveRewardManager:
     locate: Callable[[int], str] | None = None  # dataset index -> "file row N"
     experiment_name: str = ""  # trainer.experiment_name (the gdpo manager passes it on)
     plain_score_as_acc = False  # a scorer's plain number also as the extra info `acc` (verl's dapo, gdpo)
+    call = VERL_CALL  # how the reward function is called (the batch manager: BATCH_CALL)
 
     def __init__(
         self, tokenizer, compute_score: Callable, reward_fn_key: str = "data_source", num_examine: int = 0
@@ -181,7 +186,7 @@ class NaiveRewardManager:
         with exits_as_errors(  # sys.exit() in a reward function would end the run with its status
             f"reward function {name}",
             after=f" on {where}, response={text[:200]!r}",
-            fix="a reward function must return a score (raise an exception to stop the run)",
+            fix=FIX,
             error=RewardError,
         ):
             try:

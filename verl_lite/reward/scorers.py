@@ -102,6 +102,8 @@ def _import_error(path: str, e: BaseException) -> str:
 
 # the keywords verl's reward managers pass (experimental/reward_loop/reward_manager/naive.py)
 VERL_CALL = ("data_source", "solution_str", "ground_truth", "extra_info")
+# verl's batch manager calls the function once per batch, with a list under each name
+BATCH_CALL = ("data_sources", "solution_strs", "ground_truths", "extra_infos")
 
 
 class RewardFunction:
@@ -117,28 +119,31 @@ class RewardFunction:
         return self.fn(*args, **{**kwargs, **self.reward_kwargs})
 
 
-def check_verl_call(fn: Callable, name: str, path: str, reward_kwargs: dict) -> None:
-    """ValueError when `fn` cannot take verl's keyword call (module docstring)."""
+def check_verl_call(fn: Callable, name: str, path: str, reward_kwargs: dict, call=VERL_CALL) -> None:
+    """ValueError when `fn` cannot take verl's keyword call (module docstring; BATCH_CALL for the
+    batch manager)."""
     try:
         signature = inspect.signature(fn)
     except (TypeError, ValueError):  # a builtin without a signature: its first call will tell
         return
-    keywords = dict.fromkeys(VERL_CALL) | dict(reward_kwargs)
+    keywords = dict.fromkeys(call) | dict(reward_kwargs)
     try:
         signature.bind(**keywords)
     except TypeError as e:
         extra = f" plus custom_reward_function.reward_kwargs {sorted(reward_kwargs)}" if reward_kwargs else ""
         raise ValueError(
             f"custom_reward_function.name={name!r} in {path} is `{name}{signature}`, which cannot take verl's "
-            f"call {name}(data_source=..., solution_str=..., ground_truth=..., extra_info=...){extra} ({e}); "
-            f"give it those parameter names, e.g. `def {name}(data_source, solution_str, ground_truth, "
-            "extra_info=None)`, or a **kwargs"
+            f"call {name}({', '.join(f'{k}=...' for k in call)}){extra} ({e}); "
+            f"give it those parameter names, e.g. `def {name}({', '.join(call[:3])}, {call[3]}=None)`, or a "
+            "**kwargs"
         ) from None
 
 
-def load_custom_scorer(path: str | None, name: str, reward_kwargs: dict | None = None) -> Callable:
-    """The scorer named by custom_reward_function, checked against verl's call, with its
-    reward_kwargs (module docstring); the built-in registry when path is null."""
+def load_custom_scorer(
+    path: str | None, name: str, reward_kwargs: dict | None = None, call=VERL_CALL
+) -> Callable:
+    """The scorer named by custom_reward_function, checked against verl's call (`call`: the
+    manager's), with its reward_kwargs (module docstring); the built-in registry when path is null."""
     if not path:
         return default_compute_score
     if not os.path.exists(path):
@@ -167,5 +172,5 @@ def load_custom_scorer(path: str | None, name: str, reward_kwargs: dict | None =
             f"custom_reward_function.name={name!r}: no such function in {path} (it defines {found[:8]})"
         )
     fn = getattr(module, name)
-    check_verl_call(fn, name, path, reward_kwargs or {})
+    check_verl_call(fn, name, path, reward_kwargs or {}, call)
     return RewardFunction(fn, reward_kwargs) if reward_kwargs else fn
