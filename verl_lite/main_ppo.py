@@ -137,8 +137,10 @@ def load_inputs(cfg: PPOTrainerConfig) -> TrainerInputs:
         for phase in (preflight.RESOLVE_DATA, preflight.DATASETS):  # the training steps, then checks
             preflight.run_phase(phase, cfg, run, train, val)
         crf = cfg.custom_reward_function
-        call = REWARD_MANAGERS.get(cfg.reward_manager.name).call  # per row, or per batch (the batch manager)
-        score = load_custom_scorer(crf.path, crf.name, dict(crf.reward_kwargs), call)
+        manager = REWARD_MANAGERS.get(cfg.reward_manager.name)  # how it calls the function (batch, prime)
+        score = load_custom_scorer(
+            crf.path, crf.name, dict(crf.reward_kwargs), manager.call, manager.positional_call
+        )
         reward_fn, val_reward_fn = build_reward_fns(cfg, tokenizer, score, train, val)
         checkpoint = TrainerCheckpoint(cfg, run.critic, run.world)  # finds and vets the one to resume from
     except (ValueError, FileNotFoundError, AttributeError) as e:

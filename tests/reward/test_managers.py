@@ -80,9 +80,9 @@ def test_bad_reward_kwargs_are_named(tok):
         build("dapo", {"overlong_buffer_cfg": {"enable": True}})
     with pytest.raises(ValueError, match=r"max_resp_len=2 must be set and >= .*len=4"):
         build("dapo", {"max_resp_len": 2, "overlong_buffer_cfg": {"enable": True, "len": 4}})
-    with pytest.raises(ValueError, match="reward_model.reward_manager='prime'"):
-        build("prime", {})
-    assert REWARD_MANAGERS.names() == ["batch", "dapo", "gdpo", "naive"]
+    with pytest.raises(ValueError, match="reward_model.reward_manager='nope'"):
+        build("nope", {})
+    assert REWARD_MANAGERS.names() == ["batch", "dapo", "gdpo", "naive", "prime"]  # verl 0.9's five
 
 
 @pytest.mark.slow
@@ -192,3 +192,34 @@ def test_the_batch_managers_function_is_checked_for_the_batch_call_at_start_up(t
         load_custom_scorer(str(path), "per_row", call=BATCH_CALL)
     problems = normalize(load("reward_model.reward_manager=batch"))
     assert any("reward_manager.name=batch calls the reward function once per batch" in p for p in problems)
+
+
+def test_the_prime_manager_scores_in_processes_and_a_failing_row_is_0_and_counted(tok, tmp_path, caplog):
+    """verl's prime manager: the function called positionally in forked processes; a tuple's first
+    item is the score; a row whose function raises is scored 0 (verl's rule), said in one warning and
+    counted in extra info (reward_extra/prime_failed/mean)."""
+    from verl_lite.reward.scorers import load_custom_scorer
+
+    path = tmp_path / "prime_rewards.py"
+    path.write_text(
+        "import os\n"
+        "def score(task, completion, reference, task_extra_info):  # verl's positional names\n"
+        "    if completion == '7':\n"
+        "        raise ValueError('cannot parse')\n"
+        "    return (float(completion == reference), os.getpid())\n"
+    )
+    fn = load_custom_scorer(str(path), "score", positional=True)
+    manager = build_reward_manager("prime", tok, fn)
+    with caplog.at_level("WARNING", logger="verl_lite"):
+        rewards, extra = manager(response_batch(tok, ["46", "7", "5"], WIDTH))
+    assert rewards.sum(-1).tolist() == [1.0, 0.0, 0.0] and rewards[0, 2] == 1.0
+    assert extra == {"prime_failed": [0.0, 1.0, 0.0]}
+    assert "prime: 1 of 3 rows scored 0" in caplog.text and "ValueError: cannot parse" in caplog.text
+    with pytest.raises(ValueError, match="cannot take verl's call"):
+        load_custom_scorer(str(path), "score")  # the other managers call by keyword
+    with pytest.raises(RewardError, match="prime takes a number or a tuple"):
+        build_reward_manager("prime", tok, dict_score)(response_batch(tok, ["46"], WIDTH))
+
+
+def dict_score(data_source, solution_str, ground_truth, extra_info=None):  # module level: it pickles
+    return {"score": 1.0}

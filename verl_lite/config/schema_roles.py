@@ -150,7 +150,7 @@ class RewardModelConfig(ConfigNode):
     forward_max_token_len_per_gpu: int | None = key(
         "${critic.forward_max_token_len_per_gpu}", POS_INT, gate=(REWARD_MODEL, DYNAMIC)
     )
-    # naive (rule scorers by data_source) | dapo (naive + overlong penalty) | gdpo (naive + experiment_name) | batch (one call per batch, with lists)
+    # naive (rule scorers by data_source) | dapo (naive + overlong penalty) | gdpo (naive + experiment_name) | batch (one call per batch, with lists) | prime (rows in processes, a failure scored 0)
     reward_manager: str | None = "naive"
     # compute rule rewards in the background, overlapping the next phases
     launch_reward_fn_async: bool | None = key(
@@ -222,7 +222,7 @@ class RewardManagerConfig(ConfigNode):
             ("register",), "register a manager in verl_lite/reward/managers.py, or use custom_reward_function"
         ),
     )
-    # the reward manager: naive | dapo | gdpo | batch
+    # the reward manager: naive | dapo | gdpo | batch | prime
     name: str | None = key(
         "${reward_model.reward_manager}",
         verl09="reward.reward_manager.name",

@@ -10,6 +10,7 @@ gdpo   naive, telling the scorer trainer.experiment_name (extra_info["experiment
 batch  the reward function called once per batch with lists (data_sources, solution_strs, ground_truths,
        extra_infos) and reward_model.reward_kwargs, as verl's batch manager calls it; it needs a
        custom_reward_function written for that call.
+prime  every row scored in a pool of processes, positionally, a failing or late row scored 0 (prime.py).
 Every manager keeps every key of a dict result as the response's extra info ("score" too), as verl's
 do; dapo and gdpo record a plain number as `acc` too (naive records nothing for it).
 """
@@ -23,12 +24,14 @@ from dataclasses import dataclass, fields
 
 from verl_lite.algos.registry import Registry
 from verl_lite.reward.naive import FIX, NaiveRewardManager, RewardError, function_name
+from verl_lite.reward.prime import PrimeRewardManager
 from verl_lite.reward.scorers import BATCH_CALL, VERL_CALL
 from verl_lite.utils.scores import short_repr
 from verl_lite.utils.user_code import exits_as_errors
 
 REWARD_MANAGERS = Registry("reward manager", "reward_model.reward_manager")
 REWARD_MANAGERS.register("naive")(NaiveRewardManager)
+REWARD_MANAGERS.register("prime")(PrimeRewardManager)
 KWARGS = "reward_model.reward_kwargs"
 
 

@@ -62,6 +62,7 @@ class NaiveRewardManager:
     experiment_name: str = ""  # trainer.experiment_name (the gdpo manager passes it on)
     plain_score_as_acc = False  # a scorer's plain number also as the extra info `acc` (verl's dapo, gdpo)
     call = VERL_CALL  # how the reward function is called (the batch manager: BATCH_CALL)
+    positional_call = False  # by position, not keyword (the prime manager)
 
     def __init__(
         self, tokenizer, compute_score: Callable, reward_fn_key: str = "data_source", num_examine: int = 0

@@ -20,6 +20,7 @@ import importlib.util
 import inspect
 import os
 import re
+import sys
 from collections.abc import Callable
 
 from verl_lite.reward import gsm8k, math_answer
@@ -119,16 +120,20 @@ class RewardFunction:
         return self.fn(*args, **{**kwargs, **self.reward_kwargs})
 
 
-def check_verl_call(fn: Callable, name: str, path: str, reward_kwargs: dict, call=VERL_CALL) -> None:
+def check_verl_call(
+    fn: Callable, name: str, path: str, reward_kwargs: dict, call=VERL_CALL, positional: bool = False
+) -> None:
     """ValueError when `fn` cannot take verl's keyword call (module docstring; BATCH_CALL for the
-    batch manager)."""
+    batch manager), or, `positional`, its four values in that order (the prime manager's call)."""
     try:
         signature = inspect.signature(fn)
     except (TypeError, ValueError):  # a builtin without a signature: its first call will tell
         return
-    keywords = dict.fromkeys(call) | dict(reward_kwargs)
     try:
-        signature.bind(**keywords)
+        if positional:
+            signature.bind(*([None] * len(call)), **reward_kwargs)
+        else:
+            signature.bind(**(dict.fromkeys(call) | dict(reward_kwargs)))
     except TypeError as e:
         extra = f" plus custom_reward_function.reward_kwargs {sorted(reward_kwargs)}" if reward_kwargs else ""
         raise ValueError(
@@ -140,7 +145,7 @@ def check_verl_call(fn: Callable, name: str, path: str, reward_kwargs: dict, cal
 
 
 def load_custom_scorer(
-    path: str | None, name: str, reward_kwargs: dict | None = None, call=VERL_CALL
+    path: str | None, name: str, reward_kwargs: dict | None = None, call=VERL_CALL, positional: bool = False
 ) -> Callable:
     """The scorer named by custom_reward_function, checked against verl's call (`call`: the
     manager's), with its reward_kwargs (module docstring); the built-in registry when path is null."""
@@ -154,6 +159,7 @@ def load_custom_scorer(
     if spec is None or spec.loader is None:
         raise ValueError(f"custom_reward_function.path={path!r} is not a Python file (it needs a .py name)")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # as verl does: its functions pickle by name (the prime manager's pool)
     with exits_as_errors(  # sys.exit() at import would end the run with its status, unexplained
         f"custom_reward_function.path={path!r}",
         after=" when imported",
@@ -172,5 +178,5 @@ def load_custom_scorer(
             f"custom_reward_function.name={name!r}: no such function in {path} (it defines {found[:8]})"
         )
     fn = getattr(module, name)
-    check_verl_call(fn, name, path, reward_kwargs or {}, call)
+    check_verl_call(fn, name, path, reward_kwargs or {}, call, positional)
     return RewardFunction(fn, reward_kwargs) if reward_kwargs else fn
