@@ -375,7 +375,7 @@ CASES = [
     (
         "reward_manager_unknown",
         ["reward_model.reward_manager=nope"],
-        ["='nope' is not one of ['dapo', 'gdpo', 'naive']"],
+        ["='nope' is not one of ['batch', 'dapo', 'gdpo', 'naive', 'prime']"],
     ),
     (
         "trainer_logger_choice",
