@@ -23,11 +23,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 
 from verl_lite.algos.registry import Registry
-from verl_lite.reward.naive import FIX, NaiveRewardManager, RewardError, function_name
+from verl_lite.reward.naive import NaiveRewardManager, RewardError, function_name
 from verl_lite.reward.prime import PrimeRewardManager
 from verl_lite.reward.scorers import BATCH_CALL, VERL_CALL
 from verl_lite.utils.scores import short_repr
-from verl_lite.utils.user_code import exits_as_errors
 
 REWARD_MANAGERS = Registry("reward manager", "reward_model.reward_manager")
 REWARD_MANAGERS.register("naive")(NaiveRewardManager)
@@ -124,13 +123,10 @@ class BatchRewardManager(NaiveRewardManager):
         calls = [call for _, call in rows]
         name, where = function_name(self.compute_score), f"the batch's {len(rows)} rows"
         lists = {plural: [c[key] for c in calls] for key, plural in zip(VERL_CALL, BATCH_CALL, strict=True)}
-        with exits_as_errors(f"reward function {name}", after=f" on {where}", fix=FIX, error=RewardError):
-            try:
-                results = self.compute_score(**lists, **self.reward_kwargs)
-                if inspect.isawaitable(results):
-                    results = asyncio.run(results)
-            except Exception as e:
-                raise RewardError(f"reward function {name} raised {type(e).__name__}: {e} on {where}") from e
+        with self._guard(where):
+            results = self.compute_score(**lists, **self.reward_kwargs)
+            if inspect.isawaitable(results):
+                results = asyncio.run(results)
         if not isinstance(results, (list, tuple)) or len(results) != len(rows):
             raise RewardError(
                 f"reward function {name} returned {short_repr(results)} for {where}; reward_manager.name=batch "

@@ -45,9 +45,6 @@ class RewardError(RunError):
     """The reward function failed on a sample, returned a non-number, or ran past reward_model.timeout."""
 
 
-FIX = "a reward function must return a score (raise an exception to stop the run)"
-
-
 def function_name(fn: Callable) -> str:
     """`name (file)` of a reward function, for messages."""
     fn = inspect.unwrap(fn)
@@ -108,9 +105,8 @@ class NaiveRewardManager:
             n = int(lengths[i])
             text = self.tokenizer.decode(responses[i, :n].tolist(), skip_special_tokens=True)
             call = {
-                "data_source": data.non_tensor_batch["data_source"][
-                    i
-                ],  # the reward_fn_key column (rlhf_dataset)
+                # the data.reward_fn_key column, which the dataset hands on as data_source (rlhf_dataset)
+                "data_source": data.non_tensor_batch["data_source"][i],
                 "solution_str": text,
                 "ground_truth": data.non_tensor_batch["reward_model"][i].get("ground_truth"),
                 "extra_info": self.extra_info(data.non_tensor_batch, i),
@@ -146,7 +142,7 @@ class NaiveRewardManager:
     def _row_by_row(self, data: DataProto, rows: list[tuple[int, dict]], progress: dict):
         for i, (_, call) in enumerate(rows):
             progress["row"] = i
-            with self._guard(call, self._where(data, i, call["data_source"])):
+            with self._guard(self._where(data, i, call["data_source"]), call):
                 result = self.compute_score(**call)
             yield result
 
@@ -155,7 +151,7 @@ class NaiveRewardManager:
         them all (asyncio.run cancels the rest)."""
 
         async def one(i: int, call: dict):
-            with self._guard(call, self._where(data, i, call["data_source"])):
+            with self._guard(self._where(data, i, call["data_source"]), call):
                 return await self.compute_score(**call)
 
         async def every_row():
@@ -181,21 +177,23 @@ class NaiveRewardManager:
         return f"{origin} (batch row {i}, data_source={source!r})"
 
     @contextmanager
-    def _guard(self, call: dict, where: str):
-        """The scorer's exception or exit, around one call, as a RewardError naming the sample."""
-        name, text = function_name(self.compute_score), call["solution_str"]
+    def _guard(self, where: str, call: dict | None = None):
+        """The scorer's exception or exit, around one call, as a RewardError naming the sample (its
+        response and ground truth: `call`) or the rows (the batch manager's one call)."""
+        name = function_name(self.compute_score)
+        response = f", response={call['solution_str'][:200]!r}" if call else ""
+        truth = f", ground_truth={call['ground_truth']!r}" if call else ""
         with exits_as_errors(  # sys.exit() in a reward function would end the run with its status
             f"reward function {name}",
-            after=f" on {where}, response={text[:200]!r}",
-            fix=FIX,
+            after=f" on {where}{response}",
+            fix="a reward function must return a score (raise an exception to stop the run)",
             error=RewardError,
         ):
             try:
                 yield
             except Exception as e:
                 raise RewardError(
-                    f"reward function {name} raised {type(e).__name__}: {e} on {where}, "
-                    f"response={text[:200]!r}, ground_truth={call['ground_truth']!r}"
+                    f"reward function {name} raised {type(e).__name__}: {e} on {where}{response}{truth}"
                 ) from e
 
     def _number(self, result, text: str, where: str) -> tuple[float, dict]:
