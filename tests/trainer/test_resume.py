@@ -1,12 +1,14 @@
 """Exact resume through the real CLI: a resumed run reproduces an uninterrupted one step for step.
 
-The reference trains 4 steps and checkpoints every 2 (with the HF export). A run stopped after
-step 2 (its last, so it saves) is resumed from that checkpoint (resume_mode=resume_path) into
-another folder; another is SIGKILLed, driver process group and all, once it has checkpointed step
-2 or later, and is restarted with resume_mode=auto. Every
-training metric of the resumed steps must equal the reference's (timing, throughput and memory
-figures aside). The model merger turns the reference's last checkpoint into a HF folder with the
-same logits as the HF export the trainer wrote.
+Every run here is PPO with a critic and the adaptive KL penalty in the reward, so a checkpoint
+carries the actor's and the critic's shards and the KL coefficient. The reference trains 4 steps
+and checkpoints every 2 (with the actor's HF export). A run stopped after step 2 (its last, so it
+saves) is resumed from that checkpoint (resume_mode=resume_path) into another folder; another run,
+checkpointing every step, is SIGKILLed, driver process group and all, once it has checkpointed step
+2 or later, and is restarted with resume_mode=auto (a mid-run checkpoint). Every training metric of
+the resumed steps must equal the reference's (timing, throughput and memory figures aside). The
+model merger turns the reference's last checkpoint into a HF folder with the same logits as the HF
+export the trainer wrote.
 """
 
 from __future__ import annotations
@@ -31,6 +33,18 @@ pytestmark = pytest.mark.slow
 FOUR_STEPS = [o for o in SMALL if not o.startswith("trainer.total_training_steps")] + [
     "trainer.total_training_steps=4"
 ]
+# the runs of this file: what a checkpoint must bring back is the most here (the critic's shards, the
+# adaptive KL coefficient); validation is off (nothing here reads it)
+PPO_CRITIC = [
+    "algorithm.adv_estimator=gae",
+    "algorithm.use_kl_in_reward=True",
+    "algorithm.kl_ctrl.type=adaptive",
+    "algorithm.kl_ctrl.target_kl=0.1",
+    "algorithm.kl_ctrl.horizon=100",
+    "trainer.val_before_train=False",
+    "trainer.test_freq=-1",
+]
+BOTH = {"actor": ["model", "optimizer", "extra"], "critic": ["model", "optimizer", "extra"]}
 
 
 def _cmd(out, *overrides, address="local"):
@@ -59,6 +73,10 @@ def _run(out, *overrides):
     return proc
 
 
+def _ppo(out, *overrides):
+    return _run(out, *PPO_CRITIC, *overrides)
+
+
 def _training_rows(out) -> dict[int, dict]:
     """The last logged training row of each step (a step re-run after a kill is logged twice)."""
     rows = {}
@@ -81,7 +99,7 @@ def _assert_same_steps(reference, resumed, steps):
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     out = str(tmp_path_factory.mktemp("resume") / "reference")
-    _run(
+    _ppo(
         out,
         "trainer.save_freq=2",
         "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]",
@@ -92,23 +110,24 @@ def reference(tmp_path_factory):
 def test_reference_run_writes_complete_checkpoints(reference):
     assert ckpt.saved_steps(reference) == [2, 4] and ckpt.latest_step(reference) == 4
     for step in (2, 4):
-        ckpt.check_complete(
-            ckpt.step_dir(reference, step), {"actor": ["model", "optimizer", "extra"]}, 2, "t"
-        )
+        ckpt.check_complete(ckpt.step_dir(reference, step), BOTH, 2, "t")
     assert not [n for n in os.listdir(reference) if n.startswith((".tmp", ".trash"))]
     rows = _training_rows(reference)
     assert sorted(rows) == [1, 2, 3, 4]
-    # the steps a resumed run repeats (3, 4) must carry a gradient, or their equality shows nothing; a step
-    # whose samples all score alike has none (GRPO's advantages are 0), so one of the two is enough
+    # the steps a resumed run repeats (3, 4) must carry a gradient, or their equality shows nothing
     assert max(rows[s]["actor/grad_norm"] for s in (3, 4)) > 0, [rows[s]["actor/grad_norm"] for s in rows]
+    assert rows[3]["critic/vf_loss"] > 0 and rows[3]["critic/grad_norm"] > 0
+    coef = [rows[s]["actor/reward_kl_penalty_coeff"] for s in (1, 3)]
+    assert coef[0] != coef[1], "the adaptive coefficient must move, or restoring it proves nothing"
 
 
 def test_a_stopped_run_resumed_from_its_path_reproduces_the_reference(reference, tmp_path):
     stopped = str(tmp_path / "stopped")
-    _run(stopped, "trainer.total_training_steps=2", "trainer.save_freq=3")  # saved only as the last step
+    _ppo(stopped, "trainer.total_training_steps=2", "trainer.save_freq=3")  # saved only as the last step
     assert ckpt.saved_steps(stopped) == [2]
+    ckpt.check_complete(ckpt.step_dir(stopped, 2), BOTH, 2, "t")
     out, path = str(tmp_path / "resumed"), ckpt.step_dir(stopped, 2)
-    proc = _run(out, "trainer.resume_mode=resume_path", f"trainer.resume_from_path={path}")
+    proc = _ppo(out, "trainer.resume_mode=resume_path", f"trainer.resume_from_path={path}")
     assert f"resumed from {path} at step 2" in proc.stdout + proc.stderr
     rows = _training_rows(out)
     assert sorted(rows) == [3, 4], "a resumed run starts after the checkpoint's step"
@@ -147,11 +166,11 @@ def killed_after_checkpoint(out, cmd, log_path, step: int = 2) -> int:
 
 def test_sigkilled_run_resumes_exactly_and_keeps_only_the_newest(reference, tmp_path):
     out = str(tmp_path / "killed")
-    keep = ["trainer.save_freq=1", "trainer.max_actor_ckpt_to_keep=2"]
-    killed_at = killed_after_checkpoint(out, _cmd(out, *keep), tmp_path / "killed.log")
+    keep = ["trainer.save_freq=1", "trainer.max_actor_ckpt_to_keep=2", "trainer.max_critic_ckpt_to_keep=2"]
+    killed_at = killed_after_checkpoint(out, _cmd(out, *PPO_CRITIC, *keep), tmp_path / "killed.log")
     for step in ckpt.saved_steps(out):  # whatever the kill interrupted, every named checkpoint is whole
-        ckpt.check_complete(ckpt.step_dir(out, step), {"actor": ["model", "optimizer", "extra"]}, 2, "t")
-    proc = _run(out, *keep)  # resume_mode=auto is the default
+        ckpt.check_complete(ckpt.step_dir(out, step), BOTH, 2, "t")
+    proc = _ppo(out, *keep)  # resume_mode=auto is the default
     assert f"resumed from {ckpt.step_dir(os.path.abspath(out), killed_at)}" in proc.stdout + proc.stderr
     resumed = _training_rows(out)
     _assert_same_steps(_training_rows(reference), resumed, range(killed_at + 1, 5))
@@ -191,31 +210,3 @@ def test_model_merger_cli_matches_the_hf_export(reference, tmp_path):
         timeout=120,
     )
     assert bad.returncode == 2 and "--local_dir" in bad.stderr
-
-
-PPO_CRITIC = [
-    "algorithm.adv_estimator=gae",
-    "algorithm.use_kl_in_reward=True",
-    "algorithm.kl_ctrl.type=adaptive",
-    "algorithm.kl_ctrl.target_kl=0.1",
-    "algorithm.kl_ctrl.horizon=100",
-    "trainer.val_before_train=False",
-    "trainer.test_freq=-1",
-]
-
-
-def test_ppo_with_a_critic_resumes_exactly(tmp_path):
-    """The critic's shards and the adaptive KL coefficient come back: steps 3-4 equal the reference's."""
-    reference = str(tmp_path / "reference")
-    _run(reference, *PPO_CRITIC, "trainer.save_freq=2")
-    assert ckpt.saved_steps(reference) == [2, 4]
-    both = {"actor": ["model", "optimizer", "extra"], "critic": ["model", "optimizer", "extra"]}
-    ckpt.check_complete(ckpt.step_dir(reference, 2), both, 2, "t")
-    out, path = str(tmp_path / "resumed"), ckpt.step_dir(reference, 2)
-    _run(out, *PPO_CRITIC, "trainer.resume_mode=resume_path", f"trainer.resume_from_path={path}")
-    reference_rows, rows = _training_rows(reference), _training_rows(out)
-    assert sorted(rows) == [3, 4]
-    _assert_same_steps(reference_rows, rows, [3, 4])
-    coef = [reference_rows[s]["actor/reward_kl_penalty_coeff"] for s in (1, 3)]
-    assert coef[0] != coef[1], "the adaptive coefficient must move, or restoring it proves nothing"
-    assert rows[3]["critic/vf_loss"] > 0 and "critic/grad_norm" in rows[3]
