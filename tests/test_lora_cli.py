@@ -15,6 +15,7 @@ import torch
 from peft import PeftModel
 from transformers import AutoModelForCausalLM
 
+from tests.helpers.merged import assert_bf16_of
 from tests.test_main_ppo import NONDETERMINISTIC, SMALL, read_metrics, run_cli
 from verl_lite.config.schema import TINY_MODEL
 from verl_lite.data import assets
@@ -93,9 +94,11 @@ def test_checkpoints_hold_the_adapter_and_export_it(hf_run, tmp_path):
     want = logits(PeftModel.from_pretrained(base, str(actor / LORA_DIR)))
     merged = merge(str(actor), str(tmp_path / "merged"))
     assert os.path.isfile(os.path.join(merged, LORA_DIR, "adapter_config.json"))
-    for folder in (str(actor / "huggingface"), merged):
-        diff = (logits(AutoModelForCausalLM.from_pretrained(folder)) - want).abs().max().item()
-        assert diff < 1e-5, f"{folder}: merged logits differ from the adapter model's by {diff}"
+    diff = (
+        (logits(AutoModelForCausalLM.from_pretrained(str(actor / "huggingface"))) - want).abs().max().item()
+    )
+    assert diff < 1e-5, f"the HF export's merged logits differ from the adapter model's by {diff}"
+    assert_bf16_of(merged, str(actor / "huggingface"))  # the merger: the same merged weights, in verl's bf16
     base = AutoModelForCausalLM.from_pretrained(assets.resolve(TINY_MODEL))
     assert (logits(base) - want).abs().max() > 1e-4, "two updates must have moved the adapter"
 

@@ -7,8 +7,11 @@ The checkpoint's model/ folder is torch.distributed.checkpoint (one shard file p
 offline, in one process, without Ray or a process group: the full tensors are allocated from the
 checkpoint's own metadata (names, shapes, dtypes) and DCP fills them from every rank's shards. The
 model is then written with the checkpoint's huggingface/ config, generation config and tokenizer
-(or those of --hf_model_path) as safetensors that AutoModelForCausalLM loads. Before anything is
-read, the files it reads are checked against the checkpoint's manifest (sizes and SHA-256), and
+(or those of --hf_model_path) as safetensors that AutoModelForCausalLM loads, its floating tensors
+in bfloat16 as verl 0.9's fsdp merger writes them (whatever dtype the run trained in; verl has no
+option to keep fp32, and neither does this). Before anything is
+read, the files it reads are checked against the checkpoint's manifest (sizes and SHA-256; a
+checkpoint without one is merged unverified, and a line says so), and
 `.metadata` is read with the allowlist of engine/dcp_safe.py: a damaged or crafted checkpoint is
 refused in one line, exit status 2.
 
@@ -36,7 +39,7 @@ from verl_lite.engine.checkpoint import HF_DIR, LORA_DIR, MODEL_DIR
 from verl_lite.engine.dcp_safe import read_dcp, read_dcp_metadata
 from verl_lite.errors import InputError, one_line
 from verl_lite.utils.hf_model import check_weights_fit, meta_model, save_hf_folder
-from verl_lite.utils.manifest import manifest_problems
+from verl_lite.utils.manifest import MANIFEST, manifest_problems
 
 STEP_DIR = re.compile(r"^global_step_\d+$")  # trainer/checkpoint.py's step folders
 # files of a HF folder that describe the model, not the tokenizer
@@ -89,6 +92,12 @@ def check_integrity(local_dir: str, read_hf_dir: bool) -> None:
     """The files the merger reads, against the manifest of the checkpoint (global_step_N/manifest.json,
     beside --local_dir): present, of the recorded size and SHA-256 (utils/manifest.py)."""
     step_folder, role = os.path.split(os.path.abspath(local_dir))
+    if not os.path.lexists(os.path.join(step_folder, MANIFEST)):
+        print(
+            f"verl_lite.model_merger: {step_folder!r} has no {MANIFEST}, so the files merged are not verified "
+            "(a checkpoint saved before manifests, or copied without it)"
+        )  # on stdout: stderr holds only a refusal
+        return
     prefixes = [f"{role}/{sub}/" for sub in (MODEL_DIR, LORA_DIR) + ((HF_DIR,) if read_hf_dir else ())]
     wrong = manifest_problems(step_folder, tuple(prefixes))
     if wrong:
@@ -137,6 +146,9 @@ def merge(local_dir: str, target_dir: str, hf_model_path: str | None = None) -> 
         shutil.copytree(lora_dir, os.path.join(target_dir, LORA_DIR), dirs_exist_ok=True)
     else:
         state = load_full_state_dict(os.path.join(local_dir, MODEL_DIR))
+    for name, tensor in state.items():  # verl's dtype; one tensor at a time, each fp32 copy freed as it goes
+        if tensor.is_floating_point():
+            state[name] = tensor.to(torch.bfloat16)
     try:  # before anything is written; else save_hf_folder's refusal in a half-written folder
         check_weights_fit(
             meta_model(config),

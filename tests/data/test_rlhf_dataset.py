@@ -96,6 +96,21 @@ def test_sampler_is_seeded_reshuffles_per_epoch_and_resumes():
     assert torch.equal(torch.tensor(sorted(sum(epoch0, []))), torch.tensor(sorted(sum(epoch0, []))))
 
 
+def test_sampler_refuses_a_position_beyond_its_data():
+    """A checkpoint of a larger dataset: its offset would end this epoch at once, skipping the rest."""
+    s = EpochSampler(10, 3, shuffle=False, seed=None, drop_last=False)
+    s.load_state_dict({"epoch": 0, "offset": 12})  # after the last (short) batch: the epoch's end
+    assert list(s.epoch_batches()) == [] and s.state_dict() == {"epoch": 1, "offset": 0}
+    with pytest.raises(ValueError) as info:
+        s.load_state_dict({"epoch": 2, "offset": 30})
+    assert str(info.value) == (
+        "the checkpoint's sampler position (epoch 2, offset 30) is outside this run's training data "
+        "(10 prompts): it was saved with other data.train_files; resume with the data it was saved with, "
+        "or start afresh (trainer.resume_mode=disable)"
+    )
+    assert s.state_dict() == {"epoch": 1, "offset": 0}, "a refused position leaves the sampler as it was"
+
+
 def _write_rows(tmp_path, rows, name="bad.parquet"):
     path = tmp_path / name
     pd.DataFrame(rows).to_parquet(path)

@@ -3,8 +3,8 @@
 The source engine keeps its state on the host (offload_policy) and saves after one update; fresh
 engines in each offload mode load that checkpoint and take the same second update. Their weights
 must equal the source's after its own second update, which only holds if params, Adam moments,
-step counts and the lr schedule all came back. The HF export and the offline model merger must
-give the logits of the weights the engine held when it saved. A NaN in the loss skips the step.
+step counts and the lr schedule all came back. The HF export must give the logits of the weights
+the engine held when it saved, and the offline model merger their bf16 rounding (verl's dtype). A NaN in the loss skips the step.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from tests.helpers.bad_inputs import (
 )
 from tests.helpers.configs import fp32_fsdp, tiny_actor, tiny_model
 from tests.helpers.dist import run_ranks
+from tests.helpers.merged import assert_bf16_of
 from tests.helpers.models import make_ppo_batch
 from verl_lite import model_merger
 from verl_lite.config.schema import OptimConfig
@@ -144,9 +145,13 @@ def test_hf_export_and_model_merger_give_the_engines_logits(saved, tiny_model_di
     ids = torch.randint(3, 110, (3, 12), generator=torch.Generator().manual_seed(0))
     want = _logits(reference, ids)
     merged = merge(path, str(tmp_path / "merged"))
-    for folder in (f"{path}/huggingface", merged):
-        diff = (_logits(folder, ids) - want).abs().max().item()
-        assert diff < 1e-5, f"{folder}: logits differ by {diff}"
+    diff = (_logits(f"{path}/huggingface", ids) - want).abs().max().item()
+    assert diff < 1e-5, f"the HF export's logits differ by {diff}"
+    assert_bf16_of(merged, reference)  # verl's merger writes bf16
+    exact = {n: t.bfloat16().float() for n, t in reference.state_dict().items()}
+    reference.load_state_dict(exact)
+    diff = (_logits(merged, ids) - _logits(reference, ids)).abs().max().item()
+    assert diff < 1e-5, f"the merger's logits differ by {diff} from the bf16 weights'"
     base = _logits(tiny_model_dir, ids)
     assert (base - want).abs().max() > 1e-3, "trained weights must differ from the initial ones"
 

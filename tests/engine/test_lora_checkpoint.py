@@ -19,6 +19,7 @@ from transformers import AutoModelForCausalLM
 from tests.helpers.bad_inputs import pickle_globals
 from tests.helpers.configs import fp32_fsdp, tiny_actor, tiny_model, tiny_optim
 from tests.helpers.dist import run_ranks
+from tests.helpers.merged import assert_bf16_of
 from tests.helpers.models import make_ppo_batch
 from verl_lite.engine.checkpoint import LORA_DIR, MODEL_DIR, load_engine, save_engine
 from verl_lite.engine.dcp_safe import ALLOWED, read_dcp_metadata
@@ -140,10 +141,10 @@ def test_adapter_merged_export_and_merger_reproduce_the_saved_policy(saved, tiny
     for label, model in (
         ("lora_adapter (PEFT)", peft),
         ("huggingface/ (hf_model, merged)", AutoModelForCausalLM.from_pretrained(f"{path}/huggingface")),
-        ("model_merger", AutoModelForCausalLM.from_pretrained(merged)),
     ):
         diff = (_probe_logp(model) - want).abs().max().item()
         assert diff < 1e-5, f"{label}: log-probs differ by {diff}"
+    assert_bf16_of(merged, f"{path}/huggingface")  # the merger: the same merged weights, in verl's bf16
 
 
 def test_lora_adapter_path_continues_from_the_saved_adapter(saved):

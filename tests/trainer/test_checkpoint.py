@@ -74,11 +74,11 @@ def test_rotation_keeps_the_newest_per_role(tmp_path):
     root = str(tmp_path)
     for step in (1, 2, 3):
         _save(root, step, roles=("actor", "critic"))
-    ckpt.rotate(root, {"actor": 2, "critic": None})
+    ckpt.rotate(root, {"actor": 2, "critic": None}, [1, 2, 3])
     assert ckpt.saved_steps(root) == [1, 2, 3]
     assert not os.path.exists(os.path.join(root, "global_step_1", "actor"))
     assert os.path.isdir(os.path.join(root, "global_step_1", "critic"))
-    ckpt.rotate(root, {"actor": 1, "critic": 1})
+    ckpt.rotate(root, {"actor": 1, "critic": 1}, [1, 2, 3])
     assert ckpt.saved_steps(root) == [3] and ckpt.latest_step(root) == 3
     assert not [n for n in os.listdir(root) if n.startswith(".")]
 
@@ -105,7 +105,7 @@ def test_a_run_killed_mid_rotation_leaves_only_whole_checkpoints(tmp_path, monke
 
         monkeypatch.setattr(ckpt, "_remove", dying)
         with pytest.raises(_Killed):
-            ckpt.rotate(root, {"actor": 2, "critic": 2})
+            ckpt.rotate(root, {"actor": 2, "critic": 2}, [1, 2, 3, 4])
         monkeypatch.setattr(ckpt, "_remove", real)
         for step in ckpt.saved_steps(root):
             ckpt.check_complete(ckpt.step_dir(root, step), {"actor": ["model"], "critic": ["model"]}, 2, "t")
@@ -168,20 +168,6 @@ def test_cli_with_a_missing_resume_path_fails_before_ray(tmp_path, monkeypatch, 
     )
 
 
-def test_del_local_ckpt_after_load_deletes_the_loaded_checkpoint_and_its_record(tmp_path):
-    """trainer.del_local_ckpt_after_load: the folder resumed from goes, and the latest-step record too
-    when it names that folder (an older checkpoint's record stays)."""
-    root = str(tmp_path)
-    for step in (1, 2):
-        tmp = ckpt.begin(root, step)
-        ckpt.write_trainer_state(tmp, step, {"epoch": 0, "offset": step}, {})
-        ckpt.commit(root, step, tmp)
-    ckpt.delete_loaded(root, ckpt.step_dir(root, 1))
-    assert not os.path.exists(ckpt.step_dir(root, 1)) and ckpt.latest_step(root) == 2
-    ckpt.delete_loaded(root, ckpt.step_dir(root, 2))
-    assert not os.path.exists(ckpt.step_dir(root, 2)) and ckpt.latest_step(root) is None
-
-
 def test_the_manifest_records_a_hash_and_4kb_zeroed_inside_a_file_is_named(tmp_path):
     """The size stays the same: only the content hash recorded at commit can tell."""
     path = _save(str(tmp_path), 1)
@@ -219,7 +205,9 @@ def test_a_linked_step_folder_is_never_followed_or_deleted(tmp_path):
         OSError,
         match=r"refusing to delete .*global_step_1/actor: it is \(or is reached through\) a symbolic link",
     ):
-        ckpt.rotate(str(root), {"actor": 1})  # would rotate global_step_1/actor out: never through the link
+        ckpt.rotate(
+            str(root), {"actor": 1}, [1, 2, 3]
+        )  # would rotate global_step_1/actor out: never through the link
     with pytest.raises(OSError, match="refusing to delete"):
         ckpt.commit(str(root), 1, str(ckpt.begin(str(root), 1)))  # saving step 1 again replaces the link
     (root / ".tmp_global_step_4").symlink_to(outside, target_is_directory=True)

@@ -15,7 +15,7 @@ import signal
 import pytest
 import ray
 import torch
-from transformers import AutoModelForCausalLM
+from safetensors.torch import load_file
 
 from tests.test_main_ppo import SMALL
 from verl_lite.config.compose import load_config
@@ -61,13 +61,10 @@ def _assert_step_1_is_intact(out: str, tmp_path) -> None:
     step1 = ckpt.step_dir(out, 1)
     ckpt.check_complete(step1, {"actor": CONTENTS}, 2, "test")
     merged = merge(os.path.join(step1, "actor"), str(tmp_path / "merged"))
-    ids = torch.randint(3, 100, (2, 16), generator=torch.Generator().manual_seed(0))
-    with torch.no_grad():
-        a = AutoModelForCausalLM.from_pretrained(merged)(input_ids=ids).logits
-        b = AutoModelForCausalLM.from_pretrained(os.path.join(step1, "actor", "huggingface"))(
-            input_ids=ids
-        ).logits
-    assert torch.equal(a, b), "the sharded weights of step 1 are the ones its HF export holds"
+    export = load_file(os.path.join(step1, "actor", "huggingface", "model.safetensors"))
+    for name, tensor in load_file(os.path.join(merged, "model.safetensors")).items():
+        # the merger writes verl's bf16: the sharded weights of step 1 are the ones its HF export holds
+        assert torch.equal(tensor, export[name].to(tensor.dtype)), name
 
 
 def test_worker_killed_in_update_actor_names_worker_rank_and_phase(ray_local, tmp_path, monkeypatch):

@@ -66,7 +66,7 @@ class MultiTurnConfig(ConfigNode):
     # tool calls run per turn (concurrently); further calls of the turn are not run, and counted
     max_parallel_calls: int = key(1, POS_INT)
     max_tool_response_length: int = key(256, POS_INT)  # characters kept of a tool's text (verl's truncation)
-    # left (keep the start) | middle | right (keep the end)
+    # left (cut the start, keep the end) | middle | right (cut the end, keep the start)
     tool_response_truncate_side: str = key("middle", choice(TRUNCATE_SIDES))
     interaction_config_path: str | None = None  # interactions' (simulated users') config file, verl's format
     # compare each trajectory with its conversation rendered whole: disable | strict | ignore_strippable

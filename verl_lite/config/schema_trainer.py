@@ -246,13 +246,14 @@ class TrainerConfig(ConfigNode):
     test_freq: int | None = key(-1, FREQ)  # validate every this many steps (and at the end); -1: never
     # training steps that update only the critic before the actor starts updating
     critic_warmup: int | None = key(0, NON_NEG_INT)
-    # delete the checkpoint folder a run resumed from, once loaded
+    # verl deletes only the local copy of a checkpoint it fetched from remote storage (HDFS) after
+    # loading it; a local checkpoint (all verl_lite resumes from) is kept: True logs that it was kept
     del_local_ckpt_after_load: bool | None = False
     # metrics.jsonl, checkpoints, trackers
     default_local_dir: str | None = "checkpoints/${trainer.project_name}/${trainer.experiment_name}"
-    # keep only the newest this many actor checkpoints; null: all
+    # keep only the newest this many actor checkpoints of those this run saved (verl); null: all
     max_actor_ckpt_to_keep: int | None = key(None, POS_INT.or_null("keep all"))
-    # keep only the newest this many critic checkpoints; null: all
+    # keep only the newest this many critic checkpoints of those this run saved (verl); null: all
     max_critic_ckpt_to_keep: int | None = key(None, POS_INT.or_null("keep all"))
     # auto: cuda where a GPU is visible, else cpu | cpu | cuda
     device: str | None = key(

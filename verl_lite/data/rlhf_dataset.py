@@ -369,4 +369,14 @@ class EpochSampler:
         return {"epoch": self.epoch, "offset": self.offset}
 
     def load_state_dict(self, state: dict) -> None:
-        self.epoch, self.offset = int(state["epoch"]), int(state["offset"])
+        """A checkpoint's position; one past this dataset's end (a checkpoint of another, larger
+        dataset) is refused: it would end the epoch at once, silently skipping the rest of it."""
+        epoch, offset = int(state["epoch"]), int(state["offset"])
+        end = len(self) * self.batch_size  # where the epoch's last batch leaves the offset
+        if epoch < 0 or not 0 <= offset <= end:
+            raise ValueError(
+                f"the checkpoint's sampler position (epoch {epoch}, offset {offset}) is outside this run's "
+                f"training data ({self.size} prompts): it was saved with other data.train_files; resume with "
+                "the data it was saved with, or start afresh (trainer.resume_mode=disable)"
+            )
+        self.epoch, self.offset = epoch, offset

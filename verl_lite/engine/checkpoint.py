@@ -5,9 +5,12 @@ One role's folder (e.g. global_step_N/actor/) holds
     model/                         torch.distributed.checkpoint (DCP): one shard file per rank + .metadata
     optimizer/                     DCP, the same way (AdamW moments and step counts, sharded like the params)
     extra_state_world_size_W_rank_R.pt   this rank's lr scheduler, RNG states (torch, numpy, python,
-                                   device) and what the worker adds (the rollout's sampling state)
+                                   device) and what the worker adds (the rollout's sampling state);
+                                   W and R are the role's world size and global rank (verl's names),
+                                   not the data-parallel ones: with sequence parallelism every rank
+                                   of a dp group has its own RNGs
     huggingface/                   config, generation config, tokenizer; with `hf_model` also the
-                                   full weights as safetensors, gathered from every rank, written by rank 0
+                                   full weights as safetensors, gathered from every rank, written by global rank 0
     lora_adapter/                  LoRA only: the adapter in PEFT's format (adapter_config.json +
                                    adapter_model.safetensors), what lora_adapter_path and vLLM load
 
@@ -134,6 +137,7 @@ def _save_engine(engine, path: str, contents: list[str], extra: dict | None, tok
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
 
+    layout = engine.layout
     with engine.phase("save_checkpoint"):
         if "model" in contents:
             dcp.save(_trained_state(engine), checkpoint_id=os.path.join(path, MODEL_DIR))
@@ -146,10 +150,10 @@ def _save_engine(engine, path: str, contents: list[str], extra: dict | None, tok
                 "rng": rng_state(),
                 "worker": extra or {},
             }
-            torch.save(payload, os.path.join(path, extra_state_name(engine.dp_size, engine.dp_rank)))
+            torch.save(payload, os.path.join(path, extra_state_name(layout.world_size, layout.rank)))
         full = _hf_state_dict(engine) if "hf_model" in contents else None
         adapter = _adapter_state(engine) if engine.lora_config is not None else None
-    if engine.dp_rank == 0:  # config and tokenizer always: the model merger builds the model from them
+    if layout.rank == 0:  # config and tokenizer always: the model merger builds the model from them
         module = hf_module(engine.module)
         generation_config = getattr(module, "generation_config", None)  # None for value models
         hf_dir = os.path.join(path, HF_DIR)
@@ -177,13 +181,13 @@ def _trained_state(engine) -> dict:
 
 
 def _hf_state_dict(engine) -> dict[str, torch.Tensor]:
-    """Unsharded HF weights on rank 0's host (the other ranks take part in the gather, keep nothing);
-    with LoRA, the adapter merged into the base."""
+    """Unsharded HF weights on global rank 0's host (the other ranks take part in the gather, keep
+    nothing); with LoRA, the adapter merged into the base."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
     options = StateDictOptions(full_state_dict=True, cpu_offload=True)
     full = get_model_state_dict(engine.module, options=options)
-    if engine.lora_config is None or engine.dp_rank != 0:
+    if engine.lora_config is None or engine.layout.rank != 0:
         return full
     return merged_state_dict(full, engine.lora_config, hf_module(engine.module).config)
 
@@ -219,11 +223,12 @@ def load_engine(engine, path: str, contents: list[str]) -> dict:
             engine.offload.load_optimizer_state(state)
     if "extra" not in contents:
         return {}
-    file = os.path.join(path, extra_state_name(engine.dp_size, engine.dp_rank))
+    world = engine.layout.world_size
+    file = os.path.join(path, extra_state_name(world, engine.layout.rank))
     if not os.path.exists(file):
         raise FileNotFoundError(
             f"{file} is missing: a checkpoint's extra state (lr schedule, RNG) is per rank, so resume "
-            f"needs the world size it was saved with ({engine.dp_size} workers now)"
+            f"needs the world size it was saved with ({world} workers now)"
         )
     payload = torch.load(file, weights_only=True)
     if engine.lr_scheduler is not None and payload["lr_scheduler"] is not None:

@@ -38,6 +38,12 @@ class Layout:
     def world_size(self) -> int:
         return self.fsdp_mesh.size()
 
+    @property
+    def rank(self) -> int:
+        """This rank among all `world_size` (not its data-parallel rank: with sp > 1 several ranks
+        share a dp_rank)."""
+        return self.dp_rank * self.sp_size + self.sp_rank
+
     @classmethod
     def of_mesh(cls, mesh: DeviceMesh) -> Layout:
         """A 1-D mesh taken as the whole layout: full sharding, no sequence parallelism."""

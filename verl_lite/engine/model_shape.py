@@ -136,7 +136,7 @@ def read_shape(model_path: str, head: str = "lm", key: str = "actor_rollout_ref.
     )
 
 
-def _matches(spec, module: str) -> bool:
+def module_matches(spec, module: str) -> bool:
     """PEFT's matching of target_modules / exclude_modules: a regex over the whole module name, or a
     list of names a module name ends with ('all-linear': every linear of a decoder layer)."""
     if spec is None:
@@ -153,5 +153,5 @@ def adapted_linears(target_modules, exclude_modules=None) -> tuple[str, ...]:
     return tuple(
         n
         for n, full in names.items()
-        if _matches(target_modules, full) and not _matches(exclude_modules, full)
+        if module_matches(target_modules, full) and not module_matches(exclude_modules, full)
     )

@@ -19,8 +19,9 @@ content hash the manifest recorded (a shard cut short, deleted or overwritten is
 starts); a folder without a manifest cannot be verified and is refused unless
 trainer.resume_without_manifest=True says to trust it; checkpoint_vet.py then vets their contents
 (and that data.pt's step is the folder's).
-Old checkpoints are removed after the new one is committed, renamed aside first, so a crash
-mid-delete never leaves a half-deleted folder under a checkpoint's name. Nothing is deleted or
+Old checkpoints are removed after the new one is committed (only those this run saved, as verl
+does), renamed aside first, so a crash mid-delete never leaves a half-deleted folder under a
+checkpoint's name. Nothing is deleted or
 followed through a symbolic link: a linked global_step_N may be somebody else's folder.
 """
 
@@ -164,11 +165,14 @@ def saved_steps(root: str) -> list[int]:
     return sorted(int(m.group(1)) for m in map(STEP_DIR.match, os.listdir(root)) if m)
 
 
-def rotate(root: str, keep: dict[str, int | None]) -> None:
-    """Keep the newest `keep[role]` checkpoints of each role (None: all). A step folder that would be
-    left with no role goes whole, in one rename: a run killed between two removals never leaves a
+def rotate(root: str, keep: dict[str, int | None], saved: list[int]) -> None:
+    """Keep the newest `keep[role]` of the checkpoints this run saved (`saved`, in the order it
+    committed them; None: all), as verl rotates only the paths its checkpoint manager saved. A
+    folder the run did not write (an earlier run's, a later step left behind by a rollback) is never
+    touched, so the step just committed is never ranked behind it. A step folder that would be left
+    with no role goes whole, in one rename: a run killed between two removals never leaves a
     global_step_N that names a checkpoint it no longer holds."""
-    steps = saved_steps(root)
+    steps = [s for s in dict.fromkeys(saved) if os.path.isdir(step_dir(root, s))]
     dropped: dict[int, set[str]] = {}
     for role, limit in keep.items():
         if limit is None or limit <= 0:
@@ -180,6 +184,8 @@ def rotate(root: str, keep: dict[str, int | None]) -> None:
         folder = step_dir(root, s)
         held = {role for role in keep if os.path.isdir(os.path.join(folder, role))}
         gone = dropped.get(s, set())
+        if not gone:
+            continue
         if held <= gone:
             for role in sorted(gone):  # what rotation drops is the roles: a link is refused naming them
                 _refuse_link(root, os.path.join(folder, role))
@@ -211,16 +217,6 @@ def latest_step(root: str) -> int | None:
             shown = f"bytes that are not text ({raw[:16]!r})"
         raise ValueError(f"{tracker} is corrupt: it holds {shown}, not a step number; {fix}")
     return int(text)
-
-
-def delete_loaded(root: str, path: str) -> None:
-    """trainer.del_local_ckpt_after_load: delete the checkpoint a run just resumed from, and the
-    latest-step record of `root` when it names that checkpoint (it would point at nothing)."""
-    path = os.path.abspath(path)
-    step = latest_step(root) if os.path.isdir(root) else None
-    if step is not None and os.path.abspath(step_dir(os.path.abspath(root), step)) == path:
-        os.remove(os.path.join(root, TRACKER))
-    _remove(os.path.dirname(path), path)
 
 
 def resume_problems(trainer_cfg) -> list[str]:
@@ -276,7 +272,10 @@ def check_complete(
     """Raise naming `key` when `path` is not a complete checkpoint holding `roles[role]` contents.
     `without_manifest` (trainer.resume_without_manifest): a folder with no manifest is trusted."""
     if not os.path.isdir(path):
-        raise FileNotFoundError(f"{key}: checkpoint folder {path!r} does not exist")
+        raise FileNotFoundError(
+            f"{key}: checkpoint folder {path!r} does not exist; point it at an existing global_step_N folder, "
+            "or set trainer.resume_mode=disable to start afresh"
+        )
     if not without_manifest and not os.path.lexists(os.path.join(path, MANIFEST)):
         raise FileNotFoundError(
             f"{key}: checkpoint {path!r} has no {MANIFEST}, so its files cannot be verified (deleted, or saved "

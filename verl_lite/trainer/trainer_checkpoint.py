@@ -2,7 +2,8 @@
 holds and hands the worker groups, the step and the driver's state (sampler, KL controller) to.
 
     contents             what a resume loads per role (each role's checkpoint.load_contents)
-    find_resume_path     the checkpoint to resume from, vetted when the trainer is built (before workers)
+    find_resume_path     the checkpoint to resume from, vetted when the trainer is built (before workers):
+                         complete, safe to load, saved from a model of this size and LoRA setup
     save                 every role writes into one temp folder, the driver adds its own state
                          (sampler, KL controller), then one atomic commit and rotation, in the background
     wait                 block until that commit is published (before the next save, at the end)
@@ -31,6 +32,7 @@ from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.data.rlhf_dataset import EpochSampler
 from verl_lite.errors import RunError
 from verl_lite.trainer import checkpoint as ckpt
+from verl_lite.trainer.checkpoint_lora import lora_problems
 from verl_lite.trainer.checkpoint_vet import model_size_problems, vet_checkpoint
 
 log = logging.getLogger(__name__)
@@ -42,6 +44,7 @@ class TrainerCheckpoint:
         self.committing: tuple[int, Future] | None = None  # the step being committed in the background
         self.committer: ThreadPoolExecutor | None = None
         self.failed_tmp: str | None = None  # a failed save's temp folder (discard_failed)
+        self.saved: list[int] = []  # the steps this run committed: the only ones rotation removes
         # what a resume loads per role (each role's checkpoint.load_contents)
         self.contents = {"actor": config.actor_rollout_ref.actor.checkpoint.load_contents}
         if use_critic:
@@ -64,14 +67,9 @@ class TrainerCheckpoint:
             ckpt.check_complete(path, self.contents, self.world_size, key, t.resume_without_manifest)
             vet_checkpoint(path, self.contents, self.world_size, key)
             sizes = model_size_problems(path, self._resumed_models(), key)
+            sizes = sizes or lora_problems(path, self._resumed_lora(), key)
             if sizes:
                 raise ValueError(sizes[0])
-            if t.del_local_ckpt_after_load and os.path.islink(path):
-                raise ValueError(
-                    f"{key}={path!r} is a symbolic link to {os.path.realpath(path)}, and "
-                    "trainer.del_local_ckpt_after_load=True would delete the checkpoint after loading it: "
-                    "refusing to delete through a link; set trainer.del_local_ckpt_after_load=False"
-                )
         return path
 
     def _resumed_models(self) -> dict[str, tuple[str, str, dict]]:
@@ -80,6 +78,13 @@ class TrainerCheckpoint:
         models = {"actor": ("actor_rollout_ref.model.path", arr.path, arr.override_config)}
         if self.use_critic:
             models["critic"] = ("critic.model.path", critic.path, critic.override_config)
+        return {role: m for role, m in models.items() if "model" in self.contents.get(role, [])}
+
+    def _resumed_lora(self) -> dict[str, tuple[object, str]]:
+        """role -> (model config section, model kind) of the roles whose weights a resume loads."""
+        models = {"actor": (self.config.actor_rollout_ref.model, "causal_lm")}
+        if self.use_critic:
+            models["critic"] = (self.config.critic.model, "value")
         return {role: m for role, m in models.items() if "model" in self.contents.get(role, [])}
 
     def save(
@@ -114,7 +119,8 @@ class TrainerCheckpoint:
         keep = {role: getattr(t, f"max_{role}_ckpt_to_keep") for role in groups}
         if self.committer is None:
             self.committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="verl_lite-commit")
-        self.committing = (step, self.committer.submit(_commit, root, step, tmp, keep))
+        saved = [*self.saved, step]
+        self.committing = (step, self.committer.submit(_commit, root, step, tmp, keep, saved))
 
     def discard_failed(self) -> None:
         """After the workers are stopped: the temp folder of a failed save, which a surviving rank
@@ -131,6 +137,8 @@ class TrainerCheckpoint:
         (step, future), self.committing = self.committing, None
         try:
             future.result()
+            if step not in self.saved:
+                self.saved.append(step)
         except OSError as e:
             raise RunError(
                 f"the checkpoint of step {step} could not be committed in trainer.default_local_dir="
@@ -167,27 +175,34 @@ class TrainerCheckpoint:
         if replay is not None and saved is not None:
             replay.load_state_dict(saved)  # the async mode's groups
         elif saved is not None:
-            log.info(
-                "the checkpoint holds an async trainer mode's replay buffer (%d prompt groups in flight); this run's "
-                "trainer mode does not use it: their prompts are not trained on",
+            log.warning(
+                "%s holds an async trainer mode's replay buffer (%d prompt groups in flight), which "
+                "trainer.v1.trainer_mode=%s does not use: their prompts are not trained on; resume with the "
+                "trainer.v1.trainer_mode it was saved with to keep them",
+                self.resume_path,
                 len(saved["buffer"]["groups"]),
+                self.config.trainer.v1.trainer_mode,
             )
         log.info("resumed from %s at step %d", self.resume_path, step)
+        # verl deletes after loading only the local copy of a checkpoint fetched from remote storage
         if self.config.trainer.del_local_ckpt_after_load:
-            ckpt.delete_loaded(self.config.trainer.default_local_dir, self.resume_path)
-            log.info("trainer.del_local_ckpt_after_load=True: deleted %s", self.resume_path)
+            log.warning(
+                "trainer.del_local_ckpt_after_load=True: kept %s; like verl, only the local copy of a "
+                "checkpoint fetched from remote storage (HDFS) is deleted after loading, never a local checkpoint",
+                self.resume_path,
+            )
         return step
 
 
-def _commit(root: str, step: int, tmp: str, keep: dict[str, int | None]) -> str:
-    """Commit, then rotate: what runs in the background after a save (hashing every file for the
-    manifest is most of it)."""
+def _commit(root: str, step: int, tmp: str, keep: dict[str, int | None], saved: list[int]) -> str:
+    """Commit, then rotate among `saved` (this run's steps, this one last): what runs in the
+    background after a save (hashing every file for the manifest is most of it)."""
     start = time.perf_counter()
     try:
         final = ckpt.commit(root, step, tmp)
     except BaseException:  # not published: the partial temp folder goes (a full disk at the manifest)
         ckpt.discard(tmp)
         raise
-    ckpt.rotate(root, keep)
+    ckpt.rotate(root, keep, saved)
     log.info("saved checkpoint %s (committed in %.2fs)", final, time.perf_counter() - start)
     return final
