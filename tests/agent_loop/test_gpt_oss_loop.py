@@ -14,10 +14,12 @@ P, R = 16, 300
 QUESTION = [{"role": "user", "content": "3+4="}]
 CALL = harmony_call("calc_gsm8k_reward", {"answer": "7"})
 ANSWER = "<|channel|>final<|message|>#### 7<|return|>"
-# verl's GptOssContinuousTokenBuilder: the tool's text as a JSON string, then the generation prompt
+# verl 0.9.0's gpt-oss reply (agent_loop/utils.py format_gpt_oss_tool_response_manually, and its
+# GptOssContinuousTokenBuilder): the tool's text as it is (it was JSON-quoted here before; verl never
+# quoted it), then the generation prompt
 REPLY = (
     "<|start|>functions.calc_gsm8k_reward to=assistant<|channel|>commentary<|message|>"
-    "\"Current parsed answer='7' reward=1.0\"<|end|><|start|>assistant"
+    "Current parsed answer='7' reward=1.0<|end|><|start|>assistant"
 )
 
 

@@ -42,8 +42,24 @@ def test_user_loops_extend_and_may_replace(tmp_path):
             "is not supported by verl_lite",
         ),
         ([{"name": "x", "_target_": "nowhere.Loop"}], "module 'nowhere' cannot be imported"),
+        (
+            [{"name": "x", "_target_": "tests.agent_loop.user_loops.CallToolOverride"}],
+            "tests.agent_loop.user_loops.CallToolOverride overrides verl's ToolAgentLoop method(s) ['_call_tool'], "
+            "which verl_lite never calls; verl_lite's ToolAgentLoop is one run() without verl's state-machine hooks",
+        ),
+        (
+            [{"name": "x", "_target_": "tests.agent_loop.user_loops.OwnRunCallingVerlHooks"}],
+            "run() calls verl's ToolAgentLoop method(s) ['_handle_pending_state'], which verl_lite's",
+        ),
     ],
 )
 def test_bad_loop_configs(tmp_path, content, fragment):
     (problem,) = check_agent_loops(write_yaml(tmp_path / "loops.yaml", content))
     assert fragment in problem and "\n" not in problem
+
+
+def test_a_tool_agent_subclass_setting_verls_attributes_is_accepted(tmp_path):
+    path = write_yaml(
+        tmp_path / "loops.yaml", [{"name": "x", "_target_": "tests.agent_loop.user_loops.FewerParallelCalls"}]
+    )
+    assert check_agent_loops(path) == []

@@ -104,7 +104,7 @@ def test_each_turn_is_one_engine_call_over_the_unfinished_trajectories(tmp_path)
 def test_a_malformed_call_is_answered_and_the_episode_goes_on(tmp_path):
     tok, engine, out = run(tmp_path, [["<tool_call>{oops}</tool_call><|im_end|>", ANSWER]])
     error = ids(
-        tok, "<|im_start|>user\n<tool_response>\nError when executing tool: the tool call is not valid JSON"
+        tok, "<|im_start|>user\n<tool_response>\nError executing tool: the tool call is not valid JSON"
     )
     second = list(engine.calls[1][0].prompt_ids)
     assert any(second[i : i + len(error)] == error for i in range(len(second)))
@@ -172,8 +172,32 @@ def test_a_tool_that_raises_or_hangs_is_a_message_and_the_rollout_goes_on(tmp_pa
     # the failed call's answer did not wait for the hung one's timeout (scheduler.py)
     assert keys == [[(0, 1), (1, 1)], [(1, 2)], [(0, 2)]], keys
     told = [tok.decode(list(call[0].prompt_ids)) for call in engine.calls[2:0:-1]]
-    assert "Error when executing tool: sleep did not finish within 0.5 s" in told[0]
-    assert "Error when executing tool: RuntimeError: the service is down" in told[1]
+    assert "Error executing tool 'sleep': did not finish within 0.5 s" in told[0]
+    assert "Error executing tool 'fail': RuntimeError: the service is down" in told[1]
     stats = out.non_tensor_batch["agent_loop_stats"]
     assert (stats[0]["tool_timeouts"], stats[1]["tool_errors"]) == (1, 1)
     assert out.non_tensor_batch["__num_turns__"].tolist() == [4, 4]
+
+
+def test_a_subclass_setting_verls_max_parallel_calls_in_init_is_obeyed(tmp_path):
+    """verl's ToolAgentLoop keeps its limits as attributes set in __init__ (tool_agent_loop.py), which a
+    subclass may change; verl_lite's run() reads them (max_parallel_calls is 5 in the config here)."""
+    tok = tool_tokenizer()
+    cfg = rollout_cfg(tmp_path, max_parallel_calls=5)
+    cfg.agent.agent_loop_config_path = write_yaml(
+        tmp_path / "loops.yaml",
+        [{"name": "one_call", "_target_": "tests.agent_loop.user_loops.FewerParallelCalls"}],
+    )
+    engine = ScriptedRollout(tok, [[CALL_8.removesuffix("<|im_end|>") + CALL_7, ANSWER]])
+    batch = prompt_batch(
+        tok,
+        [QUESTION],
+        P,
+        agent_name=["one_call"],
+        tools_kwargs=[{"calc_gsm8k_reward": {"create_kwargs": {"ground_truth": "7"}}}],
+    )
+    out = AgentLoopRunner(engine, tok, cfg).run(
+        batch, SamplingParams(n=1, temperature=1.0, response_length=R)
+    )
+    stats = out.non_tensor_batch["agent_loop_stats"][0]
+    assert (stats["num_tool_calls"], stats["tool_dropped"]) == (1, 1)

@@ -51,10 +51,10 @@ def test_results_errors_and_counts_in_call_order(tmp_path):
     first, second, rewards = asyncio.run(episode())
     assert first == [
         "> hi",
-        "Error when executing tool: the tool call is not valid JSON (x at char 0)",
-        "Error when executing tool: unknown tool 'nope'; the tools are ['echo', 'fail', 'image', 'sleep', 'wait']",
-        "Error when executing tool: RuntimeError: the service is down",
-        "Error when executing tool: image returned an image or video; only text results are supported",
+        "Error executing tool: the tool call is not valid JSON (x at char 0)",
+        "Unknown function 'nope'. Available tools: ['echo', 'sleep', 'wait', 'fail', 'image']",
+        "Error executing tool 'fail': RuntimeError: the service is down",
+        "Error executing tool 'image': image returned an image or video; only text results are supported",
     ]
     assert second == ["> again"]  # the instance (and its prefix) spans the episode; the 2nd call dropped
     # calc_reward of every tool used: echo's 2 calls x its calc_reward_kwargs.scale; BaseTool's 0
@@ -67,6 +67,31 @@ def test_results_errors_and_counts_in_call_order(tmp_path):
     assert session.tool_rewards == [0.5, 0.0, 0.0, 0.0, 0.0, 0.5]
     echo = r.tools["echo"]
     assert len(echo.released) == 1 and echo.state == {}
+
+
+def test_an_instance_is_released_when_its_calc_reward_fails(tmp_path):
+    entries = [tool_entry(user_tool("BadRewardTool"), "grade", {"text": "t"})]
+    r = ToolRunner(build_tools(write_yaml(tmp_path / "tools.yaml", {"tools": entries})), 5.0, 256, "middle")
+    session = r.session({})
+
+    async def episode():
+        texts = await session.run_turn([ToolCall("grade", {"text": "x"})], 1)
+        return texts, await session.finish()
+
+    texts, rewards = asyncio.run(episode())
+    tool = r.tools["grade"]
+    assert texts == ["x"] and rewards == {}
+    assert len(tool.released) == 1 and tool.state == {}  # released although calc_reward raised
+    assert session.stats.errors == 1  # the calc_reward failure is still counted
+
+
+def test_a_failed_create_tells_the_model_its_cause(tmp_path):
+    entries = [tool_entry(user_tool("BadCreateTool"), "box")]
+    r = ToolRunner(build_tools(write_yaml(tmp_path / "tools.yaml", {"tools": entries})), 5.0, 256, "middle")
+    session = r.session({})
+    (text,) = asyncio.run(session.run_turn([ToolCall("box", {})], 1))
+    assert text == "Error executing tool 'box': create failed: ConnectionError: sandbox quota exceeded"
+    assert session.stats.per_tool["box"] == [1, 1, "create failed: ConnectionError: sandbox quota exceeded"]
 
 
 def test_a_hanging_tool_costs_its_timeout_and_no_more(tmp_path):
@@ -82,8 +107,8 @@ def test_a_hanging_tool_costs_its_timeout_and_no_more(tmp_path):
 
     texts, seconds = asyncio.run(turn())
     assert texts == [
-        "Error when executing tool: sleep did not finish within 0.5 s",
-        "Error when executing tool: wait did not finish within 0.5 s",
+        "Error executing tool 'sleep': did not finish within 0.5 s",
+        "Error executing tool 'wait': did not finish within 0.5 s",
         "ok",
     ]
     assert seconds < 10, f"a 20 s tool held the turn {seconds:.1f} s with a 0.5 s timeout"
@@ -104,7 +129,7 @@ def test_execute_kwargs_the_tool_does_not_accept_fail_the_call_at_once(tmp_path)
         return texts, time.monotonic() - start
 
     (text,), seconds = asyncio.run(turn())
-    assert text.startswith("Error when executing tool: TypeError: "), text
+    assert text.startswith("Error executing tool 'strict': TypeError: "), text
     assert "unexpected keyword argument 'bogus'" in text, text
     assert seconds < 2, f"the call took {seconds:.1f} s"
     assert (session.stats.errors, session.stats.timeouts) == (1, 0)
@@ -162,7 +187,7 @@ def test_a_tool_failing_in_every_call_of_a_step_is_said_once_with_its_cause(tmp_
     one, first = asyncio.run(trajectory([ToolCall("str", {"text": "1"}), ToolCall("echo", {"text": "e"})]))
     _, second = asyncio.run(trajectory([ToolCall("str", {"text": "2"}), ToolCall("str", {"text": "3"})]))
     assert one == [
-        "Error when executing tool: str.execute returned str, not a ToolResponse (verl's contract: "
+        "Error executing tool 'str': str.execute returned str, not a ToolResponse (verl's contract: "
         "(ToolResponse(text=...), reward, metrics))",
         "e",
     ]
@@ -170,7 +195,7 @@ def test_a_tool_failing_in_every_call_of_a_step_is_said_once_with_its_cause(tmp_
     batch = DataProto.from_dict(
         {"x": torch.zeros(2, 1)}, {"agent_loop_stats": np.array([first, second], dtype=object)}
     )
-    assert failing_tools(batch) == {"str": (3, one[0].removeprefix("Error when executing tool: "))}
+    assert failing_tools(batch) == {"str": (3, one[0].removeprefix("Error executing tool 'str': "))}
     report = FailingToolReport()
     with caplog.at_level(logging.WARNING, logger="verl_lite"):
         report(batch, 1)
@@ -251,4 +276,4 @@ def test_a_blocking_plain_method_stalls_no_async_call(tmp_path):
 
     fast, seconds, slow = asyncio.run(turn())
     assert fast == ["ok"] * 4 and seconds < 0.9, seconds
-    assert slow == ["Error when executing tool: sleep did not finish within 1 s"]
+    assert slow == ["Error executing tool 'sleep': did not finish within 1 s"]

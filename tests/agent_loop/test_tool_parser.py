@@ -165,9 +165,9 @@ def test_the_tool_agent_loop_calls_the_tool_in_each_format(tmp_path, fmt, reques
     second = tok.decode(list(engine.calls[1][0].prompt_ids))
     # the turn separator only after a turn that ended at <|im_end|> (chat_render.py)
     reply = TOOL_7 if CALLS_7[fmt].endswith("<|im_end|>") else TOOL_7.removeprefix("\n")
-    if fmt == "gpt-oss":  # verl's gpt-oss layout (GptOssContinuousTokenBuilder), not the chat template's
+    if fmt == "gpt-oss":  # verl 0.9.0's gpt-oss layout (utils.py, its builder): the text raw, not JSON-quoted
         reply = (
             "<|start|>functions.calc_gsm8k_reward to=assistant<|channel|>commentary<|message|>"
-            "\"Current parsed answer='7' reward=1.0\"<|end|><|im_start|>assistant\n"
+            "Current parsed answer='7' reward=1.0<|end|><|im_start|>assistant\n"
         )
     assert second.endswith(CALLS_7[fmt] + reply)  # the tool's answer: reward 1.0 for "7"

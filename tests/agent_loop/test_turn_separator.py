@@ -122,7 +122,7 @@ def test_the_trajectory_is_the_whole_conversation_rendered_at_once():
 
 
 def test_verls_continuous_token_merge_reports_the_separator_as_inserted():
-    """verl 0.9.1's ct_merge_context_msg on a Qwen template: `\\n` after <|im_end|> in
+    """verl 0.9.0's ct_merge_non_assistant_msg on a Qwen template: `\\n` after <|im_end|> in
     inserted_token_ids (mask 0, log-prob 0), not counted in appended_token_count; nothing after a
     turn that did not end at <|im_end|>."""
     import asyncio
@@ -142,7 +142,7 @@ def test_verls_continuous_token_merge_reports_the_separator_as_inserted():
         runtime = prompt + ids(tok, turn)
         n = len(ids(tok, turn))
         merged, mask, logprobs = asyncio.run(
-            helpers.ct_merge_context_msg(previous, [*previous, follow_up], runtime, [1] * n, [-0.5] * n)
+            helpers.ct_merge_non_assistant_msg(previous, [*previous, follow_up], runtime, [1] * n, [-0.5] * n)
         )
         assert merged.inserted_token_ids == separator
         assert merged.token_ids == runtime + separator + body

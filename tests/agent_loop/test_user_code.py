@@ -21,7 +21,15 @@ LOOPS = "tests.agent_loop.user_loops"
 INTERACTIONS = "tests.interactions.user_interactions"
 
 
-def run(tmp_path, agent_name, scripts, loop_timeout=600.0, tool_call_timeout=60.0, interaction=None):
+def run(
+    tmp_path,
+    agent_name,
+    scripts,
+    loop_timeout=600.0,
+    tool_call_timeout=60.0,
+    interaction=None,
+    interaction_class="MisbehavingInteraction",
+):
     tok = tool_tokenizer()
     cfg = tiny_rollout(prompt_length=P, response_length=R)
     cfg.agent.loop_timeout, cfg.multi_turn.tool_call_timeout = loop_timeout, tool_call_timeout
@@ -39,7 +47,7 @@ def run(tmp_path, agent_name, scripts, loop_timeout=600.0, tool_call_timeout=60.
                 "interaction": [
                     {
                         "name": "user",
-                        "class_name": f"{INTERACTIONS}.MisbehavingInteraction",
+                        "class_name": f"{INTERACTIONS}.{interaction_class}",
                         "config": {"how": interaction},
                     }
                 ]
@@ -148,3 +156,17 @@ def test_a_token_id_outside_the_vocabulary_is_refused_before_the_update(tmp_path
         f"agent loop output 0 (agent loop 'beyond_vocab_loop'): response_ids[1]=1000000 is outside the model's "
         f"vocabulary [0, {len(tok)}) (1 such ids); a loop must return token ids of the model's tokenizer"
     )
+
+
+def test_an_interaction_gets_the_request_id_and_a_turn_without_a_score_is_skipped(tmp_path):
+    """verl's ToolAgentLoop (before verl#6074 removed interactions) called start_interaction(request_id,
+    **interaction_kwargs), ignored its return, and appended a turn's score only when it was not None."""
+    out = run(
+        tmp_path,
+        "tool_agent",
+        [["7<|im_end|>", "7<|im_end|>"]] * 2,
+        interaction="-",
+        interaction_class="RequestKeyedInteraction",
+    )
+    assert [list(s) for s in out.non_tensor_batch["turn_scores"]] == [[1.0], [1.0]]
+    assert out.non_tensor_batch["__num_turns__"].tolist() == [5, 5]

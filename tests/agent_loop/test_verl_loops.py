@@ -2,7 +2,7 @@
 
 The user's file verl_style_loops.py is what a verl user writes (imports from `verl.*`, `@register`,
 verl's constructor taking `*args, **kwargs` plus a YAML key, `self.server_manager.generate(request_id=...)`,
-AgentLoopOutput by keywords with AgentLoopMetrics). One loop uses verl 0.9.1's Continuous Token
+AgentLoopOutput by keywords with AgentLoopMetrics). One loop uses verl 0.9.0's Continuous Token
 helpers, the other verl 0.9.0's `apply_chat_template(remove_system_prompt=True)` and
 `system_prompt`. Both run through the real runner on the HF reference rollout of the tiny model;
 every token at mask 1 in the batch is the engine's sampled token with its log-prob, every request
@@ -216,3 +216,29 @@ def test_verls_own_single_turn_loop_runs_as_it_is(tmp_path):
     # verl's metrics, as the loop sets them from TokenOutput.num_preempted (-1: the engine did not say)
     stats = out.non_tensor_batch["agent_loop_stats"]
     assert [s["num_preempted"] for s in stats] == [2, -1] and stats[0]["generate_sequences"] >= 0
+
+
+def test_a_loop_with_verls_exact_constructor_parameters_builds_and_reads_verls_attributes(tmp_path):
+    """verl 0.9.0 builds a loop with exactly trainer_config, server_manager, tokenizer, processor,
+    dataset_cls, data_config and tools: a loop listing them without **kwargs runs (no `context` or
+    `hf_model_type` keyword); it reads enable_continuous_token and turn_separator as verl's loops do,
+    and its metrics["tool_calls"] (verl's simple_timer) is the step's timing_s/agent_loop/tool_calls."""
+    from verl_lite.agent_loop.metrics import compute_agent_loop_metrics
+
+    tok = tool_tokenizer()
+    engine = ScriptedRollout(tok, [["7<|im_end|>", "yes<|im_end|>"]])
+    cfg = tiny_rollout(prompt_length=P, response_length=R)
+    cfg.agent.agent_loop_config_path = write_yaml(
+        tmp_path / "loops.yaml", [{"name": "exact", "_target_": f"{LOOPS}.ExactSignatureLoop"}]
+    )
+    runner = AgentLoopRunner(engine, tok, cfg)
+    batch = prompt_batch(tok, [[{"role": "user", "content": "3+4="}]], P, agent_name=["exact"])
+    out = runner.run(batch, SamplingParams(n=1, temperature=1.0, response_length=R))
+    separator = tok("\n", add_special_tokens=False)["input_ids"]
+    assert out.non_tensor_batch["tool_extra_fields"][0]["turn_separator"] == separator
+    second = list(engine.calls[1][0].prompt_ids)
+    first = tok("7<|im_end|>", add_special_tokens=False)["input_ids"]
+    at = second.index(first[-1]) + 1
+    assert second[at : at + len(separator)] == separator, "the separator follows <|im_end|>"
+    metrics = compute_agent_loop_metrics(out)
+    assert metrics["timing_s/agent_loop/tool_calls/min"] >= 0.05, metrics

@@ -1,6 +1,7 @@
 """Agent loops a user might write, named by dotted path in agent_loop_config_path."""
 
 from verl_lite.agent_loop.base import AgentLoopBase, AgentLoopOutput
+from verl_lite.agent_loop.tool_agent import ToolAgentLoop
 
 
 class EchoLoop(AgentLoopBase):
@@ -74,3 +75,25 @@ class OldConstructorLoop(AgentLoopBase):
 
     async def run(self, sampling_params, **kwargs):
         return None
+
+
+class CallToolOverride(ToolAgentLoop):
+    """verl's way to change how a tool is called: override _call_tool (verl_lite's loop never calls it)."""
+
+    async def _call_tool(self, tool_call, tools_kwargs, agent_data):
+        raise AssertionError("never reached")
+
+
+class OwnRunCallingVerlHooks(ToolAgentLoop):
+    """Its own run drives verl's state machine, whose steps verl_lite's loop does not have."""
+
+    async def run(self, sampling_params, **kwargs):
+        return await self._handle_pending_state(None, sampling_params)
+
+
+class FewerParallelCalls(ToolAgentLoop):
+    """verl's attributes, set in __init__: run() reads them."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.max_parallel_calls = 1

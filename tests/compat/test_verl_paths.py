@@ -118,3 +118,10 @@ def test_an_installed_verl_is_used_as_it_is(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), ROOT])}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "ok", out.stderr
+
+
+def test_verls_get_event_loop_imports_as_its_tool_parser_imports_it():
+    """verl 0.9.0's tool_parser.py and agent_loop.py: `from verl.utils.ray_utils import get_event_loop`."""
+    from verl.utils.ray_utils import get_event_loop
+
+    assert isinstance(get_event_loop(), asyncio.AbstractEventLoop)

@@ -17,10 +17,12 @@ def text(ids):
 
 
 def test_parallel_replies_are_written_as_verl_writes_gpt_oss_replies():
+    """verl 0.9.0 writes a reply's text raw (format_gpt_oss_tool_response_manually); the bytes here
+    were JSON-quoted before, which verl never did."""
     ids = ChatRenderer(TOK, harmony=True).tool_results(['7 "ok"', "x\ny"], ["calc", "search"])
     assert text(ids) == (
-        '<|start|>functions.calc to=assistant<|channel|>commentary<|message|>"7 \\"ok\\""<|end|>'
-        '<|start|>functions.search to=assistant<|channel|>commentary<|message|>"x\\ny"<|end|>'
+        '<|start|>functions.calc to=assistant<|channel|>commentary<|message|>7 "ok"<|end|>'
+        "<|start|>functions.search to=assistant<|channel|>commentary<|message|>x\ny<|end|>"
         "<|start|>assistant"
     )
     assert TOK.convert_ids_to_tokens(ids[:1]) == ["<|start|>"]  # markup as its special tokens
@@ -55,17 +57,17 @@ def _calls(*names):
 
 
 def test_appended_messages_under_harmony_are_written_as_verls_gpt_oss_builder_writes_them():
-    """verl's Continuous Token helper (ct_merge_context_msg) appends messages: under harmony a run of
+    """verl's Continuous Token helper (ct_merge_non_assistant_msg) appends messages: under harmony a run of
     tool replies is written by hand, each other message rendered alone, the generation prompt once at
     the end; a reply's function is its name, else its tool_call_id's call, else its place."""
     renderer = ChatRenderer(TOK, harmony=True)
     previous = [{"role": "user", "content": "12*34="}, _calls("calc", "search")]
     by_place = [{"role": "tool", "content": "408"}, {"role": "tool", "content": "none"}]
     reply = "<|start|>functions.{} to=assistant<|channel|>commentary<|message|>{}<|end|>"
-    both = reply.format("calc", '"408"') + reply.format("search", '"none"')
+    both = reply.format("calc", "408") + reply.format("search", "none")  # raw text, as verl 0.9.0 writes it
     assert text(renderer.appended(by_place, previous)) == both + "<|start|>assistant"
     by_id = [{"role": "tool", "content": "none", "tool_call_id": "c1"}]
-    assert text(renderer.appended(by_id, previous)) == reply.format("search", '"none"') + "<|start|>assistant"
+    assert text(renderer.appended(by_id, previous)) == reply.format("search", "none") + "<|start|>assistant"
     then_user = [*by_place, {"role": "user", "content": "and 2*3?"}]
     assert text(renderer.appended(then_user, previous)) == (
         both + "<|start|>user<|message|>and 2*3?<|end|><|start|>assistant"

@@ -4,7 +4,7 @@ demo's calculator written in harmony, so that it calls `calc` as gpt-oss calls a
 
     <|start|>user<|message|>12*34=<|end|><|start|>assistant
     <|channel|>analysis<|message|>Use calc.<|end|><|start|>assistant<|channel|>commentary to=functions.calc <|constrain|>json<|message|>{"expression": "12*34"}<|call|>
-    <|start|>functions.calc to=assistant<|channel|>commentary<|message|>"408"<|end|><|start|>assistant
+    <|start|>functions.calc to=assistant<|channel|>commentary<|message|>408<|end|><|start|>assistant
     <|channel|>final<|message|>#### 408<|return|>
 
 As in gpt-oss's own folder: EOS is <|return|>, generation_config.json also stops at <|call|>, and a

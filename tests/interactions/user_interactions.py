@@ -51,3 +51,22 @@ class MisbehavingInteraction(CountingInteraction):
         if how == "exit":
             sys.exit(3)
         return False, "no", float("nan") if how == "nan" else 0.0, {}
+
+
+class RequestKeyedInteraction(BaseInteraction):
+    """Written for verl's ToolAgentLoop, which called start_interaction(request_id, ...), ignored what
+    it returned and kept using the request id; its first answer has no score (None: verl skips it)."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.state: dict = {}
+
+    async def start_interaction(self, instance_id=None, **kwargs):
+        if instance_id is None:
+            raise ValueError("no request id to keep the state under")
+        self.state[instance_id] = 0  # returns nothing, as verl never read it
+
+    async def generate_response(self, instance_id, messages, **kwargs):
+        self.state[instance_id] += 1
+        done = self.state[instance_id] >= 2
+        return done, "ok" if done else "again", 1.0 if done else None, {}

@@ -58,7 +58,7 @@ def test_custom_scorer_from_file_and_extra_info(tmp_path):
 def test_non_numeric_rewards_name_the_sample(returned):
     tok = build_tokenizer()
     batch = response_batch(tok, ["46", "7"], WIDTH)
-    batch.non_tensor_batch["index"] = np.array([11, 12], dtype=object)
+    batch.non_tensor_batch["dataset_index"] = np.array([11, 12], dtype=object)
     with pytest.raises(
         RewardError, match=r"for dataset index 11 \(batch row 0, data_source='verl_lite/arith'\)"
     ):

@@ -121,7 +121,7 @@ def test_a_server_that_dies_fails_its_call_and_the_next_call_starts_it_again(tmp
         [ToolCall(name="add", arguments={"a": 1, "b": 2})],
         [ToolCall(name="add", arguments={"a": 2, "b": 2})],
     )
-    assert texts[0][0].startswith("Error when executing tool: MCPTransportError: MCP server 'calc'"), texts
+    assert texts[0][0].startswith("Error executing tool 'add': MCPTransportError: MCP server 'calc'"), texts
     assert texts[1] == ["4"]
     assert stats["tool_errors"] == 1 and stats["tool_outcomes"]["add"][:2] == [2, 1]
     served = [r for r in calls(log) if "tool" in r]

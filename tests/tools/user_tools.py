@@ -34,6 +34,20 @@ class EchoTool(BaseTool):
         del self.state[instance_id]
 
 
+class BadRewardTool(EchoTool):
+    """calc_reward raises: its instance must be released all the same."""
+
+    async def calc_reward(self, instance_id, **kwargs):
+        raise RuntimeError("the grader is down")
+
+
+class BadCreateTool(BaseTool):
+    """create raises: the model is told why."""
+
+    async def create(self, instance_id=None, **kwargs):
+        raise ConnectionError("sandbox quota exceeded")
+
+
 class SleepTool(BaseTool):
     """Blocks its thread for `seconds`: blocking code, so a plain method (run in a thread of its own)."""
 

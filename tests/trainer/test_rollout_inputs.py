@@ -14,7 +14,8 @@ def dataset(tmp_path, agent_names):
             "data_source": "verl_lite/arith",
             "prompt": [{"role": "user", "content": f"{i}+1="}],
             "reward_model": {"ground_truth": str(i + 1)},
-            "extra_info": {"index": i, "tools_kwargs": {"calc": {"create_kwargs": {"x": str(i)}}}},
+            "extra_info": {"index": 100 + i, "tools_kwargs": {"calc": {"create_kwargs": {"x": str(i)}}}},
+            "ability": f"math{i}",
             **({"agent_name": name} if name is not False else {}),
         }
         for i, name in enumerate(agent_names)
@@ -50,3 +51,16 @@ def test_a_tool_agent_row_sends_the_rows_fields_and_messages(tmp_path):
         list(rollout_inputs(plain.collate([0, 1]), plain, "tool_agent").non_tensor_batch["agent_name"])
         == ["tool_agent"] * 2
     )
+
+
+def test_a_loop_gets_verls_index_and_every_column_of_its_row(tmp_path):
+    """verl's RLHFDataset.__getitem__ gives a loop's run(**kwargs) extra_info.index as `index` and every
+    column of the row; the row's position in the dataset stays verl_lite's own field."""
+    data = dataset(tmp_path, [None, "tool_agent"])
+    batch = data.collate([1, 0])
+    assert list(batch.non_tensor_batch["dataset_index"]) == [1, 0]
+    nt = rollout_inputs(batch, data, "single_turn_agent").non_tensor_batch
+    assert list(nt["index"]) == [101, 100]  # extra_info.index, not the position
+    assert list(nt["ability"]) == ["math1", "math0"] and list(nt["data_source"]) == ["verl_lite/arith"] * 2
+    assert [list(p) for p in nt["prompt"]] == [[{"role": "user", "content": f"{i}+1="}] for i in (1, 0)]
+    assert list(nt["interaction_kwargs"]) == [{}, {}] and "dataset_index" not in nt

@@ -17,11 +17,12 @@ The extra fields reach the reward function's extra_info as verl 0.9 passes them 
 verl's `tool_rewards` (step rewards of the tool calls) and `turn_scores` (interaction scores), any
 field of the loop's own, and `reward_scores` (a dict) as `rollout_reward_scores`.
 
-A loop is built as verl 0.9 builds it (agent_loop/verl_args.py): `cls(trainer_config=DictConfigWrap,
+A loop is built as verl 0.9.0 builds it (agent_loop/verl_args.py): `cls(trainer_config=DictConfigWrap,
 server_manager=..., tokenizer=..., processor=None, dataset_cls=..., data_config=DictConfigWrap,
-hf_model_type=..., tools=ToolListWrap, **its YAML keys)`, so a loop written for verl runs unchanged;
-verl's helpers are here (verl_helpers.py). verl_lite adds `context` (the worker's tools, parser and
-renderer, which the built-in loops use) and `loop_kwargs` (the YAML keys). Text only: multimodal
+tools=ToolListWrap, **its YAML keys)` and nothing else, so a loop written for verl runs unchanged;
+verl's helpers are here (verl_helpers.py). verl_lite's state reaches AgentLoopBase.__init__ beside the
+keywords (verl_args.build_loop): `context` (the worker's tools, parser and renderer, which the built-in
+loops use), `hf_model_type`; and `loop_kwargs` (the YAML keys). Text only: multimodal
 inputs, a processor and routed experts are refused by name (see VerlHelpers and AgentLoopOutput.check).
 """
 
@@ -30,15 +31,13 @@ from __future__ import annotations
 import asyncio
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel
 
+from verl_lite.agent_loop.verl_args import loop_state
 from verl_lite.agent_loop.verl_helpers import VerlHelpers
 from verl_lite.utils.scores import finite_score, short_repr
-
-if TYPE_CHECKING:
-    from verl_lite.agent_loop.context import LoopContext
 
 
 @dataclass
@@ -130,9 +129,11 @@ class AgentLoopBase(VerlHelpers, ABC):
     config, an OmegaConf tree, read-only), `rollout_config` (its actor_rollout_ref.rollout),
     `server_manager` (generates for this trajectory), `tokenizer`, `processor` (None: text only),
     `dataset_cls`, `data_config`, `apply_chat_template_kwargs`, `mm_processor_kwargs`, `system_prompt`
-    (verl 0.9.0's: the ids of the template's default system prompt), `loop` (the running event loop).
-    verl_lite's: `context` (the worker's tools, interactions, parser, renderer) and `loop_kwargs` (the
-    loop's entry in agent_loop_config_path besides name and _target_; verl passes them as keywords)."""
+    (verl 0.9.0's: the ids of the template's default system prompt), `turn_separator` (the ids the
+    template writes after a turn's closing token), `enable_continuous_token` (False: verl_lite's config
+    has no data.continuous_token), `loop` (the running event loop). verl_lite's: `context` (the
+    worker's tools, interactions, parser, renderer), `hf_model_type` and `loop_kwargs` (the loop's entry
+    in agent_loop_config_path besides name and _target_; verl passes them as keywords)."""
 
     def __init__(
         self,
@@ -142,10 +143,6 @@ class AgentLoopBase(VerlHelpers, ABC):
         processor,
         dataset_cls,
         data_config,
-        hf_model_type: str | None = None,
-        *,
-        context: LoopContext | None = None,
-        tools=None,
         **kwargs,
     ):
         self.config = trainer_config.config
@@ -157,13 +154,26 @@ class AgentLoopBase(VerlHelpers, ABC):
         self.data_config = data_config.config
         self.apply_chat_template_kwargs = dict(self.data_config.get("apply_chat_template_kwargs") or {})
         self.mm_processor_kwargs = dict(self.data_config.get("mm_processor_kwargs") or {})
-        self.hf_model_type = hf_model_type
-        self.context = context
-        self.system_prompt = context.renderer.system_prefix if context is not None else []
+        self.context, self.hf_model_type = loop_state()  # verl_lite's, set while the runner builds it
+        renderer = self.context.renderer if self.context is not None else None
+        # verl 0.9.0's (agent_loop.py AgentLoopBase.__init__): Continuous Token when
+        # data.continuous_token.enable and there is no processor (never here: verl 0.9.1's config has
+        # no such key); then no removable system prompt and no turn separator (the ct_* helpers render
+        # the turn boundaries), else the template's default system prompt and the separator after its
+        # closing token (Qwen's "\n" after <|im_end|>), which verl's loops put before a tool turn
+        continuous_token = self.data_config.get("continuous_token") or {}
+        self.enable_continuous_token = bool(continuous_token.get("enable", False)) and processor is None
+        self.continuous_token_builder = None
+        if self.enable_continuous_token:
+            self.system_prompt, self.turn_separator = None, []
+        else:
+            self.system_prompt = list(renderer.system_prefix) if renderer is not None else []
+            self.turn_separator = list(renderer.turn_separator) if renderer is not None else []
         try:
             self.loop = asyncio.get_running_loop()  # verl's get_event_loop(): the loop run() runs on
         except RuntimeError:
             self.loop = None  # built outside a rollout (a test); the helpers use the running loop
+        kwargs.pop("tools", None)  # verl's ToolListWrap: the built-in loops use the context's tools
         self.loop_kwargs = kwargs
 
     @abstractmethod

@@ -6,7 +6,8 @@
     timing_s/agent_loop/...                  verl's AgentLoopManager._performance_metrics (0.9.1
                                              agent_loop.py), under the timing_s/ its trainer adds:
       generate_sequences/{min,max,mean}      seconds per trajectory generating
-      tool_calls/{min,max,mean}              seconds per trajectory in tool turns
+      tool_calls/{min,max,mean}              seconds per trajectory in tool turns (a verl-written
+                                             loop's metrics["tool_calls"], as verl reads it)
       compute_score/{min,max,mean}           seconds per trajectory scoring inside the loop: 0 here,
                                              as in verl without reward-loop workers (verl_lite scores
                                              in the reward phase, timing_s/reward)
@@ -86,7 +87,7 @@ def _timing(batch: DataProto, stats: list[dict], t: str) -> dict[str, float]:
     """verl's per-trajectory timing metrics and the slowest trajectory's (module docstring)."""
     seconds = {
         "generate_sequences": np.array([s["generate_seconds"] for s in stats], dtype=np.float64),
-        "tool_calls": np.array([s.get("tool_seconds", 0.0) for s in stats], dtype=np.float64),
+        "tool_calls": np.array([_tool_seconds(s) for s in stats], dtype=np.float64),
         "compute_score": np.zeros(len(stats)),
     }
     preempted = np.array([s.get("num_preempted", -1) for s in stats], dtype=np.float64)
@@ -102,6 +103,14 @@ def _timing(batch: DataProto, stats: list[dict], t: str) -> dict[str, float]:
     metrics[f"{t}/slowest/prompt_length"] = float(attention[:-width].sum())
     metrics[f"{t}/slowest/response_length"] = float(attention[-width:].sum())
     return metrics
+
+
+def _tool_seconds(stats: dict) -> float:
+    """A trajectory's seconds in tool turns: verl_lite's loop counts them in tool_seconds; a loop
+    written for verl times them into metrics["tool_calls"] (simple_timer, as verl's ToolAgentLoop)."""
+    if "tool_seconds" in stats:
+        return stats["tool_seconds"]
+    return float(stats.get("tool_calls") or 0.0)
 
 
 log = logging.getLogger("verl_lite")

@@ -78,6 +78,12 @@ class LoopSpec:
                 "sampling_params, **kwargs)), as AgentLoopBase.run is"
             )
         check_constructor(cls, self.kwargs, self.name, self.target)
+        # here, not at the top: verl_hooks imports tool_agent, which imports much
+        from verl_lite.agent_loop.verl_hooks import unsupported_hooks
+
+        problem = unsupported_hooks(cls)
+        if problem is not None:
+            raise ValueError(f"agent loop {self.name!r}: {self.target} {problem}")
         return cls
 
 

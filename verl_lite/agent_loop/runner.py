@@ -35,7 +35,7 @@ from verl_lite.agent_loop.context import build_loop_context
 from verl_lite.agent_loop.registry import agent_loops
 from verl_lite.agent_loop.sanity import first_mismatch
 from verl_lite.agent_loop.scheduler import ContinuousBatcher
-from verl_lite.agent_loop.verl_args import config_tree, loop_arguments
+from verl_lite.agent_loop.verl_args import build_loop, config_tree, loop_arguments
 from verl_lite.protocol import DataProto
 from verl_lite.rollout.base import Rollout, SamplingParams
 from verl_lite.utils.user_code import exits_as_errors, file_of
@@ -156,8 +156,8 @@ class AgentLoopRunner:
                 fix="a loop must return its output or raise",
                 error=RuntimeError,
             ):
-                arguments = loop_arguments(self.config_tree, server, self.context, self.hf_model_type)
-                loop = cls(**arguments, **spec.kwargs)  # verl's constructor (base.py)
+                arguments = loop_arguments(self.config_tree, server, self.context)
+                loop = build_loop(cls, arguments, spec.kwargs, self.context, self.hf_model_type)
                 return await loop.run(dict(sampling), **row)
         finally:
             batcher.finished(server.trajectory)

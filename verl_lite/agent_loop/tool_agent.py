@@ -73,13 +73,36 @@ class Trajectory:
 
 
 class ToolAgentLoop(AgentLoopBase):
+    def __init__(self, *args, **kwargs):
+        """verl 0.9.0's attributes (ToolAgentLoop.__init__), which run() reads, so a subclass may change
+        them in its own __init__: the multi_turn limits, `tools` (name -> tool: the ones this loop's
+        trajectories may call), `tool_parser`, the lengths. verl's hooks are not here: verl_hooks.py."""
+        super().__init__(*args, **kwargs)
+        mt = self.rollout_config.multi_turn
+        self.max_user_turns, self.max_assistant_turns = mt.max_user_turns, mt.max_assistant_turns
+        self.max_parallel_calls = mt.max_parallel_calls
+        self.max_tool_response_length = mt.max_tool_response_length
+        self.tool_response_truncate_side = mt.tool_response_truncate_side
+        ctx = self.context
+        self.tools = dict(ctx.tool_runner.tools) if ctx is not None else {}
+        self.tool_schemas = list(ctx.tool_schemas or []) if ctx is not None else []
+        self.tool_parser = ctx.parser if ctx is not None else None
+        self.tool_parser_name = mt.format
+        self.prompt_length = self.rollout_config.prompt_length
+        self.response_length = self.rollout_config.response_length
+
     async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput:
-        ctx, mt = self.context, self.context.multi_turn
-        traj = Trajectory(list(kwargs["prompt_ids"]), self.rollout_config.response_length)
+        ctx = self.context
+        traj = Trajectory(list(kwargs["prompt_ids"]), self.response_length)
         messages = [dict(m) for m in (kwargs.get("raw_prompt") or [])]
-        session = ctx.tool_runner.session(kwargs.get("tools_kwargs"))
+        session = ctx.tool_runner.session(
+            kwargs.get("tools_kwargs"),
+            self.tools,
+            (self.max_tool_response_length, self.tool_response_truncate_side),
+        )
         agent_data = AgentData(messages, request_id=uuid4().hex, tools_kwargs=session.tools_kwargs)
-        interaction, instance, interaction_kwargs = await self._start_interaction(kwargs)
+        interaction, interaction_kwargs = await self._start_interaction(kwargs, agent_data.request_id)
+        instance = agent_data.request_id  # verl's interactions key their state by the request id
         assistant_turns = user_turns = 0
         turn_scores: list[float] = []
         preempted = None  # verl's metrics["num_preempted"], summed over the generations
@@ -96,17 +119,17 @@ class ToolAgentLoop(AgentLoopBase):
                     out.token_ids, skip_special_tokens=True
                 )  # read, never re-encoded
                 messages.append({"role": "assistant", "content": text})
-                if traj.left <= 0 or _reached(mt.max_assistant_turns, assistant_turns):
+                if traj.left <= 0 or _reached(self.max_assistant_turns, assistant_turns):
                     break
-                if _reached(mt.max_user_turns, user_turns):
+                if _reached(self.max_user_turns, user_turns):
                     break
-                _, parsed = await ctx.parser.extract_tool_calls(out.token_ids, ctx.tool_schema_models)
+                _, parsed = await self.tool_parser.extract_tool_calls(out.token_ids, ctx.tool_schema_models)
                 calls = [as_tool_call(c) for c in parsed]
                 if calls:
                     agent_data.update(
                         traj, out.token_ids, (assistant_turns, user_turns), parsed, turn_scores, session
                     )
-                    texts = await session.run_turn(calls, mt.max_parallel_calls, agent_data)
+                    texts = await session.run_turn(calls, self.max_parallel_calls, agent_data)
                     tool_messages = [{"role": "tool", "content": t} for t in texts]
                     ids = ctx.renderer.tool_results(
                         texts, [c.name for c in calls[: len(texts)]], traj.last_id
@@ -120,13 +143,14 @@ class ToolAgentLoop(AgentLoopBase):
                     done, reply, score, _ = await self._interaction(
                         interaction, "generate_response", instance, messages, **interaction_kwargs
                     )
-                    if finite_score(score) is None:
+                    if score is not None and finite_score(score) is None:
                         raise ValueError(
                             f"interaction {_name(interaction)}.generate_response returned the score "
-                            f"{short_repr(score)}; it must be a finite number, not a bool"
+                            f"{short_repr(score)}; it must be a finite number (or None: no score), not a bool"
                         )
                     user_turns += 1
-                    turn_scores.append(finite_score(score))
+                    if score is not None:  # verl appends a turn's score only when there is one
+                        turn_scores.append(finite_score(score))
                     messages.append({"role": "user", "content": reply})
                     traj.add_inserted(ctx.renderer.inserted([messages[-1]], traj.last_id)[: traj.left])
                     if done or traj.left <= 0:
@@ -162,10 +186,12 @@ class ToolAgentLoop(AgentLoopBase):
             },
         )
 
-    async def _start_interaction(self, kwargs: dict):
-        """The row's interaction (extra_info.interaction_kwargs.name) when an interaction config is set."""
+    async def _start_interaction(self, kwargs: dict, request_id: str):
+        """The row's interaction (extra_info.interaction_kwargs.name) when an interaction config is set,
+        started as verl's ToolAgentLoop started it (before verl#6074): start_interaction(request_id,
+        **interaction_kwargs), its return value unused; later calls name the request id."""
         if not self.context.interactions:
-            return None, None, {}
+            return None, {}
         interaction_kwargs = dict((kwargs.get("extra_info") or {}).get("interaction_kwargs") or {})
         name = interaction_kwargs.get("name")
         if name not in self.context.interactions:
@@ -174,8 +200,8 @@ class ToolAgentLoop(AgentLoopBase):
                 f"multi_turn.interaction_config_path (it has {sorted(self.context.interactions)})"
             )
         interaction = self.context.interactions[name]
-        instance = await self._interaction(interaction, "start_interaction", None, **interaction_kwargs)
-        return interaction, instance, interaction_kwargs
+        await self._interaction(interaction, "start_interaction", request_id, **interaction_kwargs)
+        return interaction, interaction_kwargs
 
     async def _interaction(self, interaction, method: str, *args, **kwargs):
         """`await interaction.<method>(...)` as a tool call is run: on the tool loop, under tool_call_timeout."""

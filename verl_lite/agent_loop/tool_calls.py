@@ -22,11 +22,13 @@ are counted. Every call run leaves its step reward in `tool_rewards`, in the ord
 the calls (verl 0.9's ToolAgentLoop): the reward `execute` returned, 0.0 for a call that failed
 (verl's `_call_tool` returns 0.0 on an error), nothing when `execute` returned None as its reward;
 `finish` returns each tool's `calc_reward` (reward/extra_info.py: where both reach the reward function).
-What the model is told for a call, as verl words it where verl has a message:
+What the model is told for a call, in verl 0.9.0's words (ToolAgentLoop._call_tool):
   - the tool's text, truncated to max_tool_response_length characters on tool_response_truncate_side;
-  - `Error when executing tool: ...` for an unknown tool name, a malformed call (tool_parser.py), a
-    tool that raises, or a result with images or video (text models only);
-  - `Error when executing tool: <name> did not finish within <t> s` for a timeout.
+  - `Unknown function 'x'. Available tools: [...]` for a name no tool has (checked first, as verl does);
+  - `Invalid JSON in arguments for 'x': ...` for arguments that are not a JSON object;
+  - `Error executing tool 'x': ...` for a tool whose create or execute raises or times out, or whose
+    result has images or video (text models only), or another malformed call (tool_parser.py: verl
+    drops those; the cause follows the colon).
 Every call's outcome is counted (ToolStats) for the step's metrics, and per tool the calls, the
 failures and the first failure's text: when every call of a tool in a step fails, the driver says
 so once on the console with that cause (metrics.py), not only in a counter.
@@ -52,6 +54,13 @@ POOL_SIZE = 64  # tool calls running at once per worker, over all its trajectori
 
 class ToolTimeout(Exception):
     pass
+
+
+class CreateFailed(Exception):
+    """A call of a tool whose instance could not be created: the message is create's cause."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 def _as_exception(e: BaseException) -> Exception:
@@ -211,18 +220,19 @@ class ToolRunner:
         except asyncio.TimeoutError:
             raise ToolTimeout() from None
 
-    def session(self, tools_kwargs: dict | None) -> ToolSession:
-        return ToolSession(self, tools_kwargs or {})
-
-    def text_of(self, response) -> str:
-        text = response.text or ""
-        return truncate(text, self.max_response_length, self.truncate_side)
+    def session(self, tools_kwargs: dict | None, tools: dict | None = None, truncation=None) -> ToolSession:
+        """A trajectory's session; `tools` (name -> tool, default the runner's) are the ones it may call,
+        `truncation` its (max_tool_response_length, tool_response_truncate_side) (default the runner's)."""
+        return ToolSession(self, tools_kwargs or {}, tools, truncation)
 
 
 class ToolSession:
-    def __init__(self, runner: ToolRunner, tools_kwargs: dict):
+    def __init__(self, runner: ToolRunner, tools_kwargs: dict, tools: dict | None = None, truncation=None):
         self.runner, self.tools_kwargs = runner, tools_kwargs
+        self.tools = runner.tools if tools is None else tools
+        self.truncation = truncation or (runner.max_response_length, runner.truncate_side)
         self.instances: dict[str, str] = {}  # tool name -> instance id
+        self.create_failures: dict[str, str] = {}  # tool name -> why its create failed this turn
         self.stats = ToolStats()
         self.tool_rewards: list = []  # step rewards of the calls run, in call order (verl's tool_rewards)
 
@@ -237,7 +247,7 @@ class ToolSession:
             calls[:max_parallel],
             self.stats.dropped + max(0, len(calls) - max_parallel),
         )
-        names = {c.name for c in taken if c.error is None and c.name in self.runner.tools}
+        names = {c.name for c in taken if c.error is None and c.name in self.tools}
         await asyncio.gather(*(self._create(n) for n in sorted(names - set(self.instances))))
         results = await asyncio.gather(
             *(self._one(c, agent_data) for c in taken)
@@ -247,27 +257,33 @@ class ToolSession:
         return [text for text, _ in results]
 
     async def _create(self, name: str) -> None:
-        tool = self.runner.tools[name]
+        """The tool's instance for this trajectory; on a failure, its cause, which the tool's calls of
+        this turn then report (verl puts create's exception in the reply too); a later turn retries."""
+        tool = self.tools[name]
         try:
             instance_id, _ = await self.runner.call(
                 tool.create, create_kwargs=self._kwargs(name, "create_kwargs")
             )
             self.instances[name] = instance_id
-        except Exception:  # ToolTimeout too; the calls of this tool then report it
-            return
+            self.create_failures.pop(name, None)
+        except ToolTimeout:
+            self.create_failures[name] = f"create did not finish within {self.runner.timeout_s:g} s"
+        except Exception as e:
+            self.create_failures[name] = f"create failed: {type(e).__name__}: {e}"
 
     async def _one(self, call: ToolCall, agent_data=None) -> tuple[str, Any]:
         """The text for the model and the call's step reward (0.0 for a failed call, as in verl)."""
+        tools = self.tools
         if call.error is not None:
             self.stats.malformed += 1
+        if call.name and call.name not in tools:  # verl checks the name before the arguments
             self.stats.errors += 1
-            return f"Error when executing tool: {call.error}", 0.0
-        if call.name not in self.runner.tools:
+            return f"Unknown function '{call.name}'. Available tools: {list(tools)}", 0.0
+        if call.error is not None:
             self.stats.errors += 1
-            return (
-                f"Error when executing tool: unknown tool {call.name!r}; the tools are {sorted(self.runner.tools)}",
-                0.0,
-            )
+            if call.bad_arguments:
+                return f"Invalid JSON in arguments for '{call.name}': {call.error}", 0.0
+            return f"Error executing tool{f' {call.name!r}' if call.name else ''}: {call.error}", 0.0
         self.stats.calls += 1
         start = time.perf_counter()
         failure = reward = None
@@ -275,7 +291,10 @@ class ToolSession:
             text, reward, failure = self._result(call.name, await self._execute(call, agent_data))
         except ToolTimeout:
             self.stats.timeouts += 1
-            failure = f"{call.name} did not finish within {self.runner.timeout_s:g} s"
+            failure = f"did not finish within {self.runner.timeout_s:g} s"
+        except CreateFailed as e:
+            self.stats.errors += 1
+            failure = str(e)
         except Exception as e:
             self.stats.errors += 1
             failure = f"{type(e).__name__}: {e}"
@@ -283,13 +302,13 @@ class ToolSession:
             self.stats.latencies.append(time.perf_counter() - start)
         self.stats.outcome(call.name, failure)
         if failure is not None:
-            return f"Error when executing tool: {failure}", 0.0
+            return f"Error executing tool '{call.name}': {failure}", 0.0
         return text, reward
 
     async def _execute(self, call: ToolCall, agent_data=None):
         if call.name not in self.instances:
-            raise RuntimeError(f"creating the {call.name} tool's instance failed or timed out")
-        tool = self.runner.tools[call.name]
+            raise CreateFailed(self.create_failures.get(call.name, "create failed"))
+        tool = self.tools[call.name]
         kwargs = self._kwargs(call.name, "execute_kwargs")
         if agent_data is not None and takes_keyword(tool.execute, "agent_data"):
             kwargs["agent_data"] = agent_data  # verl's; an execute without the parameter cannot read it
@@ -309,21 +328,26 @@ class ToolSession:
         if why is not None:
             self.stats.errors += 1
             return None, None, why
-        return self.runner.text_of(response), as_reward(reward), None
+        return truncate(response.text or "", *self.truncation), as_reward(reward), None
 
     async def finish(self) -> dict[str, Any]:
-        """calc_reward of each tool used (with calc_reward_kwargs), then release; name -> reward, as
-        the tool returned it (a number as a float), as verl's rollout collected them."""
+        """calc_reward of each tool used (with calc_reward_kwargs), then release, also when calc_reward
+        failed (each failure counted); name -> reward, as the tool returned it (a number as a float),
+        as verl's rollout collected them."""
         rewards: dict[str, Any] = {}
         for name, instance_id in self.instances.items():
-            tool = self.runner.tools[name]
+            tool = self.tools[name]
             try:
                 reward = await self.runner.call(
                     tool.calc_reward, instance_id, **self._kwargs(name, "calc_reward_kwargs")
                 )
                 rewards[name] = as_reward(reward)
-                await self.runner.call(tool.release, instance_id, **self._kwargs(name, "release_kwargs"))
             except Exception:  # ToolTimeout too
                 self.stats.errors += 1
+            finally:  # an instance is released whatever calc_reward did (verl releases in a finally)
+                try:
+                    await self.runner.call(tool.release, instance_id, **self._kwargs(name, "release_kwargs"))
+                except Exception:
+                    self.stats.errors += 1
         self.instances.clear()
         return rewards

@@ -44,6 +44,9 @@ class ToolCall:
     name: str
     arguments: dict[str, Any] = field(default_factory=dict)
     error: str | None = None  # set for a malformed call: what the model is told
+    bad_arguments: bool = field(
+        default=False, compare=False
+    )  # the error is the arguments' JSON (verl's "Invalid JSON in arguments for")
 
 
 class FunctionCall(BaseModel):
@@ -118,9 +121,13 @@ def as_tool_call(call) -> ToolCall:
     try:
         arguments = json.loads(call.arguments) if call.arguments.strip() else {}
     except json.JSONDecodeError as e:
-        return ToolCall(name, error=f"the tool call's arguments are not valid JSON ({e.msg} at char {e.pos})")
+        return ToolCall(
+            name,
+            error=f"the tool call's arguments are not valid JSON ({e.msg} at char {e.pos})",
+            bad_arguments=True,
+        )
     if not isinstance(arguments, dict):
-        return ToolCall(name, error="the tool call's arguments must be a JSON object")
+        return ToolCall(name, error="the tool call's arguments must be a JSON object", bad_arguments=True)
     return ToolCall(name, arguments)
 
 
@@ -129,7 +136,7 @@ def json_call(name, arguments) -> ToolCall:
     if not isinstance(name, str) or not name:
         return ToolCall("", error='the tool call has no "name" string')
     if not isinstance(arguments, dict):
-        return ToolCall(name, error='the tool call\'s "arguments" must be a JSON object')
+        return ToolCall(name, error='the tool call\'s "arguments" must be a JSON object', bad_arguments=True)
     return ToolCall(name, arguments)
 
 

@@ -1,22 +1,25 @@
-"""What an agent loop's constructor receives, as verl 0.9's AgentLoopWorker passes it
+"""What an agent loop's constructor receives, as verl 0.9.0's AgentLoopWorker passes it
 (verl/experimental/agent_loop/agent_loop.py, `_run_agent_loop`):
 
-    cls(trainer_config=DictConfigWrap(config), server_manager=..., tokenizer=..., processor=None,
-        hf_model_type=..., dataset_cls=RLHFDataset, data_config=DictConfigWrap(config.data),
-        tools=ToolListWrap([...]), **the loop's YAML keys)
+    hydra.utils.instantiate(the loop's entry, trainer_config=DictConfigWrap(config), server_manager=...,
+        tokenizer=..., processor=None, dataset_cls=RLHFDataset, data_config=DictConfigWrap(config.data),
+        tools=ToolListWrap([...]))          # plus the entry's own YAML keys
 
-`config` is the whole trainer config as a read-only OmegaConf tree (a verl loop reads
-`self.config.actor_rollout_ref.model.path`, `self.data_config.get(...)`). verl_lite adds the keyword
-`context` (the worker's LoopContext; AgentLoopBase keeps it, a loop's own `**kwargs` may ignore it).
-`check_constructor` is the start-up test that a loop class accepts these keywords: a loop written
-for verl_lite's earlier `(context, server_manager, **kwargs)` constructor is refused then, in one
-line, not at the first rollout.
+exactly these keywords, so a loop whose __init__ lists verl's parameters without **kwargs builds
+here as it does in verl. `config` is the whole trainer config as a read-only OmegaConf tree (a verl
+loop reads `self.config.actor_rollout_ref.model.path`, `self.data_config.get(...)`). verl_lite's own
+state for the loop (the worker's LoopContext: tools, parser, renderer; the model's hf_model_type) is
+not a keyword: `build_loop` holds it in a context variable while the class is built, and
+AgentLoopBase.__init__ reads it (`loop_state`). `check_constructor` is the start-up test that a loop
+class accepts these keywords: a loop written for verl_lite's earlier `(context, server_manager,
+**kwargs)` constructor is refused then, in one line, not at the first rollout.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
+from contextvars import ContextVar
 from typing import Any
 
 from omegaconf import OmegaConf
@@ -26,12 +29,12 @@ VERL_KEYWORDS = (
     "server_manager",
     "tokenizer",
     "processor",
-    "hf_model_type",
     "dataset_cls",
     "data_config",
     "tools",
-    "context",
 )
+# (LoopContext, hf_model_type) of the loop being built by build_loop; None outside it
+_LOOP_STATE: ContextVar[tuple | None] = ContextVar("verl_lite_loop_state", default=None)
 
 
 class DictConfigWrap:
@@ -76,7 +79,7 @@ def _plain(value):
     return value
 
 
-def loop_arguments(tree, server_manager, context, hf_model_type: str | None) -> dict[str, Any]:
+def loop_arguments(tree, server_manager, context) -> dict[str, Any]:
     """verl's constructor keywords for one trajectory's loop (its YAML keys are added by the runner)."""
     from verl_lite.data.rlhf_dataset import RLHFDataset
 
@@ -85,12 +88,25 @@ def loop_arguments(tree, server_manager, context, hf_model_type: str | None) -> 
         "server_manager": server_manager,
         "tokenizer": context.tokenizer,
         "processor": None,
-        "hf_model_type": hf_model_type,
         "dataset_cls": RLHFDataset,
         "data_config": DictConfigWrap(tree.data),
         "tools": ToolListWrap(list(context.tools.values())),
-        "context": context,
     }
+
+
+def build_loop(cls: type, arguments: dict[str, Any], loop_keys: dict[str, Any], context, hf_model_type):
+    """`cls(**arguments, **loop_keys)` (verl's keywords, the loop's YAML keys), with verl_lite's state
+    for AgentLoopBase.__init__ (`loop_state`) set meanwhile."""
+    token = _LOOP_STATE.set((context, hf_model_type))
+    try:
+        return cls(**arguments, **loop_keys)
+    finally:
+        _LOOP_STATE.reset(token)
+
+
+def loop_state() -> tuple:
+    """(LoopContext, hf_model_type) of the loop being built; (None, None) outside build_loop (a test)."""
+    return _LOOP_STATE.get() or (None, None)
 
 
 def check_constructor(cls: type, loop_keys: dict[str, Any], name: str, target: str) -> None:
@@ -100,7 +116,7 @@ def check_constructor(cls: type, loop_keys: dict[str, Any], name: str, target: s
     except TypeError as e:
         raise ValueError(
             f"agent loop {name!r}: {target}.__init__ does not accept verl's constructor arguments ({e}); verl "
-            "builds a loop as cls(trainer_config, server_manager, tokenizer, processor, dataset_cls, data_config, "
-            "hf_model_type, tools=..., **its YAML keys): take `*args, **kwargs` and call super().__init__(*args, "
+            "builds a loop as cls(trainer_config=, server_manager=, tokenizer=, processor=, dataset_cls=, "
+            "data_config=, tools=, **its YAML keys): take `*args, **kwargs` and call super().__init__(*args, "
             "**kwargs), as verl's loops do"
         ) from None

@@ -1,10 +1,11 @@
 """verl's AgentLoopBase helpers, for loops written against verl 0.9 (text models).
 
-verl 0.9.1 builds and extends a trajectory's tokens with its Continuous Token helpers
-(`ct_build_initial_tokens`, `ct_merge_assistant_token`, `ct_merge_context_msg`); verl 0.9.0 and
-earlier loops call `apply_chat_template` and slice `system_prompt`. Both are here with verl's
-signatures and results, rendered by the worker's one chat renderer (data/chat_render.py), the same
-one the dataset's prompts and the built-in tool loop use:
+verl 0.9.0's loops build and extend a trajectory's tokens with its Continuous Token helpers
+(`ct_build_initial_tokens`, `ct_merge_assistant_token`, `ct_merge_non_assistant_msg`) when
+`self.enable_continuous_token` (data.continuous_token.enable: never here, base.py), else with
+`apply_chat_template`, `system_prompt` and `turn_separator` (the path verl's loops take here). Both
+are here with verl's signatures and results, rendered by the worker's one chat renderer
+(data/chat_render.py), the same one the dataset's prompts and the built-in tool loop use:
 
   - the initial prompt is the conversation rendered whole with the generation prompt (and the tools'
     schemas), left-truncated to rollout.prompt_length with a warning, as verl does;
@@ -36,7 +37,7 @@ class MergeResult:
 
     token_ids: list[int]
     appended_token_count: int
-    kind: str = "context"  # "assistant" | "context"
+    kind: str = "non_assistant"  # "assistant" | "non_assistant"
     inserted_token_ids: list[int] = field(default_factory=list)
     removed_prefix_token_count: int = 0
 
@@ -127,7 +128,7 @@ class VerlHelpers:
             )
         return merged, mask, list(response_logprobs) + logprobs
 
-    async def ct_merge_context_msg(
+    async def ct_merge_non_assistant_msg(
         self,
         previous_messages,
         updated_messages,
@@ -150,7 +151,7 @@ class VerlHelpers:
             else []
         )
         separator = renderer.separator_after(runtime[-1] if runtime else None) if appended else []
-        merged = MergeResult(runtime + separator + ids, len(ids), "context", separator)
+        merged = MergeResult(runtime + separator + ids, len(ids), "non_assistant", separator)
         ids = separator + ids
         mask = list(response_mask) + [0] * len(ids)
         logprobs = None if response_logprobs is None else list(response_logprobs) + [0.0] * len(ids)

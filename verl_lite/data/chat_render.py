@@ -12,7 +12,8 @@ Tool results go through `tool_results`: the template as above, except for the gp
 and so cannot render a reply alone (gpt-oss's own template raises). There each reply is written as
 verl writes it (GptOssContinuousTokenBuilder, picked there by model_type gpt_oss; here by that or
 the format, which reads harmony: `is_harmony`): `<|start|>functions.NAME to=assistant<|channel|>commentary<|message|>` + the
-text as a JSON string + `<|end|>`, then the template's generation prompt (`<|start|>assistant`).
+text as it is (not JSON-quoted: verl 0.9.0's format_gpt_oss_tool_response_manually and its
+gpt-oss Continuous Token builder write the raw text) + `<|end|>`, then the template's generation prompt (`<|start|>assistant`).
 
 `appended` is verl's Continuous Token helper's rendering of messages a loop appends (tool replies and
 other messages mixed; agent_loop/verl_helpers.py): `inserted`, or under harmony each run of replies
@@ -38,7 +39,6 @@ and `tool_results`.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 HARMONY_FORMAT, HARMONY_MODEL_TYPE = "gpt-oss", "gpt_oss"  # the format and the model_type of harmony
@@ -111,8 +111,7 @@ class ChatRenderer:
     def _harmony_replies(self, texts: list[str], names: list[str]) -> list[int]:
         """The replies as verl's gpt-oss builder writes them, without the generation prompt."""
         replies = "".join(
-            f"<|start|>functions.{name} to=assistant<|channel|>commentary<|message|>"
-            f"{json.dumps(text, ensure_ascii=False, separators=(',', ':'))}<|end|>"
+            f"<|start|>functions.{name} to=assistant<|channel|>commentary<|message|>{text}<|end|>"
             for name, text in zip(names, texts, strict=True)
         )
         return self.tokenizer(replies, add_special_tokens=False)["input_ids"]

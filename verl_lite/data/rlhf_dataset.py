@@ -256,7 +256,8 @@ class RLHFDataset:
             "data_source": [r[self.spec.reward_fn_key] for r in rows],
             "reward_model": [dict(r.get("reward_model") or {}) for r in rows],
             "extra_info": [dict(r.get("extra_info") or {}) for r in rows],
-            "index": list(indices),
+            "index": [verl_index(r) for r in rows],  # verl's: extra_info.index (0 when absent)
+            DATASET_INDEX: list(indices),  # the rows' positions in this dataset (verl_lite's own)
         }
         if self.spec.return_raw_chat:
             non_tensors["raw_prompt"] = [r["__messages__"] for r in rows]
@@ -281,8 +282,29 @@ class RLHFDataset:
         """The chat messages of the rows `indices` (an agent loop's conversation starts with them)."""
         return [self.rows[int(i)]["__messages__"] for i in indices]
 
+    def loop_rows(self, indices) -> dict[str, list]:
+        """What verl's RLHFDataset.__getitem__ gives an agent loop for the rows `indices`, by field:
+        every column of the file (the prompt's too; not verl_lite's own `__` ones), `raw_prompt`, and
+        from extra_info `index` (0 when absent), `tools_kwargs` and `interaction_kwargs` ({} when absent)."""
+        rows = [self.rows[int(i)] for i in indices]
+        columns = dict.fromkeys(k for r in rows for k in r if not k.startswith("__"))
+        fields = {k: [r.get(k) for r in rows] for k in columns}
+        fields["extra_info"] = [dict(r.get("extra_info") or {}) for r in rows]
+        fields["raw_prompt"] = [r["__messages__"] for r in rows]
+        fields["index"] = [verl_index(r) for r in rows]
+        for key in ("tools_kwargs", "interaction_kwargs"):
+            fields[key] = [agent_field(r, key) for r in rows]
+        return fields
+
 
 AGENT_FIELDS = ("agent_name", "tools_kwargs", "interaction_kwargs")
+DATASET_INDEX = "dataset_index"  # a batch's field: each row's position in its dataset
+
+
+def verl_index(row: dict):
+    """verl's `index` of a row: its extra_info.index, 0 when it has none (rl_dataset.py __getitem__)."""
+    info = row.get("extra_info")
+    return info.get("index", 0) if isinstance(info, dict) else 0
 
 
 def agent_field(row: dict, key: str):

@@ -170,7 +170,8 @@ class NaiveRewardManager:
 
     def _where(self, data: DataProto, i: int, source) -> str:
         """Where a sample came from: its parquet file and row (or dataset index), batch row, data_source."""
-        index = data.non_tensor_batch["index"][i] if "index" in data.non_tensor_batch else None
+        positions = data.non_tensor_batch.get("dataset_index")  # the dataset's (rlhf_dataset.DATASET_INDEX)
+        index = positions[i] if positions is not None else None
         if index is None:
             return f"batch row {i} (data_source={source!r})"
         origin = self.locate(int(index)) if self.locate is not None else f"dataset index {index}"

@@ -15,7 +15,7 @@ mcp_search_tool.py, before 4f8f4c01b):
     did not use it), `rate_limit` (calls per second per worker, verl's token bucket; 10).
 
 Where verl_lite differs, on purpose: a server that cannot be reached or dies mid-call makes the call
-fail (the model reads `Error when executing tool: ...`, the rollout counts it in tool_errors, and the
+fail (the model reads `Error executing tool '<name>': ...`, the rollout counts it in tool_errors, and the
 next call starts the server again), where verl returned `"\\n Connection failed: ..."` as if the tool
 had answered; and a tool listed by no server is refused when the tools are built (before Ray).
 """

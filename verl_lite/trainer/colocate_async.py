@@ -41,7 +41,7 @@ import torch
 
 from verl_lite.agent_loop.registry import SINGLE_TURN
 from verl_lite.config.schema import PPOTrainerConfig
-from verl_lite.data.rlhf_dataset import EpochSampler, RLHFDataset, agent_field
+from verl_lite.data.rlhf_dataset import DATASET_INDEX, EpochSampler, RLHFDataset, agent_field
 from verl_lite.errors import RunError
 from verl_lite.protocol import DataProto
 from verl_lite.rollout.base import assemble, folder_stop_ids, place_log_probs
@@ -248,7 +248,7 @@ class ColocateAsync:
             for _ in range(self.warmup_batches):
                 self._submit(self._draw(self.batch_size), step)
             self.started = True
-        self._submit([int(i) for i in batch.non_tensor_batch["index"]], step)
+        self._submit([int(i) for i in batch.non_tensor_batch[DATASET_INDEX]], step)
 
     def _refill_stale(self, step: int, evicted: list[int]) -> bool:
         """`drop`'s eviction at `step` (the ages into `evicted`) and verl's refill: one new prompt per

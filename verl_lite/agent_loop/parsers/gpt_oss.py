@@ -57,5 +57,9 @@ def _call(name: str, body: str, end: str | None) -> ToolCall:
     try:
         value = json.loads(body.strip()) if body.strip() else {}
     except json.JSONDecodeError as e:
-        return ToolCall(name, error=f"the tool call's arguments are not valid JSON ({e.msg} at char {e.pos})")
+        return ToolCall(
+            name,
+            error=f"the tool call's arguments are not valid JSON ({e.msg} at char {e.pos})",
+            bad_arguments=True,
+        )
     return json_call(name, value)
