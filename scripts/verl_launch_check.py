@@ -67,7 +67,7 @@ def composed(flags: list[str], args: list[str]):
     from hydra.core.global_hydra import GlobalHydra
 
     from verl_lite.config.compose import build_config, compose_config, register_schema
-    from verl_lite.config.overrides import normalize_overrides
+    from verl_lite.config.overrides import normalize_argv
 
     given = dict(f.lstrip("-").split("=", 1) for f in flags)
     overrides = [a for a in args if not a.startswith("hydra.")]
@@ -76,9 +76,7 @@ def composed(flags: list[str], args: list[str]):
             register_schema()
             GlobalHydra.instance().clear()
             with initialize_config_dir(config_dir=given["config-path"], version_base=None):
-                raw = compose(
-                    given.get("config-name", "ppo_trainer"), overrides=normalize_overrides(overrides)
-                )
+                raw = compose(given.get("config-name", "ppo_trainer"), overrides=normalize_argv(overrides))
             GlobalHydra.instance().clear()
         else:
             raw = compose_config(overrides, given.get("config-name", "ppo_trainer"))

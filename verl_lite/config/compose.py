@@ -21,7 +21,7 @@ from omegaconf.errors import InterpolationResolutionError
 from verl_lite.config import keys
 from verl_lite.config.errors import ConfigError
 from verl_lite.config.keys import links_in
-from verl_lite.config.overrides import normalize_overrides
+from verl_lite.config.overrides import normalize_argv
 from verl_lite.config.schema import PPOTrainerConfig
 from verl_lite.config.spellings import apply_spellings
 from verl_lite.config.support import check_support
@@ -58,7 +58,7 @@ def compose_config(
     with initialize_config_dir(config_dir=CONF_DIR, version_base=None):
         return compose(
             config_name,
-            overrides=normalize_overrides(list(overrides)),
+            overrides=normalize_argv(list(overrides)),
             return_hydra_config=return_hydra_config,
         )
 

@@ -82,11 +82,6 @@ def _respelled(line: str, override) -> tuple[str, dialects.Spelling | None]:
     return prefix + found.key + line[len(prefix) + len(found.given) :], found
 
 
-def normalize_override(line: str) -> str:
-    """`line` as it should reach Hydra; raises OverrideError for a key the schema lacks."""
-    return _normalized(line)[0]
-
-
 def _normalized(line: str) -> tuple[str, dialects.Spelling | None, object]:
     """The line for Hydra, the dialect spelling it used (or None), its parsed value (None: a deletion)."""
     override = _parse(line)
@@ -139,10 +134,6 @@ def _refused_together(problems: list[OverrideError]) -> OverrideError:
     if len(problems) == 1:
         return problems[0]
     return OverrideError(f"{len(problems)} overrides are refused: " + "; ".join(str(p) for p in problems))
-
-
-def normalize_overrides(lines: list[str], notes: list[str] | None = None) -> list[str]:
-    return normalize_argv(lines, notes)
 
 
 def normalize_argv(argv: list[str], notes: list[str] | None = None) -> list[str]:
