@@ -148,6 +148,9 @@ REFUSED = [
     (f"{ARR}.actor.strategy=megatron", "FSDP1 and Megatron"),
     ("algorithm.use_pf_ppo=True", "policy-filtered PPO"),
     (f"{ARR}.actor.rollout_n=3", f"{ARR}.rollout.n"),
+    # verl 0.9's default (V1) worker shuffles the mini-batches; verl_lite's are in order
+    (f"{ARR}.actor.shuffle=True", "mini-batches are taken in order"),
+    ("critic.shuffle=True", "leave it False"),
 ]
 
 

@@ -87,6 +87,26 @@ def test_a_recipe_yaml_extends_verl_lites_ppo_trainer(tmp_path, monkeypatch, whe
     assert cfg.data.max_response_length == 512  # verl's default: the rest is ppo_trainer's
 
 
+def test_a_files_key_no_field_holds_is_refused_not_dropped(tmp_path):
+    """Under a section only verl 0.9.1's facts add (reward, distillation, ...) Hydra takes any key; the
+    typed config has no field for it, so it would be dropped. One line each instead; a verl 0.9
+    spelling (mapped on the command line) names the key to write in the file."""
+    folder = write(
+        tmp_path,
+        "u",
+        "defaults: [ppo_trainer, _self_]\nreward:\n  reward_kwargs:\n    max_resp_len: 100\n"
+        "distillation:\n  bogus: 1\n",
+    )
+    with pytest.raises(ConfigError) as info:
+        build_config(composed(folder, "u"))
+    assert info.value.problems == [
+        "reward.reward_kwargs.max_resp_len (in a config file) is verl 0.9's spelling of "
+        "reward_model.reward_kwargs.max_resp_len, which verl_lite maps on the command line only; in a file, "
+        "write reward_model.reward_kwargs.max_resp_len",
+        "distillation.bogus (in a config file) is not a key of verl_lite's config (verl's ppo_trainer keys)",
+    ]
+
+
 def test_the_files_values_meet_the_support_table_and_the_domains(tmp_path):
     from verl_lite.config.keys import links_in
     from verl_lite.config.values import check_values
@@ -178,6 +198,11 @@ def test_a_command_line_value_of_the_wrong_type_is_one_line_for_verl_lites_own_c
     assert line("actor_rollout_ref.rollout.engine_kwargs=null") == (
         "actor_rollout_ref.rollout.engine_kwargs=null: field 'actor_rollout_ref.rollout.engine_kwargs' is not "
         "Optional; give it a value, or leave it out for its default"
+    )
+    # a deletion alone (no key=value) is checked too; the schema's keys cannot be removed
+    assert line("~trainer.logger") == (
+        "~trainer.logger: TrainerConfig (DictConfig) does not support deletion; a key of the config cannot "
+        "be removed; set it instead (trainer.logger=<value>)"
     )
     assert line("actor_rollout_ref.actor.optim=5").endswith(
         "; it is a section: set its keys (actor_rollout_ref.actor.optim.<name>=...), not the section"

@@ -20,6 +20,7 @@ from verl_lite.config.fields import (
     key,
     no_effect,
     only,
+    refused,
 )
 from verl_lite.config.freeze import ConfigNode
 from verl_lite.config.gates import DYNAMIC, FIXED, KL_LOSS, LOG_PROB_DYNAMIC, LOG_PROB_FIXED
@@ -46,6 +47,11 @@ KL_TYPES = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3")  # algos/kl.py
 def is_kl_type(name) -> bool:
     """A known KL estimator, optionally with one trailing '+' (k2's gradient: algos/kl.py)."""
     return isinstance(name, str) and (name[:-1] if name.endswith("+") else name) in KL_TYPES
+
+
+# verl 0.9.1's default trainer (use_v1) shuffles each batch before its mini-batches (seeded by
+# data_loader_seed); verl_lite takes them in order, so shuffle=True would train other mini-batches
+SHUFFLE = "mini-batches are taken in order (verl 0.9's V1 worker shuffles them, seeded by data_loader_seed): leave it False"
 
 
 @dataclass
@@ -98,9 +104,7 @@ class ActorConfig(ConfigNode):
     kl_loss_type: str = key("low_var_kl", choice(KL_TYPES, "(optionally with '+')", is_kl_type), gate=KL_LOSS)
     ppo_epochs: int = key(1, POS_INT)  # passes over each training batch
     # verl's new worker: shuffle responses before splitting into mini-batches
-    shuffle: bool = key(
-        False, rule=no_effect("verl's default (legacy) worker takes mini-batches in order too")
-    )
+    shuffle: bool = key(False, rule=refused(SHUFFLE))
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     # the model's use_fused_kernels
     use_fused_kernels: bool = key(

@@ -13,6 +13,7 @@ from typing import Any
 from verl_lite.config.fields import FOLLOWS_ACTOR, MICRO, POS, POS_INT, follows, key, no_effect, only, refused
 from verl_lite.config.freeze import ConfigNode
 from verl_lite.config.gates import CUSTOM_REWARD, DYNAMIC, FIXED, REWARD_MODEL
+from verl_lite.config.schema_actor import SHUFFLE
 from verl_lite.config.schema_engine import (
     FSDP1,
     STRATEGIES,
@@ -61,10 +62,7 @@ class CriticConfig(ConfigNode):
     )
     ppo_epochs: int = key(f"${{{ACTOR}.ppo_epochs}}", FOLLOWS_ACTOR)  # passes over each training batch
     # verl's new worker: shuffle before splitting into mini-batches
-    shuffle: bool = key(
-        f"${{{ACTOR}.shuffle}}",
-        rule=no_effect("verl's default (legacy) worker takes mini-batches in order too"),
-    )
+    shuffle: bool = key(f"${{{ACTOR}.shuffle}}", rule=refused(SHUFFLE))
     # values may move at most this far from the rollout's values (clipped loss)
     cliprange_value: float = key(0.5, POS)
     loss_agg_mode: str = f"${{{ACTOR}.loss_agg_mode}}"  # aggregation of the value loss

@@ -182,6 +182,7 @@ TYPE_FIXES = (
     ("is not Optional", "give it a value, or leave it out for its default"),
     ("is not a subclass of", "it is a section: set its keys ({key}.<name>=...), not the section"),
     ("Cannot merge DictConfig with", "it takes keys: set them one by one ({key}.<name>=...)"),
+    ("does not support deletion", "a key of the config cannot be removed; set it instead ({key}=<value>)"),
 )
 
 
@@ -212,7 +213,9 @@ def _needs_check(args: argparse.Namespace) -> bool:
         return not args.config_path.startswith("pkg://")
     if args.config_name and not os.path.isfile(_file(CONF_DIR, args.config_name)):
         return True
-    return any("=" in o for o in args.overrides)  # ~85 ms: one composition with Hydra's compose API
+    return any(
+        "=" in o or o.startswith("~") for o in args.overrides
+    )  # ~85 ms: one composition with Hydra's compose API
 
 
 def check_user_config(argv: list[str]) -> str | None:
