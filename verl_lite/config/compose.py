@@ -18,7 +18,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError
 
-from verl_lite.config import keys
+from verl_lite.config import dialects, keys
 from verl_lite.config.errors import ConfigError
 from verl_lite.config.keys import links_in
 from verl_lite.config.overrides import normalize_argv
@@ -71,7 +71,7 @@ def to_config(cfg: DictConfig) -> PPOTrainerConfig:
 def build_config(cfg: DictConfig) -> PPOTrainerConfig:
     """The typed config of a composed one; ConfigError lists refused values and bad spellings."""
     try:  # the support table reads resolved values too
-        problems = check_support(cfg)
+        problems = [_unknown_line(k) for k in keys.unknown_in(cfg)] + check_support(cfg)
         config = to_config(cfg)
     except InterpolationResolutionError as e:  # OmegaConf names the reference, not the key holding it
         raise ConfigError([unresolvable(cfg, e)]) from e
@@ -80,6 +80,19 @@ def build_config(cfg: DictConfig) -> PPOTrainerConfig:
         raise ConfigError(problems)
     object.__setattr__(config, "_links", links_in(cfg))  # for overrides.apply_to_config
     return config
+
+
+def _unknown_line(key: str) -> str:
+    """A config file's key that no field holds (on the command line, config/overrides.py says it)."""
+    moved = dialects.spelling(key)
+    if moved is not None and moved.key != key and keys.is_known(moved.key):
+        return (
+            f"{key} (in a config file) is verl 0.9's spelling of {moved.key}, which verl_lite maps on the "
+            f"command line only; in a file, write {moved.key}"
+        )
+    near = keys.nearest(key)
+    hint = f"; did you mean {near}?" if near else ""
+    return f"{key} (in a config file) is not a key of verl_lite's config (verl's ppo_trainer keys){hint}"
 
 
 def _strings(node, prefix: str = ""):

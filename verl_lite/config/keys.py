@@ -135,6 +135,14 @@ def is_known(key: str) -> bool:
     return key in leaf_keys() or key in section_keys() or under_open_dict(key)
 
 
+def unknown_in(cfg: DictConfig) -> list[str]:
+    """The keys of a composed config that the schema lacks. Hydra refuses such a key inside a typed
+    section, but not under a section only verl 0.9.1's facts add (`reward`, `distillation`, ...),
+    whose nodes are plain: a config file's key there would reach no field and be dropped."""
+    written = OmegaConf.to_container(cfg, resolve=False)
+    return [k for k in verl_keys.leaves(written) if not is_known(k)]
+
+
 def has_default(key: str) -> bool:
     """Whether the schema's defaults hold `key` (also a key inside a dict-typed field's default)."""
     return OmegaConf.select(schema(), key, default="<absent>", throw_on_missing=False) != "<absent>"
